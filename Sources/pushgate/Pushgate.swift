@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// `pushgate`: the gateway (default), the APNs simulator, and a one-shot sender.
+@main
+struct Pushgate: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pushgate",
+        abstract: "A push-notification gateway for APNs, compatible with the C pushd.",
+        subcommands: [GatewayCommand.self, SimulateCommand.self, SendCommand.self],
+        defaultSubcommand: GatewayCommand.self
+    )
+}
