@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 
 /// The wall-clock time, injected so that JWT `iat`, token refresh and 410 timestamp comparisons run
