@@ -1,0 +1,67 @@
+/// Exponential back-off with full jitter: the delay before retry `n` is drawn uniformly from
+/// `[0, min(cap, base × multiplier^(n-1)))`.
+///
+/// Full jitter spreads the retries of many requests that failed together (a GOAWAY, a 503 burst)
+/// instead of sending them back in lock-step. The random source is injected, so tests are
+/// deterministic.
+public struct Backoff: Hashable, Sendable {
+    /// The ceiling of the first delay.
+    public var base: Duration
+    /// How much the ceiling grows per attempt (at least 1).
+    public var multiplier: Double
+    /// The largest ceiling.
+    public var cap: Duration
+
+    public init(base: Duration, multiplier: Double = 2, cap: Duration) {
+        precondition(base >= .zero, "back-off base must not be negative")
+        precondition(cap >= base, "back-off cap must not be below its base")
+        precondition(multiplier >= 1 && multiplier.isFinite, "back-off multiplier must be at least 1")
+        self.base = base
+        self.multiplier = multiplier
+        self.cap = cap
+    }
+
+    /// For reconnecting: 100 ms doubling up to 30 s.
+    public static let reconnect = Backoff(base: .milliseconds(100), multiplier: 2, cap: .seconds(30))
+
+    /// The upper bound of the delay before retry `attempt` (1 for the first retry):
+    /// `min(cap, base × multiplier^(attempt-1))`.
+    public func ceiling(forAttempt attempt: Int) -> Duration {
+        let exponent = Double(max(attempt, 1) - 1)
+        let grown = base.seconds * power(multiplier, exponent)
+        guard grown.isFinite, grown < cap.seconds else { return cap }
+        return .seconds(grown)
+    }
+
+    /// A delay in `[0, ceiling(forAttempt: attempt))`, drawn from `generator`.
+    public func delay(forAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+        let ceilingNanoseconds = ceiling(forAttempt: attempt).seconds * 1e9
+        // 53 random bits give a fraction in [0, 1) without the rejection loop of `random(in:)`, so
+        // any generator (even a constant one in tests) yields a delay at once.
+        let fraction = Double(generator.next() >> 11) * 0x1p-53
+        return .nanoseconds(Int64((ceilingNanoseconds * fraction).rounded(.down)))
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `Double`.
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
+    }
+}
+
+/// `base^exponent` for whole exponents, without importing Foundation for one function.
+private func power(_ base: Double, _ exponent: Double) -> Double {
+    // Integer exponents only (attempt numbers), by squaring.
+    var result = 1.0
+    var factor = base
+    var remaining = Int(exponent)
+    while remaining > 0 {
+        if remaining & 1 == 1 { result *= factor }
+        factor *= factor
+        remaining >>= 1
+        if !result.isFinite { return .infinity }
+    }
+    return result
+}
