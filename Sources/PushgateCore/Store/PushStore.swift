@@ -1,0 +1,136 @@
+public import Foundation
+
+/// The device registry: devices per app, groups per app, and which devices are in which groups.
+///
+/// Every method is one transaction. Implementations are `Sendable` and safe to call from many tasks.
+public protocol DeviceRegistry: Sendable {
+    /// Adds the device to the group, creating the device and the group as needed. Idempotent: doing it
+    /// twice leaves one device and one membership. A device that was invalid becomes valid again with a
+    /// new `registeredAt`. Every call moves the device's `lastRegisteredAt` forward (never back).
+    func register(_ registration: Registration) async throws -> RegistrationResult
+
+    /// ``register(_:)`` for many registrations in one transaction (the UDP ingress applies bursts with
+    /// it), with one result per registration, in order. A registration repeated within the batch reports
+    /// what it changed at its own position (`created`, then `alreadyMember`).
+    func register(batch: [Registration]) async throws -> [RegistrationResult]
+
+    /// Takes the device out of one group. Returns false if it was not a member (or is unknown).
+    /// The device itself stays registered, even with no group left.
+    func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool
+
+    /// Removes the device from the app: its memberships go with it. Returns false if it was unknown.
+    func removeDevice(app: String, token: DeviceToken) async throws -> Bool
+
+    /// Looks up a device.
+    func device(app: String, token: DeviceToken) async throws -> DeviceRecord?
+
+    /// Lists a group's devices, valid and invalid, `limit` at a time in a stable order (see ``GroupCursor``).
+    /// Throws ``StoreError/Code/unknownGroup`` if the app has no such group.
+    func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage
+
+    /// Marks a device invalid because Apple said its token is dead, so that fan-out skips it.
+    ///
+    /// With an `appleTimestamp` (410), the device stays valid if it was registered again after that
+    /// time (``DeviceRecord/lastRegisteredAt`` later than the timestamp): the app re-registered the
+    /// token after Apple last saw it die. Without one (`BadDeviceToken`), it is invalidated.
+    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+        async throws -> InvalidationResult
+}
+
+/// The durable delivery ledger: notification requests, the leased work chunks that fan them out, the
+/// retries still due, and the outcomes that make up each request's delivery report.
+///
+/// ## How a dispatcher uses it
+///
+/// At start-up: ``releaseLeases(owner:now:)`` with the instance's own id, so that what a previous run of
+/// this instance held (it was killed) is claimable at once instead of after its leases expire.
+///
+/// Fan-out loop, for as long as there is work:
+/// 1. ``claimChunk(owner:now:leaseDuration:chunkSize:)``. It first takes over an unfinished chunk
+///    whose lease expired (an instance died), else cuts the next chunk of the oldest unfinished request,
+///    advancing that request's cut cursor. Nil: no fan-out work right now (wait for new requests, or for
+///    the earliest lease expiry).
+/// 2. Load the request once per id with ``request(_:)`` (cache it: it is immutable).
+/// 3. Page through the chunk: ``targets(of:after:limit:)`` from `chunk.progress`, then from each page's
+///    `scannedThrough`, until a page has `isEnd`.
+/// 4. Send; as outcomes arrive, batch them into ``recordProgress(_:owner:now:leaseDuration:)`` calls:
+///    `through` = the highest cursor before which every target has an outcome. Each call is one
+///    transaction and renews the lease; call it at least every `leaseDuration / 3`. The last call of a
+///    chunk passes `completesChunk`. On ``ProgressResult/leaseLost`` drop the chunk: its outcomes
+///    were not written and another holder resumes from the recorded progress.
+///
+/// Retry loop: ``claimRetries(owner:now:leaseDuration:limit:)`` (rows with `nextAttemptAt <= now`),
+/// send, ``recordRetryOutcomes(_:owner:now:)``; sleep until ``nextWakeUp(after:)``.
+/// Housekeeping: ``expireOverdue(now:)`` now and then (claims run it too).
+///
+/// ## Guarantees
+/// - A request is stored in one transaction before ``enqueue(_:)`` returns: once acknowledged it is not
+///   lost by a crash. An unknown group rejects the whole request and writes nothing.
+/// - A target device is sent to once per request, even when it is in several target groups and listed
+///   directly, except within the in-flight window of a chunk taken over after its holder died.
+/// - Progress, outcomes, retries and invalidations of one batch are written together or not at all.
+/// - A request is `done` when its targets are all cut, all its chunks are done and no retry is pending;
+///   `expired` when its expiration (``NotificationRequest/expiresAt``) passed before that.
+/// - Nothing is loaded or written per device of a group before sending: chunks are ranges of device ids,
+///   read in pages; only devices that need a retry or failed get a row.
+///
+/// Targets are read when the chunk is paged, not when the request is stored: a device invalidated or
+/// removed from a group meanwhile is skipped. Devices created after the request was stored are not
+/// targets (the request keeps the highest device id of that moment as its bound).
+public protocol DeliveryLedger: Sendable {
+    /// Stores a request durably in one transaction. Throws ``StoreError/Code/unknownGroup`` (nothing
+    /// written) if a target group does not exist for the app, ``StoreError/Code/noTargets`` if it names
+    /// no group and no device, ``StoreError/Code/duplicateRequestID`` if the id is taken.
+    /// A request with no target is stored as `done` at once.
+    func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult
+
+    /// The stored request (nil if unknown).
+    func request(_ id: RequestID) async throws -> NotificationRequest?
+
+    /// Claims work: first an unfinished chunk whose lease expired (taken over, `isTakeover`), else a new
+    /// chunk of at most `chunkSize` targets cut from the oldest request with uncut targets. The chunk is
+    /// leased to `owner` until `now + leaseDuration`. Nil when there is nothing to claim.
+    func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws -> WorkChunk?
+
+    /// The chunk's distinct valid targets after `cursor`, at most `limit`, in cursor order.
+    func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage
+
+    /// Records a batch of outcomes of a chunk, its progress and invalidations in one transaction and
+    /// renews the lease, if `owner` still holds the chunk's lease (same generation; a lease that expired
+    /// but was not taken over still counts). Otherwise writes nothing and answers `.leaseLost`.
+    func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+        async throws -> ProgressResult
+
+    /// Claims up to `limit` retries that are due (`nextAttemptAt <= now`) and not leased (or whose lease
+    /// expired), earliest first, leasing them to `owner` until `now + leaseDuration`.
+    func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws -> [RetryClaim]
+
+    /// Records outcomes of claimed retries in one transaction. An outcome whose lease is no longer held
+    /// (same owner and generation) is refused and listed in the result.
+    func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws -> RetryRecordResult
+
+    /// Ends every lease `owner` holds (chunks and retries), making them claimable at once, by anyone.
+    /// For a restart with the same instance id, and for a graceful shutdown. Returns how many were released.
+    @discardableResult
+    func releaseLeases(owner: InstanceID, now: Date) async throws -> Int
+
+    /// Expires every unfinished request whose expiration is before `now`: pending retries become failures
+    /// with reason "expired", targets not sent yet are counted as failed "expired", its chunks are closed
+    /// (their holders' progress is refused from then on). Returns the ids expired.
+    @discardableResult
+    func expireOverdue(now: Date) async throws -> [RequestID]
+
+    /// The earliest moment after `now` at which work may become claimable without a new request: the next
+    /// retry due or the next lease to expire. Nil when nothing is pending.
+    func nextWakeUp(after now: Date) async throws -> Date?
+
+    /// The delivery report (nil if unknown).
+    func report(_ id: RequestID) async throws -> DeliveryReport?
+
+    /// The devices of a request that failed for good, by token, `limit` at a time after `after`.
+    func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry]
+}
+
+/// A store: registry and ledger in one database, so that fan-out reads the registry that registrations
+/// write, and invalidations commit with the outcomes that caused them.
+public protocol PushStore: DeviceRegistry, DeliveryLedger {}

@@ -1,0 +1,58 @@
+/// A store operation that could not be carried out: a rule of the registry or the ledger was broken
+/// (an unknown group, a duplicate request id) or the backend failed.
+///
+/// Equality is on the code only, so callers and tests match on `StoreError.unknownGroup` without
+/// repeating message text. `description` is safe to log (group names and request ids, never payloads).
+public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// A stable, machine-readable code. New codes may be added.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+        public init(_ rawValue: String) { self.rawValue = rawValue }
+        public var description: String { rawValue }
+
+        /// A notification request names a group the app does not have. Nothing of the request was stored.
+        public static let unknownGroup = Code("unknown_group")
+        /// A notification request names neither a group nor a device.
+        public static let noTargets = Code("no_targets")
+        /// A notification request reuses the id of a stored one.
+        public static let duplicateRequestID = Code("duplicate_request_id")
+        /// An argument breaks the operation's contract (negative limit, empty app or group name...).
+        public static let invalidArgument = Code("invalid_argument")
+        /// The backend failed (I/O error, corrupt row). `debugDescription` carries the backend's message.
+        public static let backend = Code("backend")
+    }
+
+    public let code: Code
+    /// A human sentence, safe to log.
+    public let message: String
+
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public static func unknownGroup(app: String, group: String) -> StoreError {
+        StoreError(code: .unknownGroup, message: "app \"\(app)\" has no group \"\(group)\"")
+    }
+
+    public static func noTargets() -> StoreError {
+        StoreError(code: .noTargets, message: "a notification request needs at least one group or device")
+    }
+
+    public static func duplicateRequestID(_ id: RequestID) -> StoreError {
+        StoreError(code: .duplicateRequestID, message: "a notification request with id \(id) already exists")
+    }
+
+    public static func invalidArgument(_ message: String) -> StoreError {
+        StoreError(code: .invalidArgument, message: message)
+    }
+
+    public static func backend(_ message: String) -> StoreError {
+        StoreError(code: .backend, message: message)
+    }
+
+    public var description: String { "\(code): \(message)" }
+
+    public static func == (lhs: Self, rhs: Self) -> Bool { lhs.code == rhs.code }
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+}
