@@ -1,0 +1,167 @@
+public import Logging
+import NIOConcurrencyHelpers
+public import NIOCore
+import NIOPosix
+import NIOSSL
+public import PushgateCore
+public import ServiceLifecycle
+
+/// A client for the APNs HTTP/2 provider API: one pool of connections for one set of credentials and
+/// one endpoint (production, sandbox, or a simulator/proxy).
+///
+/// Two ways to send:
+/// - `send(_:to:)` awaits one outcome (the `pushgate send` path);
+/// - `submit(_:)` queues many requests whose outcomes go to an `APNsOutcomeReceiver` (the
+///   dispatcher's path: no task or continuation per notification).
+///
+/// Lifecycle: `run()` (a `Service`) keeps it alive until graceful shutdown, then lets open streams
+/// finish; or use `withClient(configuration:) { client in ... }`.
+public final class APNsClient: Sendable {
+    public let configuration: Configuration
+    private let pool: APNsConnectionPool
+    private let ownedGroup: MultiThreadedEventLoopGroup?
+    private let logger: Logger
+
+    public init(configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil) throws {
+        var logger = logger ?? Logger(label: "pushgate.apns")
+        logger[metadataKey: "apns.endpoint"] = "\(configuration.endpoint)"
+        self.logger = logger
+        self.configuration = configuration
+        let tlsContext = try configuration.makeTLSContext()
+        let group: any EventLoopGroup
+        if let eventLoopGroup {
+            group = eventLoopGroup
+            ownedGroup = nil
+        } else {
+            let owned = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+            group = owned
+            ownedGroup = owned
+        }
+        let tokenSource: (any APNsProviderTokenSource)?
+        switch configuration.authentication {
+        case .certificate: tokenSource = nil
+        case .token(let source): tokenSource = source
+        }
+        self.pool = APNsConnectionPool(
+            configuration: .init(
+                host: configuration.endpoint.host, port: configuration.endpoint.port,
+                serverHostname: configuration.endpoint.isIPAddress ? nil : configuration.endpoint.host,
+                tlsContext: tlsContext, tokenSource: tokenSource,
+                pool: .init(
+                    maximumConnections: configuration.maximumConnections,
+                    reconnectBaseDelay: configuration.reconnectBaseDelay,
+                    reconnectMaximumDelay: configuration.reconnectMaximumDelay),
+                connection: .init(
+                    pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
+                    idleTimeout: configuration.idleTimeout, maximumStreams: configuration.maximumStreamsPerConnection),
+                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
+                maximumUnprocessedAttempts: configuration.maximumUnprocessedAttempts,
+                tickInterval: configuration.tickInterval),
+            group: group, logger: logger)
+        pool.start()
+    }
+
+    /// Runs `body` with a client and shuts it down afterwards, whatever happens.
+    public static func withClient<Result: Sendable>(
+        configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil,
+        _ body: (APNsClient) async throws -> Result
+    ) async throws -> Result {
+        let client = try APNsClient(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
+        do {
+            let result = try await body(client)
+            await client.shutdown()
+            return result
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+    }
+
+    /// Queues requests; each outcome goes to its request's receiver exactly once. Never blocks.
+    /// Returns ids usable with `cancel(_:)`.
+    @discardableResult
+    public func submit(_ requests: [APNsRequest]) -> [UInt64] {
+        pool.submit(requests)
+    }
+
+    /// Abandons a request: dequeued if still queued, its stream reset if in flight. Its receiver gets
+    /// a `cancelled` outcome (unless its answer won the race).
+    public func cancel(_ id: UInt64) {
+        pool.cancel(poolRequestID: id)
+    }
+
+    /// Sends one notification to one device and waits for the outcome. Cancelling the task abandons
+    /// the request and frees its stream.
+    public func send(
+        _ notification: PreparedNotification, to deviceToken: DeviceToken, apnsID: APNsID? = nil,
+        deadline: NIODeadline? = nil
+    ) async -> APNsOutcome {
+        let receiver = SingleOutcomeReceiver()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                receiver.install(continuation)
+                let ids = pool.submit([
+                    APNsRequest(notification: notification, deviceToken: deviceToken, apnsID: apnsID, receiver: receiver, deadline: deadline)
+                ])
+                receiver.submitted(id: ids[0])
+            }
+        } onCancel: {
+            if let id = receiver.submittedID { pool.cancel(poolRequestID: id) }
+        }
+    }
+
+    /// Queue length, connections (all, usable) and requests in flight: for metrics and tests.
+    public var statistics: Statistics {
+        let (queued, connections, active, leased) = pool.statistics
+        return Statistics(queued: queued, connections: connections, activeConnections: active, inFlight: leased)
+    }
+
+    public struct Statistics: Sendable, Hashable {
+        public var queued: Int
+        public var connections: Int
+        public var activeConnections: Int
+        public var inFlight: Int
+    }
+
+    /// Stops intake, fails queued requests with `shutdown`, lets in-flight streams finish for up to
+    /// `configuration.shutdownGracePeriod`, closes the connections.
+    public func shutdown() async {
+        await pool.shutdown(grace: configuration.shutdownGracePeriod)
+        try? await ownedGroup?.shutdownGracefully()
+    }
+}
+
+extension APNsClient: Service {
+    /// Keeps the client until graceful shutdown (or cancellation), then shuts it down.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+}
+
+/// Bridges one request's outcome to a continuation.
+private final class SingleOutcomeReceiver: APNsOutcomeReceiver, @unchecked Sendable {
+    // @unchecked: `state` is only accessed under `lock`.
+    private let lock = NIOLock()
+    private var continuation: CheckedContinuation<APNsOutcome, Never>?
+    private var id: UInt64?
+    private var early: APNsOutcome?
+
+    func install(_ continuation: CheckedContinuation<APNsOutcome, Never>) {
+        lock.withLock { self.continuation = continuation }
+    }
+
+    func submitted(id: UInt64) {
+        lock.withLock { self.id = id }
+    }
+
+    var submittedID: UInt64? { lock.withLock { id } }
+
+    func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
+        let continuation = lock.withLock { () -> CheckedContinuation<APNsOutcome, Never>? in
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        continuation?.resume(returning: outcome)
+    }
+}

@@ -1,0 +1,240 @@
+public import NIOCore
+public import NIOHTTP2
+
+/// The decisions of one HTTP/2 connection to APNs: which stream ids are open, how many more the
+/// server lets us open, what GOAWAY means for each open stream, when to ping and when to close.
+///
+/// It holds no channel and reads no clock: the handler feeds it events with the current time and
+/// carries out the actions it returns. Tests replay transcripts.
+public struct APNsConnectionStateMachine: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// Send a PING after this long without reading anything (nil: never). The C pushd's `-t`.
+        public var pingInterval: TimeAmount?
+        /// Close the connection if a PING is not acknowledged within this time.
+        public var pingTimeout: TimeAmount
+        /// Close the connection after this long without any request (nil: never). The C pushd's `-i`.
+        public var idleTimeout: TimeAmount?
+        /// Never open more than this many concurrent streams, whatever the server allows (nil: the server's limit).
+        public var maximumStreams: Int?
+
+        public init(
+            pingInterval: TimeAmount? = .minutes(60), pingTimeout: TimeAmount = .seconds(20),
+            idleTimeout: TimeAmount? = .hours(24), maximumStreams: Int? = nil
+        ) {
+            self.pingInterval = pingInterval
+            self.pingTimeout = pingTimeout
+            self.idleTimeout = idleTimeout
+            self.maximumStreams = maximumStreams
+        }
+    }
+
+    public enum State: Sendable, Hashable {
+        /// TLS is up but the server's first SETTINGS frame has not arrived: no stream may be opened yet.
+        case awaitingSettings
+        case active
+        /// GOAWAY received: no new streams; the open ones at or below `lastStreamID` may still be answered.
+        case goingAway(lastStreamID: HTTP2StreamID)
+        /// We decided to close (idle, ping timeout, drained after GOAWAY, shutdown).
+        case closing
+        case closed
+    }
+
+    public enum SettingsAction: Sendable, Hashable {
+        /// The first SETTINGS: the connection is usable with this many streams.
+        case becameReady(availableStreams: Int)
+        /// The server changed its limit.
+        case capacityChanged(availableStreams: Int)
+        case none
+    }
+
+    public enum GoAwayAction: Sendable, Hashable {
+        /// `unprocessed`: streams above the last stream id, which APNs guarantees it never processed:
+        /// retry them elsewhere. `awaiting`: how many open streams may still be answered.
+        /// `closeNow`: nothing is left to wait for.
+        case retire(unprocessed: [HTTP2StreamID], awaiting: Int, closeNow: Bool)
+        /// A second GOAWAY that changes nothing we act on.
+        case none
+    }
+
+    public enum StreamClosedAction: Sendable, Hashable {
+        case none
+        /// GOAWAY was received, or we asked to close, and this was the last open stream: close now.
+        case closeConnection
+    }
+
+    public enum TickAction: Sendable, Hashable {
+        case none
+        case sendPing
+        /// No request for `idleTimeout`: close quietly.
+        case closeIdle
+        /// The peer did not answer our PING: the connection is dead.
+        case closePingTimedOut
+    }
+
+    public private(set) var state: State = .awaitingSettings
+    private let configuration: Configuration
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS. HTTP/2 says "unlimited" until the server says
+    /// otherwise, but Apple says not to assume a number and to allow only one stream on a token
+    /// connection until a token has been accepted, so we start at one until SETTINGS arrive.
+    private var remoteMaximumStreams: Int = 1
+    private var openStreams: Set<HTTP2StreamID> = []
+    private var nextStreamID: HTTP2StreamID = 1
+    private var lastRequestActivity: NIODeadline
+    private var lastReadActivity: NIODeadline
+    private var pingSentAt: NIODeadline?
+
+    public init(configuration: Configuration, now: NIODeadline) {
+        self.configuration = configuration
+        self.lastRequestActivity = now
+        self.lastReadActivity = now
+    }
+
+    /// How many more streams may be opened now.
+    public var availableStreams: Int {
+        guard case .active = state else { return 0 }
+        return max(0, effectiveMaximumStreams - openStreams.count)
+    }
+
+    /// The concurrency limit in force: the server's, lowered by our own cap.
+    public var effectiveMaximumStreams: Int {
+        if let cap = configuration.maximumStreams { return min(cap, remoteMaximumStreams) }
+        return remoteMaximumStreams
+    }
+
+    public var openStreamCount: Int { openStreams.count }
+
+    public func isOpen(_ streamID: HTTP2StreamID) -> Bool { openStreams.contains(streamID) }
+
+    // MARK: Events
+
+    public mutating func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) -> SettingsAction {
+        lastReadActivity = now
+        let previous = availableStreams
+        if let maximumConcurrentStreams { remoteMaximumStreams = maximumConcurrentStreams }
+        switch state {
+        case .awaitingSettings:
+            if maximumConcurrentStreams == nil {
+                // No limit announced: HTTP/2's "unlimited". Use a large but finite default.
+                remoteMaximumStreams = 1000
+            }
+            state = .active
+            return .becameReady(availableStreams: availableStreams)
+        case .active:
+            return availableStreams == previous ? .none : .capacityChanged(availableStreams: availableStreams)
+        case .goingAway, .closing, .closed:
+            return .none
+        }
+    }
+
+    /// Opens the next stream. Call only when `availableStreams > 0`.
+    public mutating func openStream(now: NIODeadline) -> HTTP2StreamID {
+        precondition(availableStreams > 0, "no stream available")
+        let id = nextStreamID
+        nextStreamID = HTTP2StreamID(Int32(id) + 2)
+        openStreams.insert(id)
+        lastRequestActivity = now
+        return id
+    }
+
+    /// A stream ended: answered, reset, or abandoned by us (deadline, cancel).
+    public mutating func streamClosed(_ id: HTTP2StreamID, now: NIODeadline) -> StreamClosedAction {
+        guard openStreams.remove(id) != nil else { return .none }
+        lastRequestActivity = now
+        guard openStreams.isEmpty else { return .none }
+        switch state {
+        case .goingAway:
+            state = .closing
+            return .closeConnection
+        case .closing:
+            return .closeConnection
+        default:
+            return .none
+        }
+    }
+
+    public mutating func frameRead(now: NIODeadline) {
+        lastReadActivity = now
+    }
+
+    public mutating func goAwayReceived(lastStreamID: HTTP2StreamID, now: NIODeadline) -> GoAwayAction {
+        lastReadActivity = now
+        switch state {
+        case .awaitingSettings, .active:
+            break
+        case .goingAway(let previous):
+            // A later GOAWAY may only lower the last stream id.
+            guard lastStreamID < previous else { return .none }
+        case .closing, .closed:
+            return .none
+        }
+        state = .goingAway(lastStreamID: lastStreamID)
+        let unprocessed = openStreams.filter { $0 > lastStreamID }.sorted()
+        for id in unprocessed { openStreams.remove(id) }
+        let closeNow = openStreams.isEmpty
+        if closeNow { state = .closing }
+        return .retire(unprocessed: unprocessed, awaiting: openStreams.count, closeNow: closeNow)
+    }
+
+    public mutating func pingAcknowledged(now: NIODeadline) {
+        lastReadActivity = now
+        pingSentAt = nil
+    }
+
+    /// The periodic check. Returns at most one action.
+    public mutating func tick(now: NIODeadline) -> TickAction {
+        switch state {
+        case .active, .goingAway: break
+        case .awaitingSettings:
+            // A server that never sends SETTINGS is as dead as one that never answers a PING.
+            if now - lastReadActivity >= configuration.pingTimeout {
+                state = .closing
+                return .closePingTimedOut
+            }
+            return .none
+        case .closing, .closed: return .none
+        }
+        if let pingSentAt, now - pingSentAt >= configuration.pingTimeout {
+            state = .closing
+            return .closePingTimedOut
+        }
+        if let idle = configuration.idleTimeout, openStreams.isEmpty, now - lastRequestActivity >= idle {
+            state = .closing
+            return .closeIdle
+        }
+        if let interval = configuration.pingInterval, pingSentAt == nil, now - lastReadActivity >= interval {
+            pingSentAt = now
+            return .sendPing
+        }
+        return .none
+    }
+
+    /// We decided to close (shutdown, a connection-fatal answer). No new streams from now on; the
+    /// open ones may finish. Returns true when nothing is open and the channel can close at once.
+    public mutating func closeRequested() -> Bool {
+        switch state {
+        case .closed: return false
+        default:
+            state = .closing
+            return openStreams.isEmpty
+        }
+    }
+
+    /// The channel is gone. Returns the streams that were still open: they got no answer.
+    public mutating func channelClosed() -> [HTTP2StreamID] {
+        state = .closed
+        let remaining = openStreams.sorted()
+        openStreams.removeAll()
+        return remaining
+    }
+
+    /// The earliest time at which `tick` could return something other than `.none`; lets the
+    /// handler schedule its next timer instead of polling.
+    public func nextTickDeadline() -> NIODeadline? {
+        var candidates: [NIODeadline] = []
+        if let pingSentAt { candidates.append(pingSentAt + configuration.pingTimeout) }
+        if case .awaitingSettings = state { candidates.append(lastReadActivity + configuration.pingTimeout) }
+        if let idle = configuration.idleTimeout, openStreams.isEmpty { candidates.append(lastRequestActivity + idle) }
+        if let interval = configuration.pingInterval, pingSentAt == nil { candidates.append(lastReadActivity + interval) }
+        return candidates.min()
+    }
+}
