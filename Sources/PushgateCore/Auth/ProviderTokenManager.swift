@@ -8,7 +8,7 @@ import Synchronization
 /// prefers side effects outside the lock): ES256 signing is pure CPU work of some tens of
 /// microseconds, happens about once an hour, and every caller waiting on the lock needs its result
 /// anyway.
-public final class ProviderTokenManager: Sendable, CustomStringConvertible {
+public final class ProviderTokenManager: Sendable, CustomStringConvertible, CustomReflectable {
     /// How tokens are refreshed.
     public struct Configuration: Hashable, Sendable {
         /// Apple: refresh "no more than once every 20 minutes".
@@ -104,4 +104,8 @@ public final class ProviderTokenManager: Sendable, CustomStringConvertible {
     public var youngTokensRejected: Int { state.withLock { $0.youngTokensRejected } }
 
     public var description: String { "ProviderTokenManager(keyID: \(keyID), teamID: \(teamID))" }
+    /// Keeps `dump` and debuggers away from the token and the key.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["keyID": keyID, "teamID": teamID], displayStyle: .class)
+    }
 }
