@@ -1,0 +1,137 @@
+import GRDB
+import PushgateCore
+
+/// Fan-out reads: the distinct devices of several groups, in device-id order, a page at a time.
+///
+/// Each target group is range-scanned on the membership primary key `(group_id, device_id)`, at most
+/// `limit` rows per group from the cursor on, and the per-group lists are merged (k-way, dropping
+/// duplicates). A page therefore costs O(groups × limit) index reads whatever the size of the groups,
+/// where `SELECT DISTINCT … WHERE group_id IN (…) ORDER BY device_id LIMIT n` would make SQLite collect
+/// and sort every remaining membership row of those groups for each page.
+extension SQLiteStore {
+    /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
+    /// `exhausted` is true when no more exist in the range after the last one returned.
+    static func deviceTargets(groupIDs: [Int64], after: Int64, through: Int64, limit: Int, in db: Database) throws
+        -> (targets: [(id: Int64, token: String)], exhausted: Bool)
+    {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
+                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                ORDER BY m.device_id LIMIT ?
+                """)
+        var lists = [[(id: Int64, token: String)]]()
+        lists.reserveCapacity(groupIDs.count)
+        for groupID in groupIDs {
+            var list = [(id: Int64, token: String)]()
+            let rows = try Row.fetchCursor(statement, arguments: [groupID, after, through, limit])
+            while let row = try rows.next() { list.append((row[0], row[1])) }
+            lists.append(list)
+        }
+        let merged = mergeDistinct(lists, limit: limit, key: \.id)
+        return (merged, merged.count < limit)
+    }
+
+    /// Member device ids (valid or not) in `(after, through]` of any of `groupIDs`, distinct, ascending,
+    /// at most `limit`: where chunks are cut. Reads only the membership index.
+    static func memberIDs(groupIDs: [Int64], after: Int64, through: Int64, limit: Int, in db: Database) throws -> [Int64] {
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT device_id FROM membership
+                WHERE group_id = ? AND device_id > ? AND device_id <= ?
+                ORDER BY device_id LIMIT ?
+                """)
+        var lists = [[Int64]]()
+        for groupID in groupIDs {
+            lists.append(try Int64.fetchAll(statement, arguments: [groupID, after, through, limit]))
+        }
+        return mergeDistinct(lists, limit: limit, key: \.self)
+    }
+
+    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, read in pages (no
+    /// memory in proportion to the groups).
+    static func countDeviceTargets(groupIDs: [Int64], after: Int64, through: Int64, in db: Database) throws -> Int {
+        guard !groupIDs.isEmpty, after < through else { return 0 }
+        if groupIDs.count == 1 {
+            return try Int.fetchOne(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
+                        WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                        """), arguments: [groupIDs[0], after, through]) ?? 0
+        }
+        let statement = try db.cachedStatement(
+            sql: """
+                SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
+                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                ORDER BY m.device_id LIMIT ?
+                """)
+        let page = 4096
+        var count = 0
+        var cursor = after
+        while true {
+            var lists = [[Int64]]()
+            for groupID in groupIDs {
+                lists.append(try Int64.fetchAll(statement, arguments: [groupID, cursor, through, page]))
+            }
+            let merged = mergeDistinct(lists, limit: page, key: \.self)
+            count += merged.count
+            guard merged.count == page, let last = merged.last else { return count }
+            cursor = last
+        }
+    }
+
+    /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
+    /// not known as invalid for the app; ascending position, at most `limit`.
+    static func tokenTargets(requestSeq: Int64, app: String, after: Int64, through: Int64, limit: Int, in db: Database)
+        throws -> (targets: [(position: Int64, token: String)], exhausted: Bool)
+    {
+        let rows = try Row.fetchAll(
+            try db.cachedStatement(
+                sql: """
+                    SELECT rt.position, rt.token FROM request_token rt
+                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
+                      AND (d.state IS NULL OR d.state = 0)
+                    ORDER BY rt.position LIMIT ?
+                    """), arguments: [app, requestSeq, after, through, limit])
+        let targets = rows.map { (position: $0[0] as Int64, token: $0[1] as String) }
+        return (targets, targets.count < limit)
+    }
+
+    static func countTokenTargets(requestSeq: Int64, app: String, after: Int64, through: Int64, in db: Database) throws
+        -> Int
+    {
+        guard after < through else { return 0 }
+        return try Int.fetchOne(
+            try db.cachedStatement(
+                sql: """
+                    SELECT COUNT(*) FROM request_token rt
+                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
+                      AND (d.state IS NULL OR d.state = 0)
+                    """), arguments: [app, requestSeq, after, through]) ?? 0
+    }
+
+    /// Merges ascending lists into one ascending list without duplicate keys, stopping at `limit`.
+    /// O(limit × lists): the number of target groups is small.
+    static func mergeDistinct<Element>(_ lists: [[Element]], limit: Int, key: (Element) -> Int64) -> [Element] {
+        if lists.count == 1 { return Array(lists[0].prefix(limit)) }
+        var heads = [Int](repeating: 0, count: lists.count)
+        var merged = [Element]()
+        merged.reserveCapacity(min(limit, lists.reduce(0) { $0 + $1.count }))
+        while merged.count < limit {
+            var best: (list: Int, key: Int64)? = nil
+            for index in lists.indices where heads[index] < lists[index].count {
+                let candidate = key(lists[index][heads[index]])
+                if best == nil || candidate < best!.key { best = (index, candidate) }
+            }
+            guard let best else { break }
+            merged.append(lists[best.list][heads[best.list]])
+            for index in lists.indices where heads[index] < lists[index].count && key(lists[index][heads[index]]) == best.key {
+                heads[index] += 1
+            }
+        }
+        return merged
+    }
+}

@@ -1,0 +1,644 @@
+public import Foundation
+import GRDB
+public import PushgateCore
+
+/// Request states as stored (`request.state`).
+enum StoredRequestState: Int64 {
+    case queued = 0, sending = 1, done = 2, expired = 3
+
+    var public_: RequestState {
+        switch self {
+        case .queued: .queued
+        case .sending: .sending
+        case .done: .done
+        case .expired: .expired
+        }
+    }
+}
+
+extension SQLiteStore {
+    // MARK: - Requests
+
+    public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
+        let groups = Self.distinct(request.groups)
+        let tokens = Self.distinct(request.devices)
+        guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
+        if let empty = groups.first(where: \.isEmpty) {
+            throw StoreError.unknownGroup(app: request.app, group: empty)
+        }
+        return try await write { db in
+            if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
+                throw StoreError.duplicateRequestID(request.id)
+            }
+            var groupIDs = [Int64]()
+            for group in groups {
+                guard let groupID = try Self.groupID(app: request.app, name: group, in: db) else {
+                    throw StoreError.unknownGroup(app: request.app, group: group)  // rolls the transaction back
+                }
+                groupIDs.append(groupID)
+            }
+            // Devices created later are not targets: fan-out stops at this id.
+            let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
+            var targetCount = try Self.countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
+
+            let created = Millis.from(request.createdAt)
+            try db.execute(
+                sql: """
+                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
+                                         device_bound, token_count)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
+                    Self.storedExpiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
+                    created, bound, tokens.count,
+                ])
+            let seq = db.lastInsertedRowID
+            for groupID in groupIDs {
+                try db.execute(
+                    sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)", arguments: [seq, groupID])
+            }
+            if !tokens.isEmpty {
+                // A direct token that is a member of a target group (and within the bound) is covered by the
+                // group fan-out: it is kept for the record but skipped by the token chunks.
+                let memberOfTargets: Statement? =
+                    groupIDs.isEmpty
+                    ? nil
+                    : try db.makeStatement(
+                        sql: "SELECT 1 FROM membership WHERE device_id = ? AND group_id IN ("
+                            + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1")
+                for (index, token) in tokens.enumerated() {
+                    var covered = false
+                    var counts = true
+                    if let row = try Row.fetchOne(
+                        db, sql: "SELECT id, state FROM device WHERE app = ? AND token = ?",
+                        arguments: [request.app, token.hex])
+                    {
+                        let deviceID: Int64 = row[0]
+                        if let memberOfTargets, deviceID <= bound,
+                            try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil
+                        {
+                            covered = true
+                            counts = false  // counted with its group
+                        } else if Self.deviceState(row[1]) == .invalid {
+                            counts = false
+                        }
+                    }
+                    try db.execute(
+                        sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)",
+                        arguments: [seq, index + 1, token.hex, covered])
+                    if counts { targetCount += 1 }
+                }
+            }
+            if targetCount == 0 {
+                try db.execute(
+                    sql: """
+                        UPDATE request SET target_count = 0, state = ?, finished_at = ?, cut_done = 1
+                        WHERE seq = ?
+                        """, arguments: [StoredRequestState.done.rawValue, created, seq])
+            } else {
+                try db.execute(
+                    sql: "UPDATE request SET target_count = ? WHERE seq = ?", arguments: [targetCount, seq])
+            }
+            return EnqueueResult(id: request.id, targetCount: targetCount)
+        }
+    }
+
+    public func request(_ id: RequestID) async throws -> NotificationRequest? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at
+                        FROM request WHERE id = ?
+                        """, arguments: [id.value])
+            else { return nil }
+            let seq: Int64 = row[0]
+            let groups = try String.fetchAll(
+                db,
+                sql: """
+                    SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
+                    WHERE rg.request_seq = ? ORDER BY g.name
+                    """, arguments: [seq])
+            let tokens = try String.fetchAll(
+                db, sql: "SELECT token FROM request_token WHERE request_seq = ? ORDER BY position", arguments: [seq])
+            do throws(ValidationError) {
+                let pushTypeRaw: String = row[2]
+                let collapse: String? = row[5]
+                let payload: Data = row[6]
+                return NotificationRequest(
+                    id: id, app: row[1], groups: groups, devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
+                    pushType: try PushType(validating: pushTypeRaw), priority: try Priority(validating: row[3]),
+                    expiration: Self.expiration(stored: row[4]), collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
+                    payload: try Payload(jsonBytes: Array(payload)), createdAt: Millis.date(row[7]))
+            } catch {
+                throw StoreError.backend("stored request \(id) is malformed: \(error)")
+            }
+        }
+    }
+
+    public func report(_ id: RequestID) async throws -> DeliveryReport? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT seq, app, state, target_count, accepted, created_at, finished_at, last_apns_id
+                        FROM request WHERE id = ?
+                        """, arguments: [id.value])
+            else { return nil }
+            let seq: Int64 = row[0]
+            var failedByReason = [String: Int]()
+            for reasonRow in try Row.fetchAll(
+                db, sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?", arguments: [seq])
+            {
+                failedByReason[reasonRow[0]] = reasonRow[1]
+            }
+            let pending =
+                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
+            let finishedAt: Int64? = row[6]
+            return DeliveryReport(
+                id: id, app: row[1], state: Self.requestState(row[2]), targets: row[3], accepted: row[4],
+                failedByReason: failedByReason, pendingRetries: pending, createdAt: Millis.date(row[5]),
+                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7])
+        }
+    }
+
+    public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        return try await read { db in
+            guard let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [id.value])
+            else { return [] }
+            return try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT token, reason, status, failed_at FROM failure
+                    WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
+                    """, arguments: [seq, after?.hex ?? "", limit]
+            ).map { row in
+                FailureEntry(token: try Self.token(row[0]), reason: row[1], status: row[2], at: Millis.date(row[3]))
+            }
+        }
+    }
+
+    // MARK: - Chunks
+
+    public func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws
+        -> WorkChunk?
+    {
+        guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        return try await write { db in
+            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
+
+            // 1. Take over a chunk whose holder stopped renewing its lease.
+            if let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.state = 0 AND c.lease_expires_at <= ?
+                    ORDER BY c.request_seq, c.id LIMIT 1
+                    """, arguments: [nowMs])
+            {
+                let chunkID: Int64 = row[0]
+                let generation: Int64 = row[6] + 1
+                try db.execute(
+                    sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
+                    arguments: [owner.value, leaseUntil, generation, chunkID])
+                return WorkChunk(
+                    id: chunkID, requestID: try Self.requestID(row[1]), kind: Self.chunkKind(row[2]), after: row[3],
+                    through: row[4], progress: row[5], leaseGeneration: generation,
+                    leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
+            }
+
+            // 2. Cut the next chunk of the oldest request with uncut targets.
+            while let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
+                    WHERE state < 2 AND cut_done = 0 ORDER BY seq LIMIT 1
+                    """)
+            {
+                let seq: Int64 = row[0]
+                let requestID = try Self.requestID(row[1])
+                let bound: Int64 = row[2]
+                let groupCut: Int64 = row[3]
+                let tokenCut: Int64 = row[4]
+                let tokenCount: Int64 = row[5]
+                let groupIDs = try Int64.fetchAll(
+                    db, sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
+                    arguments: [seq])
+
+                let kind: WorkChunk.Kind
+                let after: Int64
+                let through: Int64
+                let cutDone: Bool
+                if tokenCut < tokenCount {
+                    // Direct tokens first: usually few, and they are cheap to cut (positions).
+                    kind = .directTokens
+                    after = tokenCut
+                    through = min(tokenCut + Int64(chunkSize), tokenCount)
+                    cutDone = through == tokenCount && groupIDs.isEmpty
+                    try db.execute(
+                        sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, 1) WHERE seq = ?",
+                        arguments: [through, cutDone, seq])
+                } else {
+                    let ids = try Self.memberIDs(
+                        groupIDs: groupIDs, after: groupCut, through: bound, limit: chunkSize, in: db)
+                    guard let last = ids.last else {
+                        try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
+                        try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                        continue
+                    }
+                    kind = .deviceRange
+                    after = groupCut
+                    through = ids.count == chunkSize ? last : bound
+                    cutDone = through >= bound
+                    try db.execute(
+                        sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, 1) WHERE seq = ?",
+                        arguments: [through, cutDone, seq])
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
+                                           lease_expires_at, generation)
+                        VALUES (?, ?, ?, ?, ?, 0, ?, ?, 1)
+                        """,
+                    arguments: [seq, kind == .deviceRange ? 0 : 1, after, through, after, owner.value, leaseUntil])
+                return WorkChunk(
+                    id: db.lastInsertedRowID, requestID: requestID, kind: kind, after: after, through: through,
+                    progress: after, leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
+            }
+            return nil
+        }
+    }
+
+    public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        let start = max(cursor, chunk.after)
+        if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
+        return try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
+                    arguments: [chunk.id])
+            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+            let seq: Int64 = row[0]
+            let app: String = row[1]
+            let found: [(cursor: Int64, token: String)]
+            let exhausted: Bool
+            switch chunk.kind {
+            case .deviceRange:
+                let groupIDs = try Int64.fetchAll(
+                    try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
+                    arguments: [seq])
+                let page = try Self.deviceTargets(
+                    groupIDs: groupIDs, after: start, through: chunk.through, limit: limit, in: db)
+                found = page.targets.map { ($0.id, $0.token) }
+                exhausted = page.exhausted
+            case .directTokens:
+                let page = try Self.tokenTargets(
+                    requestSeq: seq, app: app, after: start, through: chunk.through, limit: limit, in: db)
+                found = page.targets.map { ($0.position, $0.token) }
+                exhausted = page.exhausted
+            }
+            var targets = [DeliveryTarget]()
+            targets.reserveCapacity(found.count)
+            for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try Self.token(hex))) }
+            let scanned = exhausted ? chunk.through : (targets.last?.cursor ?? chunk.through)
+            return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunk.through)
+        }
+    }
+
+    public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+        async throws -> ProgressResult
+    {
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        let chunk = progress.chunk
+        return try await write { db in
+            guard
+                let row = try Row.fetchOne(
+                    try db.cachedStatement(
+                        sql: """
+                            SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
+                            FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
+                            """), arguments: [chunk.id])
+            else { return .leaseLost }
+            let holder: String? = row[1]
+            let generation: Int64 = row[2]
+            let state: Int64 = row[3]
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == 0 else { return .leaseLost }
+            let seq: Int64 = row[0]
+            let app: String = row[5]
+            let recorded: Int64 = row[4]
+            let newProgress =
+                progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
+
+            try Self.recordAccepted(progress.accepted, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+            try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
+            let upsertRetry = try db.cachedStatement(
+                sql: """
+                    INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
+                    VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (request_seq, token) DO UPDATE SET
+                        attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
+                        last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
+                    """)
+            for retry in progress.retries {
+                try upsertRetry.execute(arguments: [
+                    seq, retry.token.hex, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
+                ])
+            }
+            for invalidation in progress.invalidations {
+                _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
+            }
+            try db.cachedStatement(
+                sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ? WHERE id = ?"
+            ).execute(arguments: [newProgress, leaseUntil, progress.completesChunk ? 1 : 0, chunk.id])
+            if progress.completesChunk {
+                try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                return .chunkCompleted
+            }
+            return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
+        }
+    }
+
+    // MARK: - Retries
+
+    public func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws
+        -> [RetryClaim]
+    {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        return try await write { db in
+            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation
+                    FROM retry t JOIN request r ON r.seq = t.request_seq
+                    WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
+                    ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
+                    """, arguments: [nowMs, nowMs, limit])
+            let lease = try db.cachedStatement(
+                sql: "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?")
+            var claims = [RetryClaim]()
+            claims.reserveCapacity(rows.count)
+            for row in rows {
+                let generation: Int64 = row[5] + 1
+                let token: String = row[2]
+                try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
+                claims.append(
+                    RetryClaim(
+                        requestID: try Self.requestID(row[1]), token: try Self.token(token), attempt: row[3],
+                        lastReason: row[4], leaseGeneration: generation, leaseExpiresAt: Millis.date(leaseUntil)))
+            }
+            return claims
+        }
+    }
+
+    public func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws
+        -> RetryRecordResult
+    {
+        guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
+        let nowMs = Millis.from(now)
+        return try await write { db in
+            var requests = [RequestID: (seq: Int64, app: String)]()
+            var touched = Set<Int64>()
+            var applied = 0
+            var lost = [RetryClaim]()
+            let holderStatement = try db.cachedStatement(
+                sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?")
+            let delete = try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ? AND token = ?")
+            let reschedule = try db.cachedStatement(
+                sql: """
+                    UPDATE retry SET attempt = ?, next_attempt_at = ?, last_reason = ?, owner = NULL,
+                        lease_expires_at = 0
+                    WHERE request_seq = ? AND token = ?
+                    """)
+            for outcome in outcomes {
+                let claim = outcome.claim
+                let request: (seq: Int64, app: String)
+                if let known = requests[claim.requestID] {
+                    request = known
+                } else if let row = try Row.fetchOne(
+                    db, sql: "SELECT seq, app FROM request WHERE id = ?", arguments: [claim.requestID.value])
+                {
+                    request = (row[0], row[1])
+                    requests[claim.requestID] = request
+                } else {
+                    lost.append(claim)
+                    continue
+                }
+                guard let holder = try Row.fetchOne(holderStatement, arguments: [request.seq, claim.token.hex]),
+                    holder[0] as String? == owner.value, holder[1] as Int64 == claim.leaseGeneration
+                else {
+                    lost.append(claim)
+                    continue
+                }
+                switch outcome.result {
+                case .accepted(let apnsID):
+                    try delete.execute(arguments: [request.seq, claim.token.hex])
+                    try Self.recordAccepted(1, apnsID: apnsID, requestSeq: request.seq, in: db)
+                case .failed(let reason, let status):
+                    try delete.execute(arguments: [request.seq, claim.token.hex])
+                    try Self.recordFailures(
+                        [FailureEntry(token: claim.token, reason: reason, status: status, at: now)],
+                        requestSeq: request.seq, in: db)
+                case .retry(let nextAttemptAt, let reason):
+                    try reschedule.execute(arguments: [
+                        claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.hex,
+                    ])
+                }
+                if let invalidation = outcome.invalidation {
+                    _ = try Self.invalidate(app: request.app, invalidation, at: now, in: db)
+                }
+                touched.insert(request.seq)
+                applied += 1
+            }
+            for seq in touched.sorted() { try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db) }
+            return RetryRecordResult(applied: applied, leaseLost: lost)
+        }
+    }
+
+    // MARK: - Leases, expiry, wake-ups
+
+    public func releaseLeases(owner: InstanceID, now: Date) async throws -> Int {
+        let nowMs = Millis.from(now)
+        return try await write { db in
+            // A new generation, so that late progress from the released holder is refused.
+            try db.execute(
+                sql: """
+                    UPDATE chunk SET lease_expires_at = min(lease_expires_at, ?), generation = generation + 1
+                    WHERE owner = ? AND state = 0
+                    """, arguments: [nowMs, owner.value])
+            let chunks = db.changesCount
+            try db.execute(
+                sql: """
+                    UPDATE retry SET owner = NULL, lease_expires_at = min(lease_expires_at, ?),
+                        generation = generation + 1
+                    WHERE owner = ?
+                    """, arguments: [nowMs, owner.value])
+            return chunks + db.changesCount
+        }
+    }
+
+    public func expireOverdue(now: Date) async throws -> [RequestID] {
+        let nowMs = Millis.from(now)
+        return try await write { db in try Self.expireOverdue(nowMs: nowMs, in: db) }
+    }
+
+    public func nextWakeUp(after now: Date) async throws -> Date? {
+        try await read { db in
+            let retry = try Int64.fetchOne(db, sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
+            let lease = try Int64.fetchOne(db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = 0")
+            // Expiry happens once `now` is past the expiration: 1 ms after it.
+            let expiry = try Int64.fetchOne(
+                db, sql: "SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < 2 AND expiration > 0")
+            return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
+        }
+    }
+
+    // MARK: - Inside transactions
+
+    static func recordAccepted(_ count: Int, apnsID: String?, requestSeq: Int64, in db: Database) throws {
+        guard count > 0 || apnsID != nil else { return }
+        try db.cachedStatement(
+            sql: "UPDATE request SET accepted = accepted + ?, last_apns_id = coalesce(?, last_apns_id) WHERE seq = ?"
+        ).execute(arguments: [count, apnsID, requestSeq])
+    }
+
+    /// A failure row per device (the first failure of a device in a request wins) and the counts by reason.
+    static func recordFailures(_ failures: [FailureEntry], requestSeq: Int64, in db: Database) throws {
+        guard !failures.isEmpty else { return }
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO failure (request_seq, token, reason, status, failed_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (request_seq, token) DO NOTHING
+                """)
+        var byReason = [String: Int]()
+        for failure in failures {
+            try insert.execute(arguments: [
+                requestSeq, failure.token.hex, failure.reason, failure.status, Millis.from(failure.at),
+            ])
+            if db.changesCount > 0 { byReason[failure.reason, default: 0] += 1 }
+        }
+        for (reason, count) in byReason { try addFailureCount(count, reason: reason, requestSeq: requestSeq, in: db) }
+    }
+
+    static func addFailureCount(_ count: Int, reason: String, requestSeq: Int64, in db: Database) throws {
+        guard count > 0 else { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO failure_count (request_seq, reason, count) VALUES (?, ?, ?)
+                ON CONFLICT (request_seq, reason) DO UPDATE SET count = count + excluded.count
+                """
+        ).execute(arguments: [requestSeq, reason, count])
+    }
+
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    static func finishIfDone(requestSeq: Int64, nowMs: Int64, in db: Database) throws {
+        try db.cachedStatement(
+            sql: """
+                UPDATE request SET state = 2, finished_at = ?
+                WHERE seq = ? AND state < 2 AND cut_done = 1
+                  AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = 0)
+                  AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = request.seq)
+                """
+        ).execute(arguments: [nowMs, requestSeq])
+    }
+
+    /// Expires every unfinished request whose expiration is before `nowMs`.
+    static func expireOverdue(nowMs: Int64, in db: Database) throws -> [RequestID] {
+        let overdue = try Row.fetchAll(
+            try db.cachedStatement(
+                sql: """
+                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
+                    WHERE state < 2 AND expiration > 0 AND expiration * 1000 < ?
+                    """), arguments: [nowMs])
+        var expired = [RequestID]()
+        for row in overdue {
+            let seq: Int64 = row[0]
+            let app: String = row[2]
+            // Pending retries: a failure row each.
+            try db.execute(
+                sql: """
+                    INSERT INTO failure (request_seq, token, reason, status, failed_at)
+                    SELECT request_seq, token, ?, NULL, ? FROM retry WHERE request_seq = ?
+                    ON CONFLICT (request_seq, token) DO NOTHING
+                    """, arguments: [FailureEntry.expiredReason, nowMs, seq])
+            var expiredCount = db.changesCount
+            try db.execute(sql: "DELETE FROM retry WHERE request_seq = ?", arguments: [seq])
+
+            // Targets never sent: counted, without a row each.
+            let groupIDs = try Int64.fetchAll(
+                db, sql: "SELECT group_id FROM request_group WHERE request_seq = ?", arguments: [seq])
+            for chunk in try Row.fetchAll(
+                db, sql: "SELECT kind, progress, range_through FROM chunk WHERE request_seq = ? AND state = 0",
+                arguments: [seq])
+            {
+                let kind: Int64 = chunk[0]
+                expiredCount +=
+                    kind == 0
+                    ? try countDeviceTargets(groupIDs: groupIDs, after: chunk[1], through: chunk[2], in: db)
+                    : try countTokenTargets(requestSeq: seq, app: app, after: chunk[1], through: chunk[2], in: db)
+            }
+            if row[7] as Int64 == 0 {
+                expiredCount += try countTokenTargets(requestSeq: seq, app: app, after: row[5], through: row[6], in: db)
+                expiredCount += try countDeviceTargets(groupIDs: groupIDs, after: row[4], through: row[3], in: db)
+            }
+            try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
+            try db.execute(
+                sql: "UPDATE chunk SET state = 1, generation = generation + 1 WHERE request_seq = ? AND state = 0",
+                arguments: [seq])
+            try db.execute(
+                sql: "UPDATE request SET state = 3, finished_at = ?, cut_done = 1 WHERE seq = ?",
+                arguments: [nowMs, seq])
+            expired.append(try Self.requestID(row[1]))
+        }
+        return expired
+    }
+
+    // MARK: - Conversions
+
+    static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
+        var seen = Set<Element>()
+        return elements.filter { seen.insert($0).inserted }
+    }
+
+    /// NULL: storage policy (header omitted); 0: immediately; otherwise UNIX seconds.
+    static func storedExpiration(_ expiration: Expiration) -> Int64? {
+        switch expiration {
+        case .storagePolicy: nil
+        case .immediately: 0
+        case .at(let seconds): seconds
+        }
+    }
+
+    static func expiration(stored: Int64?) -> Expiration {
+        guard let stored else { return .storagePolicy }
+        return stored == 0 ? .immediately : .at(epochSeconds: stored)
+    }
+
+    static func requestState(_ raw: Int64) -> RequestState {
+        (StoredRequestState(rawValue: raw) ?? .queued).public_
+    }
+
+    /// A request id read back from the database (written from a validated ``RequestID``).
+    static func requestID(_ raw: String) throws -> RequestID {
+        do {
+            return try RequestID(raw)
+        } catch {
+            throw StoreError.backend("stored request id is malformed: \(error.message)")
+        }
+    }
+
+    static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
+}

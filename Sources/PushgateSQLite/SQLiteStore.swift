@@ -1,0 +1,109 @@
+public import Foundation
+import GRDB
+public import Logging
+public import PushgateCore
+
+/// The default store: one SQLite file in WAL mode, through GRDB's `DatabasePool` (one writer, several
+/// concurrent readers, so fan-out reads do not wait for registrations and outcomes being written).
+///
+/// Every operation is one transaction. Writes are batched by the callers (a registration burst, a page of
+/// outcomes), and each batch reuses cached prepared statements. See ``PushStore`` for the contract and
+/// `SQLiteSchema` for the tables.
+///
+/// All database work runs in nonisolated `async` methods, so GRDB's async overloads are chosen and no
+/// caller's actor is blocked while SQLite works.
+public final class SQLiteStore: PushStore {
+    public struct Configuration: Sendable {
+        /// How long a writer waits for a lock held by another connection before failing.
+        public var busyTimeout: Duration = .seconds(5)
+        /// `PRAGMA synchronous`: see ``Synchronous``. Default `.full`.
+        public var synchronous: Synchronous = .full
+        /// Concurrent read connections (fan-out pages, lookups, reports).
+        public var maximumReaderCount: Int = 4
+
+        public init() {}
+    }
+
+    /// How hard SQLite pushes each commit to disk.
+    ///
+    /// The ledger acknowledges a notification request (HTTP 202) only after its transaction commits, and
+    /// promises that nothing acknowledged is lost. In WAL mode:
+    /// - `.normal` writes each commit to the WAL file without `fsync`; the WAL is synced at checkpoints.
+    ///   A *process* crash (SIGKILL, abort) loses nothing, because the committed pages are in the OS page
+    ///   cache. A *power loss or kernel crash* can roll back the last commits (the database stays
+    ///   consistent, but acknowledged requests and recorded outcomes may vanish).
+    /// - `.full` also `fsync`s the WAL on every commit: a commit survives power loss too.
+    ///
+    /// We pick `.full`: "durably stored before it is acknowledged" must hold on a machine that loses
+    /// power, and because every write path is batched (a registration burst, a page of outcomes, one
+    /// request), the price is one `fsync` per batch, not per device. `.normal` is available for
+    /// deployments (and benchmarks) that accept losing the last moments before a power cut.
+    public enum Synchronous: String, Sendable {
+        case normal = "NORMAL"
+        case full = "FULL"
+    }
+
+    let pool: DatabasePool
+    let logger: Logger
+    public let path: String
+
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    public init(path: String, configuration: Configuration = .init(), logger: Logger) throws {
+        var config = GRDB.Configuration()
+        config.label = "pushgate.sqlite"
+        config.foreignKeysEnabled = true  // PRAGMA foreign_keys = ON on every connection
+        config.busyMode = .timeout(configuration.busyTimeout.seconds)
+        config.maximumReaderCount = max(1, configuration.maximumReaderCount)
+        let synchronous = configuration.synchronous.rawValue
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        do {
+            self.pool = try DatabasePool(path: path, configuration: config)  // journal_mode = WAL
+            try SQLiteSchema.migrator.migrate(pool)
+        } catch let error as DatabaseError {
+            throw StoreError.backend("cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")")
+        }
+        self.path = path
+        self.logger = logger
+        logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
+    }
+
+    /// Runs `body` in one write transaction (IMMEDIATE), mapping SQLite errors to ``StoreError``.
+    func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.write(body)
+        } catch let error as DatabaseError {
+            throw StoreError.backend(Self.describe(error))
+        }
+    }
+
+    /// Runs `body` in one read transaction (a WAL snapshot), mapping SQLite errors to ``StoreError``.
+    func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.read(body)
+        } catch let error as DatabaseError {
+            throw StoreError.backend(Self.describe(error))
+        }
+    }
+
+    private static func describe(_ error: DatabaseError) -> String {
+        "SQLite error \(error.resultCode.rawValue): \(error.message ?? "no message")"
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds (rounded down).
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+
+    var seconds: TimeInterval { TimeInterval(milliseconds) / 1000 }
+}
+
+/// Times are stored as whole milliseconds since 1970 (APNs' 410 timestamps have that precision).
+enum Millis {
+    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
+}
