@@ -93,24 +93,34 @@ struct ProviderTokenSignerTests {
         #expect(parsed.publicKey.rawRepresentation == key.publicKey.rawRepresentation)
     }
 
-    static let notP256PrivateKeys: [(String, String)] = [
-        ("empty", ""),
-        ("not PEM", "hello"),
-        ("a public key", TestKeys.publicKeyPEM),
-        ("a P-384 key", P384.Signing.PrivateKey().pemRepresentation),
-        ("a P-521 key", P521.Signing.PrivateKey().pemRepresentation),
-        ("an encrypted key label", "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----"),
-        ("labels that differ", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----"),
-        ("a body that is not base64", "-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----"),
-        ("an empty body", "-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----"),
-        ("a truncated key", TestKeys.pkcs8PEM.replacingOccurrences(of: "d9OzJ8q5btdXqaJ66bVi1BXRa0fwpG1CfbmAR6SUJtr7QZ3gLAnBd0q3\n", with: "")),
-        ("a BEGIN line only", "-----BEGIN PRIVATE KEY-----\nAAAA"),
-    ]
+    /// Key files that are not a P-256 private key in PEM form. An enum, so that test output names
+    /// the case instead of printing key material.
+    enum NotAP256PrivateKey: String, CaseIterable, Sendable {
+        case empty, notPEM, publicKey, p384Key, p521Key, encryptedKeyLabel, labelsThatDiffer
+        case bodyNotBase64, emptyBody, truncatedKey, beginLineOnly
 
-    @Test("anything but a P-256 private key in PEM form is refused", arguments: notP256PrivateKeys)
-    func malformedKeys(name: String, pem: String) {
+        var pem: String {
+            switch self {
+            case .empty: ""
+            case .notPEM: "hello"
+            case .publicKey: TestKeys.publicKeyPEM
+            case .p384Key: P384.Signing.PrivateKey().pemRepresentation
+            case .p521Key: P521.Signing.PrivateKey().pemRepresentation
+            case .encryptedKeyLabel: "-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----"
+            case .labelsThatDiffer: "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----"
+            case .bodyNotBase64: "-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----"
+            case .emptyBody: "-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----"
+            case .truncatedKey:
+                TestKeys.pkcs8PEM.replacingOccurrences(of: "d9OzJ8q5btdXqaJ66bVi1BXRa0fwpG1CfbmAR6SUJtr7QZ3gLAnBd0q3\n", with: "")
+            case .beginLineOnly: "-----BEGIN PRIVATE KEY-----\nAAAA"
+            }
+        }
+    }
+
+    @Test("anything but a P-256 private key in PEM form is refused", arguments: NotAP256PrivateKey.allCases)
+    func malformedKeys(key: NotAP256PrivateKey) {
         #expect(throws: ProviderTokenSignerError.malformedKey) {
-            try ProviderTokenSigner(pemRepresentation: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+            try ProviderTokenSigner(pemRepresentation: key.pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
         }
     }
 

@@ -27,10 +27,10 @@ public struct Backoff: Hashable, Sendable {
     /// The upper bound of the delay before retry `attempt` (1 for the first retry):
     /// `min(cap, base × multiplier^(attempt-1))`.
     public func ceiling(forAttempt attempt: Int) -> Duration {
-        let exponent = Double(max(attempt, 1) - 1)
-        let grown = base.seconds * power(multiplier, exponent)
-        guard grown.isFinite, grown < cap.seconds else { return cap }
-        return .seconds(grown)
+        // In whole nanoseconds, so that 100 ms × 2⁸ is exactly 25.6 s.
+        let grown = (base.seconds * 1e9 * power(multiplier, max(attempt, 1) - 1)).rounded()
+        guard grown.isFinite, grown < cap.seconds * 1e9 else { return cap }
+        return .nanoseconds(Int64(grown))
     }
 
     /// A delay in `[0, ceiling(forAttempt: attempt))`, drawn from `generator`.
@@ -52,11 +52,11 @@ extension Duration {
 }
 
 /// `base^exponent` for whole exponents, without importing Foundation for one function.
-private func power(_ base: Double, _ exponent: Double) -> Double {
-    // Integer exponents only (attempt numbers), by squaring.
+private func power(_ base: Double, _ exponent: Int) -> Double {
+    // By squaring: at most 63 rounds, even for `Int.max`.
     var result = 1.0
     var factor = base
-    var remaining = Int(exponent)
+    var remaining = exponent
     while remaining > 0 {
         if remaining & 1 == 1 { result *= factor }
         factor *= factor
