@@ -1,0 +1,101 @@
+import Foundation
+import PushgateCore
+
+/// Shared test data and a minimal dispatcher that drives the ledger the way the real one must.
+enum Fixture {
+    static let app = Registration.defaultApp
+    static let start = Date(timeIntervalSince1970: 1_800_000_000)
+    static let instanceA = InstanceID("instance-a")
+    static let instanceB = InstanceID("instance-b")
+    static let lease = Duration.seconds(30)
+
+    /// `start` plus whole seconds (exact in milliseconds, so stored times compare equal).
+    static func at(_ seconds: Int) -> Date { start.addingTimeInterval(TimeInterval(seconds)) }
+
+    /// A distinct 32-byte token per number.
+    static func token(_ number: Int) -> DeviceToken {
+        let hex = String(number, radix: 16)
+        return try! DeviceToken(hex: String(repeating: "0", count: 64 - hex.count) + hex)
+    }
+
+    static func registration(_ number: Int, _ group: String, app: String = app, at seconds: Int = 0) -> Registration {
+        Registration(app: app, token: token(number), group: group, at: at(seconds))
+    }
+
+    static func register(_ store: any PushStore, _ numbers: some Sequence<Int>, in group: String, at seconds: Int = 0)
+        async throws
+    {
+        _ = try await store.register(batch: numbers.map { registration($0, group, at: seconds) })
+    }
+
+    static func requestID(_ name: String) -> RequestID { try! RequestID(name) }
+
+    static func request(
+        _ name: String, groups: [String] = [], devices: [DeviceToken] = [], expiration: Expiration = .immediately,
+        at seconds: Int = 0
+    ) -> NotificationRequest {
+        NotificationRequest(
+            id: requestID(name), app: app, groups: groups, devices: devices, pushType: .alert, priority: .immediate,
+            expiration: expiration, payload: Payload.alert("hello"), createdAt: at(seconds))
+    }
+
+    /// What the simulated APNs answers for one device.
+    enum Answer {
+        case accept
+        case reject(String, status: Int)
+        case retry(String, nextAttemptAt: Date)
+    }
+
+    /// Claims and completes every chunk there is, answering each target with `answer`, recording outcomes
+    /// a page at a time. Returns the tokens sent to, in order.
+    @discardableResult
+    static func deliverAll(
+        _ store: any PushStore, owner: InstanceID = instanceA, now: Date = at(1), chunkSize: Int = 100,
+        pageSize: Int = 50, answer: (DeviceToken) -> Answer = { _ in .accept }
+    ) async throws -> [DeviceToken] {
+        var sent = [DeviceToken]()
+        while let chunk = try await store.claimChunk(owner: owner, now: now, leaseDuration: lease, chunkSize: chunkSize) {
+            sent += try await deliver(chunk, store: store, owner: owner, now: now, pageSize: pageSize, answer: answer)
+        }
+        return sent
+    }
+
+    /// Sends every target of one chunk from its progress on and completes it.
+    static func deliver(
+        _ chunk: WorkChunk, store: any PushStore, owner: InstanceID = instanceA, now: Date, pageSize: Int = 50,
+        maximumPages: Int = .max, answer: (DeviceToken) -> Answer = { _ in .accept }
+    ) async throws -> [DeviceToken] {
+        var sent = [DeviceToken]()
+        var cursor = chunk.progress
+        var pages = 0
+        while pages < maximumPages {
+            let page = try await store.targets(of: chunk, after: cursor, limit: pageSize)
+            try expect(page.targets.count <= pageSize, "a page holds at most its limit (\(page.targets.count) > \(pageSize))")
+            try expect(
+                page.targets.allSatisfy { $0.cursor > cursor && $0.cursor <= chunk.through },
+                "page targets lie within (\(cursor), \(chunk.through)] of \(chunk)")
+            var progress = ChunkProgress(chunk: chunk, through: page.scannedThrough, completesChunk: page.isEnd)
+            for target in page.targets {
+                sent.append(target.token)
+                switch answer(target.token) {
+                case .accept:
+                    progress.accepted += 1
+                    progress.lastAPNsID = "00000000-0000-4000-8000-\(target.token.hex.suffix(12))"
+                case .reject(let reason, let status):
+                    progress.failures.append(FailureEntry(token: target.token, reason: reason, status: status, at: now))
+                case .retry(let reason, let next):
+                    progress.retries.append(RetryEntry(token: target.token, attempt: 1, nextAttemptAt: next, reason: reason))
+                }
+            }
+            let result = try await store.recordProgress(progress, owner: owner, now: now, leaseDuration: lease)
+            try expect(result != .leaseLost, "progress of a held lease is recorded (\(chunk))")
+            cursor = page.scannedThrough
+            pages += 1
+            if page.isEnd {
+                try expectEqual(result, .chunkCompleted, "the last page completes the chunk")
+                break
+            }
+        }
+        return sent
+    }
+}
