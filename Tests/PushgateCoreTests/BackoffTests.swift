@@ -73,6 +73,17 @@ struct BackoffTests {
         #expect(Backoff.reconnect == Backoff(base: .milliseconds(100), multiplier: 2, cap: .seconds(30)))
     }
 
+    @Test("out-of-range settings are corrected instead of trapping")
+    func outOfRangeSettings() {
+        let odd = Backoff(base: .seconds(-1), multiplier: 0.5, cap: .seconds(-5))
+        #expect(odd == Backoff(base: .zero, multiplier: 1, cap: .zero))
+        var generator = SplitMix64(seed: 2)
+        #expect(odd.delay(forAttempt: 10, using: &generator) == .zero)
+        let capBelowBase = Backoff(base: .seconds(2), multiplier: .nan, cap: .seconds(1))
+        #expect(capBelowBase.cap == .seconds(2))
+        #expect(capBelowBase.ceiling(forAttempt: 5) == .seconds(2))
+    }
+
     @Test("a fractional multiplier grows the ceiling by that factor")
     func fractionalMultiplier() {
         let gentle = Backoff(base: .seconds(1), multiplier: 1.5, cap: .seconds(10))

@@ -12,13 +12,13 @@ public struct Backoff: Hashable, Sendable {
     /// The largest ceiling.
     public var cap: Duration
 
+    /// Out-of-range values are corrected rather than trapped on, since they may come from a
+    /// configuration file: a negative base counts as zero, a cap below the base as the base, and a
+    /// multiplier below 1 (or not finite) as 1.
     public init(base: Duration, multiplier: Double = 2, cap: Duration) {
-        precondition(base >= .zero, "back-off base must not be negative")
-        precondition(cap >= base, "back-off cap must not be below its base")
-        precondition(multiplier >= 1 && multiplier.isFinite, "back-off multiplier must be at least 1")
-        self.base = base
-        self.multiplier = multiplier
-        self.cap = cap
+        self.base = max(base, .zero)
+        self.multiplier = multiplier.isFinite ? max(multiplier, 1) : 1
+        self.cap = max(cap, self.base)
     }
 
     /// For reconnecting: 100 ms doubling up to 30 s.
