@@ -1,0 +1,174 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+public import ServiceLifecycle
+
+/// An APNs that runs on loopback: HTTP/2 over TLS (ALPN `h2`, or HTTP/2 with prior knowledge when
+/// the client negotiates no ALPN), answering `POST /3/device/<token>` with Apple's statuses,
+/// reasons and headers (`apns-id`, `apns-unique-id`), checking client certificates and provider
+/// tokens, with device states, faults on demand, a recorder and a control API.
+///
+/// In process, scoped:
+/// ```swift
+/// try await APNsSimulator.withRunning(configuration) { simulator in
+///     // connect to simulator.port trusting simulator.caCertificatePEM
+///     let stats = simulator.stats()
+/// }
+/// ```
+/// As a `Service` (for `ServiceGroup`), running until cancelled or shut down gracefully:
+/// `APNsSimulator(configuration: configuration) { running in print(running.port) }`.
+///
+/// Validation follows Apple's documentation; see `APNsRequestValidator` for the checks, their
+/// order and the reasons. The simulator deliberately shares no code with the gateway's client.
+public struct APNsSimulator: Service {
+    public var configuration: Configuration
+    private let onStarted: @Sendable (RunningAPNsSimulator) async throws -> Void
+
+    /// - Parameter onStarted: called once the listeners are bound (for example to print the ports).
+    public init(
+        configuration: Configuration = .init(),
+        onStarted: @escaping @Sendable (RunningAPNsSimulator) async throws -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.onStarted = onStarted
+    }
+
+    /// Runs until the task is cancelled or a graceful shutdown is triggered, then closes the
+    /// listeners and every connection.
+    public func run() async throws {
+        let onStarted = self.onStarted
+        try await Self.withRunning(self.configuration) { running in
+            try await onStarted(running)
+            do {
+                try await gracefulShutdown()
+            } catch is CancellationError {
+                // Cancelled: stop like a graceful shutdown.
+            }
+        }
+    }
+
+    /// Starts a simulator, runs `body` with it, and stops it (listeners, connections, threads,
+    /// the temporary CA file) when `body` returns or throws.
+    public static func withRunning<Result: Sendable>(
+        _ configuration: Configuration = .init(),
+        _ body: (RunningAPNsSimulator) async throws -> Result
+    ) async throws -> Result {
+        try configuration.validate()
+        let material = try TLSSetup.make(configuration)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        var channels: [any Channel] = []
+        let result: Swift.Result<Result, any Error>
+        do {
+            let core = SimulatorCore(
+                handling: configuration.handling,
+                tokenVerifier: ProviderTokenVerifier(keys: configuration.tokenKeys),
+                clock: configuration.clock,
+                recordLimit: configuration.recordLimit,
+                tracksDevices: configuration.tracksDevices,
+                hasClientCertificateAuthority: configuration.clientCertificateAuthorityPEM != nil,
+                defaultMaxConcurrentStreams: configuration.maxConcurrentStreams,
+                faults: configuration.faults,
+                seed: configuration.faultSeed,
+                logger: configuration.logger
+            )
+            let server = try await Self.bindServer(configuration, core: core, sslContext: material.sslContext, group: group)
+            channels.append(server)
+            var controlPort: Int?
+            if let requested = configuration.controlPort {
+                let control = try await Self.bindControl(host: configuration.host, port: requested, core: core, group: group)
+                channels.append(control)
+                controlPort = control.localAddress?.port
+            }
+            let running = RunningAPNsSimulator(
+                host: configuration.host,
+                port: server.localAddress?.port ?? configuration.port,
+                controlPort: controlPort,
+                caCertificatePEM: material.caCertificatePEM,
+                caCertificatePath: material.caCertificatePath,
+                certificateAuthority: material.authority,
+                core: core
+            )
+            configuration.logger.info(
+                "APNs simulator listening",
+                metadata: [
+                    "apns.simulator.port": "\(running.port)",
+                    "apns.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
+                ]
+            )
+            result = .success(try await body(running))
+            // Close live connections before the listeners so that nothing lingers.
+            core.dropAllConnections()
+        } catch {
+            result = .failure(error)
+        }
+        for channel in channels {
+            try? await channel.close()
+        }
+        try? await group.shutdownGracefully()
+        material.removeTemporaryFiles()
+        configuration.logger.info("APNs simulator stopped")
+        return try result.get()
+    }
+
+    private static func bindServer(
+        _ configuration: Configuration,
+        core: SimulatorCore,
+        sslContext: NIOSSLContext,
+        group: MultiThreadedEventLoopGroup
+    ) async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 1024)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(.maxMessagesPerRead, value: 16)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let limit = core.effectiveMaxConcurrentStreams(core.faults)
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    try sync.addHandler(
+                        NIOHTTP2Handler(
+                            mode: .server,
+                            initialSettings: [
+                                HTTP2Setting(parameter: .maxConcurrentStreams, value: limit),
+                                HTTP2Setting(parameter: .maxHeaderListSize, value: 8_000),
+                            ]
+                        )
+                    )
+                    try sync.addHandler(
+                        APNsConnectionHandler(
+                            core: core,
+                            connectionID: core.makeConnectionID(),
+                            initialMaxConcurrentStreams: limit
+                        )
+                    )
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+    }
+
+    private static func bindControl(
+        host: String,
+        port: Int,
+        core: SimulatorCore,
+        group: MultiThreadedEventLoopGroup
+    ) async throws -> any Channel {
+        let api = ControlAPI(core: core)
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
+                    try sync.addHandler(ControlAPIHandler(api: api))
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+    }
+}
