@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 public import Logging
 public import PushgateCore
@@ -55,11 +55,13 @@ public final class SQLiteStore: PushStore {
         config.busyMode = .timeout(configuration.busyTimeout.seconds)
         config.maximumReaderCount = max(1, configuration.maximumReaderCount)
         let synchronous = configuration.synchronous.rawValue
-        config.prepareDatabase { db in
-            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-        }
         do {
             self.pool = try DatabasePool(path: path, configuration: config)  // journal_mode = WAL
+            // Set on the pool's single writer connection, which lives as long as the pool. Not in
+            // `prepareDatabase`: GRDB switches the writer to WAL after that hook and sets NORMAL then.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            }
             try SQLiteSchema.migrator.migrate(pool)
         } catch let error as DatabaseError {
             throw StoreError.backend("cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")")
@@ -67,6 +69,15 @@ public final class SQLiteStore: PushStore {
         self.path = path
         self.logger = logger
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
+    }
+
+    /// Closes the database connections. Later calls fail. Idempotent; also done when the store is released.
+    public func close() throws {
+        do {
+            try pool.close()
+        } catch let error as DatabaseError {
+            throw StoreError.backend(Self.describe(error))
+        }
     }
 
     /// Runs `body` in one write transaction (IMMEDIATE), mapping SQLite errors to ``StoreError``.

@@ -164,4 +164,28 @@ enum LeaseChecks {
         try expectEqual(report.accepted, 100, "accepted")
         try expectEqual(report.state, .done, "state")
     }
+
+    /// Four instances claim and deliver at the same time: each device once, each chunk to one of them.
+    static func concurrentInstancesNeverShareAChunk(_ store: any PushStore) async throws {
+        try await F.register(store, 1...2_000, in: "a")
+        try await F.register(store, 1_500...3_000, in: "b")
+        let id = try await store.enqueue(F.request("r1", groups: ["a", "b"], devices: [F.token(9_999)])).id
+        let sentByInstance = try await withThrowingTaskGroup(of: [DeviceToken].self) { group in
+            for index in 0..<4 {
+                group.addTask {
+                    try await F.deliverAll(
+                        store, owner: InstanceID("instance-\(index)"), now: F.at(1), chunkSize: 97, pageSize: 31)
+                }
+            }
+            var all = [[DeviceToken]]()
+            for try await sent in group { all.append(sent) }
+            return all
+        }
+        let sent = sentByInstance.flatMap { $0 }
+        try expectEqual(sent.count, 3_001, "sends")
+        try expectEqual(Set(sent), Set((1...3_000).map(F.token) + [F.token(9_999)]), "every device once")
+        let report = try unwrap(try await store.report(id), "report")
+        try expectEqual(report.accepted, 3_001, "accepted")
+        try expectEqual(report.state, .done, "state")
+    }
 }

@@ -62,6 +62,7 @@ public enum StoreConformance {
         StoreCheck("progressNeverMovesBack", LeaseChecks.progressNeverMovesBack),
         StoreCheck("restartedInstanceReclaimsItsOwnChunksAtOnce", LeaseChecks.restartedInstanceReclaimsItsOwnChunksAtOnce),
         StoreCheck("nothingAcceptedIsLostWhenAnInstanceDies", LeaseChecks.nothingAcceptedIsLostWhenAnInstanceDies),
+        StoreCheck("concurrentInstancesNeverShareAChunk", LeaseChecks.concurrentInstancesNeverShareAChunk),
     ]
 
     static let retryChecks: [StoreCheck] = [

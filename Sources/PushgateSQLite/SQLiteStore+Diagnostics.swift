@@ -1,0 +1,39 @@
+import GRDB
+import PushgateCore
+
+/// What tests (and an operator's debug endpoint, later) can ask about the database itself.
+extension SQLiteStore {
+    /// The connection settings that matter for durability, as SQLite reports them on a write connection.
+    struct Pragmas: Equatable, Sendable {
+        var journalMode: String
+        /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
+        var synchronous: Int
+        var foreignKeys: Bool
+        var busyTimeoutMilliseconds: Int
+    }
+
+    func pragmas() async throws -> Pragmas {
+        try await write { db in
+            Pragmas(
+                journalMode: try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
+                synchronous: try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
+                foreignKeys: try Bool.fetchOne(db, sql: "PRAGMA foreign_keys") ?? false,
+                busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1)
+        }
+    }
+
+    /// SQLite's plan for one group's page of fan-out targets (the query every page runs once per group).
+    func fanOutPageQueryPlan() async throws -> [String] {
+        try await read { db in
+            try Row.fetchAll(
+                db,
+                sql: """
+                    EXPLAIN QUERY PLAN
+                    SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
+                    WHERE m.group_id = 1 AND m.device_id > 0 AND m.device_id <= 100 AND d.state = 0
+                    ORDER BY m.device_id LIMIT 10
+                    """
+            ).map { $0["detail"] as String }
+        }
+    }
+}
