@@ -1,6 +1,172 @@
+import APNsSimulator
 import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
 
+/// `pushgate simulate`: the APNs simulator on its own, until SIGINT or SIGTERM.
 struct SimulateCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "simulate", abstract: "Run the APNs simulator.")
-    func run() async throws {}
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run the APNs simulator.",
+        discussion: """
+            An APNs on loopback: HTTP/2 over TLS answering POST /3/device/<token> with Apple's statuses \
+            and reasons, with a control API (/notifications, /stats, /devices/{token}/unregister, \
+            /devices/{token}/bad, /faults, /reset). Without --tls-cert/--tls-key it generates a CA and \
+            a server certificate for localhost, 127.0.0.1 and ::1 and writes the CA to --ca-out (or a \
+            temporary file); point the gateway's --ca at it.
+            """
+    )
+
+    @Option(help: "Address to listen on.")
+    var host: String = "127.0.0.1"
+
+    @Option(help: "HTTP/2 (APNs) port; 0 picks a free one.")
+    var port: Int = 2197
+
+    @Option(name: .customLong("control-port"), help: "Control API (HTTP/1.1 JSON) port; 0 picks a free one.")
+    var controlPort: Int = 2198
+
+    @Option(name: .customLong("tls-cert"), help: "Server certificate chain (PEM file).")
+    var tlsCertificate: String?
+
+    @Option(name: .customLong("tls-key"), help: "Server private key (PEM file).")
+    var tlsKey: String?
+
+    @Option(name: .customLong("client-ca"), help: "Require client certificates signed by these CAs (PEM file); the subject UID names the allowed topic.")
+    var clientCA: String?
+
+    @Option(
+        name: .customLong("token-key"),
+        help: "Accept provider tokens signed by this key: KEYID:TEAMID:PEM, the PEM inline or a path to a PEM file (repeatable)."
+    )
+    var tokenKeys: [String] = []
+
+    @Option(name: .customLong("ca-out"), help: "Where to write the generated CA certificate (PEM).")
+    var caOut: String?
+
+    @Flag(name: .customLong("accept-all"), help: "Answer 200 to every push without validation (benchmarks).")
+    var acceptAll = false
+
+    @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS for new connections.")
+    var maxConcurrentStreams: Int = 1000
+
+    @Option(help: "Event loop threads.")
+    var threads: Int = 1
+
+    @Option(name: .customLong("record-limit"), help: "Accepted notifications kept in full (counts continue beyond).")
+    var recordLimit: Int = 10_000
+
+    @Flag(name: .customLong("no-device-tracking"), help: "Do not count deliveries and duplicates per device.")
+    var noDeviceTracking = false
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
+        guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
+        guard (self.tlsCertificate == nil) == (self.tlsKey == nil) else {
+            throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        guard self.threads >= 1 else { throw ValidationError("--threads must be at least 1") }
+        guard self.maxConcurrentStreams >= 0 else { throw ValidationError("--max-concurrent-streams must be ≥ 0") }
+        guard self.recordLimit >= 0 else { throw ValidationError("--record-limit must be ≥ 0") }
+        guard Logger.Level(rawValue: self.logLevel) != nil else {
+            throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
+        }
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: self.logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let configuration: APNsSimulator.Configuration
+        do {
+            configuration = try self.makeConfiguration()
+        } catch let error as SimulatorError {
+            FileHandle.standardError.write(Data("pushgate simulate: \(error.description)\n".utf8))
+            throw ExitCode(78)
+        }
+
+        let simulator = APNsSimulator(configuration: configuration) { running in
+            var lines = ["APNs simulator (HTTP/2, TLS) listening on https://\(running.authority)"]
+            if let controlPort = running.controlPort {
+                let host = running.host.contains(":") ? "[\(running.host)]" : running.host
+                lines.append("control API (HTTP/1.1) listening on http://\(host):\(controlPort)")
+            }
+            if let path = running.caCertificatePath {
+                lines.append("CA certificate written to \(path)")
+            }
+            // Unbuffered, so scripts reading a pipe see the ports at once.
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: simulator)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: configuration.logger
+            )
+        )
+        do {
+            try await group.run()
+        } catch let error as SimulatorError {
+            FileHandle.standardError.write(Data("pushgate simulate: \(error.description)\n".utf8))
+            throw ExitCode(78)
+        }
+    }
+
+    private func makeConfiguration() throws -> APNsSimulator.Configuration {
+        var configuration = APNsSimulator.Configuration()
+        configuration.host = self.host
+        configuration.port = self.port
+        configuration.controlPort = self.controlPort
+        if let certificate = self.tlsCertificate, let key = self.tlsKey {
+            configuration.tls = .files(certificateChain: certificate, privateKey: key)
+        }
+        configuration.caCertificateOutputPath = self.caOut
+        if let clientCA = self.clientCA {
+            do {
+                configuration.clientCertificateAuthorityPEM = try String(contentsOfFile: clientCA, encoding: .utf8)
+            } catch {
+                throw SimulatorError.invalidConfiguration(key: "--client-ca", problem: "cannot read \(clientCA)")
+            }
+        }
+        configuration.tokenKeys = try self.tokenKeys.map(Self.parseTokenKey)
+        configuration.handling = self.acceptAll ? .acceptAll : .validating
+        configuration.maxConcurrentStreams = self.maxConcurrentStreams
+        configuration.eventLoopThreads = self.threads
+        configuration.recordLimit = self.recordLimit
+        configuration.tracksDevices = !self.noDeviceTracking
+        configuration.logger = Logger(label: "pushgate.simulator")
+        return configuration
+    }
+
+    /// `KEYID:TEAMID:PEM` where PEM is a file path or the PEM text (`\n` escapes allowed).
+    static func parseTokenKey(_ value: String) throws -> ProviderTokenKey {
+        let parts = value.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else {
+            throw SimulatorError.invalidConfiguration(key: "--token-key", problem: "expected KEYID:TEAMID:PEM")
+        }
+        let keyID = String(parts[0])
+        let teamID = String(parts[1])
+        let source = String(parts[2])
+        let pem: String
+        if source.contains("-----BEGIN") {
+            pem = source.replacingOccurrences(of: "\\n", with: "\n")
+        } else {
+            do {
+                pem = try String(contentsOfFile: source, encoding: .utf8)
+            } catch {
+                throw SimulatorError.invalidConfiguration(
+                    key: "--token-key \(keyID)",
+                    problem: "\(source) is neither PEM text nor a readable file"
+                )
+            }
+        }
+        return try ProviderTokenKey(keyID: keyID, teamID: teamID, publicKeyPEM: pem)
+    }
 }

@@ -500,6 +500,12 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
     ) {
         let id = Int(streamID)
         guard self.machine.isOpen(id) else { return }  // reset by the client meanwhile
+        // Account first: writing HEADERS with END_STREAM closes the stream synchronously, and
+        // NIOHTTP2 reports that (StreamClosedEvent) before `write` returns.
+        self.core.currentStreams.subtract(1, ordering: .relaxed)
+        if self.machine.streamAnswered(id: id, dropAfterStreams: self.faults.dropAfterStreams) == .close {
+            self.closeAfterFlush = true
+        }
         context.write(
             self.wrapOutboundOut(
                 HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers, endStream: body == nil)))
@@ -511,10 +517,6 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
                 self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
                 promise: nil
             )
-        }
-        self.core.currentStreams.subtract(1, ordering: .relaxed)
-        if self.machine.streamAnswered(id: id, dropAfterStreams: self.faults.dropAfterStreams) == .close {
-            self.closeAfterFlush = true
         }
     }
 
