@@ -1,6 +1,129 @@
+import APNsClient
 import ArgumentParser
+import Foundation
+import Logging
+import PushgateCore
 
+/// `pushgate send`: one notification to one device, straight to APNs (or a simulator), printing
+/// Apple's answer. Exit status 0 only when APNs accepted it.
 struct SendCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "send", abstract: "Send one notification and print APNs' answer.")
-    func run() async throws {}
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Send one notification to one device and print APNs' answer.",
+        discussion: """
+            Exit status: 0 accepted by APNs; 1 rejected or not delivered; 64 bad flags; 78 unusable \
+            credentials or files.
+            """
+    )
+
+    @Option(name: .customLong("device"), help: "The device token (hex).")
+    var device: String
+
+    @Option(help: "The bundle id. With certificate auth it defaults to the certificate subject's UID.")
+    var topic: String?
+
+    @OptionGroup var credentials: APNsCredentialOptions
+
+    @Option(name: .customLong("push-type"), help: "alert, background, voip, liveactivity, ... (default alert).")
+    var pushType: String = "alert"
+
+    @Option(help: "10, 5 or 1 (default 10, or 5 for background).")
+    var priority: Int?
+
+    @Option(help: "UNIX time until which APNs may retry; 0 = deliver once. Omitted: APNs' storage policy.")
+    var expiration: Int64?
+
+    @Option(name: .customLong("collapse-id"), help: "apns-collapse-id (at most 64 bytes).")
+    var collapseID: String?
+
+    @Option(name: .customLong("apns-id"), help: "The apns-id (a UUID) to send; APNs makes one up otherwise.")
+    var apnsID: String?
+
+    @Option(help: "The JSON payload.")
+    var payload: String?
+
+    @Option(help: "Shortcut for --payload '{\"aps\":{\"alert\":TEXT}}'.")
+    var alert: String?
+
+    @Option(help: "Seconds to wait for the answer.")
+    var timeout: Int = 30
+
+    @Flag(name: .shortAndLong, help: "Log the connection's progress to stderr.")
+    var verbose = false
+
+    func validate() throws {
+        if payload != nil && alert != nil { throw ValidationError("--payload and --alert are mutually exclusive") }
+        if payload == nil && alert == nil { throw ValidationError("give --payload JSON or --alert TEXT") }
+        guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        try credentials.validate()
+    }
+
+    func run() async throws {
+        do {
+            try await runChecked()
+        } catch let error as ConfigurationError {
+            FileHandle.standardError.write(Data("pushgate send: \(error)\n".utf8))
+            throw ExitCode(78)
+        }
+    }
+
+    private func runChecked() async throws {
+        let token: DeviceToken
+        let content: NotificationContent
+        let id: APNsID?
+        let credentials = try self.credentials.load()
+        do {
+            token = try DeviceToken(hex: device, field: "--device")
+            let type = try PushType(validating: pushType, field: "--push-type")
+            let priority = try Priority(validating: self.priority ?? (type == .background ? 5 : 10), field: "--priority")
+            var expiration = Expiration.storagePolicy
+            if let value = self.expiration { expiration = try Expiration(validating: value, field: "--expiration") }
+            var collapse: CollapseID? = nil
+            if let value = collapseID { collapse = try CollapseID(value, field: "--collapse-id") }
+            let body = try alert.map(Payload.alert) ?? Payload(jsonString: payload!, field: "--payload")
+            id = try apnsID.map { try APNsID($0, field: "--apns-id") }
+            guard let topicName = self.topic ?? credentials.defaultTopic else {
+                throw ValidationError("give --topic (the certificate has no UID to take it from, or token auth is used)")
+            }
+            content = try NotificationContent(
+                topic: Topic(topicName, field: "--topic"), pushType: type, priority: priority, expiration: expiration,
+                collapseID: collapse, payload: body)
+        } catch let error as PushgateCore.ValidationError {
+            throw ValidationError(error.description)
+        }
+        try await send(content: content, to: token, apnsID: id, credentials: credentials)
+    }
+
+    private func send(content: NotificationContent, to token: DeviceToken, apnsID: APNsID?, credentials: LoadedCredentials) async throws {
+        var logger = Logger(label: "pushgate.send")
+        logger.logLevel = verbose ? .debug : .warning
+        var configuration = APNsClient.Configuration(
+            endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
+        configuration.maximumConnections = 1
+        configuration.eventLoopThreads = 1
+        configuration.requestTimeout = .seconds(Int64(timeout))
+        configuration.connectTimeout = .seconds(Int64(min(timeout, 10)))
+        configuration.shutdownGracePeriod = .seconds(1)
+        let outcome = try await APNsClient.withClient(configuration: configuration, logger: logger) { client in
+            await client.send(PreparedNotification(content), to: token, apnsID: apnsID)
+        }
+        print(Self.render(outcome))
+        if !outcome.isAccepted { throw ExitCode.failure }
+    }
+
+    /// Apple's answer, one field per line, as `curl -i` would show the parts that matter.
+    static func render(_ outcome: APNsOutcome) -> String {
+        var lines: [String] = []
+        if let status = outcome.status { lines.append("status: \(status)") }
+        if let reason = outcome.reason { lines.append("reason: \(reason)") }
+        if let apnsID = outcome.apnsID { lines.append("apns-id: \(apnsID)") }
+        if let unique = outcome.apnsUniqueID { lines.append("apns-unique-id: \(unique)") }
+        if let timestamp = outcome.invalidatedAtMilliseconds {
+            let date = Date(timeIntervalSince1970: Double(timestamp) / 1000)
+            lines.append("timestamp: \(timestamp) (\(date.formatted(.iso8601)))")
+        }
+        if let failure = outcome.transportFailure { lines.append("error: \(failure)") }
+        lines.append("outcome: \(outcome.outcomeClass)")
+        return lines.joined(separator: "\n")
+    }
 }

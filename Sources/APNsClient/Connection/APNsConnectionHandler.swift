@@ -21,8 +21,8 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     /// Requests APNs never processed: queue them again (or fail them when their budget is spent).
     func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure)
     /// The bearer token for new requests (token auth), or nil for certificate connections.
-    func bearerToken() throws -> String?
-    func bearerTokenRejectedAsExpired(_ token: String)
+    func providerToken() throws -> ProviderToken?
+    func providerTokenRejectedAsExpired(_ token: ProviderToken)
 }
 
 /// The per-connection engine: it sits after `NIOHTTP2Handler` and speaks HTTP/2 frames directly,
@@ -47,7 +47,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// A request written to a stream, and what has arrived of its answer so far.
     private struct InFlight {
         var request: PooledRequest
-        var bearerToken: String?
+        var providerToken: ProviderToken?
         var status: Int?
         var apnsID: String?
         var apnsUniqueID: String?
@@ -68,7 +68,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private var goAwayReason: APNsReason?
     /// Connection-level inbound flow control: without a stream multiplexer nobody else replenishes it.
     private var unacknowledgedInboundBytes = 0
-    private var cachedBearer: (token: String, headerValue: String)?
+    private var cachedAuthorization: (token: ProviderToken, headerValue: String)?
     private let pseudoHeaders: HPACKHeaders
     private var logger: Logger
 
@@ -291,7 +291,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
         switch reason {
         case .expiredProviderToken?:
-            if let token = entry.bearerToken { delegate.bearerTokenRejectedAsExpired(token) }
+            if let token = entry.providerToken { delegate.providerTokenRejectedAsExpired(token) }
             if !entry.request.retriedAfterExpiredToken {
                 var retry = entry.request
                 retry.retriedAfterExpiredToken = true
@@ -345,9 +345,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         let batch = delegate.pull(connection: connectionID, released: released, maximum: available)
         guard !batch.isEmpty else { return }
 
-        let bearer: String?
+        let token: ProviderToken?
         do {
-            bearer = try delegate.bearerToken()
+            token = try delegate.providerToken()
         } catch {
             // Signing failed (a broken key): no request can succeed; answer them all.
             let outcome = APNsOutcome(
@@ -358,20 +358,21 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             return
         }
         let authorization: String?
-        if let bearer {
-            if cachedBearer?.token != bearer { cachedBearer = (bearer, "bearer " + bearer) }
-            authorization = cachedBearer!.headerValue
+        if let token {
+            // One string per token (hourly), not one per request.
+            if cachedAuthorization?.token != token { cachedAuthorization = (token, token.authorizationHeaderValue) }
+            authorization = cachedAuthorization!.headerValue
         } else {
             authorization = nil
         }
         let now = context.eventLoop.now
         for request in batch {
-            write(request, authorization: authorization, bearer: bearer, context: context, now: now)
+            write(request, authorization: authorization, token: token, context: context, now: now)
         }
     }
 
     private func write(
-        _ pooled: PooledRequest, authorization: String?, bearer: String?, context: ChannelHandlerContext, now: NIODeadline
+        _ pooled: PooledRequest, authorization: String?, token: ProviderToken?, context: ChannelHandlerContext, now: NIODeadline
     ) {
         let streamID = machine.openStream(now: now)
         let request = pooled.request
@@ -383,7 +384,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         headers.add(contentsOf: request.notification.sharedHeaders)
         if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID.value, indexing: .nonIndexable) }
 
-        inFlight[streamID] = InFlight(request: pooled, bearerToken: bearer)
+        inFlight[streamID] = InFlight(request: pooled, providerToken: token)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(request.notification.payload), endStream: true)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(data))), promise: nil)

@@ -178,12 +178,12 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
         perform(actions)
     }
 
-    func bearerToken() throws -> String? {
-        try configuration.tokenSource?.currentBearerToken()
+    func providerToken() throws -> ProviderToken? {
+        try configuration.tokenSource?.providerToken()
     }
 
-    func bearerTokenRejectedAsExpired(_ token: String) {
-        configuration.tokenSource?.bearerTokenRejectedAsExpired(token)
+    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+        configuration.tokenSource?.providerTokenRejectedAsExpired(token)
     }
 
     // MARK: Actions
