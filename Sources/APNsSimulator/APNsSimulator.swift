@@ -53,6 +53,7 @@ public struct APNsSimulator: Service {
 
     /// Starts a simulator, runs `body` with it, and stops it (listeners, connections, threads,
     /// the temporary CA file) when `body` returns or throws.
+    @discardableResult
     public static func withRunning<Result: Sendable>(
         _ configuration: Configuration = .init(),
         _ body: (RunningAPNsSimulator) async throws -> Result
@@ -130,6 +131,8 @@ public struct APNsSimulator: Service {
                     let limit = core.effectiveMaxConcurrentStreams(core.faults)
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(NIOSSLServerHandler(context: sslContext))
+                    let rawFrames = RawFrameWriter()
+                    try sync.addHandler(rawFrames)
                     try sync.addHandler(
                         NIOHTTP2Handler(
                             mode: .server,
@@ -142,6 +145,7 @@ public struct APNsSimulator: Service {
                     try sync.addHandler(
                         APNsConnectionHandler(
                             core: core,
+                            rawFrames: rawFrames,
                             connectionID: core.makeConnectionID(),
                             initialMaxConcurrentStreams: limit
                         )

@@ -138,10 +138,51 @@ public final class SimulatorProbe: Sendable {
             handler.value.send(requests, timeout: timeout)
         }.get()
         var outcomes: [Outcome] = []
-        for future in futures {
-            outcomes.append(try await future.get())
+        for entry in futures {
+            outcomes.append(try await entry.future.get())
         }
         return outcomes
+    }
+
+    /// A request written but not necessarily answered yet.
+    public struct PendingOutcome: Sendable {
+        public let streamID: Int
+        fileprivate let future: EventLoopFuture<Outcome>
+        fileprivate let handler: NIOLoopBound<ProbeHandler>
+
+        /// Waits for the outcome.
+        public func outcome() async throws -> Outcome {
+            try await self.future.get()
+        }
+
+        /// Whether the outcome is already known.
+        public var isComplete: Bool {
+            get async {
+                let handler = self.handler
+                let streamID = self.streamID
+                return (try? await self.future.eventLoop.submit { !handler.value.isPending(streamID) }.get()) ?? false
+            }
+        }
+    }
+
+    /// Writes the requests (in one flush) and returns without waiting for answers.
+    public func start(_ requests: [Request], timeout: Duration = .seconds(60)) async throws -> [PendingOutcome] {
+        let timeout = TimeAmount(timeout)
+        let handler = self.handler
+        let futures = try await self.channel.eventLoop.submit {
+            handler.value.send(requests, timeout: timeout)
+        }.get()
+        return futures.map { PendingOutcome(streamID: $0.streamID, future: $0.future, handler: handler) }
+    }
+
+    /// Sends a PING and waits for its ACK: a barrier proving the server has read every frame
+    /// written before it.
+    public func ping(timeout: Duration = .seconds(10)) async throws {
+        let handler = self.handler
+        let future = try await self.channel.eventLoop.submit {
+            handler.value.ping(timeout: TimeAmount(timeout))
+        }.get()
+        try await future.get()
     }
 
     /// Sends one request and waits for its outcome.
@@ -230,19 +271,24 @@ final class ProbeHandler: ChannelDuplexHandler {
         [(predicate: ([HTTP2SettingsParameter: Int]) -> Bool, promise: EventLoopPromise<[HTTP2SettingsParameter: Int]>)] =
             []
     private var closed = false
+    private var nextPing: UInt64 = 0
+    private var pingWaiters: [UInt64: EventLoopPromise<Void>] = [:]
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
     }
 
-    func send(_ requests: [SimulatorProbe.Request], timeout: TimeAmount) -> [EventLoopFuture<SimulatorProbe.Outcome>] {
+    func send(
+        _ requests: [SimulatorProbe.Request],
+        timeout: TimeAmount
+    ) -> [(streamID: Int, future: EventLoopFuture<SimulatorProbe.Outcome>)] {
         guard let context else { return [] }
-        var futures: [EventLoopFuture<SimulatorProbe.Outcome>] = []
+        var futures: [(streamID: Int, future: EventLoopFuture<SimulatorProbe.Outcome>)] = []
         for request in requests {
             let streamID = self.nextStreamID
             self.nextStreamID += 2
             let promise = context.eventLoop.makePromise(of: SimulatorProbe.Outcome.self)
-            futures.append(promise.futureResult)
+            futures.append((streamID, promise.futureResult))
             if self.closed {
                 promise.succeed(.unanswered(streamID: streamID))
                 continue
@@ -275,6 +321,28 @@ final class ProbeHandler: ChannelDuplexHandler {
         }
         context.flush()
         return futures
+    }
+
+    func isPending(_ streamID: Int) -> Bool {
+        self.pending[streamID] != nil
+    }
+
+    func ping(timeout: TimeAmount) -> EventLoopFuture<Void> {
+        guard let context, !self.closed else {
+            return MultiThreadedEventLoopGroup.singleton.next().makeFailedFuture(
+                SimulatorProbe.ProbeError(description: "probe not connected")
+            )
+        }
+        self.nextPing &+= 1
+        let data = HTTP2PingData(withInteger: self.nextPing)
+        let promise = context.eventLoop.makePromise(of: Void.self)
+        self.pingWaiters[self.nextPing] = promise
+        context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+        let deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
+            promise.fail(SimulatorProbe.ProbeError(description: "no PING ACK after \(timeout)"))
+        }
+        promise.futureResult.whenComplete { _ in deadline.cancel() }
+        return promise.futureResult
     }
 
     func waitForSettings(
@@ -341,6 +409,8 @@ final class ProbeHandler: ChannelDuplexHandler {
             self.settingsWaiters = remaining
         case .goAway(let lastStreamID, _, _):
             self.goAwayLastStreamID = Int(lastStreamID)
+        case .ping(let data, ack: true):
+            self.pingWaiters.removeValue(forKey: data.integer)?.succeed(())
         default:
             break
         }
@@ -362,6 +432,11 @@ final class ProbeHandler: ChannelDuplexHandler {
         self.pending.removeAll()
         for (id, entry) in pending {
             entry.promise.succeed(.unanswered(streamID: id))
+        }
+        let pings = self.pingWaiters
+        self.pingWaiters.removeAll()
+        for promise in pings.values {
+            promise.fail(SimulatorProbe.ProbeError(description: "connection closed"))
         }
         let waiters = self.settingsWaiters
         self.settingsWaiters.removeAll()

@@ -29,6 +29,7 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
     }
 
     private let core: SimulatorCore
+    private let rawFrames: RawFrameWriter
     let connectionID: Int
     private let initialMaxConcurrentStreams: Int
     private var context: ChannelHandlerContext?
@@ -39,6 +40,11 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
     private var faultsGeneration: Int
     private var identifiers = IdentifierGenerator()
     private var batch = RecorderBatch()
+    /// Answers decided during a read burst, written in `channelReadComplete` after the recorder
+    /// batch is committed: `NIOHTTP2Handler` flushes on its own read-complete, before ours, so a
+    /// response written during `channelRead` could reach the client before the notification is
+    /// visible in the recorder.
+    private var pendingResponses: [(streamID: HTTP2StreamID, headers: HPACKHeaders, body: ByteBuffer?)] = []
     private var needsFlush = false
     private var closeAfterFlush = false
     private var completedRequests = 0
@@ -53,8 +59,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         return result
     }()
 
-    init(core: SimulatorCore, connectionID: Int, initialMaxConcurrentStreams: Int) {
+    init(core: SimulatorCore, rawFrames: RawFrameWriter, connectionID: Int, initialMaxConcurrentStreams: Int) {
         self.core = core
+        self.rawFrames = rawFrames
         self.connectionID = connectionID
         self.initialMaxConcurrentStreams = initialMaxConcurrentStreams
         self.faultsGeneration = core.faultsGenerationValue
@@ -136,6 +143,14 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
 
     func channelReadComplete(context: ChannelHandlerContext) {
         self.commitBatch()
+        if !self.pendingResponses.isEmpty {
+            let responses = self.pendingResponses
+            self.pendingResponses.removeAll(keepingCapacity: true)
+            for response in responses {
+                self.writeResponse(streamID: response.streamID, headers: response.headers, body: response.body, context: context)
+            }
+            self.needsFlush = true
+        }
         if self.needsFlush {
             self.needsFlush = false
             context.flush()
@@ -203,16 +218,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         case .ignore:
             return
         case .sendGoAwayAndProcess(let lastStreamID):
-            context.write(
-                self.wrapOutboundOut(
-                    HTTP2Frame(
-                        streamID: .rootStream,
-                        payload: .goAway(lastStreamID: HTTP2StreamID(lastStreamID), errorCode: .noError, opaqueData: nil)
-                    )
-                ),
-                promise: nil
-            )
-            self.needsFlush = true
+            // Flush NIOHTTP2's frames first so the raw frame lands on a frame boundary.
+            context.flush()
+            self.rawFrames.writeGoAway(lastStreamID: lastStreamID)
             self.core.goAwaysSent.add(1, ordering: .relaxed)
         case .process:
             break
@@ -282,6 +290,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
 
     private func requestCompleted(streamID: HTTP2StreamID, context: ChannelHandlerContext) {
         guard let stream = self.streams.removeValue(forKey: streamID) else { return }
+        // Closing (dropped after N streams, or GOAWAY drained): later requests get no answer.
+        guard !self.machine.isClosed else { return }
         self.refreshFaults()
         self.batch.received += 1
         let requestIndex = self.completedRequests
@@ -479,6 +489,7 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         if latency > 0 {
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
                 guard let context = self.context, self.registered else { return }
+                self.commitBatch()
                 self.writeResponse(streamID: streamID, headers: headers, body: body, context: context)
                 context.flush()
                 if self.closeAfterFlush {
@@ -487,8 +498,7 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
                 }
             }
         } else {
-            self.writeResponse(streamID: streamID, headers: headers, body: body, context: context)
-            self.needsFlush = true
+            self.pendingResponses.append((streamID, headers, body))
         }
     }
 
@@ -499,7 +509,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         context: ChannelHandlerContext
     ) {
         let id = Int(streamID)
-        guard self.machine.isOpen(id) else { return }  // reset by the client meanwhile
+        // Not if reset by the client meanwhile, or if the connection is closing.
+        guard self.machine.isOpen(id), !self.machine.isClosed else { return }
         // Account first: writing HEADERS with END_STREAM closes the stream synchronously, and
         // NIOHTTP2 reports that (StreamClosedEvent) before `write` returns.
         self.core.currentStreams.subtract(1, ordering: .relaxed)
