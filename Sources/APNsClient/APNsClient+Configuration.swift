@@ -139,23 +139,46 @@ extension APNsClient {
         /// Loads PEM files. `keyPath` may be nil when the certificate file also holds the key (a
         /// combined PEM, as some tools export).
         public static func load(certificatePath: String, keyPath: String?) throws -> ClientCertificate {
-            let chain: [NIOSSLCertificate]
-            do {
-                chain = try NIOSSLCertificate.fromPEMFile(certificatePath)
-            } catch {
+            guard let certificateFile = FileManager.default.contents(atPath: certificatePath) else {
                 throw APNsClientError.unreadableFile(path: certificatePath, what: "client certificate (PEM)")
             }
+            // NIOSSL's PEM readers stop at blocks of another kind, so a combined file is split by hand.
+            let chain = (try? pemBlocks(in: certificateFile, labelled: "CERTIFICATE").map {
+                try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem)
+            }) ?? []
             guard !chain.isEmpty else {
                 throw APNsClientError.unreadableFile(path: certificatePath, what: "client certificate (PEM)")
             }
             let keyFile = keyPath ?? certificatePath
-            let key: NIOSSLPrivateKey
-            do {
-                key = try NIOSSLPrivateKey(file: keyFile, format: .pem)
-            } catch {
+            guard let keyData = keyPath == nil ? certificateFile : FileManager.default.contents(atPath: keyFile),
+                let keyBlock = pemBlocks(in: keyData, labelled: "PRIVATE KEY").first,
+                let key = try? NIOSSLPrivateKey(bytes: Array(keyBlock.utf8), format: .pem)
+            else {
                 throw APNsClientError.unreadableFile(path: keyFile, what: "private key (unencrypted PEM)")
             }
             return ClientCertificate(chain: chain, key: key)
+        }
+
+        /// The PEM blocks whose label ends with `label` (`PRIVATE KEY` matches `EC PRIVATE KEY` and
+        /// `RSA PRIVATE KEY` too), each with its BEGIN and END lines.
+        static func pemBlocks(in data: Data, labelled label: String) -> [String] {
+            // Tolerate blocks glued together without a newline (`...-----END X----------BEGIN Y-----`).
+            let text = String(decoding: data, as: UTF8.self).replacingOccurrences(of: "-----BEGIN ", with: "\n-----BEGIN ")
+            var blocks: [String] = []
+            var current: [Substring]? = nil
+            for line in text.split(omittingEmptySubsequences: true, whereSeparator: \.isNewline) {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if trimmed.hasPrefix("-----BEGIN "), trimmed.hasSuffix(label + "-----") {
+                    current = [Substring(trimmed)]
+                } else if trimmed.hasPrefix("-----END "), current != nil {
+                    current!.append(Substring(trimmed))
+                    blocks.append(current!.joined(separator: "\n") + "\n")
+                    current = nil
+                } else if current != nil {
+                    current!.append(Substring(trimmed))
+                }
+            }
+            return blocks
         }
 
         /// Loads a PKCS#12 bundle (`.p12`), as Keychain Access exports Apple's push certificates.
