@@ -27,82 +27,87 @@ extension SQLiteStore {
         if let empty = groups.first(where: \.isEmpty) {
             throw StoreError.unknownGroup(app: request.app, group: empty)
         }
+        // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
+        // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
+        // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
+        let plan = try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db) }
         return try await write { db in
             if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
                 throw StoreError.duplicateRequestID(request.id)
             }
-            var groupIDs = [Int64]()
-            for group in groups {
-                guard let groupID = try Self.groupID(app: request.app, name: group, in: db) else {
-                    throw StoreError.unknownGroup(app: request.app, group: group)  // rolls the transaction back
-                }
-                groupIDs.append(groupID)
-            }
-            // Devices created later are not targets: fan-out stops at this id.
-            let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
-            var targetCount = try Self.countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
-
             let created = Millis.from(request.createdAt)
+            let done = plan.targetCount == 0
             try db.execute(
                 sql: """
                     INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
-                                         device_bound, token_count)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                         device_bound, token_count, target_count, state, finished_at, cut_done)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
                     Self.storedExpiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-                    created, bound, tokens.count,
+                    created, plan.bound, tokens.count, plan.targetCount,
+                    (done ? StoredRequestState.done : StoredRequestState.queued).rawValue, done ? created : nil, done,
                 ])
             let seq = db.lastInsertedRowID
-            for groupID in groupIDs {
+            for groupID in plan.groupIDs {
                 try db.execute(
                     sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)", arguments: [seq, groupID])
             }
-            if !tokens.isEmpty {
-                // A direct token that is a member of a target group (and within the bound) is covered by the
-                // group fan-out: it is kept for the record but skipped by the token chunks.
-                let memberOfTargets: Statement? =
-                    groupIDs.isEmpty
-                    ? nil
-                    : try db.makeStatement(
-                        sql: "SELECT 1 FROM membership WHERE device_id = ? AND group_id IN ("
-                            + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1")
-                for (index, token) in tokens.enumerated() {
-                    var covered = false
-                    var counts = true
-                    if let row = try Row.fetchOne(
-                        db, sql: "SELECT id, state FROM device WHERE app = ? AND token = ?",
-                        arguments: [request.app, token.hex])
-                    {
-                        let deviceID: Int64 = row[0]
-                        if let memberOfTargets, deviceID <= bound,
-                            try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil
-                        {
-                            covered = true
-                            counts = false  // counted with its group
-                        } else if Self.deviceState(row[1]) == .invalid {
-                            counts = false
-                        }
-                    }
-                    try db.execute(
-                        sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)",
-                        arguments: [seq, index + 1, token.hex, covered])
-                    if counts { targetCount += 1 }
+            let insertToken = try db.cachedStatement(
+                sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)")
+            for (index, token) in tokens.enumerated() {
+                try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
+            }
+            return EnqueueResult(id: request.id, targetCount: plan.targetCount)
+        }
+    }
+
+    /// A request's targets as resolved when it is stored.
+    struct TargetPlan: Sendable {
+        var groupIDs: [Int64]
+        /// The highest device id: devices created later are not targets.
+        var bound: Int64
+        /// Per direct token: a member of a target group within the bound, so the group fan-out covers it.
+        var covered: [Bool]
+        var targetCount: Int
+    }
+
+    static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan {
+        var groupIDs = [Int64]()
+        for group in groups {
+            guard let groupID = try groupID(app: app, name: group, in: db) else {
+                throw StoreError.unknownGroup(app: app, group: group)
+            }
+            groupIDs.append(groupID)
+        }
+        let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
+        var targetCount = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
+        var covered = [Bool]()
+        covered.reserveCapacity(tokens.count)
+        let memberOfTargets: Statement? =
+            groupIDs.isEmpty
+            ? nil
+            : try db.makeStatement(
+                sql: "SELECT 1 FROM membership WHERE device_id = ? AND group_id IN ("
+                    + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1")
+        let lookup = try db.cachedStatement(sql: "SELECT id, state FROM device WHERE app = ? AND token = ?")
+        for token in tokens {
+            var isCovered = false
+            var counts = true
+            if let row = try Row.fetchOne(lookup, arguments: [app, token.hex]) {
+                let deviceID: Int64 = row[0]
+                if let memberOfTargets, deviceID <= bound, try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil {
+                    isCovered = true
+                    counts = false  // counted with its group
+                } else if deviceState(row[1]) == .invalid {
+                    counts = false  // skipped at send time
                 }
             }
-            if targetCount == 0 {
-                try db.execute(
-                    sql: """
-                        UPDATE request SET target_count = 0, state = ?, finished_at = ?, cut_done = 1
-                        WHERE seq = ?
-                        """, arguments: [StoredRequestState.done.rawValue, created, seq])
-            } else {
-                try db.execute(
-                    sql: "UPDATE request SET target_count = ? WHERE seq = ?", arguments: [targetCount, seq])
-            }
-            return EnqueueResult(id: request.id, targetCount: targetCount)
+            covered.append(isCovered)
+            if counts { targetCount += 1 }
         }
+        return TargetPlan(groupIDs: groupIDs, bound: bound, covered: covered, targetCount: targetCount)
     }
 
     public func request(_ id: RequestID) async throws -> NotificationRequest? {

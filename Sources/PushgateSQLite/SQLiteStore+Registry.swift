@@ -5,10 +5,7 @@ public import PushgateCore
 extension SQLiteStore {
     public func register(_ registration: Registration) async throws -> RegistrationResult {
         try Self.check(registration)
-        return try await write { db in
-            var groups = GroupIDCache()
-            return try Self.register(registration, in: db, groups: &groups)
-        }
+        return try await write { db in try Self.register(registration, in: db) }
     }
 
     /// One transaction for the whole batch, with cached prepared statements and a per-batch cache of
@@ -16,15 +13,7 @@ extension SQLiteStore {
     public func register(batch: [Registration]) async throws -> [RegistrationResult] {
         for registration in batch { try Self.check(registration) }
         guard !batch.isEmpty else { return [] }
-        return try await write { db in
-            var groups = GroupIDCache()
-            var results = [RegistrationResult]()
-            results.reserveCapacity(batch.count)
-            for registration in batch {
-                results.append(try Self.register(registration, in: db, groups: &groups))
-            }
-            return results
-        }
+        return try await write { db in try Self.register(batch: batch, in: db) }
     }
 
     public func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
@@ -157,73 +146,109 @@ extension SQLiteStore {
 
     // MARK: - Registration
 
-    struct GroupIDCache {
-        struct Key: Hashable {
-            var app: String
-            var name: String
-        }
-        var ids: [Key: Int64] = [:]
-    }
-
     private static func check(_ registration: Registration) throws {
         guard !registration.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         guard !registration.group.isEmpty else { throw StoreError.invalidArgument("group name must not be empty") }
     }
 
-    private static func register(_ registration: Registration, in db: Database, groups: inout GroupIDCache) throws
-        -> RegistrationResult
-    {
+    private static func register(_ registration: Registration, in db: Database) throws -> RegistrationResult {
+        var writer = try RegistrationWriter(db)
+        return try writer.register(registration)
+    }
+
+    private static func register(batch: [Registration], in db: Database) throws -> [RegistrationResult] {
+        var writer = try RegistrationWriter(db)
+        var results = [RegistrationResult]()
+        results.reserveCapacity(batch.count)
+        for registration in batch { results.append(try writer.register(registration)) }
+        return results
+    }
+}
+
+/// Applies registrations inside one transaction with statements prepared once, and group ids looked up
+/// once per batch.
+///
+/// A new device costs two statements (insert device, insert membership); a known one three or four
+/// (the insert that does nothing, a select, maybe an update, the membership).
+private struct RegistrationWriter {
+    private struct GroupKey: Hashable {
+        var app: String
+        var name: String
+    }
+
+    private let db: Database
+    private var groupIDs: [GroupKey: Int64] = [:]
+    private let selectGroup: Statement
+    private let insertGroup: Statement
+    private let insertDevice: Statement
+    private let selectDevice: Statement
+    private let revalidateDevice: Statement
+    private let touchDevice: Statement
+    private let insertMembership: Statement
+
+    init(_ db: Database) throws {
+        self.db = db
+        selectGroup = try db.cachedStatement(sql: "SELECT id FROM device_group WHERE app = ? AND name = ?")
+        insertGroup = try db.cachedStatement(sql: "INSERT INTO device_group (app, name, created_at) VALUES (?, ?, ?)")
+        insertDevice = try db.cachedStatement(
+            sql: """
+                INSERT INTO device (app, token, state, registered_at, last_registered_at) VALUES (?, ?, 0, ?, ?)
+                ON CONFLICT (app, token) DO NOTHING
+                """)
+        selectDevice = try db.cachedStatement(
+            sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?")
+        revalidateDevice = try db.cachedStatement(
+            sql: """
+                UPDATE device SET state = 0, registered_at = ?, last_registered_at = max(last_registered_at, ?),
+                    invalidated_at = NULL, invalid_reason = NULL
+                WHERE id = ?
+                """)
+        touchDevice = try db.cachedStatement(sql: "UPDATE device SET last_registered_at = ? WHERE id = ?")
+        insertMembership = try db.cachedStatement(
+            sql: "INSERT INTO membership (group_id, device_id) VALUES (?, ?) ON CONFLICT DO NOTHING")
+    }
+
+    mutating func register(_ registration: Registration) throws -> RegistrationResult {
         let at = Millis.from(registration.at)
-        let key = GroupIDCache.Key(app: registration.app, name: registration.group)
-        let groupID: Int64
-        if let cached = groups.ids[key] {
-            groupID = cached
-        } else if let existing = try Self.groupID(app: registration.app, name: registration.group, in: db) {
-            groupID = existing
-            groups.ids[key] = existing
-        } else {
-            try db.cachedStatement(sql: "INSERT INTO device_group (app, name, created_at) VALUES (?, ?, ?)")
-                .execute(arguments: [registration.app, registration.group, at])
-            groupID = db.lastInsertedRowID
-            groups.ids[key] = groupID
-        }
+        let groupID = try groupID(app: registration.app, name: registration.group, at: at)
+        let token = registration.token.hex
 
         let deviceID: Int64
         var result: RegistrationResult
-        if let row = try Row.fetchOne(
-            try db.cachedStatement(sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?"),
-            arguments: [registration.app, registration.token.hex])
-        {
-            deviceID = row[0]
-            let lastRegistered: Int64 = row[2]
-            if Self.deviceState(row[1]) == .invalid {
-                try db.cachedStatement(
-                    sql: """
-                        UPDATE device SET state = 0, registered_at = ?, last_registered_at = max(last_registered_at, ?),
-                            invalidated_at = NULL, invalid_reason = NULL
-                        WHERE id = ?
-                        """
-                ).execute(arguments: [at, at, deviceID])
-                result = .revalidated
-            } else {
-                if at > lastRegistered {
-                    try db.cachedStatement(sql: "UPDATE device SET last_registered_at = ? WHERE id = ?")
-                        .execute(arguments: [at, deviceID])
-                }
-                result = .alreadyMember  // refined below
-            }
-        } else {
-            try db.cachedStatement(
-                sql: "INSERT INTO device (app, token, state, registered_at, last_registered_at) VALUES (?, ?, 0, ?, ?)"
-            ).execute(arguments: [registration.app, registration.token.hex, at, at])
+        try insertDevice.execute(arguments: [registration.app, token, at, at])
+        if db.changesCount > 0 {
             deviceID = db.lastInsertedRowID
             result = .created
+        } else {
+            guard let row = try Row.fetchOne(selectDevice, arguments: [registration.app, token]) else {
+                throw StoreError.backend("device vanished during its registration")
+            }
+            deviceID = row[0]
+            let lastRegistered: Int64 = row[2]
+            if SQLiteStore.deviceState(row[1]) == .invalid {
+                try revalidateDevice.execute(arguments: [at, at, deviceID])
+                result = .revalidated
+            } else {
+                if at > lastRegistered { try touchDevice.execute(arguments: [at, deviceID]) }
+                result = .alreadyMember  // or joinedGroup, below
+            }
         }
-
-        try db.cachedStatement(
-            sql: "INSERT INTO membership (group_id, device_id) VALUES (?, ?) ON CONFLICT DO NOTHING"
-        ).execute(arguments: [groupID, deviceID])
+        try insertMembership.execute(arguments: [groupID, deviceID])
         if result == .alreadyMember, db.changesCount > 0 { result = .joinedGroup }
         return result
+    }
+
+    private mutating func groupID(app: String, name: String, at: Int64) throws -> Int64 {
+        let key = GroupKey(app: app, name: name)
+        if let known = groupIDs[key] { return known }
+        let id: Int64
+        if let existing = try Int64.fetchOne(selectGroup, arguments: [app, name]) {
+            id = existing
+        } else {
+            try insertGroup.execute(arguments: [app, name, at])
+            id = db.lastInsertedRowID
+        }
+        groupIDs[key] = id
+        return id
     }
 }
