@@ -96,12 +96,52 @@ let package = Package(
             dependencies: ["PushgateCore"],
             swiftSettings: swiftSettings
         ),
+        // The pushd-compatible UDP ingress: datagram parsing (pure) and the listener.
+        .target(
+            name: "PushgateUDP",
+            dependencies: [
+                "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The dispatcher: ledger work (chunks, retries) streamed into the APNs client.
+        .target(
+            name: "PushgateDispatch",
+            dependencies: [
+                "PushgateCore",
+                "APNsClient",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "pushgate-bench",
+            dependencies: [
+                "PushgateCore",
+                "APNsClient",
+                "APNsSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
                 "APNsClient",
                 "APNsSimulator",
+                "PushgateSQLite",
+                "PushgateUDP",
+                "PushgateDispatch",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -142,9 +182,18 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PushgateUDPTests",
+            dependencies: [
+                "PushgateUDP", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "APNsSimulator", "PushgateCore",
+                "APNsClient", "APNsSimulator", "PushgateCore", "PushgateSQLite", "PushgateDispatch", "PushgateUDP",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -1,0 +1,1 @@
+print("pushgate-bench: not built yet")
