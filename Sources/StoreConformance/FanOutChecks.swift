@@ -53,6 +53,18 @@ enum FanOutChecks {
         try expectEqual(result.targetCount, 5, "target count")
     }
 
+    static func devicesLeavingAGroupBeforeFanOutAreSkipped(_ store: any PushStore) async throws {
+        try await F.register(store, 1...6, in: "g")
+        try await F.register(store, [4], in: "h")
+        _ = try await store.enqueue(F.request("r1", groups: ["g", "h"], at: 1))
+        _ = try await store.unassign(app: F.app, token: F.token(2), group: "g")
+        _ = try await store.unassign(app: F.app, token: F.token(4), group: "g")  // still in h
+        _ = try await store.removeDevice(app: F.app, token: F.token(5))
+        let sent = try await F.deliverAll(store, now: F.at(2), chunkSize: 2, pageSize: 2)
+        try expectEqual(Set(sent), Set([1, 3, 4, 6].map(F.token)), "the groups as fan-out finds them")
+        try expectEqual(sent.count, 4, "each once")
+    }
+
     static func targetPagesRespectTheLimitAndTheChunk(_ store: any PushStore) async throws {
         try await F.register(store, 1...20, in: "g")
         for number in [3, 4, 5, 6, 7] {

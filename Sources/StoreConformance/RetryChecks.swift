@@ -73,6 +73,29 @@ enum RetryChecks {
         try expectEqual(try await store.report(id)?.pendingRetries, 1, "still pending")
     }
 
+    static func releasedRetryLeasesAreClaimableAtOnce(_ store: any PushStore) async throws {
+        _ = try await requestWithOneRetry(store)
+        let stale = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[0]
+        try expectEqual(try await store.releaseLeases(owner: F.instanceA, now: F.at(11)), 1, "released")
+        let claims = try await store.claimRetries(owner: F.instanceA, now: F.at(11), leaseDuration: F.lease, limit: 10)
+        try expectEqual(claims.map(\.token), [F.token(2)], "claimable at once")
+        let refused = try await store.recordRetryOutcomes(
+            [RetryOutcome(claim: stale, result: .accepted(apnsID: nil))], owner: F.instanceA, now: F.at(12))
+        try expectEqual(refused.leaseLost, [stale], "the released claim's outcome is refused")
+    }
+
+    static func retryClaimsRespectTheLimitEarliestFirst(_ store: any PushStore) async throws {
+        try await F.register(store, 1...5, in: "g")
+        _ = try await store.enqueue(F.request("r1", groups: ["g"]))
+        try await F.deliverAll(store, now: F.at(1)) { token in
+            .retry("ServiceUnavailable", nextAttemptAt: F.at(100 - Int(token.bytes.last!)))
+        }
+        let first = try await store.claimRetries(owner: F.instanceA, now: F.at(200), leaseDuration: F.lease, limit: 2)
+        try expectEqual(first.map(\.token), [F.token(5), F.token(4)], "the two due earliest")
+        let rest = try await store.claimRetries(owner: F.instanceB, now: F.at(200), leaseDuration: F.lease, limit: 10)
+        try expectEqual(rest.map(\.token), [F.token(3), F.token(2), F.token(1)], "the others, to another instance")
+    }
+
     static func requestIsDoneWhenAllChunksAndRetriesAreDone(_ store: any PushStore) async throws {
         try await F.register(store, 1...4, in: "g")
         let id = try await store.enqueue(F.request("r1", groups: ["g"])).id

@@ -50,6 +50,7 @@ public enum StoreConformance {
         StoreCheck("fanOutSkipsInvalidDevices", FanOutChecks.fanOutSkipsInvalidDevices),
         StoreCheck("fanOutSendsToUnregisteredDirectTokens", FanOutChecks.fanOutSendsToUnregisteredDirectTokens),
         StoreCheck("devicesRegisteredAfterEnqueueAreNotTargeted", FanOutChecks.devicesRegisteredAfterEnqueueAreNotTargeted),
+        StoreCheck("devicesLeavingAGroupBeforeFanOutAreSkipped", FanOutChecks.devicesLeavingAGroupBeforeFanOutAreSkipped),
         StoreCheck("targetPagesRespectTheLimitAndTheChunk", FanOutChecks.targetPagesRespectTheLimitAndTheChunk),
         StoreCheck("fanOutStreamsLargeGroupInPages", FanOutChecks.fanOutStreamsLargeGroupInPages),
     ]
@@ -69,6 +70,8 @@ public enum StoreConformance {
         StoreCheck("dueRetriesAreClaimedWithLeases", RetryChecks.dueRetriesAreClaimedWithLeases),
         StoreCheck("retryOutcomeWithLostLeaseIsRefused", RetryChecks.retryOutcomeWithLostLeaseIsRefused),
         StoreCheck("rescheduledRetryWaitsForItsNextAttempt", RetryChecks.rescheduledRetryWaitsForItsNextAttempt),
+        StoreCheck("releasedRetryLeasesAreClaimableAtOnce", RetryChecks.releasedRetryLeasesAreClaimableAtOnce),
+        StoreCheck("retryClaimsRespectTheLimitEarliestFirst", RetryChecks.retryClaimsRespectTheLimitEarliestFirst),
         StoreCheck("requestIsDoneWhenAllChunksAndRetriesAreDone", RetryChecks.requestIsDoneWhenAllChunksAndRetriesAreDone),
         StoreCheck("expiredRequestRecordsPendingRetriesAsFailed", RetryChecks.expiredRequestRecordsPendingRetriesAsFailed),
         StoreCheck("expiredRequestCountsUnsentTargetsAndClosesItsChunks", RetryChecks.expiredRequestCountsUnsentTargetsAndClosesItsChunks),
