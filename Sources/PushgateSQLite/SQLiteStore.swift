@@ -48,7 +48,9 @@ public final class SQLiteStore: PushStore {
     public let path: String
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
-    public init(path: String, configuration: Configuration = .init(), logger: Logger) throws {
+    public init(path: String, configuration: Configuration = .init(), logger: Logger = Logger(label: "pushgate.store"))
+        throws
+    {
         var config = GRDB.Configuration()
         config.label = "pushgate.sqlite"
         config.foreignKeysEnabled = true  // PRAGMA foreign_keys = ON on every connection

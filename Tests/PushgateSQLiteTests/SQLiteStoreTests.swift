@@ -49,7 +49,7 @@ struct SQLiteStoreTests {
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("pushgate.sqlite").path
 
-        let first = try SQLiteStore(path: path, logger: .init(label: "test"))
+        let first = try SQLiteStore(path: path)
         _ = try await first.register(batch: (1...10).map { Registration(token: Self.token($0), group: "g", at: Self.start) })
         let id = try await first.enqueue(Self.request("r1", groups: ["g"])).id
         let chunk = try #require(
@@ -60,7 +60,7 @@ struct SQLiteStoreTests {
             leaseDuration: .seconds(60))
         try first.close()
 
-        let second = try SQLiteStore(path: path, logger: .init(label: "test"))
+        let second = try SQLiteStore(path: path)
         #expect(try await second.report(id)?.accepted == 4)
         #expect(
             try await second.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100)

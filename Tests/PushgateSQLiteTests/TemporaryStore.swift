@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import PushgateCore
 import PushgateSQLite
 
@@ -11,8 +10,6 @@ func withTemporaryStore<R>(
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-store-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: folder) }
-    let store = try SQLiteStore(
-        path: folder.appendingPathComponent("pushgate.sqlite").path, configuration: configuration,
-        logger: Logger(label: "pushgate.test.store"))
+    let store = try SQLiteStore(path: folder.appendingPathComponent("pushgate.sqlite").path, configuration: configuration)
     return try await body(store)
 }

@@ -77,6 +77,31 @@ public protocol DeviceRegistry: Sendable {
 /// Targets are read when the chunk is paged, not when the request is stored: a device invalidated or
 /// removed from a group meanwhile is skipped. Devices created after the request was stored are not
 /// targets (the request keeps the highest device id of that moment as its bound).
+///
+/// ## Leases
+/// A chunk or retry row carries `owner`, `lease_expires_at` and a `generation` that every claim
+/// increments. A write is accepted only from the holder of the current generation; a lease that ran
+/// out is still honoured until someone else claims the row (then the generation moves on and the old
+/// holder's next write is refused). So after a crash at most the outcomes of one unrecorded batch per
+/// chunk are sent twice, and nothing recorded is sent again.
+///
+/// ## Implementing this on PostgreSQL (several instances)
+/// The same tables work; what changes is how claims avoid each other:
+/// - takeover: `SELECT … FROM chunk WHERE state = open AND lease_expires_at <= $now ORDER BY request, id
+///   LIMIT 1 FOR UPDATE SKIP LOCKED`, then the `UPDATE … generation = generation + 1` in the same transaction;
+/// - cutting: lock the oldest request with uncut targets (`FOR UPDATE`, so that instances cutting the same
+///   broadcast take turns for the few milliseconds a cut takes, or `SKIP LOCKED` to move on to the next
+///   request), read the next `chunkSize` member ids (the same per-group range scans as SQLite), advance
+///   the cut cursor, insert the chunk, commit;
+/// - retries: `… WHERE next_attempt_at <= $now AND lease_expires_at <= $now ORDER BY next_attempt_at
+///   LIMIT $n FOR UPDATE SKIP LOCKED`;
+/// - progress: `SELECT … FROM chunk WHERE id = $1 FOR UPDATE`, compare owner and generation, write;
+/// - counts: a hot `request.accepted` row is updated by every instance's progress; if that contends,
+///   keep the counters per chunk and sum them in the report;
+/// - `NOTIFY` after an enqueue and after a retry is rescheduled, so idle instances wake up without polling
+///   (``nextWakeUp(after:)`` bounds the sleep otherwise);
+/// - device ids from a sequence: a bound taken at enqueue still excludes later devices (a sequence value
+///   may commit late, which at worst leaves out a device registered concurrently with the request).
 public protocol DeliveryLedger: Sendable {
     /// Stores a request durably in one transaction. Throws ``StoreError/Code/unknownGroup`` (nothing
     /// written) if a target group does not exist for the app, ``StoreError/Code/noTargets`` if it names
@@ -120,8 +145,9 @@ public protocol DeliveryLedger: Sendable {
     @discardableResult
     func expireOverdue(now: Date) async throws -> [RequestID]
 
-    /// The earliest moment after `now` at which work may become claimable without a new request: the next
-    /// retry due or the next lease to expire. Nil when nothing is pending.
+    /// The earliest moment at which work may become claimable without a new request: the next retry due,
+    /// the next lease to end, or the next expiration of an unfinished request. It may be at or before `now`
+    /// (work is due already). Nil when nothing is pending. A dispatcher sleeps until then or until woken.
     func nextWakeUp(after now: Date) async throws -> Date?
 
     /// The delivery report (nil if unknown).
