@@ -1,0 +1,464 @@
+public import Foundation
+public import Logging
+public import NIOCore
+import NIOPosix
+public import PushgateCore
+public import ServiceLifecycle
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The pushd-compatible UDP ingress: the registration port (7734) and the notification port (7874) on
+/// every address of the listen host.
+///
+/// Each datagram is parsed on its event loop (``RegistrationDatagram``, ``NotificationDatagram``);
+/// one that does not parse is logged with its reason and counted, and nothing of it is applied.
+/// Registrations are applied in batches: what arrives while one transaction is being written goes
+/// into the next (up to ``Configuration/registrationBatchLimit``), and when too many wait
+/// (``Configuration/pendingRegistrationLimit``) the sockets are not read, so the burst waits in the
+/// kernel's receive buffer instead of being dropped. Notification requests go to the
+/// ``NotificationIntake`` one at a time, in arrival order.
+///
+/// A `Service`: ``run()`` binds, serves until a graceful shutdown or cancellation, then stops reading,
+/// applies what was already read, and returns. Nothing starts in `init`.
+public final class UDPIngress: Service, Sendable {
+    /// Where the listener is bound, once ``run()`` has bound it.
+    public struct BoundAddresses: Hashable, Sendable {
+        public var registration: [SocketAddress]
+        public var notification: [SocketAddress]
+
+        /// The registration port (the same on every address).
+        public var registrationPort: Int { registration.first?.port ?? 0 }
+        /// The notification port (the same on every address).
+        public var notificationPort: Int { notification.first?.port ?? 0 }
+    }
+
+    public let configuration: Configuration
+    private let registry: any DeviceRegistry
+    private let intake: any NotificationIntake
+    private let clock: any WallClock
+    private let makeRequestID: @Sendable (Date) -> RequestID
+    private let eventLoopGroup: any EventLoopGroup
+    private let logger: Logger
+    private let counters: UDPIngressCounters
+    private let binding = BindingState()
+    private let onBound: @Sendable (BoundAddresses) async -> Void
+
+    /// - Parameters:
+    ///   - registry: where registrations are written (``DeviceRegistry/register(batch:)``, ``DeviceRegistry/unassign(app:token:group:)``).
+    ///   - intake: where notification requests are submitted.
+    ///   - clock: the receive time of each datagram (registration time, request `createdAt`).
+    ///   - makeRequestID: the id of an accepted notification request, from its receive time.
+    ///   - eventLoopGroup: where the sockets live; nil uses NIO's shared singleton group.
+    ///   - onBound: called once the sockets are bound (for example to print the ports).
+    public init(
+        configuration: Configuration = .init(),
+        registry: any DeviceRegistry,
+        intake: any NotificationIntake,
+        clock: any WallClock = SystemWallClock(),
+        makeRequestID: @escaping @Sendable (Date) -> RequestID = { RequestID.generate(at: $0) },
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        observer: any UDPIngressObserver = NoOpUDPIngressObserver(),
+        logger: Logger = Logger(label: "pushgate.udp"),
+        onBound: @escaping @Sendable (BoundAddresses) async -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.registry = registry
+        self.intake = intake
+        self.clock = clock
+        self.makeRequestID = makeRequestID
+        self.eventLoopGroup = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
+        self.logger = logger
+        self.counters = UDPIngressCounters(observer: observer)
+        self.onBound = onBound
+    }
+
+    /// The counters so far: datagrams received, applied and rejected by reason, per port.
+    public var statistics: UDPIngressStatistics { counters.snapshot }
+
+    /// Waits until ``run()`` has bound the sockets and returns where. Throws the start-up error if
+    /// binding failed, or `CancellationError`.
+    public func boundAddresses() async throws -> BoundAddresses {
+        try await binding.wait()
+    }
+
+    public func run() async throws {
+        let bound: BoundAddresses
+        let channels: [any Channel]
+        let registrations = IngressQueue<RegistrationCommand>(
+            capacity: configuration.pendingRegistrationLimit, batchLimit: configuration.registrationBatchLimit)
+        let notifications = IngressQueue<NotificationRequest>(
+            capacity: configuration.pendingNotificationLimit, batchLimit: 64)
+        do {
+            try configuration.validate()
+            let addresses = try ListenAddresses.resolve(configuration.host)
+            (bound, channels) = try await bindAll(addresses, registrations: registrations, notifications: notifications)
+        } catch {
+            binding.fail(error)
+            throw error
+        }
+        binding.succeed(bound)
+        await onBound(bound)
+
+        let stop = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.applyRegistrations(from: registrations) }
+            group.addTask { await self.submitNotifications(from: notifications) }
+            let stop = await waitForStop(channels)
+            logger.info("UDP ingress stopping: no more datagrams are read; applying the ones already read")
+            registrations.finish()
+            notifications.finish()
+            try await group.waitForAll()
+            return stop
+        }
+        binding.stopped()
+        logger.info(
+            "UDP ingress stopped",
+            metadata: [
+                "udp.registrations_applied": "\(statistics.registration.applied)",
+                "udp.notifications_applied": "\(statistics.notification.applied)",
+            ])
+        if case .socketClosed(let address) = stop {
+            throw UDPIngressError.socketClosed(address)
+        }
+    }
+
+    // MARK: - Binding
+
+    private func bindAll(
+        _ addresses: [SocketAddress], registrations: IngressQueue<RegistrationCommand>,
+        notifications: IngressQueue<NotificationRequest>
+    ) async throws -> (BoundAddresses, [any Channel]) {
+        var channels: [any Channel] = []
+        do {
+            var registrationAddresses: [SocketAddress] = []
+            var notificationAddresses: [SocketAddress] = []
+            // With port 0 the first address picks the port and the others reuse it, so each port is the
+            // same on every address.
+            var registrationPort = configuration.registrationPort
+            var notificationPort = configuration.notificationPort
+            for address in addresses {
+                let registration = try await bind(address, port: registrationPort, kind: .registration) {
+                    self.makeRegistrationHandler(queue: registrations)
+                }
+                channels.append(registration)
+                let registrationBound = registration.localAddress ?? address
+                registrationPort = registrationBound.port ?? registrationPort
+                registrationAddresses.append(registrationBound)
+
+                let notification = try await bind(address, port: notificationPort, kind: .notification) {
+                    self.makeNotificationHandler(queue: notifications)
+                }
+                channels.append(notification)
+                let notificationBound = notification.localAddress ?? address
+                notificationPort = notificationBound.port ?? notificationPort
+                notificationAddresses.append(notificationBound)
+            }
+            return (BoundAddresses(registration: registrationAddresses, notification: notificationAddresses), channels)
+        } catch {
+            for channel in channels { try? await channel.close() }
+            throw error
+        }
+    }
+
+    private func bind(
+        _ address: SocketAddress, port: Int, kind: UDPIngressPort,
+        makeHandler: @escaping @Sendable () -> any ChannelHandler
+    ) async throws -> any Channel {
+        var target = address
+        target.port = port
+        let channel: any Channel
+        do {
+            channel = try await DatagramBootstrap(group: eventLoopGroup)
+                .channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
+                .channelOption(
+                    .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: configuration.maximumDatagramBytes)
+                )
+                .channelOption(.maxMessagesPerRead, value: UInt(configuration.messagesPerRead))
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(makeHandler())
+                    }
+                }
+                .bind(to: target)
+                .get()
+        } catch {
+            throw UDPIngressError.bindFailed("\(target)", detail: "\(error)")
+        }
+        let granted = await receiveBufferSize(of: channel)
+        logger.info(
+            "UDP \(kind) port listening",
+            metadata: [
+                UDPIngressMetadata.address: "\(channel.localAddress.map { "\($0)" } ?? "\(target)")",
+                UDPIngressMetadata.receiveBuffer: "\(granted.map(String.init) ?? "unknown")",
+                "udp.receive_buffer_requested": "\(configuration.receiveBufferBytes)",
+            ])
+        return channel
+    }
+
+    /// Reads back the receive buffer the kernel granted. Linux caps `SO_RCVBUF` at `net.core.rmem_max`
+    /// (and reports twice the granted size); a privileged process may go beyond with `SO_RCVBUFFORCE`.
+    private func receiveBufferSize(of channel: any Channel) async -> Int? {
+        let option = ChannelOptions.socketOption(.so_rcvbuf)
+        var granted = try? await channel.getOption(option).get()
+        #if os(Linux)
+        if let current = granted, Int(current) < configuration.receiveBufferBytes {
+            let force = ChannelOptions.Types.SocketOption(level: .socket, name: .init(rawValue: SO_RCVBUFFORCE))
+            if (try? await channel.setOption(force, value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
+                .get()) != nil
+            {
+                granted = try? await channel.getOption(option).get()
+            }
+        }
+        #endif
+        return granted.map { Int($0) }
+    }
+
+    private func makeRegistrationHandler(queue: IngressQueue<RegistrationCommand>) -> any ChannelHandler {
+        DatagramIngressHandler<RegistrationCommand>(
+            port: .registration, queue: queue, clock: clock, maximumDatagramBytes: configuration.maximumDatagramBytes,
+            counters: counters, logger: logger,
+            parse: { buffer, now throws(ValidationError) in try RegistrationDatagram.parse(buffer, receivedAt: now) },
+            describe: { command in
+                [
+                    UDPIngressMetadata.app: "\(command.app)",
+                    UDPIngressMetadata.device: "\(command.token.hex)",
+                    UDPIngressMetadata.group: "\(command.group)",
+                    "udp.action": "\(command.isRemoval ? "unassign" : "register")",
+                ]
+            })
+    }
+
+    private func makeNotificationHandler(queue: IngressQueue<NotificationRequest>) -> any ChannelHandler {
+        let makeRequestID = self.makeRequestID
+        return DatagramIngressHandler<NotificationRequest>(
+            port: .notification, queue: queue, clock: clock, maximumDatagramBytes: configuration.maximumDatagramBytes,
+            counters: counters, logger: logger,
+            parse: { buffer, now throws(ValidationError) in
+                try NotificationDatagram.parse(buffer, id: makeRequestID(now), receivedAt: now)
+            },
+            describe: { request in
+                [
+                    UDPIngressMetadata.requestID: "\(request.id)",
+                    UDPIngressMetadata.app: "\(request.app)",
+                    "push.groups": "\(request.groups.count)",
+                    "push.devices": "\(request.devices.count)",
+                    "push.push_type": "\(request.pushType)",
+                    "push.payload_bytes": "\(request.payload.count)",
+                ]
+            })
+    }
+
+    // MARK: - Stopping
+
+    private enum StopReason: Sendable {
+        case shutdown
+        case socketClosed(String)
+    }
+
+    /// Returns on graceful shutdown, cancellation, or a socket that closed on its own; every socket is
+    /// closed when it returns.
+    private func waitForStop(_ channels: [any Channel]) async -> StopReason {
+        await withTaskGroup(of: StopReason.self) { group in
+            group.addTask {
+                // Throws CancellationError when cancelled: stop the same way.
+                try? await gracefulShutdown()
+                return .shutdown
+            }
+            for channel in channels {
+                let description = "\(channel.localAddress.map { "\($0)" } ?? "?")"
+                group.addTask {
+                    try? await channel.closeFuture.get()
+                    return .socketClosed(description)
+                }
+            }
+            let first = await group.next() ?? .shutdown
+            group.cancelAll()
+            // Closing every socket lets the close-watching children finish.
+            for channel in channels { try? await channel.close() }
+            while await group.next() != nil {}
+            return first
+        }
+    }
+
+    // MARK: - Applying
+
+    private func applyRegistrations(from queue: IngressQueue<RegistrationCommand>) async {
+        var run: [Registration] = []
+        while let batch = await queue.nextBatch() {
+            run.reserveCapacity(batch.count)
+            for command in batch {
+                switch command {
+                case .register(let registration):
+                    run.append(registration)
+                case .unassign(let app, let token, let group):
+                    // Keep arrival order: what was registered before the removal is written first.
+                    await write(run)
+                    run.removeAll(keepingCapacity: true)
+                    await unassign(app: app, token: token, group: group)
+                }
+            }
+            await write(run)
+            run.removeAll(keepingCapacity: true)
+        }
+    }
+
+    private func write(_ registrations: [Registration]) async {
+        guard !registrations.isEmpty else { return }
+        let start = ContinuousClock.now
+        do {
+            _ = try await registry.register(batch: registrations)
+            let duration = ContinuousClock.now - start
+            counters.registrationBatchWritten(count: registrations.count, duration: duration)
+            counters.applied(on: .registration, count: registrations.count)
+            logger.debug(
+                "Registrations written",
+                metadata: [UDPIngressMetadata.count: "\(registrations.count)", "udp.duration": "\(duration)"])
+        } catch {
+            guard registrations.count > 1 else {
+                let registration = registrations[0]
+                storeRejected(
+                    error, port: .registration,
+                    metadata: [
+                        UDPIngressMetadata.app: "\(registration.app)",
+                        UDPIngressMetadata.device: "\(registration.token.shortened)",
+                        UDPIngressMetadata.group: "\(registration.group)",
+                    ])
+                return
+            }
+            // One bad registration must not cost the others: apply them one by one.
+            logger.warning(
+                "Registration batch failed; applying its registrations one at a time",
+                metadata: [UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)"])
+            for registration in registrations { await write([registration]) }
+        }
+    }
+
+    private func unassign(app: String, token: DeviceToken, group: String) async {
+        let metadata: Logger.Metadata = [
+            UDPIngressMetadata.app: "\(app)", UDPIngressMetadata.device: "\(token.shortened)",
+            UDPIngressMetadata.group: "\(group)",
+        ]
+        do {
+            let wasMember = try await registry.unassign(app: app, token: token, group: group)
+            counters.applied(on: .registration, count: 1)
+            logger.debug("Device unassigned", metadata: metadata.merging(["udp.was_member": "\(wasMember)"]) { $1 })
+        } catch {
+            storeRejected(error, port: .registration, metadata: metadata)
+        }
+    }
+
+    private func submitNotifications(from queue: IngressQueue<NotificationRequest>) async {
+        while let batch = await queue.nextBatch() {
+            for request in batch {
+                var metadata: Logger.Metadata = [
+                    UDPIngressMetadata.requestID: "\(request.id)", UDPIngressMetadata.app: "\(request.app)",
+                    "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
+                ]
+                do {
+                    let result = try await intake.submit(request)
+                    counters.applied(on: .notification, count: 1)
+                    metadata["push.targets"] = "\(result.targetCount)"
+                    logger.debug("Notification request stored", metadata: metadata)
+                } catch {
+                    storeRejected(error, port: .notification, metadata: metadata)
+                }
+            }
+        }
+    }
+
+    private func storeRejected(_ error: any Error, port: UDPIngressPort, metadata: Logger.Metadata) {
+        var metadata = metadata
+        metadata[UDPIngressMetadata.port] = "\(port)"
+        let reason: String
+        if let storeError = error as? StoreError {
+            reason = storeError.code.rawValue
+            metadata[UDPIngressMetadata.detail] = "\(storeError.message)"
+        } else {
+            reason = UDPIngressRejection.storeFailure
+            metadata[UDPIngressMetadata.detail] = "\(error)"
+        }
+        metadata[UDPIngressMetadata.reason] = "\(reason)"
+        counters.rejected(on: port, reason: reason)
+        logger.warning("Datagram not applied", metadata: metadata)
+    }
+}
+
+extension RegistrationCommand {
+    var isRemoval: Bool {
+        if case .unassign = self { return true }
+        return false
+    }
+}
+
+extension UDPIngressError {
+    static func socketClosed(_ address: String) -> Self {
+        .bindFailed(address, detail: "the socket closed unexpectedly")
+    }
+}
+
+/// The one-shot "bound" signal behind ``UDPIngress/boundAddresses()``.
+private final class BindingState: Sendable {
+    private enum State {
+        case waiting([Int: CheckedContinuation<UDPIngress.BoundAddresses, any Error>], nextID: Int)
+        case bound(UDPIngress.BoundAddresses)
+        case failed(any Error)
+    }
+
+    private let state = Mutex(State.waiting([:], nextID: 0))
+
+    func wait() async throws -> UDPIngress.BoundAddresses {
+        let id = Mutex<Int?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let immediate: Result<UDPIngress.BoundAddresses, any Error>? = state.withLock { state in
+                    switch state {
+                    case .bound(let addresses): return .success(addresses)
+                    case .failed(let error): return .failure(error)
+                    case .waiting(var waiters, let nextID):
+                        if Task.isCancelled { return .failure(CancellationError()) }
+                        waiters[nextID] = continuation
+                        id.withLock { $0 = nextID }
+                        state = .waiting(waiters, nextID: nextID + 1)
+                        return nil
+                    }
+                }
+                if let immediate { continuation.resume(with: immediate) }
+            }
+        } onCancel: {
+            guard let waiterID = id.withLock({ $0 }) else { return }
+            let continuation = state.withLock { state -> CheckedContinuation<UDPIngress.BoundAddresses, any Error>? in
+                guard case .waiting(var waiters, let nextID) = state else { return nil }
+                let continuation = waiters.removeValue(forKey: waiterID)
+                state = .waiting(waiters, nextID: nextID)
+                return continuation
+            }
+            continuation?.resume(throwing: CancellationError())
+        }
+    }
+
+    func succeed(_ addresses: UDPIngress.BoundAddresses) { settle(.bound(addresses)) }
+    func fail(_ error: any Error) { settle(.failed(error)) }
+    func stopped() { settle(.failed(CancellationError())) }
+
+    private func settle(_ final: State) {
+        let waiters = state.withLock { state -> [CheckedContinuation<UDPIngress.BoundAddresses, any Error>] in
+            guard case .waiting(let waiters, _) = state else {
+                if case .bound = state, case .failed = final { state = final }
+                return []
+            }
+            state = final
+            return Array(waiters.values)
+        }
+        for waiter in waiters {
+            switch final {
+            case .bound(let addresses): waiter.resume(returning: addresses)
+            case .failed(let error): waiter.resume(throwing: error)
+            case .waiting: break
+            }
+        }
+    }
+}
