@@ -79,6 +79,9 @@ extension APNsClient {
         public var maximumConnections: Int = 4
         /// Our own cap on concurrent streams per connection (nil: whatever the server allows).
         public var maximumStreamsPerConnection: Int? = nil
+        /// The C pushd's `-r`: new requests per second per connection (nil: no limit). Under sustained
+        /// load the pool opens more connections, up to `maximumConnections`.
+        public var maximumNotificationsPerSecondPerConnection: Int? = nil
         /// No request waits longer than this for its answer, queued time included.
         public var requestTimeout: TimeAmount = .seconds(30)
         public var connectTimeout: TimeAmount = .seconds(10)

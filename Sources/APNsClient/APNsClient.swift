@@ -53,10 +53,15 @@ public final class APNsClient: Sendable {
                     reconnectMaximumDelay: configuration.reconnectMaximumDelay),
                 connection: .init(
                     pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
-                    idleTimeout: configuration.idleTimeout, maximumStreams: configuration.maximumStreamsPerConnection),
+                    idleTimeout: configuration.idleTimeout,
+                    // A rate-limited connection counts as full at `rate` streams, so that sustained load
+                    // opens more connections (the C pushd's `-r` behaviour) instead of queueing.
+                    maximumStreams: [configuration.maximumStreamsPerConnection, configuration.maximumNotificationsPerSecondPerConnection]
+                        .compactMap { $0 }.min()),
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
                 maximumUnprocessedAttempts: configuration.maximumUnprocessedAttempts,
-                tickInterval: configuration.tickInterval),
+                tickInterval: configuration.tickInterval,
+                requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection),
             group: group, logger: logger)
         pool.start()
     }

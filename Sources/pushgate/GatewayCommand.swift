@@ -1,10 +1,282 @@
+import APNsClient
+import APNsSimulator
 import ArgumentParser
+import Crypto
+import Foundation
+import Logging
+import PushgateCore
+import PushgateDispatch
+import PushgateSQLite
+import PushgateUDP
+import ServiceLifecycle
 
-/// The daemon. Filled in by the gateway issue; for now it only reserves the default subcommand.
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The daemon, with the C pushd's flags (same letters, same meanings) plus long options.
 struct GatewayCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "gateway", abstract: "Run the gateway daemon (default).")
+    static let configuration = CommandConfiguration(
+        commandName: "gateway",
+        abstract: "Run the gateway daemon (the default command).",
+        discussion: """
+            The C pushd's flags keep their letters and meanings. Without -f the daemon detaches and logs to \
+            the -o file. Try it with no Apple account: `pushgate -f --simulator`.
+            """
+    )
+
+    @Flag(name: .customShort("f"), help: "Stay in the foreground and log to standard error.")
+    var foreground = false
+
+    @Option(name: .customShort("d"), help: "Path to the database.")
+    var database = "pushgate.db"
+
+    @Option(name: .customShort("l"), help: "Local address to listen on (every address it resolves to).")
+    var listen = "localhost"
+
+    @Option(name: .customShort("g"), help: "Group device registration UDP port.")
+    var registrationPort = 7734
+
+    @Option(name: .customShort("n"), help: "Notification request UDP port.")
+    var notificationPort = 7874
+
+    @Flag(name: .customShort("s"), help: "Connect to api.sandbox.push.apple.com instead of api.push.apple.com.")
+    var sandbox = false
+
+    @Flag(name: .customShort("p"), help: "Connect to port 2197 instead of 443.")
+    var alternativePort = false
+
+    @Option(name: .customShort("c"), help: "Client certificate file path (PEM, or .p12).")
+    var certificate = "pushd.crt"
+
+    @Option(name: .customShort("k"), help: "Client key file path (PEM).")
+    var key = "pushd.key"
+
+    @Option(name: .customShort("t"), help: "Ping period in minutes (0 disables).")
+    var pingMinutes = 60
+
+    @Option(name: .customShort("i"), help: "Idle timeout in hours (0 disables).")
+    var idleHours = 24
+
+    @Option(name: .customShort("r"), help: "Notifications per second per connection (0 disables). pushd's default was 5.")
+    var rate = 0
+
+    @Option(name: .customShort("o"), help: "Log file path (used when detached).")
+    var logFile = "pushgate.log"
+
+    @Option(help: "The bundle id (apns-topic). Defaults to the certificate subject's UID.")
+    var topic: String?
+
+    @Option(name: .customLong("apns-host"), help: "Connect to HOST:PORT instead of Apple (a simulator or a proxy).")
+    var apnsHost: String?
+
+    @Option(help: "Trust this CA file (PEM) for the APNs server certificate instead of the system store.")
+    var ca: String?
+
+    @Option(name: .customLong("auth-key"), help: "Token auth: the .p8 signing key (instead of -c/-k).")
+    var authKey: String?
+
+    @Option(name: .customLong("key-id"), help: "Token auth: the key id.")
+    var keyID: String?
+
+    @Option(name: .customLong("team-id"), help: "Token auth: the team id.")
+    var teamID: String?
+
+    @Flag(help: "Run an APNs simulator in-process and deliver to it: try pushgate without an Apple account.")
+    var simulator = false
+
+    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app.")
+    var maximumConnections = 4
+
+    @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases.")
+    var instanceID = "local"
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error.")
+    var logLevel: String?
+
+    func validate() throws {
+        for (flag, port) in [("-g", registrationPort), ("-n", notificationPort)] where !(0...65535).contains(port) {
+            throw ValidationError("\(flag): \(port) is not a port number")
+        }
+        guard pingMinutes >= 0 else { throw ValidationError("-t: must be 0 (off) or a number of minutes") }
+        guard idleHours >= 0 else { throw ValidationError("-i: must be 0 (off) or a number of hours") }
+        guard rate >= 0 else { throw ValidationError("-r: must be 0 (off) or notifications per second") }
+        guard maximumConnections >= 1 else { throw ValidationError("--max-connections: at least 1") }
+        if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
+        if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        if simulator && (apnsHost != nil || authKey != nil) {
+            throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
+        }
+    }
 
     func run() async throws {
-        throw ValidationError("the gateway daemon is not built yet; use `pushgate simulate` or `pushgate send`")
+        if !foreground && ProcessInfo.processInfo.environment[Self.detachedMarker] == nil {
+            try Self.detach()
+            return
+        }
+        let level = logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let logPath = foreground ? nil : logFile
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler =
+                logPath.flatMap { FileLogHandler(path: $0, label: label) } ?? StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "pushgate")
+        do {
+            try await runGateway(logger: logger)
+        } catch let error as ConfigurationError {
+            logger.critical("\(error)")
+            FileHandle.standardError.write(Data("pushgate: \(error)\n".utf8))
+            throw ExitCode(78)
+        }
+    }
+
+    // MARK: Composition
+
+    private func runGateway(logger: Logger) async throws {
+        if simulator {
+            let key = P256.Signing.PrivateKey()
+            var configuration = APNsSimulator.Configuration()
+            configuration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
+            configuration.logger = Logger(label: "pushgate.simulator")
+            try await APNsSimulator.withRunning(configuration) { running in
+                logger.info(
+                    "APNs simulator running in-process",
+                    metadata: ["apns.simulator": "127.0.0.1:\(running.port)", "apns.simulator.ca": "\(running.caCertificatePath ?? "")"])
+                let signer = try ProviderTokenSigner(privateKey: key, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
+                let credentials = LoadedCredentials(
+                    endpoint: .init(host: "127.0.0.1", port: running.port), authentication: .token(ProviderTokenManager(signer: signer)),
+                    trustRoots: .caFile(running.caCertificatePath!), defaultTopic: "com.example.pushgate")
+                try await serve(credentials: credentials, logger: logger)
+            }
+        } else {
+            let credentials = try CredentialSources(
+                certificatePath: authKey == nil ? certificate : nil, keyPath: authKey == nil ? key : nil, authKeyPath: authKey,
+                keyID: keyID, teamID: teamID, sandbox: sandbox, alternativePort: alternativePort, apnsHost: apnsHost, caPath: ca,
+                certificateFlag: "-c", keyFlag: "-k"
+            ).load()
+            try await serve(credentials: credentials, logger: logger)
+        }
+    }
+
+    private func serve(credentials: LoadedCredentials, logger: Logger) async throws {
+        guard let topicName = topic ?? credentials.defaultTopic else {
+            throw ConfigurationError("--topic: not given and the certificate has no subject UID to take it from")
+        }
+        let appTopic: Topic
+        do { appTopic = try Topic(topicName, field: "--topic") } catch { throw ConfigurationError("--topic: \(error.message)") }
+
+        let store: SQLiteStore
+        do {
+            store = try SQLiteStore(path: database, logger: Logger(label: "pushgate.store"))
+        } catch {
+            throw ConfigurationError("-d: \(error)")
+        }
+        var clientConfiguration = APNsClient.Configuration(
+            endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
+        clientConfiguration.maximumConnections = maximumConnections
+        clientConfiguration.pingInterval = pingMinutes == 0 ? nil : .minutes(Int64(pingMinutes))
+        clientConfiguration.idleTimeout = idleHours == 0 ? nil : .hours(Int64(idleHours))
+        clientConfiguration.maximumNotificationsPerSecondPerConnection = rate == 0 ? nil : rate
+        let client = try APNsClient(configuration: clientConfiguration, logger: Logger(label: "pushgate.apns"))
+
+        let dispatcher = Dispatcher(
+            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: appTopic)],
+            configuration: .init(instanceID: InstanceID(instanceID)), logger: Logger(label: "pushgate.dispatch"))
+        var udpConfiguration = UDPIngress.Configuration()
+        udpConfiguration.host = listen
+        udpConfiguration.registrationPort = registrationPort
+        udpConfiguration.notificationPort = notificationPort
+        let udp = UDPIngress(
+            configuration: udpConfiguration, registry: store, intake: dispatcher, logger: Logger(label: "pushgate.udp"),
+            onBound: { bound in
+                logger.info(
+                    "pushgate ready",
+                    metadata: [
+                        "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
+                        "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
+                    ])
+            })
+
+        logger.info(
+            "pushgate starting",
+            metadata: [
+                "apns.endpoint": "\(credentials.endpoint)", "push.topic": "\(appTopic)", "push.database": "\(database)",
+                "udp.registration": "\(listen):\(registrationPort)", "udp.notification": "\(listen):\(notificationPort)",
+            ])
+        // Started in this order, stopped in reverse: intake stops first, the dispatcher drains,
+        // the APNs connections close last.
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: client), .init(service: dispatcher), .init(service: udp)],
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        try await group.run()
+        try? store.close()
+        logger.info("pushgate stopped")
+    }
+
+    // MARK: Detaching
+
+    static let detachedMarker = "PUSHGATE_DETACHED"
+
+    /// Starts this same program again in a new session with `PUSHGATE_DETACHED=1`, its standard streams
+    /// on /dev/null, and exits. Re-executing instead of `fork()` keeps us clear of forking a process
+    /// whose runtime already started threads.
+    static func detach() throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        // POSIX_SPAWN_SETSID (glibc 2.26+): the child leaves our session and terminal. Swift's Glibc
+        // module does not export the constant (it needs _GNU_SOURCE), hence the literal.
+        let spawnSetSID: Int16 = 0x80
+        posix_spawnattr_setflags(&attributes, spawnSetSID)
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
+            posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
+        }
+        let arguments = CommandLine.arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment[detachedMarker] = "1"
+        let argv = arguments.map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid = pid_t()
+        let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
+        guard status == 0 else { throw ConfigurationError("cannot detach: posix_spawn failed (\(status))") }
+    }
+}
+
+/// Appends log lines to a file: the daemon's log when detached (`-o`).
+struct FileLogHandler: LogHandler {
+    private let file: FileHandle
+    private let label: String
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    init?(path: String, label: String) {
+        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let file = FileHandle(forWritingAtPath: path) else { return nil }
+        file.seekToEndOfFile()
+        self.file = file
+        self.label = label
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        let rendered = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let line = "\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n"
+        file.write(Data(line.utf8))
     }
 }

@@ -41,6 +41,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         var authority: String
         /// How often deadlines, pings and idleness are checked.
         var tickInterval: TimeAmount = .milliseconds(100)
+        /// The C pushd's `-r`: at most this many new requests per second on this connection (nil: no limit).
+        var requestsPerSecond: Int? = nil
         var logger: Logger
     }
 
@@ -71,6 +73,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private var cachedAuthorization: (token: ProviderToken, headerValue: String)?
     private let pseudoHeaders: HPACKHeaders
     private var logger: Logger
+    /// Token bucket for `requestsPerSecond`: whole requests we may still start, refilled over time.
+    private var rateTokens: Double = 0
+    private var rateRefilledAt: NIODeadline?
+    private var rateWakeScheduled = false
 
     init(connectionID: Int, delegate: any APNsConnectionDelegate, configuration: Configuration, now: NIODeadline) {
         self.connectionID = connectionID
@@ -338,7 +344,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Does not flush: the caller flushes once for the whole batch.
     private func sendQueuedWork() {
         guard let context else { return }
-        let available = machine.availableStreams
+        var available = machine.availableStreams
+        if let rate = configuration.requestsPerSecond, available > 0 {
+            available = min(available, rateAllowance(rate: rate, now: context.eventLoop.now, context: context))
+        }
         guard available > 0 || releasedSinceLastPull > 0 else { return }
         let released = releasedSinceLastPull
         releasedSinceLastPull = 0
@@ -366,9 +375,33 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             authorization = nil
         }
         let now = context.eventLoop.now
+        if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
         for request in batch {
             write(request, authorization: authorization, token: token, context: context, now: now)
         }
+    }
+
+    /// Refills the bucket (capacity: one second's worth) and returns how many requests may start now.
+    /// With none allowed, schedules a wake-up for when the next one is.
+    private func rateAllowance(rate: Int, now: NIODeadline, context: ChannelHandlerContext) -> Int {
+        let capacity = Double(rate)
+        if let last = rateRefilledAt {
+            rateTokens = min(capacity, rateTokens + Double((now - last).nanoseconds) / 1e9 * capacity)
+        } else {
+            rateTokens = 1
+        }
+        rateRefilledAt = now
+        let allowed = Int(rateTokens.rounded(.down))
+        if allowed == 0, !rateWakeScheduled {
+            rateWakeScheduled = true
+            let wait = TimeAmount.nanoseconds(Int64((1 - rateTokens) / capacity * 1e9) + 1)
+            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: wait) {
+                loopBound.value.rateWakeScheduled = false
+                loopBound.value.wake()
+            }
+        }
+        return allowed
     }
 
     private func write(

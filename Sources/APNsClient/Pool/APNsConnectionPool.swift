@@ -29,6 +29,7 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
         /// it is handed back as retryable.
         var maximumUnprocessedAttempts: Int
         var tickInterval: TimeAmount
+        var requestsPerSecondPerConnection: Int?
     }
 
     private struct ConnectionRecord {
@@ -257,7 +258,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
                         connectionID: id, delegate: self,
                         configuration: .init(
                             connection: configuration.connection, authority: configuration.host,
-                            tickInterval: configuration.tickInterval, logger: logger),
+                            tickInterval: configuration.tickInterval, requestsPerSecond: configuration.requestsPerSecondPerConnection,
+                            logger: logger),
                         now: channel.eventLoop.now)
                     try channel.pipeline.syncOperations.addHandler(handler)
                     let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)

@@ -1,0 +1,60 @@
+import Dispatch
+import Synchronization
+
+/// A one-slot wake-up: `signal()` wakes the current waiter, or the next one if nobody waits yet.
+/// `wait(timeout:)` returns on a signal or when the timeout passes, whichever comes first.
+final class WakeSignal: Sendable {
+    private struct State {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+        var generation: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait(timeout: Duration) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let generation = state.withLock { state -> UInt64? in
+                    if state.pending || Task.isCancelled {
+                        state.pending = false
+                        return nil
+                    }
+                    state.generation &+= 1
+                    state.waiter = continuation
+                    return state.generation
+                }
+                guard let generation else {
+                    continuation.resume()
+                    return
+                }
+                let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max))))) {
+                    self.timeOut(generation)
+                }
+            }
+        } onCancel: {
+            self.signal()
+        }
+    }
+
+    private func timeOut(_ generation: UInt64) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard state.generation == generation, let waiter = state.waiter else { return nil }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+}
