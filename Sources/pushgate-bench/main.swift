@@ -1,1 +1,0 @@
-print("pushgate-bench: not built yet")
