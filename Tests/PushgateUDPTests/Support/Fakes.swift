@@ -1,0 +1,227 @@
+import Foundation
+import PushgateCore
+import PushgateUDP
+import Synchronization
+
+/// An in-memory registry: memberships per app, the size of each batch it was given, and an optional
+/// gate that holds every write until opened (to keep the writer busy in back-pressure tests).
+final class FakeRegistry: DeviceRegistry {
+    struct Membership: Hashable, Sendable {
+        var app: String
+        var token: DeviceToken
+        var group: String
+    }
+
+    private struct State {
+        var memberships = Set<Membership>()
+        var devices: [String: Date] = [:]  // "app/token" -> last registered
+        var batchSizes: [Int] = []
+        var failingTokens = Set<DeviceToken>()
+    }
+
+    private let state = Mutex(State())
+    let gate: Gate?
+
+    init(gate: Gate? = nil) {
+        self.gate = gate
+    }
+
+    var memberships: Set<Membership> { state.withLock { $0.memberships } }
+    var batchSizes: [Int] { state.withLock { $0.batchSizes } }
+
+    /// Registrations of this token throw a backend error (and so does any batch that contains it).
+    func failRegistrations(of token: DeviceToken) {
+        state.withLock { _ = $0.failingTokens.insert(token) }
+    }
+
+    func register(_ registration: Registration) async throws -> RegistrationResult {
+        try await register(batch: [registration])[0]
+    }
+
+    func register(batch: [Registration]) async throws -> [RegistrationResult] {
+        await gate?.wait()
+        return try state.withLock { state in
+            if batch.contains(where: { state.failingTokens.contains($0.token) }) {
+                throw StoreError.backend("disk on fire")
+            }
+            state.batchSizes.append(batch.count)
+            return batch.map { registration in
+                let key = "\(registration.app)/\(registration.token.hex)"
+                let known = state.devices.updateValue(registration.at, forKey: key) != nil
+                let joined = state.memberships.insert(
+                    Membership(app: registration.app, token: registration.token, group: registration.group)
+                ).inserted
+                return !known ? .created : joined ? .joinedGroup : .alreadyMember
+            }
+        }
+    }
+
+    func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
+        await gate?.wait()
+        return state.withLock { $0.memberships.remove(Membership(app: app, token: token, group: group)) != nil }
+    }
+
+    func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
+        state.withLock { state in
+            state.memberships = state.memberships.filter { !($0.app == app && $0.token == token) }
+            return state.devices.removeValue(forKey: "\(app)/\(token.hex)") != nil
+        }
+    }
+
+    func device(app: String, token: DeviceToken) async throws -> DeviceRecord? {
+        state.withLock { state in
+            guard let at = state.devices["\(app)/\(token.hex)"] else { return nil }
+            let groups = state.memberships.filter { $0.app == app && $0.token == token }.map(\.group).sorted()
+            return DeviceRecord(
+                app: app, token: token, state: .valid, groups: groups, registeredAt: at, lastRegisteredAt: at)
+        }
+    }
+
+    func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
+        throw StoreError.invalidArgument("not used by the UDP ingress")
+    }
+
+    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+        async throws -> InvalidationResult
+    {
+        .unknownDevice
+    }
+}
+
+/// An in-memory intake that knows some groups (of any app) and records what it stored.
+final class FakeIntake: NotificationIntake {
+    private let knownGroups: Set<String>
+    private let stored = Mutex<[NotificationRequest]>([])
+
+    init(knownGroups: Set<String>) {
+        self.knownGroups = knownGroups
+    }
+
+    var requests: [NotificationRequest] { stored.withLock { $0 } }
+
+    func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
+        if let unknown = request.groups.first(where: { !knownGroups.contains($0) }) {
+            throw StoreError.unknownGroup(app: request.app, group: unknown)
+        }
+        stored.withLock { $0.append(request) }
+        return EnqueueResult(id: request.id, targetCount: request.devices.count + request.groups.count)
+    }
+}
+
+/// Closed until opened; then every waiter (and every later one) passes.
+final class Gate: Sendable {
+    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let passNow = state.withLock { state in
+                if state.open { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if passNow { continuation.resume() }
+        }
+    }
+
+    func open() {
+        let waiters = state.withLock { state in
+            state.open = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// Keeps its own copy of the listener's counters and wakes tests waiting for a condition on them.
+final class WaitingObserver: UDPIngressObserver {
+    private struct Waiter {
+        var predicate: @Sendable (UDPIngressStatistics) -> Bool
+        var continuation: CheckedContinuation<Bool, Never>
+    }
+
+    private struct State {
+        var statistics = UDPIngressStatistics()
+        var waiters: [Int: Waiter] = [:]
+        var expired = Set<Int>()
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    var statistics: UDPIngressStatistics { state.withLock { $0.statistics } }
+
+    func datagramReceived(on port: UDPIngressPort, bytes: Int) {
+        update { $0[port].received += 1 }
+    }
+
+    func datagramsApplied(on port: UDPIngressPort, count: Int) {
+        update { $0[port].applied += count }
+    }
+
+    func datagramRejected(on port: UDPIngressPort, reason: String) {
+        update { $0[port].rejected[reason, default: 0] += 1 }
+    }
+
+    func registrationBatchWritten(count: Int, duration: Duration) {
+        update {
+            $0.registrationBatches += 1
+            $0.largestRegistrationBatch = max($0.largestRegistrationBatch, count)
+        }
+    }
+
+    /// True once `predicate` holds; false if it still does not after `timeout` (a generous upper bound,
+    /// not a synchronisation delay: the wait ends as soon as the counters match).
+    func wait(
+        timeout: Duration = .seconds(30), until predicate: @escaping @Sendable (UDPIngressStatistics) -> Bool
+    ) async -> Bool {
+        let id: Int? = state.withLock { state in
+            if predicate(state.statistics) { return nil }
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        guard let id else { return true }
+        return await withTaskGroup(of: Bool?.self) { group in
+            group.addTask {
+                await withCheckedContinuation { continuation in
+                    let now: Bool? = self.state.withLock { state in
+                        if predicate(state.statistics) { return true }
+                        if state.expired.contains(id) { return false }
+                        state.waiters[id] = Waiter(predicate: predicate, continuation: continuation)
+                        return nil
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                if Task.isCancelled { return nil }
+                let waiter = self.state.withLock { state in
+                    let waiter = state.waiters.removeValue(forKey: id)
+                    if waiter == nil { state.expired.insert(id) }
+                    return waiter
+                }
+                waiter?.continuation.resume(returning: false)
+                return nil
+            }
+            var result = false
+            while let next = await group.next() {
+                if let next {
+                    result = next
+                    group.cancelAll()
+                }
+            }
+            return result
+        }
+    }
+
+    private func update(_ change: (inout UDPIngressStatistics) -> Void) {
+        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            change(&state.statistics)
+            let statistics = state.statistics
+            let readyIDs = state.waiters.filter { $0.value.predicate(statistics) }.map(\.key)
+            return readyIDs.compactMap { state.waiters.removeValue(forKey: $0)?.continuation }
+        }
+        for continuation in ready { continuation.resume(returning: true) }
+    }
+}
