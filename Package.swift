@@ -120,6 +120,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The composition of store, APNs client, dispatcher and UDP ingress: one function for `main`
+        // and the end-to-end tests.
+        .target(
+            name: "PushgateGateway",
+            dependencies: [
+                "PushgateCore", "APNsClient", "PushgateSQLite", "PushgateUDP", "PushgateDispatch",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "pushgate-bench",
             dependencies: [
@@ -142,6 +155,8 @@ let package = Package(
                 "PushgateSQLite",
                 "PushgateUDP",
                 "PushgateDispatch",
+                "PushgateGateway",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -193,7 +208,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "APNsSimulator", "PushgateCore", "PushgateSQLite", "PushgateDispatch", "PushgateUDP",
+                "APNsClient", "APNsSimulator", "PushgateCore", "PushgateSQLite", "PushgateDispatch", "PushgateUDP", "PushgateGateway",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -6,7 +6,7 @@ import Foundation
 import Logging
 import PushgateCore
 import PushgateDispatch
-import PushgateSQLite
+import PushgateGateway
 import PushgateUDP
 import ServiceLifecycle
 
@@ -167,53 +167,25 @@ struct GatewayCommand: AsyncParsableCommand {
         let appTopic: Topic
         do { appTopic = try Topic(topicName, field: "--topic") } catch { throw ConfigurationError("--topic: \(error.message)") }
 
-        let store: SQLiteStore
-        do {
-            store = try SQLiteStore(path: database, logger: Logger(label: "pushgate.store"))
-        } catch {
-            throw ConfigurationError("-d: \(error)")
-        }
         var clientConfiguration = APNsClient.Configuration(
             endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
         clientConfiguration.maximumConnections = maximumConnections
         clientConfiguration.pingInterval = pingMinutes == 0 ? nil : .minutes(Int64(pingMinutes))
         clientConfiguration.idleTimeout = idleHours == 0 ? nil : .hours(Int64(idleHours))
         clientConfiguration.maximumNotificationsPerSecondPerConnection = rate == 0 ? nil : rate
-        let client = try APNsClient(configuration: clientConfiguration, logger: Logger(label: "pushgate.apns"))
-
-        let dispatcher = Dispatcher(
-            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: appTopic)],
-            configuration: .init(instanceID: InstanceID(instanceID)), logger: Logger(label: "pushgate.dispatch"))
         var udpConfiguration = UDPIngress.Configuration()
         udpConfiguration.host = listen
         udpConfiguration.registrationPort = registrationPort
         udpConfiguration.notificationPort = notificationPort
-        let udp = UDPIngress(
-            configuration: udpConfiguration, registry: store, intake: dispatcher, logger: Logger(label: "pushgate.udp"),
-            onBound: { bound in
-                logger.info(
-                    "pushgate ready",
-                    metadata: [
-                        "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
-                        "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
-                    ])
-            })
-
-        logger.info(
-            "pushgate starting",
-            metadata: [
-                "apns.endpoint": "\(credentials.endpoint)", "push.topic": "\(appTopic)", "push.database": "\(database)",
-                "udp.registration": "\(listen):\(registrationPort)", "udp.notification": "\(listen):\(notificationPort)",
-            ])
-        // Started in this order, stopped in reverse: intake stops first, the dispatcher drains,
-        // the APNs connections close last.
-        let group = ServiceGroup(
+        let gateway = Gateway(
             configuration: .init(
-                services: [.init(service: client), .init(service: dispatcher), .init(service: udp)],
-                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        try await group.run()
-        try? store.close()
-        logger.info("pushgate stopped")
+                databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
+                dispatcher: .init(instanceID: InstanceID(instanceID))))
+        do {
+            try await gateway.run(logger: logger)
+        } catch let error as Gateway.StartupError {
+            throw ConfigurationError(error.description)
+        }
     }
 
     // MARK: Detaching
@@ -260,7 +232,7 @@ struct FileLogHandler: LogHandler {
     var metadata: Logger.Metadata = [:]
 
     init?(path: String, label: String) {
-        if !FileManager.default.fileExists(atPath: path) { FileManager.default.createFile(atPath: path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
         guard let file = FileHandle(forWritingAtPath: path) else { return nil }
         file.seekToEndOfFile()
         self.file = file

@@ -1,0 +1,87 @@
+public import APNsClient
+import Foundation
+public import Logging
+public import PushgateCore
+public import PushgateDispatch
+import PushgateSQLite
+public import PushgateUDP
+import ServiceLifecycle
+public import UnixSignals
+
+/// The gateway daemon as one value: the SQLite store, the APNs client of the app, the dispatcher and
+/// the pushd-compatible UDP ingress, composed in one `ServiceGroup`. `pushgate` (main) and the
+/// end-to-end tests both run it.
+public struct Gateway: Sendable {
+    public struct Configuration: Sendable {
+        public var databasePath: String
+        public var udp: UDPIngress.Configuration
+        public var client: APNsClient.Configuration
+        public var topic: Topic
+        public var dispatcher: Dispatcher.Configuration
+        /// Stop on these signals (the daemon); tests stop by cancelling instead.
+        public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
+
+        public init(
+            databasePath: String, udp: UDPIngress.Configuration, client: APNsClient.Configuration, topic: Topic,
+            dispatcher: Dispatcher.Configuration
+        ) {
+            self.databasePath = databasePath
+            self.udp = udp
+            self.client = client
+            self.topic = topic
+            self.dispatcher = dispatcher
+        }
+    }
+
+    /// A start-up problem (exit 78): names what is wrong.
+    public struct StartupError: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    public var configuration: Configuration
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    /// Runs until a shutdown signal (or cancellation): intake stops first, the dispatcher drains its
+    /// in-flight work and leaves the rest queued, the APNs connections close last.
+    public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (UDPIngress.BoundAddresses) async -> Void = { _ in })
+        async throws
+    {
+        let store: SQLiteStore
+        do {
+            store = try SQLiteStore(path: configuration.databasePath, logger: Logger(label: "pushgate.store"))
+        } catch {
+            throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
+        }
+        defer { try? store.close() }
+        let client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
+        let dispatcher = Dispatcher(
+            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: configuration.topic)],
+            configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+        let udp = UDPIngress(
+            configuration: configuration.udp, registry: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.udp"),
+            onBound: { bound in
+                logger.info(
+                    "pushgate ready",
+                    metadata: [
+                        "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
+                        "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
+                    ])
+                await onReady(bound)
+            })
+        logger.info(
+            "pushgate starting",
+            metadata: [
+                "apns.endpoint": "\(configuration.client.endpoint)", "push.topic": "\(configuration.topic)",
+                "push.database": "\(configuration.databasePath)",
+            ])
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [.init(service: client), .init(service: dispatcher), .init(service: udp)],
+                gracefulShutdownSignals: configuration.shutdownSignals, logger: logger))
+        try await group.run()
+        logger.info("pushgate stopped")
+    }
+}
