@@ -38,6 +38,13 @@ public struct Gateway: Sendable {
         public let description: String
     }
 
+    /// What a running gateway exposes to whoever started it (tests, the HTTP API later).
+    public struct Running: Sendable {
+        public var udp: UDPIngress.BoundAddresses
+        public var store: any PushStore
+        public var intake: any NotificationIntake
+    }
+
     public var configuration: Configuration
 
     public init(configuration: Configuration) {
@@ -46,7 +53,7 @@ public struct Gateway: Sendable {
 
     /// Runs until a shutdown signal (or cancellation): intake stops first, the dispatcher drains its
     /// in-flight work and leaves the rest queued, the APNs connections close last.
-    public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (UDPIngress.BoundAddresses) async -> Void = { _ in })
+    public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
         async throws
     {
         let store: SQLiteStore
@@ -69,7 +76,7 @@ public struct Gateway: Sendable {
                         "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
                         "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
                     ])
-                await onReady(bound)
+                await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
         logger.info(
             "pushgate starting",

@@ -1,0 +1,212 @@
+import APNsSimulator
+import Foundation
+import PushgateCore
+import Testing
+
+/// The gateway end to end: real UDP datagrams in, the real SQLite store, the real APNs client, the
+/// simulator as APNs.
+@Suite("Gateway end to end over UDP", .timeLimit(.minutes(3)))
+struct GatewayTests {
+    static func token(_ index: Int) -> String { String(format: "%064x", 0xabc000 + index) }
+
+    static func register(_ context: GatewayFixture.Context, _ index: Int, group: String) {
+        context.registration.send(#"{"device": "\#(token(index))", "group": "\#(group)"}"#)
+    }
+
+    static func device(_ context: GatewayFixture.Context, _ index: Int) async throws -> DeviceRecord? {
+        try await context.gateway.store.device(app: "default", token: DeviceToken(hex: token(index)))
+    }
+
+    @Test("the C pushd README walkthrough: register a device, notify its group, APNs gets it")
+    func pushdWalkthrough() async throws {
+        try await GatewayFixture.with { context in
+            let device = "be6406fe9e686c11f999c9d47e33b41be56be48f0c77570423bb89f5b51cf127"
+            context.registration.send(#"{"device": "\#(device)", "group": "Choom"}"#)
+            try await eventually("registration applied") {
+                try await context.gateway.store.device(app: "default", token: DeviceToken(hex: device)) != nil
+            }
+            context.notification.send(#"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#)
+            try await eventually("notification delivered") { !context.simulator.notifications(device: device).isEmpty }
+            let recorded = try #require(context.simulator.notifications(device: device).first)
+            #expect(recorded.headers["apns-priority"] == "10")
+            #expect(recorded.headers["apns-push-type"] == "alert")
+            #expect(recorded.topic == GatewayFixture.topic)
+            #expect(recorded.payloadString == #"{"aps": {"alert": "Hello world!"}}"#, "the payload's bytes as sent")
+        }
+    }
+
+    @Test("one notification per device even when it is in several target groups")
+    func dedupeAcrossOverlappingGroups() async throws {
+        try await GatewayFixture.with { context in
+            for index in 0..<30 { Self.register(context, index, group: "A") }
+            for index in 20..<50 { Self.register(context, index, group: "B") }
+            try await eventually("registrations applied") {
+                let a = try? await context.gateway.store.devices(app: "default", group: "A", after: nil, limit: 100).devices.count
+                let b = try? await context.gateway.store.devices(app: "default", group: "B", after: nil, limit: 100).devices.count
+                return a == 30 && b == 30
+            }
+            context.notification.send(#"{"groups": ["A", "B"], "type": "normal", "payload": {"aps": {"alert": "x"}}}"#)
+            try await eventually("50 devices reached") { context.simulator.stats().accepted >= 50 }
+            for index in 0..<50 {
+                #expect(context.simulator.deliveries(device: Self.token(index)).accepted == 1, "device \(index)")
+            }
+            #expect(context.simulator.stats().accepted == 50)
+        }
+    }
+
+    @Test("every malformed datagram is rejected whole and changes nothing")
+    func malformedDatagramsChangeNothing() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            try await eventually("good registration") { try await Self.device(context, 1) != nil }
+            let badRegistrations = [
+                "not json", "[]", #"{"device": "abc", "group": "G"}"#, #"{"device": "\#(Self.token(2))"}"#,
+                #"{"device": "\#(Self.token(2))", "group": ""}"#, #"{"device": "\#(Self.token(2))", "group": "G", "extra": 1}"#,
+                #"{"device": 12, "group": "G"}"#, #"{"device": ["\#(Self.token(2))"], "group": "G"}"#,
+                #"{"device": "\#(Self.token(2))", "group": "G", "group": "H"}"#,
+            ]
+            for datagram in badRegistrations { context.registration.send(datagram) }
+            let badNotifications = [
+                "{", #"{"groups": ["G"]}"#, #"{"groups": "G", "payload": {}}"#, #"{"groups": ["G"], "type": "loud", "payload": {}}"#,
+                #"{"groups": ["G"], "payload": {}, "bogus": 1}"#, #"{"groups": ["G"], "expiration": "1", "payload": {}}"#,
+                #"{"groups": ["G"], "key": "\#(String(repeating: "k", count: 65))", "payload": {}}"#,
+                #"{"groups": ["G"], "payload": {"big": "\#(String(repeating: "x", count: 5000))"}}"#,
+                #"{"groups": [], "payload": {}}"#, #"{"groups": ["nosuchgroup"], "payload": {}}"#, #"{"groups": ["G"], "payload": []}"#,
+            ]
+            for datagram in badNotifications { context.notification.send(datagram) }
+            // A good datagram after the bad ones proves the daemon kept running and is the only effect.
+            Self.register(context, 3, group: "G")
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 1}}"#)
+            try await eventually("good notification delivered") { context.simulator.stats().accepted >= 2 }
+            #expect(try await Self.device(context, 2) == nil)
+            #expect(context.simulator.stats().received == 2, "only the good notification went out, to devices 1 and 3")
+            let groups = try await context.gateway.store.devices(app: "default", group: "G", after: nil, limit: 10).devices.count
+            #expect(groups == 2)
+        }
+    }
+
+    @Test("410 invalidates the device unless it registered again after Apple's timestamp")
+    func unregisteredPrunesButRespectsReRegistration() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            Self.register(context, 2, group: "G")
+            try await eventually("registered") {
+                let first = try await Self.device(context, 1)
+                let second = try await Self.device(context, 2)
+                return first != nil && second != nil
+            }
+            // Device 1: Apple saw it die after it registered. Device 2: it registered after Apple's time.
+            context.simulator.markUnregistered(Self.token(1), at: Date().addingTimeInterval(3600))
+            context.simulator.markUnregistered(Self.token(2), at: Date(timeIntervalSince1970: 1_600_000_000))
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 1}}"#)
+            try await eventually("device 1 invalidated") { try await Self.device(context, 1)?.state == .invalid }
+            #expect(try await Self.device(context, 1)?.invalidReason == .unregistered)
+            try await eventually("both answered") { context.simulator.stats().rejectedByReason["Unregistered"] == 2 }
+            #expect(try await Self.device(context, 2)?.state == .valid)
+            // Later requests skip the invalid device.
+            context.simulator.clearDeviceState(Self.token(2))
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 2}}"#)
+            try await eventually("device 2 reached") { context.simulator.stats().accepted == 1 }
+            #expect(context.simulator.stats().received == 3, "device 1 was not sent the second notification")
+        }
+    }
+
+    @Test("BadDeviceToken invalidates the device; later requests skip it")
+    func badDeviceTokenPrunes() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            Self.register(context, 2, group: "G")
+            try await eventually("registered") {
+                let first = try await Self.device(context, 1)
+                let second = try await Self.device(context, 2)
+                return first != nil && second != nil
+            }
+            context.simulator.markBad(Self.token(1))
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 1}}"#)
+            try await eventually("device 1 invalidated") { try await Self.device(context, 1)?.state == .invalid }
+            #expect(try await Self.device(context, 1)?.invalidReason == .badDeviceToken)
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 2}}"#)
+            try await eventually("second notification to device 2") { context.simulator.deliveries(device: Self.token(2)).accepted == 2 }
+            #expect(context.simulator.stats().received == 3)
+        }
+    }
+
+    @Test("503 is retried with back-off and the notification is delivered once")
+    func serviceUnavailableIsRetried() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            try await eventually("registered") { try await Self.device(context, 1) != nil }
+            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
+            let id = try RequestID("retry-test-1")
+            _ = try await context.gateway.intake.submit(
+                NotificationRequest(
+                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
+                    expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600), collapseID: nil,
+                    payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            try await eventually("503 answered") { (context.simulator.stats().rejectedByReason["ServiceUnavailable"] ?? 0) >= 2 }
+            try context.simulator.setFaults(.none)
+            try await eventually("request done") { try await context.gateway.store.report(id)?.state == .done }
+            let report = try #require(try await context.gateway.store.report(id))
+            #expect(report.accepted == 1)
+            #expect(report.failed == 0)
+            #expect(context.simulator.deliveries(device: Self.token(1)).accepted == 1)
+        }
+    }
+
+    @Test("retries stop when the notification expires")
+    func expirationStopsRetries() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            try await eventually("registered") { try await Self.device(context, 1) != nil }
+            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
+            let id = try RequestID("expiry-test-1")
+            _ = try await context.gateway.intake.submit(
+                NotificationRequest(
+                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
+                    expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 2), collapseID: nil,
+                    payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
+            let report = try #require(try await context.gateway.store.report(id))
+            #expect(report.accepted == 0)
+            #expect(report.failed == 1)
+            #expect(report.pendingRetries == 0)
+            let attempts = context.simulator.stats().received
+            #expect(attempts >= 2, "it was retried before it expired")
+            // Nothing more is sent for it: a later request reaches APNs and is the only new traffic.
+            try context.simulator.setFaults(.none)
+            context.notification.send(#"{"groups": ["G"], "payload": {"n": 2}}"#)
+            try await eventually("later request delivered") { context.simulator.stats().accepted == 1 }
+            #expect(context.simulator.stats().received == attempts + 1)
+        }
+    }
+
+    @Test("expiration 0 gets a few attempts within a short window, then is recorded as failed")
+    func immediateExpirationGivesUp() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            try await eventually("registered") { try await Self.device(context, 1) != nil }
+            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
+            let id = try RequestID("immediate-test-1")
+            _ = try await context.gateway.intake.submit(
+                NotificationRequest(
+                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate, expiration: .immediately,
+                    collapseID: nil, payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
+            let report = try #require(try await context.gateway.store.report(id))
+            #expect(report.failedByReason["ServiceUnavailable"] == 1)
+            #expect(context.simulator.stats().received == 3, "the default policy: three attempts")
+        }
+    }
+
+    @Test("devices listed directly are sent to, once, alongside groups")
+    func directDevices() async throws {
+        try await GatewayFixture.with { context in
+            Self.register(context, 1, group: "G")
+            try await eventually("registered") { try await Self.device(context, 1) != nil }
+            context.notification.send(#"{"groups": ["G"], "devices": ["\#(Self.token(1))", "\#(Self.token(9))"], "payload": {"n": 1}}"#)
+            try await eventually("both reached") { context.simulator.stats().accepted == 2 }
+            #expect(context.simulator.deliveries(device: Self.token(1)).accepted == 1)
+            #expect(context.simulator.deliveries(device: Self.token(9)).accepted == 1)
+        }
+    }
+}
