@@ -32,7 +32,7 @@ struct StrictJSONParserTests {
                 .number(JSONNumber(isInteger: false, integerValue: nil)),
                 .number(JSONNumber(isInteger: false, integerValue: nil)),
                 .bool(true), .bool(false), .null, .string("s"),
-                .object(JSONObject(members: [], byteRange: 57..<60)),
+                .object(JSONObject(members: [], byteRange: 72..<75)),
                 .array([]),
             ])
     }

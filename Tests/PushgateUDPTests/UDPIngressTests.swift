@@ -278,7 +278,7 @@ struct UDPIngressTests {
             for datagram in datagrams { try running.sender.send(datagram, to: running.bound.registrationPort) }
             let sent = clock.now - started
             let applied = await running.observer.wait(timeout: .seconds(120)) { $0.registration.applied == total }
-            let elapsed = clock.now - started
+            let elapsed = (running.observer.lastApplied ?? clock.now) - started
             let statistics = running.ingress.statistics
             let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
             print(
@@ -294,6 +294,6 @@ struct UDPIngressTests {
     /// A distinct valid 32-byte token for each number.
     static func tokenNumber(_ number: Int) -> String {
         let hex = String(number, radix: 16)
-        return String(repeating: "a", count: 64 - hex.count) + hex
+        return String(repeating: "0", count: 64 - hex.count) + hex
     }
 }

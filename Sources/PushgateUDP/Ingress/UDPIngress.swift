@@ -205,7 +205,8 @@ public final class UDPIngress: Service, Sendable {
         let option = ChannelOptions.socketOption(.so_rcvbuf)
         var granted = try? await channel.getOption(option).get()
         #if os(Linux)
-        if let current = granted, Int(current) < configuration.receiveBufferBytes {
+        // Linux reports twice what it granted (the doubling covers its bookkeeping overhead).
+        if let current = granted, Int(current) < 2 * configuration.receiveBufferBytes {
             let force = ChannelOptions.Types.SocketOption(level: .socket, name: .init(rawValue: SO_RCVBUFFORCE))
             if (try? await channel.setOption(force, value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
                 .get()) != nil

@@ -145,17 +145,22 @@ final class WaitingObserver: UDPIngressObserver {
         var waiters: [Int: Waiter] = [:]
         var expired = Set<Int>()
         var nextID = 0
+        var lastApplied: ContinuousClock.Instant?
     }
 
     private let state = Mutex(State())
 
     var statistics: UDPIngressStatistics { state.withLock { $0.statistics } }
+    /// When datagrams were last applied (for rates).
+    var lastApplied: ContinuousClock.Instant? { state.withLock { $0.lastApplied } }
 
     func datagramReceived(on port: UDPIngressPort, bytes: Int) {
         update { $0[port].received += 1 }
     }
 
     func datagramsApplied(on port: UDPIngressPort, count: Int) {
+        let now = ContinuousClock.now
+        state.withLock { $0.lastApplied = now }
         update { $0[port].applied += count }
     }
 
