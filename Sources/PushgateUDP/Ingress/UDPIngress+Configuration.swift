@@ -12,12 +12,15 @@ extension UDPIngress {
         /// `SO_RCVBUF` requested for each socket: room in the kernel for a burst while a batch is being
         /// written. Linux caps it at `net.core.rmem_max` unless the process may use `SO_RCVBUFFORCE`
         /// (root); what was granted is logged.
-        public var receiveBufferBytes: Int = 8 << 20
+        public var receiveBufferBytes: Int = 32 << 20
         /// The read buffer for one datagram. A datagram that fills it may have been truncated and is
         /// rejected (`datagram_too_large`); 65,536 holds any UDP datagram over IPv4 or IPv6.
         public var maximumDatagramBytes: Int = 65_536
-        /// Datagrams read per socket wake-up before the queued ones are handed to the writer.
-        public var messagesPerRead: Int = 64
+        /// Datagrams read per system call (`recvmmsg` on Linux; 1 reads them one by one). Each one gets
+        /// a `maximumDatagramBytes` slice of one read buffer that is reused from read to read.
+        public var datagramsPerSystemCall: Int = 16
+        /// System calls per socket wake-up before what was read is handed to the writer.
+        public var messagesPerRead: Int = 8
         /// The most registrations written in one transaction.
         public var registrationBatchLimit: Int = 5_000
         /// Registrations parsed and waiting for the writer beyond which the sockets are not read (the
@@ -49,6 +52,7 @@ extension UDPIngress {
             try check(
                 (1_024...(1 << 20)).contains(maximumDatagramBytes), "maximumDatagramBytes", "must be 1024 to 1048576")
             try check((1...1_024).contains(messagesPerRead), "messagesPerRead", "must be 1 to 1024")
+            try check((1...64).contains(datagramsPerSystemCall), "datagramsPerSystemCall", "must be 1 to 64")
             try check(registrationBatchLimit > 0, "registrationBatchLimit", "must be positive")
             try check(pendingRegistrationLimit > 0, "pendingRegistrationLimit", "must be positive")
             try check(pendingNotificationLimit > 0, "pendingNotificationLimit", "must be positive")

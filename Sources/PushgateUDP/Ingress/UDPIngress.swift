@@ -172,12 +172,21 @@ public final class UDPIngress: Service, Sendable {
         target.port = port
         let channel: any Channel
         do {
-            channel = try await DatagramBootstrap(group: eventLoopGroup)
+            var bootstrap = DatagramBootstrap(group: eventLoopGroup)
                 .channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
                 .channelOption(
-                    .recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: configuration.maximumDatagramBytes)
+                    .recvAllocator,
+                    value: FixedSizeRecvByteBufferAllocator(
+                        capacity: configuration.maximumDatagramBytes * configuration.datagramsPerSystemCall)
                 )
                 .channelOption(.maxMessagesPerRead, value: UInt(configuration.messagesPerRead))
+            #if os(Linux)
+            if configuration.datagramsPerSystemCall > 1 {
+                bootstrap = bootstrap.channelOption(
+                    .datagramVectorReadMessageCount, value: configuration.datagramsPerSystemCall)
+            }
+            #endif
+            channel = try await bootstrap
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(makeHandler())
