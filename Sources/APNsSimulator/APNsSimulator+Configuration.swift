@@ -15,6 +15,13 @@ extension APNsSimulator {
             case files(certificateChain: String, privateKey: String)
         }
 
+        /// The APNs environment imitated: development answers carry `apns-unique-id` (Apple: "only
+        /// available in the Development environment"), production answers do not.
+        public enum Environment: String, Sendable {
+            case development
+            case production
+        }
+
         /// The address both listeners bind to.
         public var host: String = "127.0.0.1"
         /// The HTTP/2 port; 0 picks a free one.
@@ -35,6 +42,7 @@ extension APNsSimulator {
         /// `SETTINGS_MAX_CONCURRENT_STREAMS` sent to new connections (a fault can override it).
         public var maxConcurrentStreams: Int = 1000
         public var handling: NotificationHandling = .validating
+        public var environment: Environment = .development
         /// Accepted notifications kept in full; beyond it only counters move.
         public var recordLimit: Int = 10_000
         /// Count deliveries and duplicates per device (turn off for very large benchmarks).

@@ -51,6 +51,9 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS for new connections.")
     var maxConcurrentStreams: Int = 1000
 
+    @Option(help: "APNs environment imitated: development (answers carry apns-unique-id) or production.")
+    var environment: String = "development"
+
     @Option(help: "Event loop threads.")
     var threads: Int = 1
 
@@ -72,6 +75,9 @@ struct SimulateCommand: AsyncParsableCommand {
         guard self.threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard self.maxConcurrentStreams >= 0 else { throw ValidationError("--max-concurrent-streams must be ≥ 0") }
         guard self.recordLimit >= 0 else { throw ValidationError("--record-limit must be ≥ 0") }
+        guard APNsSimulator.Configuration.Environment(rawValue: self.environment) != nil else {
+            throw ValidationError("--environment must be development or production")
+        }
         guard Logger.Level(rawValue: self.logLevel) != nil else {
             throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical")
         }
@@ -137,6 +143,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         configuration.tokenKeys = try self.tokenKeys.map(Self.parseTokenKey)
         configuration.handling = self.acceptAll ? .acceptAll : .validating
+        configuration.environment = APNsSimulator.Configuration.Environment(rawValue: self.environment) ?? .development
         configuration.maxConcurrentStreams = self.maxConcurrentStreams
         configuration.eventLoopThreads = self.threads
         configuration.recordLimit = self.recordLimit

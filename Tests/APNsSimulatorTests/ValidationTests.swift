@@ -118,6 +118,17 @@ struct ValidationTests {
         }
     }
 
+    @Test func theProductionEnvironmentSendsNoUniqueID() async throws {
+        var configuration = APNsSimulator.Configuration()
+        configuration.environment = .production
+        try await withSimulatorAndProbe(configuration) { _, probe in
+            let response = try #require(try await probe.send(Self.push(alertHeaders())).response)
+            #expect(response.status == 200)
+            #expect(response.headers["apns-unique-id"] == nil)
+            #expect(response.headers["apns-id"] != nil)
+        }
+    }
+
     @Test func acceptAllAnswers200WithoutChecks() async throws {
         var configuration = APNsSimulator.Configuration()
         configuration.handling = .acceptAll

@@ -482,7 +482,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         var headers = rejection.map { Self.errorHeadersByStatus[$0.status] ?? [":status": String($0.status), "content-type": "application/json"] }
             ?? Self.okHeaders
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
-        headers.add(name: "apns-unique-id", value: self.identifiers.lowercaseUUID(), indexing: .nonIndexable)
+        if self.core.sendsUniqueID {
+            headers.add(name: "apns-unique-id", value: self.identifiers.lowercaseUUID(), indexing: .nonIndexable)
+        }
         let body: ByteBuffer? = rejection.map { context.channel.allocator.buffer(string: $0.body) }
 
         let latency = self.faults.latencyMilliseconds

@@ -7,18 +7,15 @@ struct IdentifierGenerator {
 
     /// An 8-4-4-4-12 UUID string, uppercase as APNs writes its generated `apns-id`s.
     mutating func uppercaseUUID() -> String {
-        self.uuid(digits: Self.upperDigits)
+        self.uuid(letterBase: UInt8(ascii: "A") - 10)
     }
 
     /// An 8-4-4-4-12 UUID string in lowercase.
     mutating func lowercaseUUID() -> String {
-        self.uuid(digits: Self.lowerDigits)
+        self.uuid(letterBase: UInt8(ascii: "a") - 10)
     }
 
-    private static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
-    private static let lowerDigits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    private mutating func uuid(digits: [UInt8]) -> String {
+    private mutating func uuid(letterBase: UInt8) -> String {
         var high = self.random.next()
         var low = self.random.next()
         // Version 4, variant 10.
@@ -33,7 +30,8 @@ struct IdentifierGenerator {
                 }
                 let word = nibbleIndex < 16 ? high : low
                 let shift = UInt64(60 - 4 * (nibbleIndex % 16))
-                buffer[position] = digits[Int((word >> shift) & 0xF)]
+                let nibble = UInt8((word >> shift) & 0xF)
+                buffer[position] = nibble < 10 ? UInt8(ascii: "0") + nibble : letterBase + nibble
                 position += 1
             }
             return position

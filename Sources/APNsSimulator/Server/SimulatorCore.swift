@@ -25,6 +25,7 @@ final class SimulatorCore: Sendable {
     let requiresClientCertificateAuthority: Bool
     let hasTokenKeys: Bool
     let defaultMaxConcurrentStreams: Int
+    let sendsUniqueID: Bool
     let initialFaults: SimulatorFaults
     let logger: Logger
 
@@ -47,6 +48,7 @@ final class SimulatorCore: Sendable {
         tracksDevices: Bool,
         hasClientCertificateAuthority: Bool,
         defaultMaxConcurrentStreams: Int,
+        sendsUniqueID: Bool = true,
         faults: SimulatorFaults,
         seed: UInt64?,
         logger: Logger
@@ -58,6 +60,7 @@ final class SimulatorCore: Sendable {
         self.requiresClientCertificateAuthority = hasClientCertificateAuthority
         self.hasTokenKeys = !tokenVerifier.isEmpty
         self.defaultMaxConcurrentStreams = defaultMaxConcurrentStreams
+        self.sendsUniqueID = sendsUniqueID
         self.initialFaults = faults
         self.logger = logger
         self.faultState = Mutex(FaultState(faults: faults, random: seed.map(SplitMix64.init(seed:)) ?? SplitMix64()))

@@ -54,12 +54,25 @@ struct APNsRequestValidator: Sendable {
     /// Step 1: method and path. Returns the device token (as sent).
     static func route(method: String?, path: String?) -> Result<String, SimulatedRejection> {
         guard method == "POST" else { return .failure(.init(.methodNotAllowed)) }
-        guard let path, path.hasPrefix(Self.devicePathPrefix) else { return .failure(.init(.badPath)) }
-        let token = path.dropFirst(Self.devicePathPrefix.count)
-        guard !token.contains("/"), !token.contains("?") else { return .failure(.init(.badPath)) }
+        guard let path, path.utf8.starts(with: Self.devicePathPrefix.utf8) else { return .failure(.init(.badPath)) }
+        // One pass over the bytes (Foundation's `contains(_: StringProtocol)` would cost a
+        // CFString search per call on this hot path).
+        let token = path.utf8.dropFirst(Self.devicePathPrefix.utf8.count)
+        var isHex = true
+        for byte in token {
+            switch byte {
+            case UInt8(ascii: "/"), UInt8(ascii: "?"):
+                return .failure(.init(.badPath))
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
+                UInt8(ascii: "A")...UInt8(ascii: "F"):
+                continue
+            default:
+                isHex = false
+            }
+        }
         guard !token.isEmpty else { return .failure(.init(.missingDeviceToken)) }
-        guard Self.isHexWithEvenLength(token.utf8) else { return .failure(.init(.badDeviceToken)) }
-        return .success(String(token))
+        guard isHex, token.count % 2 == 0 else { return .failure(.init(.badDeviceToken)) }
+        return .success(String(Substring(token)))
     }
 
     /// Steps 2 to 11 for a request whose route is valid.
@@ -179,20 +192,6 @@ struct APNsRequestValidator: Sendable {
             seen.append(name)
         }
         return false
-    }
-
-    static func isHexWithEvenLength(_ bytes: Substring.UTF8View) -> Bool {
-        var count = 0
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "f"),
-                UInt8(ascii: "A")...UInt8(ascii: "F"):
-                count += 1
-            default:
-                return false
-            }
-        }
-        return count > 0 && count % 2 == 0
     }
 
     /// 8-4-4-4-12 hexadecimal digits separated by hyphens.
