@@ -227,3 +227,27 @@ struct FaultsUpdateTests {
         #expect(throws: SimulatorError.self) { try SimulatorFaults(latencyMilliseconds: -1).validated() }
     }
 }
+
+@Suite("Certificates")
+struct CertificateTests {
+    @Test func aClientCertificateNamesItsTopicInTheSubjectUID() throws {
+        let authority = try SimulatorCertificateAuthority()
+        let client = try authority.issueClientCertificate(topic: "com.example.uid")
+        #expect(APNsConnectionHandler.bundleID(ofDER: try der(client.certificatePEM)) == "com.example.uid")
+        let server = try authority.issueServerCertificate()
+        #expect(APNsConnectionHandler.bundleID(ofDER: try der(server.certificatePEM)) == nil)
+    }
+
+    @Test func anAuthorityRoundTripsThroughPEM() throws {
+        let authority = try SimulatorCertificateAuthority()
+        let reloaded = try SimulatorCertificateAuthority(certificatePEM: authority.certificatePEM, privateKeyPEM: authority.privateKeyPEM)
+        #expect(reloaded.certificatePEM == authority.certificatePEM)
+        _ = try reloaded.issueClientCertificate(topic: "com.example.again")
+    }
+}
+
+/// The DER bytes of a single-certificate PEM document.
+func der(_ pem: String) throws -> [UInt8] {
+    let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+    return Array(try #require(Data(base64Encoded: body)))
+}

@@ -416,9 +416,12 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
 
     /// The subject's UID attribute (OID 0.9.2342.19200300.100.1.1), as Apple's push certificates carry it.
     static func bundleID(of certificate: NIOSSLCertificate) -> String? {
-        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) else {
-            return nil
-        }
+        guard let der = try? certificate.toDERBytes() else { return nil }
+        return Self.bundleID(ofDER: der)
+    }
+
+    static func bundleID(ofDER der: [UInt8]) -> String? {
+        guard let parsed = try? Certificate(derEncoded: der) else { return nil }
         for relativeName in parsed.subject {
             for attribute in relativeName where attribute.type == SimulatorCertificateAuthority.userIDAttribute {
                 return String(attribute.value)
