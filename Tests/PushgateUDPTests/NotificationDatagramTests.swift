@@ -16,13 +16,24 @@ struct NotificationDatagramTests {
 
     @Test("the C pushd README's notification: urgent alert to one group")
     func readmeExample() throws {
-        let request = try parse(#"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#)
+        let request = try parse(
+            #"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#
+        )
         #expect(
             request
                 == NotificationRequest(
-                    id: Self.id, app: "default", groups: ["Choom"], devices: [], pushType: .alert, priority: .immediate,
-                    expiration: .immediately, collapseID: nil,
-                    payload: try Payload(jsonString: #"{"aps": {"alert": "Hello world!"}}"#), createdAt: Self.now))
+                    id: Self.id,
+                    app: "default",
+                    groups: ["Choom"],
+                    devices: [],
+                    pushType: .alert,
+                    priority: .immediate,
+                    expiration: .immediately,
+                    collapseID: nil,
+                    payload: try Payload(jsonString: #"{"aps": {"alert": "Hello world!"}}"#),
+                    createdAt: Self.now
+                )
+        )
     }
 
     @Test(
@@ -32,7 +43,8 @@ struct NotificationDatagramTests {
             ("background", .background, .conservePower),
             ("normal", .alert, .conservePower),
             ("urgent", .alert, .immediate),
-        ] as [(String?, PushType, Priority)])
+        ] as [(String?, PushType, Priority)]
+    )
     func typeMapping(type: String?, pushType: PushType, priority: Priority) throws {
         let typeMember = type.map { #""type": "\#($0)", "# } ?? ""
         let request = try parse(#"{\#(typeMember)"groups": ["g"], "payload": {}}"#)
@@ -49,7 +61,8 @@ struct NotificationDatagramTests {
             {"groups": ["a", "b", "a"], "devices": ["\(Self.token.uppercased())", "\(Self.other)", "\(Self.token)"],
              "type": "normal", "expiration": 1900000000, "key": "coalesce-me", "app": "shop",
              "push_type": "voip", "priority": 10, "payload": {"aps": {"alert": "x"}}}
-            """)
+            """
+        )
         #expect(request.id == Self.id)
         #expect(request.createdAt == Self.now)
         #expect(request.app == "shop")
@@ -88,7 +101,8 @@ struct NotificationDatagramTests {
             #"{"a": 1e3, "b": -0.0, "c": 12345678901234567890, "d": 1.0E-7}"#,
             #"{"aps":{"alert":"caf\u00e9 \ud83d\ude00 \"q\" \/"}}"#,
             "{ \"aps\" :\n\t{ \"alert\" : \"été 😀\" } , \"x\" : [ ] , \"y\" : { } }",
-        ])
+        ]
+    )
     func payloadBytesPreserved(payload: String) throws {
         let request = try parse(#"{"groups": ["g"], "payload": \#(payload), "type": "normal"}"#)
         #expect(request.payload.bytes == Array(payload.utf8))
@@ -102,8 +116,11 @@ struct NotificationDatagramTests {
         }
         #expect(try parse(#"{"groups": ["g"], "payload": \#(payload(ofSize: 4096))}"#).payload.count == 4096)
         #expect(
-            try parse(#"{"groups": ["g"], "push_type": "voip", "type": "urgent", "payload": \#(payload(ofSize: 5120))}"#)
-                .payload.count == 5120)
+            try parse(
+                #"{"groups": ["g"], "push_type": "voip", "type": "urgent", "payload": \#(payload(ofSize: 5120))}"#
+            )
+            .payload.count == 5120
+        )
         #expect(throws: ValidationError(code: .payloadTooLarge, field: "payload", message: "")) {
             try parse(#"{"groups": ["g"], "payload": \#(payload(ofSize: 4097))}"#)
         }
@@ -160,8 +177,14 @@ struct NotificationDatagramTests {
         (#"{"groups": ["g"], "expiration": 9223372036854775808, "payload": {}}"#, .integerOutOfRange, "expiration"),
         (#"{"groups": ["g"], "expiration": -9223372036854775809, "payload": {}}"#, .integerOutOfRange, "expiration"),
         (#"{"groups": ["g"], "priority": 100000000000000000000, "payload": {}}"#, .integerOutOfRange, "priority"),
-        ("{\"groups\": [\"g\"], \"key\": \"\(String(repeating: "k", count: 65))\", \"payload\": {}}", .invalidCollapseID, "key"),
-        ("{\"groups\": [\"g\"], \"key\": \"\(String(repeating: "é", count: 33))\", \"payload\": {}}", .invalidCollapseID, "key"),
+        (
+            "{\"groups\": [\"g\"], \"key\": \"\(String(repeating: "k", count: 65))\", \"payload\": {}}",
+            .invalidCollapseID, "key"
+        ),
+        (
+            "{\"groups\": [\"g\"], \"key\": \"\(String(repeating: "é", count: 33))\", \"payload\": {}}",
+            .invalidCollapseID, "key"
+        ),
         (#"{"groups": ["g"], "key": "", "payload": {}}"#, .invalidCollapseID, "key"),
         (#"{"groups": ["g"], "devices": ["xyz"], "payload": {}}"#, .invalidToken, "devices"),
         (#"{"groups": ["g"], "devices": ["\#(token)", "abc"], "payload": {}}"#, .invalidToken, "devices"),
@@ -194,7 +217,8 @@ struct NotificationDatagramTests {
         #expect(try parse(#"{"groups": ["g"], "payload": {}}"#).payload.bytes == Array("{}".utf8))
         #expect(
             try parse(#"{"groups": ["g"], "payload": {"aps": {}, "x": 1}, "type": "urgent"}"#).payload.bytes
-                == Array(#"{"aps": {}, "x": 1}"#.utf8))
+                == Array(#"{"aps": {}, "x": 1}"#.utf8)
+        )
         // B3/B4: no payload, then truncated JSON, then a good request: each stands alone.
         #expect(throws: ValidationError.self) { try parse(#"{"groups": ["g"]}"#) }
         #expect(throws: ValidationError.self) { try parse(#"{"groups": ["g"], "payload": {"a":"#) }

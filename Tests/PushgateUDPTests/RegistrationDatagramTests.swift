@@ -20,7 +20,13 @@ struct RegistrationDatagramTests {
             command
                 == .register(
                     Registration(
-                        app: Registration.defaultApp, token: try DeviceToken(hex: Self.token), group: "Choom", at: Self.now)))
+                        app: Registration.defaultApp,
+                        token: try DeviceToken(hex: Self.token),
+                        group: "Choom",
+                        at: Self.now
+                    )
+                )
+        )
     }
 
     @Test("parses from a ByteBuffer, with a trailing newline as nc sends it")
@@ -36,7 +42,11 @@ struct RegistrationDatagramTests {
         let upper = Self.token.uppercased()
         let command = try parse(#"{"group": "caf\u00e9 ☕", "app": "shop", "device": "\#(upper)", "remove": false}"#)
         #expect(
-            command == .register(Registration(app: "shop", token: try DeviceToken(hex: Self.token), group: "café ☕", at: Self.now)))
+            command
+                == .register(
+                    Registration(app: "shop", token: try DeviceToken(hex: Self.token), group: "café ☕", at: Self.now)
+                )
+        )
         let removal = try parse(#"{"device": "\#(Self.token)", "group": "Choom", "remove": true}"#)
         #expect(removal == .unassign(app: "default", token: try DeviceToken(hex: Self.token), group: "Choom"))
         #expect(removal.app == "default" && removal.group == "Choom")
@@ -69,12 +79,16 @@ struct RegistrationDatagramTests {
             ("{\"device\": \"abc\", \"group\": \"Choom\"}", .invalidToken, "device"),
             ("{\"device\": \"\(String(repeating: "ab", count: 550))\", \"group\": \"Choom\"}", .invalidToken, "device"),
             ("{\"device\": \"\(token)\", \"group\": \"\"}", .invalidGroup, "group"),
-            ("{\"device\": \"\(token)\", \"group\": \"\(String(repeating: "g", count: 256))\"}", .invalidGroup, "group"),
+            (
+                "{\"device\": \"\(token)\", \"group\": \"\(String(repeating: "g", count: 256))\"}", .invalidGroup,
+                "group"
+            ),
             ("{\"device\": \"\(token)\", \"group\": \"tab\\there\"}", .invalidGroup, "group"),
             ("{\"device\": \"\(token)\", \"group\": \"nul\\u0000\"}", .invalidGroup, "group"),
             ("{\"device\": \"\(token)\", \"group\": \"c1\\u0085\"}", .invalidGroup, "group"),
             ("{\"device\": \"\(token)\", \"group\": \"Choom\", \"app\": \"\"}", .invalidApp, "app"),
-        ] as [(String, ValidationError.Code, String)])
+        ] as [(String, ValidationError.Code, String)]
+    )
     func rejections(datagram: String, code: ValidationError.Code, field: String) {
         do {
             let command = try parse(datagram)

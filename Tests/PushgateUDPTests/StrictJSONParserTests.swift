@@ -19,7 +19,9 @@ struct StrictJSONParserTests {
 
     @Test("accepts every JSON value kind with whitespace around tokens")
     func acceptsValues() throws {
-        let value = try parse(" \t\r\n{ \"a\" : [ 1 , -2 , 0 , 1.5 , -0.25e+3 , true , false , null , \"s\" , { } , [ ] ] }\n")
+        let value = try parse(
+            " \t\r\n{ \"a\" : [ 1 , -2 , 0 , 1.5 , -0.25e+3 , true , false , null , \"s\" , { } , [ ] ] }\n"
+        )
         guard case .object(let object) = value, case .array(let elements)? = object["a"] else {
             Issue.record("expected an object with an array, got \(value)")
             return
@@ -34,7 +36,8 @@ struct StrictJSONParserTests {
                 .bool(true), .bool(false), .null, .string("s"),
                 .object(JSONObject(members: [], byteRange: 72..<75)),
                 .array([]),
-            ])
+            ]
+        )
     }
 
     @Test("reads 64-bit integers exactly, and flags the ones that do not fit")
@@ -61,7 +64,8 @@ struct StrictJSONParserTests {
             (#""\u0000""#, "\u{0}"),
             ("\"été 😀\"", "été 😀"),
             (#""mixed é \u00e9 😀""#, "mixed é é 😀"),
-        ])
+        ]
+    )
     func stringEscapes(json: String, expected: String) throws {
         #expect(try parse(json) == .string(expected))
     }
@@ -73,7 +77,8 @@ struct StrictJSONParserTests {
             "+1", "NaN", "Infinity", "tru", "nul", "falsey", "\"unterminated", "\"bad \\x escape\"", "\"\\u12\"",
             "\"\\u12G4\"", "\"\\ud83d\"", "\"\\ud83d\\u0041\"", "\"\\ude00\"", "{} {}", "{}x", "[1] 2", "// c\n{}",
             "{\"a\":1}/*c*/", "\u{FEFF}{}",
-        ])
+        ]
+    )
     func rejectsMalformed(json: String) {
         #expect(rejects(Array(json.utf8))?.kind == .malformed, "should reject \(json.debugDescription)")
     }
@@ -106,7 +111,8 @@ struct StrictJSONParserTests {
 
     @Test("bounds nesting depth")
     func depth() {
-        let ok = String(repeating: "[", count: StrictJSONParser.maximumDepth)
+        let ok =
+            String(repeating: "[", count: StrictJSONParser.maximumDepth)
             + String(repeating: "]", count: StrictJSONParser.maximumDepth)
         #expect(throws: Never.self) { try StrictJSONParser.parse(Array(ok.utf8)) }
         let deep = String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)

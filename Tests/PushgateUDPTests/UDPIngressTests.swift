@@ -9,6 +9,8 @@ import Testing
 struct UDPIngressTests {
     static let token = "be6406fe9e686c11f999c9d47e33b41be56be48f0c77570423bb89f5b51cf127"
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
+    /// 127.0.0.1, both ports picked by the kernel.
+    static let loopback = UDPIngress.Configuration(host: "127.0.0.1", registrationPort: 0, notificationPort: 0)
 
     struct Running {
         var ingress: UDPIngress
@@ -24,17 +26,19 @@ struct UDPIngressTests {
     private func withIngress(
         registry: FakeRegistry = FakeRegistry(),
         intake: FakeIntake = FakeIntake(knownGroups: ["Choom"]),
-        configure: (inout UDPIngress.Configuration) -> Void = { _ in },
+        configuration: UDPIngress.Configuration = loopback,
         _ body: (Running) async throws -> Void
     ) async throws {
-        var configuration = UDPIngress.Configuration(host: "127.0.0.1", registrationPort: 0, notificationPort: 0)
-        configure(&configuration)
         let observer = WaitingObserver()
         let ids = Atomic<Int>(0)
         let ingress = UDPIngress(
-            configuration: configuration, registry: registry, intake: intake, clock: ManualWallClock(Self.start),
+            configuration: configuration,
+            registry: registry,
+            intake: intake,
+            clock: ManualWallClock(Self.start),
             makeRequestID: { _ in try! RequestID("req-\(ids.add(1, ordering: .relaxed).newValue)") },
-            observer: observer)
+            observer: observer
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingress.run() }
             let bound = try await ingress.boundAddresses()
@@ -61,9 +65,12 @@ struct UDPIngressTests {
             #expect(
                 registry.memberships == [
                     .init(app: "default", token: try DeviceToken(hex: Self.token), group: "Choom")
-                ])
+                ]
+            )
 
-            try running.notify(#"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#)
+            try running.notify(
+                #"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#
+            )
             #expect(await running.observer.wait { $0.notification.applied == 1 })
             let request = try #require(intake.requests.first)
             #expect(request.id == (try RequestID("req-1")))
@@ -83,17 +90,20 @@ struct UDPIngressTests {
     func badDatagrams() async throws {
         let registry = FakeRegistry()
         let intake = FakeIntake(knownGroups: ["Choom"])
-        try await withIngress(registry: registry, intake: intake, configure: { $0.maximumDatagramBytes = 2_048 }) {
-            running in
+        var configuration = Self.loopback
+        configuration.maximumDatagramBytes = 2_048
+        try await withIngress(registry: registry, intake: intake, configuration: configuration) { running in
             let badRegistrations = [
                 "", "not json", #"{"device": "\#(Self.token)", "group": "Choom""#, #"["\#(Self.token)"]"#,
                 #"{"device": "\#(Self.token)", "group": "Choom", "bogus": 1}"#, #"{"device": "xyz", "group": "Choom"}"#,
-                #"{"device": "\#(Self.token)", "group": ""}"#, #"{"device": "\#(Self.token)", "group": "a", "group": "b"}"#,
+                #"{"device": "\#(Self.token)", "group": ""}"#,
+                #"{"device": "\#(Self.token)", "group": "a", "group": "b"}"#,
                 #"{"device": "\#(Self.token)", "group": "\#(String(repeating: "x", count: 3_000))"}"#,
             ]
             let badNotifications = [
                 #"{"groups": ["Choom"]}"#, #"{"groups": "Choom", "payload": {}}"#,
-                #"{"groups": ["Choom"], "payload": {}, "bogus": 1}"#, #"{"groups": ["Choom"], "type": "loud", "payload": {}}"#,
+                #"{"groups": ["Choom"], "payload": {}, "bogus": 1}"#,
+                #"{"groups": ["Choom"], "type": "loud", "payload": {}}"#,
                 #"{"groups": ["Choom"], "expiration": 1.5, "payload": {}}"#,
                 #"{"groups": ["Choom"], "key": "\#(String(repeating: "k", count: 65))", "payload": {}}"#,
                 #"{"groups": ["Choom"], "payload": {"x": "\#(String(repeating: "x", count: 1_900))"}}"#,  // fits
@@ -108,18 +118,21 @@ struct UDPIngressTests {
                 await running.observer.wait {
                     $0.registration.applied == 1 && $0.registration.rejectedTotal == badRegistrations.count
                         && $0.notification.applied == 2 && $0.notification.rejectedTotal == 7
-                })
+                }
+            )
             let statistics = running.ingress.statistics
             #expect(
                 statistics.registration.rejected == [
                     "malformed_json": 3, "not_an_object": 1, "unknown_key": 1, "invalid_token": 1, "invalid_group": 1,
                     "duplicate_key": 1, UDPIngressRejection.datagramTooLarge: 1,
-                ])
+                ]
+            )
             #expect(
                 statistics.notification.rejected == [
                     "missing_field": 1, "wrong_type": 2, "unknown_key": 1, "unknown_type": 1, "invalid_collapse_id": 1,
                     "unknown_group": 1,
-                ])
+                ]
+            )
             #expect(registry.memberships.count == 1)
             #expect(intake.requests.count == 2)
             #expect(intake.requests.allSatisfy { $0.groups == ["Choom"] })
@@ -162,7 +175,8 @@ struct UDPIngressTests {
             #expect(
                 registry.memberships == [
                     .init(app: "default", token: token, group: "b"), .init(app: "other", token: token, group: "a"),
-                ])
+                ]
+            )
         }
     }
 
@@ -171,15 +185,12 @@ struct UDPIngressTests {
         let gate = Gate()
         let registry = FakeRegistry(gate: gate)
         let total = 2_000
-        try await withIngress(
-            registry: registry,
-            configure: {
-                $0.pendingRegistrationLimit = 100
-                $0.registrationBatchLimit = 50
-                $0.messagesPerRead = 2
-                $0.datagramsPerSystemCall = 8
-            }
-        ) { running in
+        var configuration = Self.loopback
+        configuration.pendingRegistrationLimit = 100
+        configuration.registrationBatchLimit = 50
+        configuration.messagesPerRead = 2
+        configuration.datagramsPerSystemCall = 8
+        try await withIngress(registry: registry, configuration: configuration) { running in
             for number in 0..<total {
                 try running.register(#"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#)
             }
@@ -200,14 +211,20 @@ struct UDPIngressTests {
         let registry = FakeRegistry(gate: gate)
         let observer = WaitingObserver()
         let ingress = UDPIngress(
-            configuration: .init(host: "127.0.0.1", registrationPort: 0, notificationPort: 0), registry: registry,
-            intake: FakeIntake(knownGroups: []), observer: observer)
+            configuration: .init(host: "127.0.0.1", registrationPort: 0, notificationPort: 0),
+            registry: registry,
+            intake: FakeIntake(knownGroups: []),
+            observer: observer
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingress.run() }
             let bound = try await ingress.boundAddresses()
             let sender = try UDPSender()
             for number in 0..<10 {
-                try sender.send(#"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#, to: bound.registrationPort)
+                try sender.send(
+                    #"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#,
+                    to: bound.registrationPort
+                )
             }
             #expect(await observer.wait { $0.registration.received == 10 })
             group.cancelAll()  // stop while the writer is held at the gate
@@ -224,8 +241,13 @@ struct UDPIngressTests {
         try await withIngress { running in
             let second = UDPIngress(
                 configuration: .init(
-                    host: "127.0.0.1", registrationPort: running.bound.registrationPort, notificationPort: 0),
-                registry: FakeRegistry(), intake: FakeIntake(knownGroups: []))
+                    host: "127.0.0.1",
+                    registrationPort: running.bound.registrationPort,
+                    notificationPort: 0
+                ),
+                registry: FakeRegistry(),
+                intake: FakeIntake(knownGroups: [])
+            )
             await #expect(throws: UDPIngressError.self) { try await second.run() }
             await #expect(throws: UDPIngressError.self) { try await second.boundAddresses() }
         }
@@ -252,8 +274,10 @@ struct UDPIngressTests {
     @Test("localhost binds every address it resolves to, on the same ports")
     func localhostEveryAddress() async throws {
         let ingress = UDPIngress(
-            configuration: .init(host: "localhost", registrationPort: 0, notificationPort: 0), registry: FakeRegistry(),
-            intake: FakeIntake(knownGroups: []))
+            configuration: .init(host: "localhost", registrationPort: 0, notificationPort: 0),
+            registry: FakeRegistry(),
+            intake: FakeIntake(knownGroups: [])
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingress.run() }
             let bound = try await ingress.boundAddresses()
@@ -286,7 +310,8 @@ struct UDPIngressTests {
                 "UDP burst: \(statistics.registration.applied)/\(total) registrations applied in \(elapsed) "
                     + "(\(Int(Double(statistics.registration.applied) / seconds))/s; sent in \(sent)); "
                     + "\(statistics.registrationBatches) batches, largest \(statistics.largestRegistrationBatch); "
-                    + "rejected \(statistics.registration.rejected)")
+                    + "rejected \(statistics.registration.rejected)"
+            )
             #expect(applied, "received \(statistics.registration.received), applied \(statistics.registration.applied)")
             #expect(registry.memberships.count == total)
         }

@@ -42,7 +42,12 @@ public enum DatagramNames {
         try validate(name, what: "app name", code: .invalidApp, field: field)
     }
 
-    private static func validate(_ name: String, what: String, code: ValidationError.Code, field: String)
+    private static func validate(
+        _ name: String,
+        what: String,
+        code: ValidationError.Code,
+        field: String
+    )
         throws(ValidationError)
     {
         guard !name.isEmpty else {
@@ -51,7 +56,10 @@ public enum DatagramNames {
         let count = name.utf8.count
         guard count <= maximumByteCount else {
             throw ValidationError(
-                code: code, field: field, message: "\(what) must be at most \(maximumByteCount) bytes (got \(count))")
+                code: code,
+                field: field,
+                message: "\(what) must be at most \(maximumByteCount) bytes (got \(count))"
+            )
         }
         for scalar in name.unicodeScalars where scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) {
             throw ValidationError(code: code, field: field, message: "\(what) must not contain control characters")
@@ -86,12 +94,17 @@ struct DatagramObject {
         }
         guard case .object(let object) = value else {
             throw ValidationError(
-                code: .notAnObject, field: "datagram", message: "the datagram must be a JSON object, got \(value.kindName)")
+                code: .notAnObject,
+                field: "datagram",
+                message: "the datagram must be a JSON object, got \(value.kindName)"
+            )
         }
         for member in object.members where !allowedKeys.contains(member.key) {
             throw ValidationError(
-                code: .unknownKey, field: StrictJSONParser.quoteShort(member.key, limit: 64),
-                message: "unknown key \"\(StrictJSONParser.quoteShort(member.key))\"; expected one of \(allowedKeys.sorted().joined(separator: ", "))"
+                code: .unknownKey,
+                field: StrictJSONParser.quoteShort(member.key, limit: 64),
+                message:
+                    "unknown key \"\(StrictJSONParser.quoteShort(member.key))\"; expected one of \(allowedKeys.sorted().joined(separator: ", "))"
             )
         }
         self.object = object
@@ -123,7 +136,10 @@ struct DatagramObject {
         }
         guard let integer = number.integerValue else {
             throw ValidationError(
-                code: .integerOutOfRange, field: key, message: "\(key) does not fit in a 64-bit signed integer")
+                code: .integerOutOfRange,
+                field: key,
+                message: "\(key) does not fit in a 64-bit signed integer"
+            )
         }
         return integer
     }
@@ -138,8 +154,10 @@ struct DatagramObject {
         for (position, element) in elements.enumerated() {
             guard case .string(let string) = element else {
                 throw ValidationError(
-                    code: .wrongType, field: key,
-                    message: "\(key)[\(position)] must be a string, got \(element.kindName)")
+                    code: .wrongType,
+                    field: key,
+                    message: "\(key)[\(position)] must be a string, got \(element.kindName)"
+                )
             }
             strings.append(string)
         }
@@ -157,7 +175,9 @@ struct DatagramObject {
 
 extension [UInt8] {
     /// Runs `body` on the bytes, carrying its typed error out (`withUnsafeBytes` only rethrows untyped).
-    func withDatagramBytes<T>(_ body: (UnsafeRawBufferPointer) throws(ValidationError) -> T) throws(ValidationError) -> T {
+    func withDatagramBytes<T>(
+        _ body: (UnsafeRawBufferPointer) throws(ValidationError) -> T
+    ) throws(ValidationError) -> T {
         let result: Result<T, ValidationError> = withUnsafeBytes { raw in
             do throws(ValidationError) { return .success(try body(raw)) } catch { return .failure(error) }
         }

@@ -39,13 +39,21 @@ public enum NotificationDatagram {
         "groups", "type", "expiration", "key", "payload", "devices", "app", "push_type", "priority",
     ]
 
-    public static func parse(_ bytes: [UInt8], id: RequestID, receivedAt: Date) throws(ValidationError)
+    public static func parse(
+        _ bytes: [UInt8],
+        id: RequestID,
+        receivedAt: Date
+    ) throws(ValidationError)
         -> NotificationRequest
     {
         try bytes.withDatagramBytes { raw throws(ValidationError) in try parse(raw, id: id, receivedAt: receivedAt) }
     }
 
-    public static func parse(_ buffer: ByteBuffer, id: RequestID, receivedAt: Date) throws(ValidationError)
+    public static func parse(
+        _ buffer: ByteBuffer,
+        id: RequestID,
+        receivedAt: Date
+    ) throws(ValidationError)
         -> NotificationRequest
     {
         let result: Result<NotificationRequest, ValidationError> = buffer.withUnsafeReadableBytes { raw in
@@ -60,7 +68,11 @@ public enum NotificationDatagram {
     /// reason reported for a datagram with several problems is stable: app, groups, devices, type,
     /// push_type, priority, expiration, key, payload, then the rules between fields (targets, priority
     /// allowed for the push type, payload size for the push type).
-    static func parse(_ bytes: UnsafeRawBufferPointer, id: RequestID, receivedAt: Date) throws(ValidationError)
+    static func parse(
+        _ bytes: UnsafeRawBufferPointer,
+        id: RequestID,
+        receivedAt: Date
+    ) throws(ValidationError)
         -> NotificationRequest
     {
         let object = try DatagramObject(parsing: bytes, allowedKeys: allowedKeys)
@@ -90,17 +102,21 @@ public enum NotificationDatagram {
         if let raw = try object.string("type") {
             guard let known = PushdNotificationType(rawValue: raw) else {
                 throw ValidationError(
-                    code: .unknownType, field: "type",
-                    message: "unknown type \"\(StrictJSONParser.quoteShort(raw))\"; expected background, normal or urgent")
+                    code: .unknownType,
+                    field: "type",
+                    message:
+                        "unknown type \"\(StrictJSONParser.quoteShort(raw))\"; expected background, normal or urgent"
+                )
             }
             type = known
         } else {
             type = .background
         }
 
-        let pushType = try object.string("push_type").map { raw throws(ValidationError) in
-            try PushType(validating: raw, field: "push_type")
-        } ?? type.pushType
+        let pushType =
+            try object.string("push_type").map { raw throws(ValidationError) in
+                try PushType(validating: raw, field: "push_type")
+            } ?? type.pushType
 
         let explicitPriority = try object.integer("priority").map { raw throws(ValidationError) in
             guard let small = Int(exactly: raw) else { return try Priority(validating: -1, field: "priority") }
@@ -122,21 +138,35 @@ public enum NotificationDatagram {
 
         guard !groups.isEmpty || !devices.isEmpty else {
             throw ValidationError(
-                code: .noTargets, field: "groups", message: "a notification needs at least one group or device")
+                code: .noTargets,
+                field: "groups",
+                message: "a notification needs at least one group or device"
+            )
         }
 
         let priority = explicitPriority ?? type.priority
         guard pushType.allows(priority) else {
             throw ValidationError(
-                code: .invalidPriority, field: explicitPriority == nil ? "type" : "priority",
-                message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))")
+                code: .invalidPriority,
+                field: explicitPriority == nil ? "type" : "priority",
+                message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))"
+            )
         }
 
         let payload = try Payload(jsonBytes: payloadBytes, field: "payload")
         try payload.validate(for: pushType, field: "payload")
 
         return NotificationRequest(
-            id: id, app: app, groups: groups, devices: devices, pushType: pushType, priority: priority,
-            expiration: expiration, collapseID: collapseID, payload: payload, createdAt: receivedAt)
+            id: id,
+            app: app,
+            groups: groups,
+            devices: devices,
+            pushType: pushType,
+            priority: priority,
+            expiration: expiration,
+            collapseID: collapseID,
+            payload: payload,
+            createdAt: receivedAt
+        )
     }
 }

@@ -53,7 +53,8 @@ public enum RegistrationDatagram {
         return try result.get()
     }
 
-    static func parse(_ bytes: UnsafeRawBufferPointer, receivedAt: Date) throws(ValidationError) -> RegistrationCommand {
+    static func parse(_ bytes: UnsafeRawBufferPointer, receivedAt: Date) throws(ValidationError) -> RegistrationCommand
+    {
         let object = try DatagramObject(parsing: bytes, allowedKeys: allowedKeys)
         let app = try object.string("app") ?? Registration.defaultApp
         try DatagramNames.validateApp(app)

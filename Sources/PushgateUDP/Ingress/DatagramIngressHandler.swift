@@ -25,8 +25,13 @@ final class DatagramIngressHandler<Command: Sendable>: ChannelDuplexHandler {
     private var readHeld = false
 
     init(
-        port: UDPIngressPort, queue: IngressQueue<Command>, clock: any WallClock, maximumDatagramBytes: Int,
-        counters: UDPIngressCounters, logger: Logger, parse: @escaping Parse,
+        port: UDPIngressPort,
+        queue: IngressQueue<Command>,
+        clock: any WallClock,
+        maximumDatagramBytes: Int,
+        counters: UDPIngressCounters,
+        logger: Logger,
+        parse: @escaping Parse,
         describe: @escaping (Command) -> Logger.Metadata
     ) {
         self.port = port
@@ -56,7 +61,9 @@ final class DatagramIngressHandler<Command: Sendable>: ChannelDuplexHandler {
             reject(
                 reason: UDPIngressRejection.datagramTooLarge,
                 message: "datagram fills the \(maximumDatagramBytes)-byte receive buffer and may be truncated",
-                size: size, from: envelope.remoteAddress)
+                size: size,
+                from: envelope.remoteAddress
+            )
             return
         }
         do {
@@ -96,7 +103,9 @@ final class DatagramIngressHandler<Command: Sendable>: ChannelDuplexHandler {
         // A datagram socket survives errors such as ECONNREFUSED from an earlier send; NIO closes the
         // channel itself when the error is fatal.
         logger.warning(
-            "UDP socket error", metadata: [UDPIngressMetadata.port: "\(port)", UDPIngressMetadata.error: "\(error)"])
+            "UDP socket error",
+            metadata: [UDPIngressMetadata.port: "\(port)", UDPIngressMetadata.error: "\(error)"]
+        )
     }
 
     private func resumeHeldRead() {
@@ -115,7 +124,8 @@ final class DatagramIngressHandler<Command: Sendable>: ChannelDuplexHandler {
                 UDPIngressMetadata.detail: "\(message)",
                 UDPIngressMetadata.bytes: "\(size)",
                 UDPIngressMetadata.sender: "\(address)",
-            ])
+            ]
+        )
     }
 }
 

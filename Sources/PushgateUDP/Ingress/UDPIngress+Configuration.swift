@@ -30,7 +30,9 @@ extension UDPIngress {
         public var pendingNotificationLimit: Int = 1_000
 
         public init(
-            host: String = "localhost", registrationPort: Int = 7734, notificationPort: Int = 7874
+            host: String = "localhost",
+            registrationPort: Int = 7734,
+            notificationPort: Int = 7874
         ) {
             self.host = host
             self.registrationPort = registrationPort
@@ -46,11 +48,16 @@ extension UDPIngress {
             try check((0...65_535).contains(registrationPort), "registrationPort", "must be 0 to 65535")
             try check((0...65_535).contains(notificationPort), "notificationPort", "must be 0 to 65535")
             try check(
-                registrationPort == 0 || registrationPort != notificationPort, "notificationPort",
-                "must differ from registrationPort")
+                registrationPort == 0 || registrationPort != notificationPort,
+                "notificationPort",
+                "must differ from registrationPort"
+            )
             try check(receiveBufferBytes > 0, "receiveBufferBytes", "must be positive")
             try check(
-                (1_024...(1 << 20)).contains(maximumDatagramBytes), "maximumDatagramBytes", "must be 1024 to 1048576")
+                (1_024...(1 << 20)).contains(maximumDatagramBytes),
+                "maximumDatagramBytes",
+                "must be 1024 to 1048576"
+            )
             try check((1...1_024).contains(messagesPerRead), "messagesPerRead", "must be 1 to 1024")
             try check((1...64).contains(datagramsPerSystemCall), "datagramsPerSystemCall", "must be 1 to 64")
             try check(registrationBatchLimit > 0, "registrationBatchLimit", "must be positive")

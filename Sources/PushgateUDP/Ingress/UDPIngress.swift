@@ -90,9 +90,13 @@ public final class UDPIngress: Service, Sendable {
         let bound: BoundAddresses
         let channels: [any Channel]
         let registrations = IngressQueue<RegistrationCommand>(
-            capacity: configuration.pendingRegistrationLimit, batchLimit: configuration.registrationBatchLimit)
+            capacity: configuration.pendingRegistrationLimit,
+            batchLimit: configuration.registrationBatchLimit
+        )
         let notifications = IngressQueue<NotificationRequest>(
-            capacity: configuration.pendingNotificationLimit, batchLimit: 64)
+            capacity: configuration.pendingNotificationLimit,
+            batchLimit: 64
+        )
         do {
             try configuration.validate()
             let addresses = try ListenAddresses.resolve(configuration.host)
@@ -120,7 +124,8 @@ public final class UDPIngress: Service, Sendable {
             metadata: [
                 "udp.registrations_applied": "\(statistics.registration.applied)",
                 "udp.notifications_applied": "\(statistics.notification.applied)",
-            ])
+            ]
+        )
         if case .socketClosed(let address) = stop {
             throw UDPIngressError.socketClosed(address)
         }
@@ -129,7 +134,8 @@ public final class UDPIngress: Service, Sendable {
     // MARK: - Binding
 
     private func bindAll(
-        _ addresses: [SocketAddress], registrations: IngressQueue<RegistrationCommand>,
+        _ addresses: [SocketAddress],
+        registrations: IngressQueue<RegistrationCommand>,
         notifications: IngressQueue<NotificationRequest>
     ) async throws -> (BoundAddresses, [any Channel]) {
         var channels: [any Channel] = []
@@ -165,7 +171,9 @@ public final class UDPIngress: Service, Sendable {
     }
 
     private func bind(
-        _ address: SocketAddress, port: Int, kind: UDPIngressPort,
+        _ address: SocketAddress,
+        port: Int,
+        kind: UDPIngressPort,
         makeHandler: @escaping @Sendable () -> any ChannelHandler
     ) async throws -> any Channel {
         var target = address
@@ -173,20 +181,27 @@ public final class UDPIngress: Service, Sendable {
         let channel: any Channel
         do {
             var bootstrap = DatagramBootstrap(group: eventLoopGroup)
-                .channelOption(.socketOption(.so_rcvbuf), value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
+                .channelOption(
+                    .socketOption(.so_rcvbuf),
+                    value: SocketOptionValue(clamping: configuration.receiveBufferBytes)
+                )
                 .channelOption(
                     .recvAllocator,
                     value: FixedSizeRecvByteBufferAllocator(
-                        capacity: configuration.maximumDatagramBytes * configuration.datagramsPerSystemCall)
+                        capacity: configuration.maximumDatagramBytes * configuration.datagramsPerSystemCall
+                    )
                 )
                 .channelOption(.maxMessagesPerRead, value: UInt(configuration.messagesPerRead))
             #if os(Linux)
             if configuration.datagramsPerSystemCall > 1 {
                 bootstrap = bootstrap.channelOption(
-                    .datagramVectorReadMessageCount, value: configuration.datagramsPerSystemCall)
+                    .datagramVectorReadMessageCount,
+                    value: configuration.datagramsPerSystemCall
+                )
             }
             #endif
-            channel = try await bootstrap
+            channel =
+                try await bootstrap
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(makeHandler())
@@ -204,7 +219,8 @@ public final class UDPIngress: Service, Sendable {
                 UDPIngressMetadata.address: "\(channel.localAddress.map { "\($0)" } ?? "\(target)")",
                 UDPIngressMetadata.receiveBuffer: "\(granted.map(String.init) ?? "unknown")",
                 "udp.receive_buffer_requested": "\(configuration.receiveBufferBytes)",
-            ])
+            ]
+        )
         return channel
     }
 
@@ -217,9 +233,11 @@ public final class UDPIngress: Service, Sendable {
         // Linux reports twice what it granted (the doubling covers its bookkeeping overhead).
         if let current = granted, Int(current) < 2 * configuration.receiveBufferBytes {
             let force = ChannelOptions.Types.SocketOption(level: .socket, name: .init(rawValue: SO_RCVBUFFORCE))
-            if (try? await channel.setOption(force, value: SocketOptionValue(clamping: configuration.receiveBufferBytes))
-                .get()) != nil
-            {
+            if (try? await channel.setOption(
+                force,
+                value: SocketOptionValue(clamping: configuration.receiveBufferBytes)
+            )
+            .get()) != nil {
                 granted = try? await channel.getOption(option).get()
             }
         }
@@ -229,8 +247,12 @@ public final class UDPIngress: Service, Sendable {
 
     private func makeRegistrationHandler(queue: IngressQueue<RegistrationCommand>) -> any ChannelHandler {
         DatagramIngressHandler<RegistrationCommand>(
-            port: .registration, queue: queue, clock: clock, maximumDatagramBytes: configuration.maximumDatagramBytes,
-            counters: counters, logger: logger,
+            port: .registration,
+            queue: queue,
+            clock: clock,
+            maximumDatagramBytes: configuration.maximumDatagramBytes,
+            counters: counters,
+            logger: logger,
             parse: { buffer, now throws(ValidationError) in try RegistrationDatagram.parse(buffer, receivedAt: now) },
             describe: { command in
                 [
@@ -239,14 +261,19 @@ public final class UDPIngress: Service, Sendable {
                     UDPIngressMetadata.group: "\(command.group)",
                     "udp.action": "\(command.isRemoval ? "unassign" : "register")",
                 ]
-            })
+            }
+        )
     }
 
     private func makeNotificationHandler(queue: IngressQueue<NotificationRequest>) -> any ChannelHandler {
         let makeRequestID = self.makeRequestID
         return DatagramIngressHandler<NotificationRequest>(
-            port: .notification, queue: queue, clock: clock, maximumDatagramBytes: configuration.maximumDatagramBytes,
-            counters: counters, logger: logger,
+            port: .notification,
+            queue: queue,
+            clock: clock,
+            maximumDatagramBytes: configuration.maximumDatagramBytes,
+            counters: counters,
+            logger: logger,
             parse: { buffer, now throws(ValidationError) in
                 try NotificationDatagram.parse(buffer, id: makeRequestID(now), receivedAt: now)
             },
@@ -259,7 +286,8 @@ public final class UDPIngress: Service, Sendable {
                     "push.push_type": "\(request.pushType)",
                     "push.payload_bytes": "\(request.payload.count)",
                 ]
-            })
+            }
+        )
     }
 
     // MARK: - Stopping
@@ -326,23 +354,27 @@ public final class UDPIngress: Service, Sendable {
             counters.applied(on: .registration, count: registrations.count)
             logger.debug(
                 "Registrations written",
-                metadata: [UDPIngressMetadata.count: "\(registrations.count)", "udp.duration": "\(duration)"])
+                metadata: [UDPIngressMetadata.count: "\(registrations.count)", "udp.duration": "\(duration)"]
+            )
         } catch {
             guard registrations.count > 1 else {
                 let registration = registrations[0]
                 storeRejected(
-                    error, port: .registration,
+                    error,
+                    port: .registration,
                     metadata: [
                         UDPIngressMetadata.app: "\(registration.app)",
                         UDPIngressMetadata.device: "\(registration.token.shortened)",
                         UDPIngressMetadata.group: "\(registration.group)",
-                    ])
+                    ]
+                )
                 return
             }
             // One bad registration must not cost the others: apply them one by one.
             logger.warning(
                 "Registration batch failed; applying its registrations one at a time",
-                metadata: [UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)"])
+                metadata: [UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)"]
+            )
             for registration in registrations { await write([registration]) }
         }
     }

@@ -145,7 +145,10 @@ struct StrictJSONParser: ~Copyable {
         }
         while true {
             guard peek() == UInt8(ascii: "\"") else {
-                throw error(.malformed, peek() == nil ? "unexpected end of input in an object" : "expected a string key")
+                throw error(
+                    .malformed,
+                    peek() == nil ? "unexpected end of input in an object" : "expected a string key"
+                )
             }
             let keyOffset = index
             let key = try parseString()
@@ -153,8 +156,11 @@ struct StrictJSONParser: ~Copyable {
             let duplicate = seen.map { $0.contains(key) } ?? members.contains { $0.key == key }
             if duplicate {
                 throw JSONParseError(
-                    kind: .duplicateKey(key), message: "duplicate key \"\(Self.quoteShort(key))\"", offset: keyOffset,
-                    topLevelKey: depth == 1 ? key : topLevelKey)
+                    kind: .duplicateKey(key),
+                    message: "duplicate key \"\(Self.quoteShort(key))\"",
+                    offset: keyOffset,
+                    topLevelKey: depth == 1 ? key : topLevelKey
+                )
             }
             seen?.insert(key)
             skipWhitespace()
@@ -263,7 +269,9 @@ struct StrictJSONParser: ~Copyable {
             isInteger = false
             index += 1
             if peek() == UInt8(ascii: "+") || peek() == UInt8(ascii: "-") { index += 1 }
-            guard let digit = peek(), Self.isDigit(digit) else { throw error(.malformed, "expected a digit in the exponent") }
+            guard let digit = peek(), Self.isDigit(digit) else {
+                throw error(.malformed, "expected a digit in the exponent")
+            }
             while let digit = peek(), Self.isDigit(digit) { index += 1 }
         }
         guard isInteger, !overflow else { return JSONNumber(isInteger: isInteger, integerValue: nil) }
@@ -331,7 +339,8 @@ struct StrictJSONParser: ~Copyable {
             switch unit {
             case 0xD800...0xDBFF:
                 // A high surrogate must be followed by an escaped low surrogate.
-                guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                guard bytes.count - index >= 6, bytes[index] == UInt8(ascii: "\\"),
+                    bytes[index + 1] == UInt8(ascii: "u")
                 else { throw error(.malformed, "unpaired surrogate in a \\u escape", at: escapeOffset) }
                 index += 2
                 let low = try parseHex4()
@@ -391,7 +400,12 @@ struct StrictJSONParser: ~Copyable {
 
     private func error(_ kind: JSONParseError.Kind, _ message: String, at offset: Int? = nil) -> JSONParseError {
         let offset = offset ?? index
-        return JSONParseError(kind: kind, message: "\(message) at byte \(offset)", offset: offset, topLevelKey: topLevelKey)
+        return JSONParseError(
+            kind: kind,
+            message: "\(message) at byte \(offset)",
+            offset: offset,
+            topLevelKey: topLevelKey
+        )
     }
 
     private static func describe(_ byte: UInt8, quoted: Bool = true) -> String {

@@ -73,7 +73,13 @@ final class FakeRegistry: DeviceRegistry {
             guard let at = state.devices["\(app)/\(token.hex)"] else { return nil }
             let groups = state.memberships.filter { $0.app == app && $0.token == token }.map(\.group).sorted()
             return DeviceRecord(
-                app: app, token: token, state: .valid, groups: groups, registeredAt: at, lastRegisteredAt: at)
+                app: app,
+                token: token,
+                state: .valid,
+                groups: groups,
+                registeredAt: at,
+                lastRegisteredAt: at
+            )
         }
     }
 
@@ -81,7 +87,13 @@ final class FakeRegistry: DeviceRegistry {
         throw StoreError.invalidArgument("not used by the UDP ingress")
     }
 
-    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+    func invalidate(
+        app: String,
+        token: DeviceToken,
+        reason: APNsReason,
+        appleTimestamp: Date?,
+        at: Date
+    )
         async throws -> InvalidationResult
     {
         .unknownDevice
@@ -178,7 +190,8 @@ final class WaitingObserver: UDPIngressObserver {
     /// True once `predicate` holds; false if it still does not after `timeout` (a generous upper bound,
     /// not a synchronisation delay: the wait ends as soon as the counters match).
     func wait(
-        timeout: Duration = .seconds(30), until predicate: @escaping @Sendable (UDPIngressStatistics) -> Bool
+        timeout: Duration = .seconds(30),
+        until predicate: @escaping @Sendable (UDPIngressStatistics) -> Bool
     ) async -> Bool {
         let id: Int? = state.withLock { state in
             if predicate(state.statistics) { return nil }

@@ -39,7 +39,14 @@ final class UDPSender {
         let sent = bytes.withUnsafeBytes { raw in
             withUnsafePointer(to: &address) { pointer in
                 pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
-                    sendto(descriptor, raw.baseAddress, raw.count, 0, socketAddress, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    sendto(
+                        descriptor,
+                        raw.baseAddress,
+                        raw.count,
+                        0,
+                        socketAddress,
+                        socklen_t(MemoryLayout<sockaddr_in>.size)
+                    )
                 }
             }
         }
