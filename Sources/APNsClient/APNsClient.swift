@@ -95,6 +95,14 @@ public final class APNsClient: Sendable {
         pool.cancel(poolRequestID: id)
     }
 
+    /// Takes back the requests among `ids` that are still queued, i.e. not yet written to any
+    /// connection, so APNs has not seen them. Each completes with a `cancelled` outcome. Requests
+    /// already on the wire are left to finish. For a graceful stop that leaves unsent work to the ledger.
+    @discardableResult
+    public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
+        pool.withdraw(poolRequestIDs: Set(ids))
+    }
+
     /// Sends one notification to one device and waits for the outcome. Cancelling the task abandons
     /// the request and frees its stream.
     public func send(

@@ -182,10 +182,17 @@ public final class Dispatcher: Service, NotificationIntake {
         var batch = ProgressBatch()
         var lastRecord = ContinuousClock.now
         var stopDeadline: ContinuousClock.Instant? = nil
+        /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
+        var submittedIDs: [UInt64] = []
 
         while true {
             for completed in collector.drain() {
                 let cursor = Int64(bitPattern: completed.tag)
+                if stopDeadline != nil, completed.outcome.transportFailure == .cancelled {
+                    // Withdrawn before it was sent: it stays pending, so progress stops before it
+                    // and the next run sends it.
+                    continue
+                }
                 pending.complete(cursor)
                 let disposition = random.withLock { generator in
                     OutcomeDisposition.decide(
@@ -198,7 +205,13 @@ public final class Dispatcher: Service, NotificationIntake {
                     metadata: ["push.request_id": "\(request.id)", "push.device": "\(completed.token.hex)", "apns.outcome": "\(completed.outcome)"])
             }
 
-            if isStopping, stopDeadline == nil { stopDeadline = .now + configuration.shutdownGracePeriod }
+            if isStopping, stopDeadline == nil {
+                stopDeadline = .now + configuration.shutdownGracePeriod
+                // What is still queued in the client never reached APNs: take it back so that only
+                // streams on the wire are waited for.
+                let withdrawn = route.client.withdraw(submittedIDs)
+                logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
+            }
             if stopDeadline == nil {
                 var room = configuration.maximumInFlight - collector.inFlight
                 while room > 0 {
@@ -224,7 +237,7 @@ public final class Dispatcher: Service, NotificationIntake {
                             APNsRequest(notification: notification, deviceToken: target.token, tag: UInt64(bitPattern: target.cursor), receiver: collector))
                     }
                     collector.willSend(count)
-                    route.client.submit(requests)
+                    submittedIDs.append(contentsOf: route.client.submit(requests))
                     sentThrough = buffered.isEmpty ? pageCursor : buffered.first!.cursor - 1
                     room -= count
                 }
@@ -232,7 +245,7 @@ public final class Dispatcher: Service, NotificationIntake {
 
             let allSent = buffered.isEmpty && scanEnded
             let inFlight = collector.inFlight
-            let finished = allSent && inFlight == 0 && pending.isEmpty
+            let finished = stopDeadline == nil && allSent && inFlight == 0 && pending.isEmpty
             let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
             let due = ContinuousClock.now - lastRecord >= configuration.progressInterval
             if finished || stoppedWaiting || batch.count >= configuration.progressBatch || (due && (batch.count > 0 || ContinuousClock.now - lastRecord >= leaseRenewalInterval)) {

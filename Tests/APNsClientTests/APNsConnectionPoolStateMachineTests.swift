@@ -168,3 +168,21 @@ struct APNsConnectionPoolStateMachineTests {
         #expect(late.fail.first?.1 == .shutdown)
     }
 }
+
+@Suite("APNs connection pool: withdrawing unsent work")
+struct APNsConnectionPoolWithdrawTests {
+    let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    @Test func onlyRequestsStillQueuedAreWithdrawn() {
+        var machine = APNsConnectionPoolStateMachine<TestRequest>(configuration: .init(maximumConnections: 1))
+        _ = machine.submit((0..<6).map { TestRequest(poolRequestID: $0, deadline: now + .seconds(30)) })
+        _ = machine.connectionEstablished(0, availableStreams: 2)
+        let (onTheWire, _) = machine.pull(connection: 0, released: 0, maximum: 2)
+        #expect(onTheWire.map(\.poolRequestID) == [0, 1])
+        let withdrawn = machine.withdrawQueued(requestIDs: [0, 1, 2, 4, 99])
+        #expect(withdrawn.map(\.poolRequestID) == [2, 4], "0 and 1 are on a connection; 99 is unknown")
+        #expect(machine.queuedCount == 2)
+        let (next, _) = machine.pull(connection: 0, released: 2, maximum: 2)
+        #expect(next.map(\.poolRequestID) == [3, 5])
+    }
+}

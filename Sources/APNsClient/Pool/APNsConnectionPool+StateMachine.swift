@@ -155,6 +155,20 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
         return queue.remove(at: index)
     }
 
+    /// Removes every still-queued request among `requestIDs` (never written to a connection, so
+    /// APNs never saw them) and returns them. Requests already on a connection are left alone.
+    public mutating func withdrawQueued(requestIDs: Set<UInt64>) -> [Request] {
+        guard !queue.isEmpty, !requestIDs.isEmpty else { return [] }
+        var kept = Deque<Request>()
+        kept.reserveCapacity(queue.count)
+        var withdrawn: [Request] = []
+        for request in queue {
+            if requestIDs.contains(request.poolRequestID) { withdrawn.append(request) } else { kept.append(request) }
+        }
+        queue = kept
+        return withdrawn
+    }
+
     // MARK: Connections
 
     public mutating func connectionEstablished(_ id: ConnectionID, availableStreams: Int) -> Actions {

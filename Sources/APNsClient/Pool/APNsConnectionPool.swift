@@ -102,6 +102,15 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
         }
     }
 
+    /// Takes back requests that are still queued (never written); they complete as `cancelled`.
+    /// Returns how many were withdrawn.
+    @discardableResult
+    func withdraw(poolRequestIDs: Set<UInt64>) -> Int {
+        let withdrawn = lock.withLock { machine.withdrawQueued(requestIDs: poolRequestIDs) }
+        for request in withdrawn { request.complete(.failed(.cancelled)) }
+        return withdrawn.count
+    }
+
     var statistics: (queued: Int, connections: Int, active: Int, leased: Int) {
         lock.withLock { (machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount) }
     }

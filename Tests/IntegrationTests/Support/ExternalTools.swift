@@ -136,11 +136,11 @@ final class ChildProcess: @unchecked Sendable {
         try process.run()
     }
 
-    /// Sends SIGTERM. Does not wait: `Process.waitUntilExit()` after `terminate()` can hang on
-    /// Linux's Foundation (seen here), and Foundation reaps the child by itself.
+    /// Sends SIGKILL (nghttpd ignores SIGTERM here). Does not wait: `Process.waitUntilExit()` can
+    /// hang on Linux's Foundation (seen here), and Foundation reaps the child by itself.
     func terminate() {
         guard process.isRunning else { return }
-        process.terminate()
+        kill(process.processIdentifier, SIGKILL)
     }
 
     deinit { terminate() }
