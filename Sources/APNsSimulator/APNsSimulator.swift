@@ -77,11 +77,21 @@ public struct APNsSimulator: Service {
                 seed: configuration.faultSeed,
                 logger: configuration.logger
             )
-            let server = try await Self.bindServer(configuration, core: core, sslContext: material.sslContext, group: group)
+            let server = try await Self.bindServer(
+                configuration,
+                core: core,
+                sslContext: material.sslContext,
+                group: group
+            )
             channels.append(server)
             var controlPort: Int?
             if let requested = configuration.controlPort {
-                let control = try await Self.bindControl(host: configuration.host, port: requested, core: core, group: group)
+                let control = try await Self.bindControl(
+                    host: configuration.host,
+                    port: requested,
+                    core: core,
+                    group: group
+                )
                 channels.append(control)
                 controlPort = control.localAddress?.port
             }

@@ -33,12 +33,19 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("tls-key"), help: "Server private key (PEM file).")
     var tlsKey: String?
 
-    @Option(name: .customLong("client-ca"), help: "Require client certificates signed by these CAs (PEM file); the subject UID names the allowed topic.")
+    @Option(
+        name: .customLong("client-ca"),
+        help: "Require client certificates signed by these CAs (PEM file); the subject UID names the allowed topic."
+    )
     var clientCA: String?
 
     @Option(
         name: .customLong("token-key"),
-        help: "Accept provider tokens signed by this key: KEYID:TEAMID:PEM, the PEM inline or a path to a PEM file (repeatable)."
+        help: ArgumentHelp(
+            "Accept provider tokens signed by this key (repeatable).",
+            discussion: "KEYID:TEAMID:PEM, the PEM inline (\\n escapes allowed) or a path to a PEM file.",
+            valueName: "KEYID:TEAMID:PEM"
+        )
     )
     var tokenKeys: [String] = []
 

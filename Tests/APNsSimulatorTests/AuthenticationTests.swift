@@ -29,7 +29,12 @@ struct ProviderTokenTests {
         try await withSimulatorAndProbe(self.configuration()) { _, probe in
             let token = try self.signer.token(issuedAt: self.clock.now())
             #expect(try await self.answer(probe, self.push(token, topic: "com.one")) == "200 -")
-            #expect(try await self.answer(probe, self.push(token, topic: "com.two.voip").withHeader("apns-push-type", "voip")) == "200 -")
+            #expect(
+                try await self.answer(
+                    probe,
+                    self.push(token, topic: "com.two.voip").withHeader("apns-push-type", "voip")
+                ) == "200 -"
+            )
         }
     }
 
@@ -40,7 +45,10 @@ struct ProviderTokenTests {
             ("garbage", "403 InvalidProviderToken"),
             (try self.signer.token(issuedAt: now, keyID: "UNKNOWNKID"), "403 InvalidProviderToken"),
             (try self.signer.token(issuedAt: now, teamID: "OTHERTEAM0"), "403 InvalidProviderToken"),
-            (try TestTokenSigner(keyID: self.signer.keyID, teamID: self.signer.teamID).token(issuedAt: now), "403 InvalidProviderToken"),
+            (
+                try TestTokenSigner(keyID: self.signer.keyID, teamID: self.signer.teamID).token(issuedAt: now),
+                "403 InvalidProviderToken"
+            ),
             (try self.signer.token(issuedAt: now.addingTimeInterval(-3601)), "403 ExpiredProviderToken"),
         ]
         for (token, expected) in cases {
@@ -77,7 +85,10 @@ struct ProviderTokenTests {
     @Test func aNewConnectionMayStartWithANewToken() async throws {
         try await APNsSimulator.withRunning(self.configuration()) { simulator in
             for _ in 0..<2 {
-                let probe = try await SimulatorProbe.connect(port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+                let probe = try await SimulatorProbe.connect(
+                    port: simulator.port,
+                    trustRootsPEM: simulator.caCertificatePEM
+                )
                 let token = try self.signer.token(issuedAt: self.clock.now())
                 #expect(try await self.answer(probe, self.push(token)) == "200 -")
                 await probe.close()
@@ -89,7 +100,10 @@ struct ProviderTokenTests {
 
 @Suite("Client certificates")
 struct ClientCertificateTests {
-    func configuration(_ authority: SimulatorCertificateAuthority, tokenKeys: [ProviderTokenKey] = []) -> APNsSimulator.Configuration {
+    func configuration(
+        _ authority: SimulatorCertificateAuthority,
+        tokenKeys: [ProviderTokenKey] = []
+    ) -> APNsSimulator.Configuration {
         var configuration = APNsSimulator.Configuration()
         configuration.tls = .authority(authority)
         configuration.clientCertificateAuthorityPEM = authority.certificatePEM
@@ -107,14 +121,23 @@ struct ClientCertificateTests {
     @Test func theCertificatesUIDNamesTheAllowedTopicAndItsSuffixes() async throws {
         let authority = try SimulatorCertificateAuthority()
         let client = try authority.issueClientCertificate(topic: bundleID)
-        try await withSimulatorAndProbe(self.configuration(authority), clientCertificate: client) { (simulator, probe) async throws in
+        try await withSimulatorAndProbe(self.configuration(authority), clientCertificate: client) {
+            (simulator, probe) async throws in
             #expect(try await self.answer(probe, topic: bundleID) == "200 -")
             #expect(try await self.answer(probe, topic: bundleID + ".voip", pushType: "voip") == "200 -")
-            #expect(try await self.answer(probe, topic: bundleID + ".push-type.liveactivity", pushType: "liveactivity") == "200 -")
+            #expect(
+                try await self.answer(probe, topic: bundleID + ".push-type.liveactivity", pushType: "liveactivity")
+                    == "200 -"
+            )
             #expect(try await self.answer(probe, topic: "com.other.app") == "400 TopicDisallowed")
-            #expect(try await self.answer(probe, topic: "com.other.app.voip", pushType: "voip") == "400 TopicDisallowed")
+            #expect(
+                try await self.answer(probe, topic: "com.other.app.voip", pushType: "voip") == "400 TopicDisallowed"
+            )
             // Apple: location pushes need token authentication.
-            #expect(try await self.answer(probe, topic: bundleID + ".location-query", pushType: "location") == "400 TopicDisallowed")
+            #expect(
+                try await self.answer(probe, topic: bundleID + ".location-query", pushType: "location")
+                    == "400 TopicDisallowed"
+            )
             // Apple: without apns-topic, the certificate's subject is the topic.
             #expect(try await self.answer(probe, topic: nil) == "200 -")
             #expect(simulator.notifications().count == 4)
@@ -125,9 +148,13 @@ struct ClientCertificateTests {
         let authority = try SimulatorCertificateAuthority()
         try await APNsSimulator.withRunning(self.configuration(authority)) { simulator in
             await #expect(throws: (any Error).self) {
-                let probe = try await SimulatorProbe.connect(port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+                let probe = try await SimulatorProbe.connect(
+                    port: simulator.port,
+                    trustRootsPEM: simulator.caCertificatePEM
+                )
                 // TLS 1.3 may report the refusal only on first use.
-                _ = try await probe.send(.push(token: deviceToken(), headers: alertHeaders()), timeout: .seconds(5)).response!
+                _ = try await probe.send(.push(token: deviceToken(), headers: alertHeaders()), timeout: .seconds(5))
+                    .response!
                 await probe.close()
             }
         }
@@ -145,7 +172,8 @@ struct ClientCertificateTests {
                     clientCertificatePEM: client.certificatePEM,
                     clientPrivateKeyPEM: client.privateKeyPEM
                 )
-                _ = try await probe.send(.push(token: deviceToken(), headers: alertHeaders()), timeout: .seconds(5)).response!
+                _ = try await probe.send(.push(token: deviceToken(), headers: alertHeaders()), timeout: .seconds(5))
+                    .response!
                 await probe.close()
             }
         }
@@ -166,11 +194,17 @@ struct ClientCertificateTests {
             #expect(try await self.answer(certificateProbe, topic: bundleID) == "200 -")
             await certificateProbe.close()
 
-            let tokenProbe = try await SimulatorProbe.connect(port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+            let tokenProbe = try await SimulatorProbe.connect(
+                port: simulator.port,
+                trustRootsPEM: simulator.caCertificatePEM
+            )
             #expect(try await self.answer(tokenProbe, topic: "com.other") == "403 MissingProviderToken")
             let token = try signer.token(issuedAt: Date())
             let response = try await tokenProbe.send(
-                .push(token: deviceToken(), headers: alertHeaders(topic: "com.other", extra: [("authorization", "bearer \(token)")]))
+                .push(
+                    token: deviceToken(),
+                    headers: alertHeaders(topic: "com.other", extra: [("authorization", "bearer \(token)")])
+                )
             ).response
             #expect(response?.status == 200)
             await tokenProbe.close()

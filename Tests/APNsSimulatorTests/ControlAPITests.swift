@@ -16,8 +16,15 @@ struct ControlAPITests {
         var json: Any?
     }
 
-    static func call(_ simulator: RunningAPNsSimulator, _ method: String, _ path: String, body: String? = nil) async throws -> HTTPResult {
-        var arguments = ["-s", "-X", method, "-w", "\n%{http_code}", "http://127.0.0.1:\(simulator.controlPort!)\(path)"]
+    static func call(
+        _ simulator: RunningAPNsSimulator,
+        _ method: String,
+        _ path: String,
+        body: String? = nil
+    ) async throws -> HTTPResult {
+        var arguments = [
+            "-s", "-X", method, "-w", "\n%{http_code}", "http://127.0.0.1:\(simulator.controlPort!)\(path)",
+        ]
         if let body { arguments += ["-H", "content-type: application/json", "--data-binary", body] }
         let result = try await run("/usr/bin/curl", arguments)
         let lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
@@ -41,7 +48,9 @@ struct ControlAPITests {
             let records = try #require(one.json as? [[String: Any]])
             #expect(records.count == 1)
             #expect(records.first?["device"] as? String == deviceToken(1))
-            #expect(((records.first?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "one")
+            #expect(
+                ((records.first?["payload"] as? [String: Any])?["aps"] as? [String: Any])?["alert"] as? String == "one"
+            )
             #expect((records.first?["headers"] as? [String: String])?["apns-topic"] == bundleID)
 
             let stats = try #require(try await Self.call(simulator, "GET", "/stats").json as? [String: Any])
@@ -54,10 +63,17 @@ struct ControlAPITests {
 
     @Test func devicesCanBeMarkedUnregisteredAndBad() async throws {
         try await withSimulatorAndProbe(Self.configuration()) { simulator, probe in
-            let marked = try await Self.call(simulator, "POST", "/devices/\(deviceToken(1))/unregister", body: #"{"timestamp": 1700000000123}"#)
+            let marked = try await Self.call(
+                simulator,
+                "POST",
+                "/devices/\(deviceToken(1))/unregister",
+                body: #"{"timestamp": 1700000000123}"#
+            )
             #expect(marked.status == 200)
             #expect((marked.json as? [String: Any])?["state"] as? String == "unregistered")
-            let gone = try #require(try await probe.send(.push(token: deviceToken(1), headers: alertHeaders())).response)
+            let gone = try #require(
+                try await probe.send(.push(token: deviceToken(1), headers: alertHeaders())).response
+            )
             #expect(gone.status == 410)
             #expect(gone.timestamp == 1_700_000_000_123)
 
@@ -65,11 +81,16 @@ struct ControlAPITests {
             #expect(try await probe.send(.push(token: deviceToken(2), headers: alertHeaders())).response?.status == 410)
 
             #expect(try await Self.call(simulator, "POST", "/devices/\(deviceToken(3))/bad").status == 200)
-            #expect(try await probe.send(.push(token: deviceToken(3), headers: alertHeaders())).response?.reason == "BadDeviceToken")
+            #expect(
+                try await probe.send(.push(token: deviceToken(3), headers: alertHeaders())).response?.reason
+                    == "BadDeviceToken"
+            )
 
             #expect(try await Self.call(simulator, "DELETE", "/devices/\(deviceToken(3))").status == 200)
             #expect(try await probe.send(.push(token: deviceToken(3), headers: alertHeaders())).response?.status == 200)
-            let device = try #require(try await Self.call(simulator, "GET", "/devices/\(deviceToken(3))").json as? [String: Any])
+            let device = try #require(
+                try await Self.call(simulator, "GET", "/devices/\(deviceToken(3))").json as? [String: Any]
+            )
             #expect(device["accepted"] as? Int == 1)
             #expect(device["state"] as? String == "active")
         }
@@ -77,7 +98,12 @@ struct ControlAPITests {
 
     @Test func faultsAreSetReadAndReset() async throws {
         try await withSimulatorAndProbe(Self.configuration()) { simulator, probe in
-            let set = try await Self.call(simulator, "POST", "/faults", body: #"{"max_concurrent_streams": 3, "latency_ms": 1}"#)
+            let set = try await Self.call(
+                simulator,
+                "POST",
+                "/faults",
+                body: #"{"max_concurrent_streams": 3, "latency_ms": 1}"#
+            )
             #expect(set.status == 200)
             #expect((set.json as? [String: Any])?["max_concurrent_streams"] as? Int == 3)
             try await probe.waitForMaxConcurrentStreams(3)
@@ -85,7 +111,10 @@ struct ControlAPITests {
 
             let rates = try await Self.call(simulator, "POST", "/faults", body: #"{"rate_503": 1, "seed": 7}"#)
             #expect(rates.status == 200)
-            #expect(try await probe.send(.push(token: deviceToken(), headers: alertHeaders())).response?.reason == "ServiceUnavailable")
+            #expect(
+                try await probe.send(.push(token: deviceToken(), headers: alertHeaders())).response?.reason
+                    == "ServiceUnavailable"
+            )
 
             #expect(try await Self.call(simulator, "POST", "/reset").status == 200)
             #expect(simulator.faults == .none)
@@ -104,7 +133,12 @@ struct ControlAPITests {
                 #expect(result.status == 400, "\(body)")
                 #expect((result.json as? [String: Any])?["error"] is String, "\(body)")
             }
-            let badTimestamp = try await Self.call(simulator, "POST", "/devices/abcd/unregister", body: #"{"timestamp": "yesterday"}"#)
+            let badTimestamp = try await Self.call(
+                simulator,
+                "POST",
+                "/devices/abcd/unregister",
+                body: #"{"timestamp": "yesterday"}"#
+            )
             #expect(badTimestamp.status == 400)
             #expect(try await Self.call(simulator, "GET", "/nope").status == 404)
             #expect(try await Self.call(simulator, "DELETE", "/stats").status == 405)

@@ -11,15 +11,23 @@ struct DeviceStateTests {
         try await withSimulatorAndProbe(configuration) { simulator, probe in
             simulator.markUnregistered(deviceToken(1))
             simulator.markUnregistered(deviceToken(2), at: Date(timeIntervalSince1970: 1_700_000_000.5))
-            let first = try #require(try await probe.send(.push(token: deviceToken(1), headers: alertHeaders())).response)
+            let first = try #require(
+                try await probe.send(.push(token: deviceToken(1), headers: alertHeaders())).response
+            )
             #expect(first.status == 410)
             #expect(first.reason == "Unregistered")
             #expect(first.timestamp == 1_800_000_000_250)
-            #expect(String(decoding: first.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1800000000250}"#)
-            let second = try #require(try await probe.send(.push(token: deviceToken(2), headers: alertHeaders())).response)
+            #expect(
+                String(decoding: first.body, as: UTF8.self) == #"{"reason":"Unregistered","timestamp":1800000000250}"#
+            )
+            let second = try #require(
+                try await probe.send(.push(token: deviceToken(2), headers: alertHeaders())).response
+            )
             #expect(second.timestamp == 1_700_000_000_500)
             // Token case does not matter.
-            let upper = try #require(try await probe.send(.push(token: deviceToken(1).uppercased(), headers: alertHeaders())).response)
+            let upper = try #require(
+                try await probe.send(.push(token: deviceToken(1).uppercased(), headers: alertHeaders())).response
+            )
             #expect(upper.status == 410)
             simulator.clearDeviceState(deviceToken(1))
             #expect(try await probe.send(.push(token: deviceToken(1), headers: alertHeaders())).response?.status == 200)
@@ -56,7 +64,13 @@ struct RecorderTests {
         configuration.clock = clock
         try await withSimulatorAndProbe(configuration) { simulator, probe in
             let payload = #"{"aps":{"alert":"recorded"}}"#
-            _ = try await probe.send(.push(token: deviceToken(9), headers: alertHeaders(extra: [("apns-collapse-id", "k")]), payload: payload))
+            _ = try await probe.send(
+                .push(
+                    token: deviceToken(9),
+                    headers: alertHeaders(extra: [("apns-collapse-id", "k")]),
+                    payload: payload
+                )
+            )
             let record = try #require(simulator.notifications(device: deviceToken(9)).first)
             #expect(record.deviceToken == deviceToken(9))
             #expect(record.headers["apns-collapse-id"] == "k")
@@ -88,9 +102,19 @@ struct RecorderTests {
     @Test func duplicatesAreTheSameApnsIDOrPayloadToTheSameDevice() async throws {
         try await withSimulatorAndProbe { simulator, probe in
             let id = "123e4567-e89b-12d3-a456-426655440000"
-            let withID = SimulatorProbe.Request.push(token: deviceToken(1), headers: alertHeaders(extra: [("apns-id", id)]))
-            let other = SimulatorProbe.Request.push(token: deviceToken(1), headers: alertHeaders(), payload: #"{"n":2}"#)
-            _ = try await probe.send([withID, withID, other, other, .push(token: deviceToken(2), headers: alertHeaders(), payload: #"{"n":2}"#)])
+            let withID = SimulatorProbe.Request.push(
+                token: deviceToken(1),
+                headers: alertHeaders(extra: [("apns-id", id)])
+            )
+            let other = SimulatorProbe.Request.push(
+                token: deviceToken(1),
+                headers: alertHeaders(),
+                payload: #"{"n":2}"#
+            )
+            _ = try await probe.send([
+                withID, withID, other, other,
+                .push(token: deviceToken(2), headers: alertHeaders(), payload: #"{"n":2}"#),
+            ])
             #expect(simulator.deliveries(device: deviceToken(1)) == DeviceDeliveries(accepted: 4, duplicates: 2))
             #expect(simulator.deliveries(device: deviceToken(2)) == DeviceDeliveries(accepted: 1, duplicates: 0))
             #expect(simulator.stats().duplicates == 2)
@@ -103,7 +127,9 @@ struct RecorderTests {
         configuration.tracksDevices = false
         configuration.recordLimit = 0
         try await withSimulatorAndProbe(configuration) { simulator, probe in
-            _ = try await probe.send((1...3).map { _ in SimulatorProbe.Request.push(token: deviceToken(1), headers: alertHeaders()) })
+            _ = try await probe.send(
+                (1...3).map { _ in SimulatorProbe.Request.push(token: deviceToken(1), headers: alertHeaders()) }
+            )
             let stats = simulator.stats()
             #expect(stats.accepted == 3)
             #expect(stats.devices == 0)

@@ -14,7 +14,11 @@ struct FaultTests {
         try await withSimulatorAndProbe(configuration) { simulator, probe in
             let outcomes = try await probe.send(Self.requests(6))
             #expect(outcomes.map { $0.response?.status } == [200, 200, 200, nil, nil, nil])
-            #expect(outcomes.suffix(3).map { $0 } == [.unanswered(streamID: 7), .unanswered(streamID: 9), .unanswered(streamID: 11)])
+            #expect(
+                outcomes.suffix(3).map { $0 } == [
+                    .unanswered(streamID: 7), .unanswered(streamID: 9), .unanswered(streamID: 11),
+                ]
+            )
             #expect(try await probe.goAwayLastStreamID() == 5)
             try await probe.waitForClose()
             let stats = simulator.stats()
@@ -68,7 +72,10 @@ struct FaultTests {
             #expect(try await probe.remoteMaxConcurrentStreams() == 250)
             try simulator.updateFaults { $0.maxConcurrentStreams = 7 }
             try await probe.waitForMaxConcurrentStreams(7)
-            let fresh = try await SimulatorProbe.connect(port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+            let fresh = try await SimulatorProbe.connect(
+                port: simulator.port,
+                trustRootsPEM: simulator.caCertificatePEM
+            )
             #expect(try await fresh.remoteMaxConcurrentStreams() == 7)
             await fresh.close()
             try simulator.reset()
@@ -85,7 +92,10 @@ struct FaultTests {
         try await withSimulatorAndProbe { simulator, probe in
             try simulator.setFaults(faults)
             let outcomes = try await probe.send(Self.requests(3))
-            #expect(outcomes.map { "\($0.response?.status ?? 0) \($0.response?.reason ?? "-")" } == Array(repeating: expected, count: 3))
+            #expect(
+                outcomes.map { "\($0.response?.status ?? 0) \($0.response?.reason ?? "-")" }
+                    == Array(repeating: expected, count: 3)
+            )
             #expect(simulator.stats().accepted == 0)
         }
     }

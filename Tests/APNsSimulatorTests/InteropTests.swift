@@ -23,15 +23,19 @@ struct InteropTests {
         try await APNsSimulator.withRunning(configuration) { simulator in
             let caPath = try #require(simulator.caCertificatePath)
             func curl(topic: String) async throws -> (status: String, output: String) {
-                let result = try await run("/usr/bin/curl", [
-                    "-s", "--http2", "--cacert", caPath, "--cert", certificatePath, "--key", keyPath,
-                    "-H", "apns-topic: \(topic)", "-H", "apns-push-type: alert",
-                    "-H", "apns-id: 123e4567-e89b-12d3-a456-426655440000",
-                    "--data-binary", #"{"aps":{"alert":"from curl"}}"#,
-                    "-D", "-", "-o", "-",
-                    "https://localhost:\(simulator.port)/3/device/\(deviceToken())",
-                ])
-                let statusLine = result.stdout.split(separator: "\r\n").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+                let result = try await run(
+                    "/usr/bin/curl",
+                    [
+                        "-s", "--http2", "--cacert", caPath, "--cert", certificatePath, "--key", keyPath,
+                        "-H", "apns-topic: \(topic)", "-H", "apns-push-type: alert",
+                        "-H", "apns-id: 123e4567-e89b-12d3-a456-426655440000",
+                        "--data-binary", #"{"aps":{"alert":"from curl"}}"#,
+                        "-D", "-", "-o", "-",
+                        "https://localhost:\(simulator.port)/3/device/\(deviceToken())",
+                    ]
+                )
+                let statusLine =
+                    result.stdout.split(separator: "\r\n").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
                 return (statusLine, result.stdout)
             }
             let accepted = try await curl(topic: bundleID)
@@ -43,10 +47,13 @@ struct InteropTests {
             #expect(simulator.notifications().first?.payloadString == #"{"aps":{"alert":"from curl"}}"#)
 
             // Without the client certificate the TLS handshake fails.
-            let refusedTLS = try await run("/usr/bin/curl", [
-                "-s", "--http2", "--cacert", caPath, "-o", "/dev/null", "-w", "%{http_code}",
-                "--data-binary", "{}", "https://127.0.0.1:\(simulator.port)/3/device/\(deviceToken())",
-            ])
+            let refusedTLS = try await run(
+                "/usr/bin/curl",
+                [
+                    "-s", "--http2", "--cacert", caPath, "-o", "/dev/null", "-w", "%{http_code}",
+                    "--data-binary", "{}", "https://127.0.0.1:\(simulator.port)/3/device/\(deviceToken())",
+                ]
+            )
             #expect(refusedTLS.status != 0)
         }
     }
@@ -57,11 +64,14 @@ struct InteropTests {
             let caPath = try #require(simulator.caCertificatePath)
             #expect(try String(contentsOfFile: caPath, encoding: .utf8) == simulator.caCertificatePEM)
             for host in ["localhost", "127.0.0.1"] {
-                let result = try await run("/usr/bin/curl", [
-                    "-s", "--http2", "--cacert", caPath, "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
-                    "-H", "apns-topic: \(bundleID)", "--data-binary", #"{"aps":{}}"#,
-                    "https://\(host):\(simulator.port)/3/device/\(deviceToken())",
-                ])
+                let result = try await run(
+                    "/usr/bin/curl",
+                    [
+                        "-s", "--http2", "--cacert", caPath, "-o", "/dev/null", "-w", "%{http_code} %{http_version}",
+                        "-H", "apns-topic: \(bundleID)", "--data-binary", #"{"aps":{}}"#,
+                        "https://\(host):\(simulator.port)/3/device/\(deviceToken())",
+                    ]
+                )
                 #expect(result.stdout == "200 2", "\(host): \(result.stderr)")
             }
         }
@@ -78,12 +88,15 @@ struct InteropTests {
         configuration.recordLimit = 100
         try await APNsSimulator.withRunning(configuration) { simulator in
             let requests = 2000
-            let result = try await run("/usr/bin/h2load", [
-                "-n", "\(requests)", "-c", "2", "-m", "50",
-                "--header", "apns-topic: \(bundleID)", "--header", "apns-push-type: alert",
-                "-d", payloadPath,
-                "https://127.0.0.1:\(simulator.port)/3/device/\(deviceToken())",
-            ])
+            let result = try await run(
+                "/usr/bin/h2load",
+                [
+                    "-n", "\(requests)", "-c", "2", "-m", "50",
+                    "--header", "apns-topic: \(bundleID)", "--header", "apns-push-type: alert",
+                    "-d", payloadPath,
+                    "https://127.0.0.1:\(simulator.port)/3/device/\(deviceToken())",
+                ]
+            )
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stdout.contains("\(requests) succeeded"), "\(result.stdout)")
             #expect(result.stdout.contains("status codes: \(requests) 2xx"), "\(result.stdout)")
@@ -93,7 +106,10 @@ struct InteropTests {
             #expect(stats.recorded == 100)
             #expect(stats.connectionsOpened == 2)
             let throughput = result.stdout.split(separator: "\n").first { $0.hasPrefix("finished in") } ?? "?"
-            print("h2load against the simulator (debug build unless tests run in release; -n \(requests) -c 2 -m 50): \(throughput)")
+            print(
+                "h2load against the simulator (debug build unless tests run in release; -n \(requests) -c 2 -m 50): "
+                    + String(throughput)
+            )
         }
     }
 }

@@ -110,18 +110,39 @@ struct ProviderTokenTrackerTests {
     @Test func missingMalformedAndForeignTokensAreRejected() throws {
         var tracker = ProviderTokenTracker()
         let now = self.start
-        #expect(tracker.requestReceived(authorization: nil, now: now, verifier: self.verifier) == .rejected(.missingProviderToken))
-        #expect(tracker.requestReceived(authorization: "bearer", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
-        #expect(tracker.requestReceived(authorization: "bearer a.b.c", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
+        #expect(
+            tracker.requestReceived(authorization: nil, now: now, verifier: self.verifier)
+                == .rejected(.missingProviderToken)
+        )
+        #expect(
+            tracker.requestReceived(authorization: "bearer", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
+        #expect(
+            tracker.requestReceived(authorization: "bearer a.b.c", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
         let unknownKey = try self.signer.token(issuedAt: now, keyID: "ZZZZZZZZZZ")
-        #expect(tracker.requestReceived(authorization: "bearer \(unknownKey)", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
+        #expect(
+            tracker.requestReceived(authorization: "bearer \(unknownKey)", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
         let wrongTeam = try self.signer.token(issuedAt: now, teamID: "OTHERTEAM1")
-        #expect(tracker.requestReceived(authorization: "bearer \(wrongTeam)", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
+        #expect(
+            tracker.requestReceived(authorization: "bearer \(wrongTeam)", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
         let otherSigner = TestTokenSigner(keyID: self.signer.keyID, teamID: self.signer.teamID)
         let badSignature = try otherSigner.token(issuedAt: now)
-        #expect(tracker.requestReceived(authorization: "bearer \(badSignature)", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
+        #expect(
+            tracker.requestReceived(authorization: "bearer \(badSignature)", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
         let hs256 = try self.signer.token(issuedAt: now, algorithm: "HS256")
-        #expect(tracker.requestReceived(authorization: "bearer \(hs256)", now: now, verifier: self.verifier) == .rejected(.invalidProviderToken))
+        #expect(
+            tracker.requestReceived(authorization: "bearer \(hs256)", now: now, verifier: self.verifier)
+                == .rejected(.invalidProviderToken)
+        )
     }
 
     @Test func verifierReportsWhyATokenFails() throws {
@@ -131,7 +152,14 @@ struct ProviderTokenTrackerTests {
         #expect(self.verifier.verify("not-a-jwt") == .failure(.malformed))
         let good = try self.signer.token(issuedAt: now)
         let claims = try self.verifier.verify(good[...]).get()
-        #expect(claims == .init(keyID: self.signer.keyID, teamID: self.signer.teamID, issuedAt: Int64(now.timeIntervalSince1970)))
+        #expect(
+            claims
+                == .init(
+                    keyID: self.signer.keyID,
+                    teamID: self.signer.teamID,
+                    issuedAt: Int64(now.timeIntervalSince1970)
+                )
+        )
     }
 }
 
@@ -152,7 +180,9 @@ struct ValidatorRuleTests {
 
     @Test func routeAcceptsHexTokensOfAnyEvenLength() {
         #expect(APNsRequestValidator.route(method: "POST", path: "/3/device/ABcd") == .success("ABcd"))
-        #expect(APNsRequestValidator.route(method: "POST", path: "/3/device/\(deviceToken())") == .success(deviceToken()))
+        #expect(
+            APNsRequestValidator.route(method: "POST", path: "/3/device/\(deviceToken())") == .success(deviceToken())
+        )
     }
 
     @Test func canonicalUUIDs() {
@@ -200,7 +230,9 @@ struct ValidatorRuleTests {
 struct FaultsUpdateTests {
     @Test func presentKeysChangeNullResetsAbsentKeeps() throws {
         var faults = SimulatorFaults(latencyMilliseconds: 5, goAwayAfterStreams: 3, blackhole: true)
-        let update = try FaultsUpdate.decode(Data(#"{"latency_ms": 10, "goaway_after_streams": null, "rate_429": 0.5}"#.utf8))
+        let update = try FaultsUpdate.decode(
+            Data(#"{"latency_ms": 10, "goaway_after_streams": null, "rate_429": 0.5}"#.utf8)
+        )
         update.apply(to: &faults)
         #expect(faults == SimulatorFaults(latencyMilliseconds: 10, rate429: 0.5, blackhole: true))
     }
@@ -240,7 +272,10 @@ struct CertificateTests {
 
     @Test func anAuthorityRoundTripsThroughPEM() throws {
         let authority = try SimulatorCertificateAuthority()
-        let reloaded = try SimulatorCertificateAuthority(certificatePEM: authority.certificatePEM, privateKeyPEM: authority.privateKeyPEM)
+        let reloaded = try SimulatorCertificateAuthority(
+            certificatePEM: authority.certificatePEM,
+            privateKeyPEM: authority.privateKeyPEM
+        )
         #expect(reloaded.certificatePEM == authority.certificatePEM)
         _ = try reloaded.issueClientCertificate(topic: "com.example.again")
     }

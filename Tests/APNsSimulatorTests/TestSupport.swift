@@ -55,7 +55,12 @@ struct TestTokenSigner {
         ProviderTokenKey(keyID: self.keyID, teamID: self.teamID, publicKey: self.privateKey.publicKey)
     }
 
-    func token(issuedAt: Date, keyID: String? = nil, teamID: String? = nil, algorithm: String = "ES256") throws -> String {
+    func token(
+        issuedAt: Date,
+        keyID: String? = nil,
+        teamID: String? = nil,
+        algorithm: String = "ES256"
+    ) throws -> String {
         let header = #"{"alg":"\#(algorithm)","kid":"\#(keyID ?? self.keyID)"}"#
         let claims = #"{"iss":"\#(teamID ?? self.teamID)","iat":\#(Int64(issuedAt.timeIntervalSince1970))}"#
         let input = Self.base64URL(Data(header.utf8)) + "." + Self.base64URL(Data(claims.utf8))

@@ -32,31 +32,163 @@ struct ValidationTests {
 
     static let cases: [Case] = [
         Case(name: "valid alert", request: push(alertHeaders()), status: 200),
-        Case(name: "GET is 405 MethodNotAllowed", request: push(alertHeaders(), method: "GET"), status: 405, reason: "MethodNotAllowed"),
-        Case(name: "wrong path is 404 BadPath", request: push(alertHeaders(), path: "/3/devices/\(token)"), status: 404, reason: "BadPath"),
-        Case(name: "no token is MissingDeviceToken", request: push(alertHeaders(), path: "/3/device/"), status: 400, reason: "MissingDeviceToken"),
-        Case(name: "non-hex token is BadDeviceToken", request: push(alertHeaders(), path: "/3/device/xyz0"), status: 400, reason: "BadDeviceToken"),
-        Case(name: "odd-length token is BadDeviceToken", request: push(alertHeaders(), path: "/3/device/abc"), status: 400, reason: "BadDeviceToken"),
-        Case(name: "missing topic is MissingTopic", request: push([("apns-push-type", "alert")]), status: 400, reason: "MissingTopic"),
-        Case(name: "unknown push type is InvalidPushType", request: push([("apns-topic", bundleID), ("apns-push-type", "telegram")]), status: 400, reason: "InvalidPushType"),
-        Case(name: "voip without .voip suffix is BadTopic", request: push([("apns-topic", bundleID), ("apns-push-type", "voip")]), status: 400, reason: "BadTopic"),
-        Case(name: "alert to a .voip topic is BadTopic", request: push([("apns-topic", bundleID + ".voip"), ("apns-push-type", "alert")]), status: 400, reason: "BadTopic"),
-        Case(name: "priority 7 is BadPriority", request: push([("apns-topic", bundleID), ("apns-push-type", "alert"), ("apns-priority", "7")]), status: 400, reason: "BadPriority"),
-        Case(name: "background with priority 10 is BadPriority", request: push([("apns-topic", bundleID), ("apns-push-type", "background"), ("apns-priority", "10")], payload: #"{"aps":{"content-available":1}}"#), status: 400, reason: "BadPriority"),
-        Case(name: "background with priority 5 is accepted", request: push([("apns-topic", bundleID), ("apns-push-type", "background"), ("apns-priority", "5")], payload: #"{"aps":{"content-available":1}}"#), status: 200),
-        Case(name: "non-integer expiration is BadExpirationDate", request: push(alertHeaders(extra: [("apns-expiration", "tomorrow")])), status: 400, reason: "BadExpirationDate"),
-        Case(name: "integer expiration is accepted", request: push(alertHeaders(extra: [("apns-expiration", "0")])), status: 200),
-        Case(name: "65-byte collapse id is BadCollapseId", request: push(alertHeaders(extra: [("apns-collapse-id", String(repeating: "c", count: 65))])), status: 400, reason: "BadCollapseId"),
-        Case(name: "64-byte collapse id is accepted", request: push(alertHeaders(extra: [("apns-collapse-id", String(repeating: "c", count: 64))])), status: 200),
-        Case(name: "non-UUID apns-id is BadMessageId", request: push(alertHeaders(extra: [("apns-id", "not-a-uuid")])), status: 400, reason: "BadMessageId"),
-        Case(name: "empty payload is PayloadEmpty", request: push(alertHeaders(), payload: ""), status: 400, reason: "PayloadEmpty"),
-        Case(name: "4097-byte payload is 413 PayloadTooLarge", request: push(alertHeaders(), payload: jsonPayload(bytes: 4097)), status: 413, reason: "PayloadTooLarge"),
-        Case(name: "4096-byte payload is accepted", request: push(alertHeaders(), payload: jsonPayload(bytes: 4096)), status: 200),
-        Case(name: "5120-byte voip payload is accepted", request: push([("apns-topic", bundleID + ".voip"), ("apns-push-type", "voip")], payload: jsonPayload(bytes: 5120)), status: 200),
-        Case(name: "5121-byte voip payload is 413 PayloadTooLarge", request: push([("apns-topic", bundleID + ".voip"), ("apns-push-type", "voip")], payload: jsonPayload(bytes: 5121)), status: 413, reason: "PayloadTooLarge"),
-        Case(name: "non-JSON payload is PayloadEmpty (documented choice)", request: push(alertHeaders(), payload: "hello"), status: 400, reason: "PayloadEmpty"),
-        Case(name: "JSON array payload is PayloadEmpty (documented choice)", request: push(alertHeaders(), payload: "[1,2]"), status: 400, reason: "PayloadEmpty"),
-        Case(name: "repeated apns-topic is DuplicateHeaders", request: push(alertHeaders(extra: [("apns-topic", bundleID)])), status: 400, reason: "DuplicateHeaders"),
+        Case(
+            name: "GET is 405 MethodNotAllowed",
+            request: push(alertHeaders(), method: "GET"),
+            status: 405,
+            reason: "MethodNotAllowed"
+        ),
+        Case(
+            name: "wrong path is 404 BadPath",
+            request: push(alertHeaders(), path: "/3/devices/\(token)"),
+            status: 404,
+            reason: "BadPath"
+        ),
+        Case(
+            name: "no token is MissingDeviceToken",
+            request: push(alertHeaders(), path: "/3/device/"),
+            status: 400,
+            reason: "MissingDeviceToken"
+        ),
+        Case(
+            name: "non-hex token is BadDeviceToken",
+            request: push(alertHeaders(), path: "/3/device/xyz0"),
+            status: 400,
+            reason: "BadDeviceToken"
+        ),
+        Case(
+            name: "odd-length token is BadDeviceToken",
+            request: push(alertHeaders(), path: "/3/device/abc"),
+            status: 400,
+            reason: "BadDeviceToken"
+        ),
+        Case(
+            name: "missing topic is MissingTopic",
+            request: push([("apns-push-type", "alert")]),
+            status: 400,
+            reason: "MissingTopic"
+        ),
+        Case(
+            name: "unknown push type is InvalidPushType",
+            request: push([("apns-topic", bundleID), ("apns-push-type", "telegram")]),
+            status: 400,
+            reason: "InvalidPushType"
+        ),
+        Case(
+            name: "voip without .voip suffix is BadTopic",
+            request: push([("apns-topic", bundleID), ("apns-push-type", "voip")]),
+            status: 400,
+            reason: "BadTopic"
+        ),
+        Case(
+            name: "alert to a .voip topic is BadTopic",
+            request: push([("apns-topic", bundleID + ".voip"), ("apns-push-type", "alert")]),
+            status: 400,
+            reason: "BadTopic"
+        ),
+        Case(
+            name: "priority 7 is BadPriority",
+            request: push([("apns-topic", bundleID), ("apns-push-type", "alert"), ("apns-priority", "7")]),
+            status: 400,
+            reason: "BadPriority"
+        ),
+        Case(
+            name: "background with priority 10 is BadPriority",
+            request: push(
+                [("apns-topic", bundleID), ("apns-push-type", "background"), ("apns-priority", "10")],
+                payload: #"{"aps":{"content-available":1}}"#
+            ),
+            status: 400,
+            reason: "BadPriority"
+        ),
+        Case(
+            name: "background with priority 5 is accepted",
+            request: push(
+                [("apns-topic", bundleID), ("apns-push-type", "background"), ("apns-priority", "5")],
+                payload: #"{"aps":{"content-available":1}}"#
+            ),
+            status: 200
+        ),
+        Case(
+            name: "non-integer expiration is BadExpirationDate",
+            request: push(alertHeaders(extra: [("apns-expiration", "tomorrow")])),
+            status: 400,
+            reason: "BadExpirationDate"
+        ),
+        Case(
+            name: "integer expiration is accepted",
+            request: push(alertHeaders(extra: [("apns-expiration", "0")])),
+            status: 200
+        ),
+        Case(
+            name: "65-byte collapse id is BadCollapseId",
+            request: push(alertHeaders(extra: [("apns-collapse-id", String(repeating: "c", count: 65))])),
+            status: 400,
+            reason: "BadCollapseId"
+        ),
+        Case(
+            name: "64-byte collapse id is accepted",
+            request: push(alertHeaders(extra: [("apns-collapse-id", String(repeating: "c", count: 64))])),
+            status: 200
+        ),
+        Case(
+            name: "non-UUID apns-id is BadMessageId",
+            request: push(alertHeaders(extra: [("apns-id", "not-a-uuid")])),
+            status: 400,
+            reason: "BadMessageId"
+        ),
+        Case(
+            name: "empty payload is PayloadEmpty",
+            request: push(alertHeaders(), payload: ""),
+            status: 400,
+            reason: "PayloadEmpty"
+        ),
+        Case(
+            name: "4097-byte payload is 413 PayloadTooLarge",
+            request: push(alertHeaders(), payload: jsonPayload(bytes: 4097)),
+            status: 413,
+            reason: "PayloadTooLarge"
+        ),
+        Case(
+            name: "4096-byte payload is accepted",
+            request: push(alertHeaders(), payload: jsonPayload(bytes: 4096)),
+            status: 200
+        ),
+        Case(
+            name: "5120-byte voip payload is accepted",
+            request: push(
+                [("apns-topic", bundleID + ".voip"), ("apns-push-type", "voip")],
+                payload: jsonPayload(bytes: 5120)
+            ),
+            status: 200
+        ),
+        Case(
+            name: "5121-byte voip payload is 413 PayloadTooLarge",
+            request: push(
+                [("apns-topic", bundleID + ".voip"), ("apns-push-type", "voip")],
+                payload: jsonPayload(bytes: 5121)
+            ),
+            status: 413,
+            reason: "PayloadTooLarge"
+        ),
+        Case(
+            name: "non-JSON payload is PayloadEmpty (documented choice)",
+            request: push(alertHeaders(), payload: "hello"),
+            status: 400,
+            reason: "PayloadEmpty"
+        ),
+        Case(
+            name: "JSON array payload is PayloadEmpty (documented choice)",
+            request: push(alertHeaders(), payload: "[1,2]"),
+            status: 400,
+            reason: "PayloadEmpty"
+        ),
+        Case(
+            name: "repeated apns-topic is DuplicateHeaders",
+            request: push(alertHeaders(extra: [("apns-topic", bundleID)])),
+            status: 400,
+            reason: "DuplicateHeaders"
+        ),
     ]
 
     /// A JSON object of exactly `bytes` bytes.
@@ -94,7 +226,9 @@ struct ValidationTests {
         try await withSimulatorAndProbe { _, probe in
             for (pushType, suffix) in suffixes {
                 let priority = pushType == "background" ? "5" : "10"
-                let request = Self.push([("apns-topic", bundleID + suffix), ("apns-push-type", pushType), ("apns-priority", priority)])
+                let request = Self.push([
+                    ("apns-topic", bundleID + suffix), ("apns-push-type", pushType), ("apns-priority", priority),
+                ])
                 let response = try #require(try await probe.send(request).response)
                 #expect(response.status == 200, "\(pushType): \(response.reason ?? "")")
                 if pushType != "alert" && pushType != "background" && pushType != "mdm" {

@@ -41,7 +41,12 @@ final class ControlAPIHandler: ChannelInboundHandler {
         }
     }
 
-    private func write(_ response: ControlAPI.Response, keepAlive: Bool, version: HTTPVersion, context: ChannelHandlerContext) {
+    private func write(
+        _ response: ControlAPI.Response,
+        keepAlive: Bool,
+        version: HTTPVersion,
+        context: ChannelHandlerContext
+    ) {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/json")
         headers.add(name: "content-length", value: String(response.body.count))
@@ -52,7 +57,10 @@ final class ControlAPIHandler: ChannelInboundHandler {
             headers: headers
         )
         context.write(self.wrapOutboundOut(.head(head)), promise: nil)
-        context.write(self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        context.write(
+            self.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))),
+            promise: nil
+        )
         if keepAlive {
             context.writeAndFlush(self.wrapOutboundOut(.end(nil)), promise: nil)
         } else {

@@ -120,7 +120,10 @@ public final class SimulatorProbe: Sendable {
             .connect(host: host, port: port)
             .get()
         let handler = try await channel.eventLoop.submit {
-            NIOLoopBound(try channel.pipeline.syncOperations.handler(type: ProbeHandler.self), eventLoop: channel.eventLoop)
+            NIOLoopBound(
+                try channel.pipeline.syncOperations.handler(type: ProbeHandler.self),
+                eventLoop: channel.eventLoop
+            )
         }.get()
         let probe = SimulatorProbe(channel: channel, handler: handler)
         // The server's first SETTINGS frame proves the TLS handshake and the preface went through.
@@ -267,9 +270,11 @@ final class ProbeHandler: ChannelDuplexHandler {
     private(set) var remoteSettings: [HTTP2SettingsParameter: Int] = [:]
     private var settingsSeen = false
     private(set) var goAwayLastStreamID: Int?
-    private var settingsWaiters:
-        [(predicate: ([HTTP2SettingsParameter: Int]) -> Bool, promise: EventLoopPromise<[HTTP2SettingsParameter: Int]>)] =
-            []
+    private typealias SettingsWaiter = (
+        predicate: ([HTTP2SettingsParameter: Int]) -> Bool,
+        promise: EventLoopPromise<[HTTP2SettingsParameter: Int]>
+    )
+    private var settingsWaiters: [SettingsWaiter] = []
     private var closed = false
     private var nextPing: UInt64 = 0
     private var pingWaiters: [UInt64: EventLoopPromise<Void>] = [:]
@@ -304,13 +309,20 @@ final class ProbeHandler: ChannelDuplexHandler {
             }
             let id = HTTP2StreamID(streamID)
             context.write(
-                self.wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: request.body.isEmpty)))),
+                self.wrapOutboundOut(
+                    HTTP2Frame(
+                        streamID: id,
+                        payload: .headers(.init(headers: headers, endStream: request.body.isEmpty))
+                    )
+                ),
                 promise: nil
             )
             if !request.body.isEmpty {
                 let buffer = context.channel.allocator.buffer(bytes: request.body)
                 context.write(
-                    self.wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))),
+                    self.wrapOutboundOut(
+                        HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(buffer), endStream: true)))
+                    ),
                     promise: nil
                 )
             }
@@ -337,7 +349,10 @@ final class ProbeHandler: ChannelDuplexHandler {
         let data = HTTP2PingData(withInteger: self.nextPing)
         let promise = context.eventLoop.makePromise(of: Void.self)
         self.pingWaiters[self.nextPing] = promise
-        context.writeAndFlush(self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))), promise: nil)
+        context.writeAndFlush(
+            self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(data, ack: false))),
+            promise: nil
+        )
         let deadline = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) {
             promise.fail(SimulatorProbe.ProbeError(description: "no PING ACK after \(timeout)"))
         }
@@ -398,7 +413,7 @@ final class ProbeHandler: ChannelDuplexHandler {
                 self.remoteSettings[setting.parameter] = setting.value
             }
             self.settingsSeen = true
-            var remaining: [(predicate: ([HTTP2SettingsParameter: Int]) -> Bool, promise: EventLoopPromise<[HTTP2SettingsParameter: Int]>)] = []
+            var remaining: [SettingsWaiter] = []
             for waiter in self.settingsWaiters {
                 if waiter.predicate(self.remoteSettings) {
                     waiter.promise.succeed(self.remoteSettings)

@@ -106,7 +106,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         // Raise the connection-level receive window once; stream windows are topped up as used.
         let increment = Self.connectionWindowSize - 65_535
         context.write(
-            self.wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))),
+            self.wrapOutboundOut(
+                HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))
+            ),
             promise: nil
         )
         // A fault may have changed the limit between pipeline set-up and now.
@@ -147,7 +149,12 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
             let responses = self.pendingResponses
             self.pendingResponses.removeAll(keepingCapacity: true)
             for response in responses {
-                self.writeResponse(streamID: response.streamID, headers: response.headers, body: response.body, context: context)
+                self.writeResponse(
+                    streamID: response.streamID,
+                    headers: response.headers,
+                    body: response.body,
+                    context: context
+                )
             }
             self.needsFlush = true
         }
@@ -272,7 +279,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         }
         guard size <= target / 2 else { return }
         context.write(
-            self.wrapOutboundOut(HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - size))),
+            self.wrapOutboundOut(
+                HTTP2Frame(streamID: event.streamID, payload: .windowUpdate(windowSizeIncrement: target - size))
+            ),
             promise: nil
         )
         self.needsFlush = true
@@ -482,7 +491,12 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         apnsID: String,
         context: ChannelHandlerContext
     ) {
-        var headers = rejection.map { Self.errorHeadersByStatus[$0.status] ?? [":status": String($0.status), "content-type": "application/json"] }
+        var headers =
+            rejection.map {
+                Self.errorHeadersByStatus[$0.status] ?? [
+                    ":status": String($0.status), "content-type": "application/json",
+                ]
+            }
             ?? Self.okHeaders
         headers.add(name: "apns-id", value: apnsID, indexing: .nonIndexable)
         if self.core.sendsUniqueID {
@@ -530,7 +544,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
         )
         if let body {
             context.write(
-                self.wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))),
+                self.wrapOutboundOut(
+                    HTTP2Frame(streamID: streamID, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+                ),
                 promise: nil
             )
         }

@@ -85,7 +85,10 @@ public struct SimulatorCertificateAuthority: Sendable {
         var names: [GeneralName] = dnsNames.map { .dnsName($0) }
         for address in ipAddresses {
             guard let bytes = Self.ipAddressBytes(address) else {
-                throw SimulatorError.invalidConfiguration(key: "ipAddresses", problem: "\(address) is not an IP address")
+                throw SimulatorError.invalidConfiguration(
+                    key: "ipAddresses",
+                    problem: "\(address) is not an IP address"
+                )
             }
             names.append(.ipAddress(ASN1OctetString(contentBytes: bytes[...])))
         }
@@ -153,7 +156,10 @@ public struct SimulatorCertificateAuthority: Sendable {
             extensions: allExtensions,
             issuerPrivateKey: .init(self.privateKey)
         )
-        return IssuedCertificate(certificatePEM: try certificate.serializeAsPEM().pemString, privateKeyPEM: key.pemRepresentation)
+        return IssuedCertificate(
+            certificatePEM: try certificate.serializeAsPEM().pemString,
+            privateKeyPEM: key.pemRepresentation
+        )
     }
 
     static func writePrivate(_ text: String, to path: String) throws {

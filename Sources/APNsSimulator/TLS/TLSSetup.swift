@@ -39,7 +39,10 @@ struct TLSSetup {
             chain = try NIOSSLCertificate.fromPEMBytes(Array(chainPEM.utf8))
             key = try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)
         } catch {
-            throw SimulatorError.invalidConfiguration(key: "tls", problem: "certificate or key is not usable PEM: \(error)")
+            throw SimulatorError.invalidConfiguration(
+                key: "tls",
+                problem: "certificate or key is not usable PEM: \(error)"
+            )
         }
         guard !chain.isEmpty else {
             throw SimulatorError.invalidConfiguration(key: "tls", problem: "no certificate in the chain")
@@ -64,7 +67,8 @@ struct TLSSetup {
             tls.trustRoots = .certificates(roots)
             // With token keys too, token clients connect without a certificate; a certificate,
             // when presented, must still chain to the client CA.
-            tls.certificateVerification = configuration.tokenKeys.isEmpty ? .noHostnameVerification : .optionalVerification
+            tls.certificateVerification =
+                configuration.tokenKeys.isEmpty ? .noHostnameVerification : .optionalVerification
         } else {
             tls.certificateVerification = .none
         }
@@ -112,7 +116,10 @@ struct TLSSetup {
         do {
             return try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw SimulatorError.invalidConfiguration(key: key, problem: "cannot read \(path): \(error.localizedDescription)")
+            throw SimulatorError.invalidConfiguration(
+                key: key,
+                problem: "cannot read \(path): \(error.localizedDescription)"
+            )
         }
     }
 }

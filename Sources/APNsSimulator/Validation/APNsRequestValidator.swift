@@ -145,7 +145,8 @@ struct APNsRequestValidator: Sendable {
 
         // 8. Expiration.
         if let expiration = headers.first(name: "apns-expiration") {
-            guard !expiration.isEmpty, expiration.utf8.count <= 18, expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
+            guard !expiration.isEmpty, expiration.utf8.count <= 18,
+                expiration.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 })
             else {
                 return .failure(.init(.badExpirationDate))
             }
