@@ -54,7 +54,7 @@ enum ProcessMetrics {
     static func peakRSS(pid: String = "self") -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let kilobytes = line.dropFirst("VmHWM:".count).split(separator: " ").first.flatMap { Int($0) }
+            let kilobytes = line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
             return kilobytes.map { $0 * 1024 }
         }
         return nil

@@ -44,17 +44,17 @@ final class Report {
             first += "; failures: " + result.failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         }
         line(first)
+        let perNotification = "\(Format.micro(result.clientCPUMicrosecondsPerNotification)) µs/notification"
         var cpu = "  CPU: "
         switch result.placement {
         case .inProcess:
             cpu +=
-                "process \(Format.cpu(result.processCPU)) (client + simulator); simulator threads \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s; client ≈ \(Format.cpu(result.clientCPU))"
+                "client ≈ \(Format.cpu(result.clientCPU)) = \(perNotification); process \(Format.seconds(result.processCPU.total)) s (client + simulator), simulator threads \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
         case .process:
-            cpu += "client \(Format.cpu(result.clientCPU)); simulator process \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
+            cpu += "client \(Format.cpu(result.clientCPU)) = \(perNotification); simulator process \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
         case .external:
-            cpu += "client \(Format.cpu(result.clientCPU))"
+            cpu += "client \(Format.cpu(result.clientCPU)) = \(perNotification)"
         }
-        cpu += " = \(Format.micro(result.clientCPUMicrosecondsPerNotification)) µs/notification"
         if let other = result.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         line(cpu)
         var memory = "  peak RSS: \(Format.mebibytes(result.peakRSSBytes))"
