@@ -146,8 +146,8 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         self.commitBatch()
         if !self.pendingResponses.isEmpty {
-            let responses = self.pendingResponses
-            self.pendingResponses.removeAll(keepingCapacity: true)
+            var responses: [(streamID: HTTP2StreamID, headers: HPACKHeaders, body: ByteBuffer?)] = []
+            swap(&responses, &self.pendingResponses)
             for response in responses {
                 self.writeResponse(
                     streamID: response.streamID,
@@ -156,6 +156,9 @@ final class APNsConnectionHandler: ChannelDuplexHandler {
                     context: context
                 )
             }
+            // Hand the storage back for the next burst.
+            responses.removeAll(keepingCapacity: true)
+            if self.pendingResponses.isEmpty { self.pendingResponses = responses }
             self.needsFlush = true
         }
         if self.needsFlush {
