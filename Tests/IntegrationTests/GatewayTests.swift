@@ -13,6 +13,20 @@ struct GatewayTests {
         context.registration.send(#"{"device": "\#(token(index))", "group": "\#(group)"}"#)
     }
 
+    /// Registers device 1 in group "G", makes APNs answer 503 to everything, and submits a request to
+    /// "G" with a known id and the given expiration.
+    static func submitWhileAPNsIsUnavailable(_ context: GatewayFixture.Context, id: String, expiration: Expiration) async throws -> RequestID {
+        register(context, 1, group: "G")
+        try await eventually("registered") { try await device(context, 1) != nil }
+        try context.simulator.setFaults(SimulatorFaults(rate503: 1))
+        let requestID = try RequestID(id)
+        _ = try await context.gateway.intake.submit(
+            NotificationRequest(
+                id: requestID, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
+                expiration: expiration, collapseID: nil, payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+        return requestID
+    }
+
     static func device(_ context: GatewayFixture.Context, _ index: Int) async throws -> DeviceRecord? {
         try await context.gateway.store.device(app: "default", token: DeviceToken(hex: token(index)))
     }
@@ -134,15 +148,7 @@ struct GatewayTests {
     @Test("503 is retried with back-off and the notification is delivered once")
     func serviceUnavailableIsRetried() async throws {
         try await GatewayFixture.with { context in
-            Self.register(context, 1, group: "G")
-            try await eventually("registered") { try await Self.device(context, 1) != nil }
-            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
-            let id = try RequestID("retry-test-1")
-            _ = try await context.gateway.intake.submit(
-                NotificationRequest(
-                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
-                    expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600), collapseID: nil,
-                    payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "retry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600))
             try await eventually("503 answered") { (context.simulator.stats().rejectedByReason["ServiceUnavailable"] ?? 0) >= 2 }
             try context.simulator.setFaults(.none)
             try await eventually("request done") { try await context.gateway.store.report(id)?.state == .done }
@@ -156,15 +162,7 @@ struct GatewayTests {
     @Test("retries stop when the notification expires")
     func expirationStopsRetries() async throws {
         try await GatewayFixture.with { context in
-            Self.register(context, 1, group: "G")
-            try await eventually("registered") { try await Self.device(context, 1) != nil }
-            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
-            let id = try RequestID("expiry-test-1")
-            _ = try await context.gateway.intake.submit(
-                NotificationRequest(
-                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
-                    expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 2), collapseID: nil,
-                    payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "expiry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 2))
             try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
             let report = try #require(try await context.gateway.store.report(id))
             #expect(report.accepted == 0)
@@ -183,14 +181,7 @@ struct GatewayTests {
     @Test("expiration 0 gets a few attempts within a short window, then is recorded as failed")
     func immediateExpirationGivesUp() async throws {
         try await GatewayFixture.with { context in
-            Self.register(context, 1, group: "G")
-            try await eventually("registered") { try await Self.device(context, 1) != nil }
-            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
-            let id = try RequestID("immediate-test-1")
-            _ = try await context.gateway.intake.submit(
-                NotificationRequest(
-                    id: id, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate, expiration: .immediately,
-                    collapseID: nil, payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "immediate-test-1", expiration: .immediately)
             try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
             let report = try #require(try await context.gateway.store.report(id))
             #expect(report.failedByReason["ServiceUnavailable"] == 1)
