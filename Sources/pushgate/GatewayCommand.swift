@@ -115,10 +115,13 @@ struct GatewayCommand: AsyncParsableCommand {
             return
         }
         let level = logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
-        let logPath = foreground ? nil : logFile
+        let file = foreground ? nil : LogFile(path: logFile)
+        if !foreground && file == nil {
+            throw ExitCode(78)  // nobody would see a message: stdio is /dev/null once detached
+        }
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
-                logPath.flatMap { FileLogHandler(path: $0, label: label) } ?? StreamLogHandler.standardError(label: label)
+                file.map { FileLogHandler(file: $0, label: label) } ?? StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
         }
@@ -224,17 +227,33 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 }
 
-/// Appends log lines to a file: the daemon's log when detached (`-o`).
+/// The daemon's log file (`-o`), opened once with O_APPEND so that every logger's lines land whole
+/// and in order, whoever else appends to the file.
+final class LogFile: Sendable {
+    private let descriptor: Int32
+
+    init?(path: String) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { return nil }
+        descriptor = fd
+    }
+
+    func append(_ line: String) {
+        var bytes = Array(line.utf8)
+        _ = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    deinit { close(descriptor) }
+}
+
+/// Writes log lines to the daemon's log file: the log when detached.
 struct FileLogHandler: LogHandler {
-    private let file: FileHandle
+    private let file: LogFile
     private let label: String
     var logLevel: Logger.Level = .info
     var metadata: Logger.Metadata = [:]
 
-    init?(path: String, label: String) {
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
-        guard let file = FileHandle(forWritingAtPath: path) else { return nil }
-        file.seekToEndOfFile()
+    init(file: LogFile, label: String) {
         self.file = file
         self.label = label
     }
@@ -248,7 +267,6 @@ struct FileLogHandler: LogHandler {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let rendered = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let line = "\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n"
-        file.write(Data(line.utf8))
+        file.append("\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n")
     }
 }
