@@ -180,6 +180,9 @@ struct GatewayCommand: AsyncParsableCommand {
         udpConfiguration.host = listen
         udpConfiguration.registrationPort = registrationPort
         udpConfiguration.notificationPort = notificationPort
+        // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
+        // holds a 100,000-registration burst even while a debug build writes slowly.
+        udpConfiguration.receiveBufferBytes = 64 << 20
         let gateway = Gateway(
             configuration: .init(
                 databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
