@@ -246,6 +246,9 @@ enum ChildProcesses {
         for signalNumber in [SIGINT, SIGTERM] {
             signal(signalNumber) { received in
                 ChildProcesses.killChildren()
+                // write(2) is async-signal-safe; the text is a static C string.
+                let message: StaticString = "pushgate-bench: stopped by a signal\n"
+                _ = write(2, message.utf8Start, message.utf8CodeUnitCount)
                 _exit(128 + received)
             }
         }
