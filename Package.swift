@@ -96,6 +96,15 @@ let package = Package(
             dependencies: ["PushgateCore"],
             swiftSettings: swiftSettings
         ),
+        // Apple's retired binary provider interface: frame codecs and the feedback tuple decoder (pure).
+        .target(
+            name: "APNsLegacy",
+            dependencies: [
+                "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The pushd-compatible UDP ingress: datagram parsing (pure) and the listener.
         .target(
             name: "PushgateUDP",
@@ -194,6 +203,15 @@ let package = Package(
         .testTarget(
             name: "PushgateSQLiteTests",
             dependencies: ["PushgateSQLite", "StoreConformance", "PushgateCore"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "APNsLegacyTests",
+            dependencies: [
+                "APNsLegacy", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOTestUtils", package: "swift-nio"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
