@@ -20,7 +20,7 @@ struct ForeignServerInteropTests {
         let docs = directory.url.appendingPathComponent("docs/3/device")
         try FileManager.default.createDirectory(at: docs, withIntermediateDirectories: true)
         let tokens = (0..<200).map { String(format: "%064x", $0 + 1) }
-        for token in tokens { FileManager.default.createFile(atPath: docs.appendingPathComponent(token).path, contents: Data()) }
+        for token in tokens { _ = FileManager.default.createFile(atPath: docs.appendingPathComponent(token).path, contents: Data()) }
 
         let port = ExternalTools.freeTCPPort()
         let server = try ChildProcess("nghttpd", ["-d", directory.path("docs"), "\(port)", certificate.keyPath, certificate.certificatePath])
