@@ -1,0 +1,314 @@
+// Micro-benchmarks of the per-notification work in pushgate: what a broadcast repeats for every
+// device (request headers, HPACK, HTTP/2 frames, the dispatcher's decision) and what each request or
+// datagram pays once (JWT signing, token and payload validation, datagram parsing).
+//
+// Each benchmark runs `benchmark.scaledIterations` operations per measured sample, so the figures the
+// tool prints (marked `*`) are per operation. See ../../README.md for how to run and for measured numbers.
+
+import Benchmark
+import Crypto
+import DispatchStepMirror
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import NIOHTTP2
+import PushgateCore
+import UDPDatagramMirror
+
+// MARK: - Fixtures (built once, outside every measurement)
+
+/// A 32-byte token, as APNs issues them today.
+let tokenHex = "be6406fe9e686c11f999c9d47e33b41be56be48f0c77570423bb89f5b51cf127"
+
+/// A typical alert payload (133 bytes).
+let payloadJSON = #"{"aps":{"alert":{"title":"Flash sale","body":"Everything is 20% off until midnight."},"badge":1,"sound":"default"},"campaign":"c-2041"}"#
+
+/// The pushd-compatible datagram for a broadcast to one group.
+let notificationDatagram = Array(
+    #"{"groups": ["customers"], "type": "urgent", "expiration": 1900000000, "key": "sale-2041", "payload": \#(payloadJSON)}"#
+        .utf8)
+
+let fixedNow = Date(timeIntervalSince1970: 1_800_000_000)
+
+/// What the client builds once per request (`PreparedNotification`) and once per connection
+/// (`APNsConnectionHandler.pseudoHeaders`), rebuilt here from the same public inputs.
+struct RequestFixture: Sendable {
+    let token: DeviceToken
+    let content: NotificationContent
+    let pseudoHeaders: HPACKHeaders
+    let sharedHeaders: HPACKHeaders
+    let payload: ByteBuffer
+    let authorization: String
+
+    init() throws {
+        token = try DeviceToken(hex: tokenHex)
+        content = try NotificationContent(
+            topic: Topic("com.example.shop"), pushType: .alert, priority: .immediate,
+            expiration: .at(epochSeconds: 1_900_000_000), collapseID: CollapseID("sale-2041"),
+            payload: Payload(jsonString: payloadJSON))
+
+        // APNsConnectionHandler.init
+        var pseudo = HPACKHeaders()
+        pseudo.add(name: ":method", value: "POST")
+        pseudo.add(name: ":scheme", value: "https")
+        pseudo.add(name: ":authority", value: APNsEnvironment.production.host)
+        pseudoHeaders = pseudo
+
+        // PreparedNotification.init
+        var shared = HPACKHeaders()
+        shared.reserveCapacity(8)
+        for field in content.headerFields {
+            shared.add(name: field.name, value: field.value, indexing: .indexable)
+        }
+        sharedHeaders = shared
+        payload = ByteBuffer(bytes: content.payload.bytes)
+
+        let signer = try ProviderTokenSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        authorization = try signer.sign(issuedAt: fixedNow).authorizationHeaderValue
+    }
+
+    /// The header block of one request, exactly as `APNsConnectionHandler.write(_:authorization:...)`
+    /// assembles it (no `apns-id`: the dispatcher lets APNs make one up).
+    @inline(__always)
+    func requestHeaders() -> HPACKHeaders {
+        var headers = pseudoHeaders
+        headers.reserveCapacity(12)
+        headers.add(name: ":path", value: token.requestPath, indexing: .nonIndexable)
+        headers.add(name: "authorization", value: authorization, indexing: .nonIndexable)
+        headers.add(contentsOf: sharedHeaders)
+        return headers
+    }
+}
+
+// MARK: - Frame bytes a server would send (hand-encoded, so no server-side HPACK state is needed)
+
+extension ByteBuffer {
+    mutating func writeFrameHeader(length: Int, type: UInt8, flags: UInt8, streamID: Int32) {
+        writeInteger(UInt8(truncatingIfNeeded: length >> 16))
+        writeInteger(UInt16(truncatingIfNeeded: length))
+        writeInteger(type)
+        writeInteger(flags)
+        writeInteger(UInt32(streamID))
+    }
+}
+
+let defaultMetrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .instructions, .mallocCountTotal, .throughput]
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark.defaultConfiguration = .init(
+        metrics: defaultMetrics, timeUnits: .nanoseconds, warmupIterations: 10, scalingFactor: .kilo,
+        maxDuration: .seconds(2), maxIterations: 1_000)
+
+    let fixture: RequestFixture
+    do {
+        fixture = try RequestFixture()
+    } catch {
+        fatalError("benchmark fixture: \(error)")
+    }
+
+    // MARK: HPACK
+
+    // The header block of one request, encoded by a connection's long-lived encoder (its dynamic
+    // table warm, as on a real connection after the first request).
+    Benchmark("HPACK encode APNs request headers") { benchmark in
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        let headers = fixture.requestHeaders()
+        try? encoder.encode(headers: headers, to: &buffer)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            try? encoder.encode(headers: headers, to: &buffer)
+            blackHole(buffer.readableBytes)
+        }
+    }
+
+    // MARK: Frames
+
+    // Building the header list and the two frame values for one device, as `write(...)` does.
+    Benchmark("Frames: build HEADERS + DATA for one device") { benchmark in
+        var streamID = 1
+        for _ in benchmark.scaledIterations {
+            let id = HTTP2StreamID(streamID)
+            streamID &+= 2
+            let headers = fixture.requestHeaders()
+            let headersFrame = HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers)))
+            let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(fixture.payload), endStream: true)
+            let dataFrame = HTTP2Frame(streamID: id, payload: .data(data))
+            blackHole(headersFrame)
+            blackHole(dataFrame)
+        }
+    }
+
+    // One notification through the client's `NIOHTTP2Handler` (same settings as the pool): the two
+    // frames written and serialised to bytes (HPACK included), then the 200 answer parsed and the
+    // stream closed. No TLS, no socket: an EmbeddedChannel.
+    Benchmark("HTTP/2 client: one notification, write + 200 answer") { benchmark in
+        let channel = EmbeddedChannel()
+        do {
+            try channel.pipeline.syncOperations.addHandler(
+                NIOHTTP2Handler(
+                    mode: .client,
+                    initialSettings: [
+                        HTTP2Setting(parameter: .enablePush, value: 0),
+                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                        HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
+                    ]))
+            try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+            // The server's SETTINGS and its ACK of ours.
+            var handshake = channel.allocator.buffer(capacity: 32)
+            handshake.writeFrameHeader(length: 0, type: 0x4, flags: 0, streamID: 0)
+            handshake.writeFrameHeader(length: 0, type: 0x4, flags: 0x1, streamID: 0)
+            try channel.writeInbound(handshake)
+            while try channel.readOutbound(as: ByteBuffer.self) != nil {}
+        } catch {
+            fatalError("HTTP/2 handshake: \(error)")
+        }
+        let payloadSize = fixture.payload.readableBytes
+        var answer = channel.allocator.buffer(capacity: 32)
+        var streamID: Int32 = 1
+
+        func send() throws {
+            let id = HTTP2StreamID(streamID)
+            let headers = fixture.requestHeaders()
+            channel.write(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers))), promise: nil)
+            let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(fixture.payload), endStream: true)
+            channel.write(HTTP2Frame(streamID: id, payload: .data(data)), promise: nil)
+            channel.flush()
+            while let bytes = try channel.readOutbound(as: ByteBuffer.self) { blackHole(bytes) }
+            // `:status: 200` (HPACK static index 8) with END_STREAM | END_HEADERS, and the
+            // connection window given back.
+            answer.clear()
+            answer.writeFrameHeader(length: 1, type: 0x1, flags: 0x5, streamID: streamID)
+            answer.writeInteger(UInt8(0x88))
+            answer.writeFrameHeader(length: 4, type: 0x8, flags: 0, streamID: 0)
+            answer.writeInteger(UInt32(payloadSize))
+            try channel.writeInbound(answer)
+            while let frame = try channel.readInbound(as: HTTP2Frame.self) { blackHole(frame) }
+            streamID += 2
+        }
+
+        do {
+            for _ in 0..<100 { try send() }  // warm the HPACK table and the handler's buffers
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations { try send() }
+            benchmark.stopMeasurement()
+            _ = try channel.finish()
+        } catch {
+            fatalError("HTTP/2 benchmark: \(error)")
+        }
+    }
+
+    // MARK: Auth
+
+    // One provider token (ES256 JWT): done about once an hour per connection pool, so this is
+    // here to show it is not worth caching harder, not because it is on the hot path.
+    Benchmark("JWT: ProviderTokenSigner.sign", configuration: .init(scalingFactor: .one)) { benchmark in
+        let signer: ProviderTokenSigner
+        do {
+            signer = try ProviderTokenSigner(
+                privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        } catch {
+            fatalError("signer: \(error)")
+        }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try? signer.sign(issuedAt: fixedNow))
+        }
+    }
+
+    // MARK: Validation
+
+    Benchmark("DeviceToken(hex:) 64 hex digits") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(try? DeviceToken(hex: tokenHex))
+        }
+    }
+
+    Benchmark("Payload(jsonBytes:) 133-byte alert") { benchmark in
+        let bytes = Array(payloadJSON.utf8)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try? Payload(jsonBytes: bytes))
+        }
+    }
+
+    // The pushd-compatible UDP notification: strict JSON, every field checked, a `NotificationRequest` built.
+    Benchmark("UDP: NotificationDatagram.parse") { benchmark in
+        let id: RequestID
+        do { id = try RequestID("bench-1") } catch { fatalError("\(error)") }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(try? NotificationDatagram.parse(notificationDatagram, id: id, receivedAt: fixedNow))
+        }
+    }
+
+    // MARK: Dispatcher, per device
+
+    let request: NotificationRequest
+    do {
+        request = NotificationRequest(
+            id: try RequestID("bench-1"), groups: ["customers"], pushType: .alert, priority: .immediate,
+            expiration: .at(epochSeconds: 1_900_000_000), payload: try Payload(jsonString: payloadJSON), createdAt: fixedNow)
+    } catch {
+        fatalError("\(error)")
+    }
+    let policy = RetryPolicy()
+    let apnsID = "5E1D3A4B-0C2F-4E8A-9B7D-6F1A2C3D4E5F"
+
+    // The public pieces `OutcomeDisposition.decide` uses, for an accepted answer: classify the answer
+    // into an `APNsOutcome`, then the retry policy's (trivial) verdict.
+    Benchmark("Dispatch pieces: 200 answered + RetryPolicy.decide") { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations {
+            let outcome = APNsOutcome.answered(
+                status: 200, reason: nil, apnsID: apnsID, apnsUniqueID: nil, invalidatedAtMilliseconds: nil)
+            let decision = policy.decide(
+                after: outcome.outcomeClass, attempt: 1, expiration: request.expiration,
+                firstAttemptAt: request.createdAt, now: fixedNow, using: &generator)
+            blackHole(decision)
+        }
+    }
+
+    // The same for a 429 TooManyRequests: the retry path (deadline, back-off with jitter).
+    Benchmark("Dispatch pieces: 429 answered + RetryPolicy.decide") { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        for _ in benchmark.scaledIterations {
+            let outcome = APNsOutcome.answered(
+                status: 429, reason: .tooManyRequests, apnsID: apnsID, apnsUniqueID: nil, invalidatedAtMilliseconds: nil)
+            let decision = policy.decide(
+                after: outcome.outcomeClass, attempt: 1, expiration: request.expiration,
+                firstAttemptAt: request.createdAt, now: fixedNow, using: &generator)
+            blackHole(decision)
+        }
+    }
+
+    // `OutcomeDisposition.decide` itself (compiled from the root's source file, see DispatchStepMirror).
+    Benchmark("Dispatch step: OutcomeDisposition.decide, 200") { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        let outcome = APNsOutcome.answered(
+            status: 200, reason: nil, apnsID: apnsID, apnsUniqueID: nil, invalidatedAtMilliseconds: nil)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(
+                DispatchStep.decide(
+                    outcome, token: fixture.token, attempt: 1, request: request, policy: policy, now: fixedNow,
+                    using: &generator))
+        }
+    }
+
+    Benchmark("Dispatch step: OutcomeDisposition.decide, 429 retry") { benchmark in
+        var generator = SystemRandomNumberGenerator()
+        let outcome = APNsOutcome.answered(
+            status: 429, reason: .tooManyRequests, apnsID: apnsID, apnsUniqueID: nil, invalidatedAtMilliseconds: nil)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(
+                DispatchStep.decide(
+                    outcome, token: fixture.token, attempt: 1, request: request, policy: policy, now: fixedNow,
+                    using: &generator))
+        }
+    }
+}

@@ -1,0 +1,1 @@
+../../../Sources/PushgateDispatch/OutcomeDisposition.swift
