@@ -1,0 +1,77 @@
+public import Foundation
+public import Hummingbird
+public import Logging
+public import PushgateCore
+
+/// The HTTP API (JSON under `/v1`, plus `/healthz` and `/readyz`) over the core ports: the device
+/// registry and delivery ledger of a `PushStore`, and a `NotificationIntake` for new notifications.
+///
+/// Nothing starts in `init`. ``buildApplication()`` returns the Hummingbird application, which is a
+/// `Service` (put it in the daemon's `ServiceGroup`: it binds in `run()` and serves until graceful
+/// shutdown); tests run the same application in-process and live with HummingbirdTesting. ``run()`` is a
+/// shorthand for running it alone. The routes are listed in `docs/http.md`.
+///
+/// (`HTTPAPI` itself does not conform to `Service`: that would need ServiceLifecycle as a direct
+/// dependency of this target, and the application already is one.)
+public struct HTTPAPI: Sendable {
+    public let configuration: Configuration
+    let handlers: APIHandlers
+    let logger: Logger
+    let onBound: @Sendable (Int) async -> Void
+
+    /// - Parameters:
+    ///   - clock: stamps registrations and notification requests.
+    ///   - requestIDs: makes the id of each accepted notification request from its creation time.
+    ///   - onBound: called with the bound TCP port once the server listens (useful with port 0).
+    public init(
+        configuration: Configuration = .init(),
+        store: any PushStore,
+        intake: any NotificationIntake,
+        clock: any WallClock = SystemWallClock(),
+        requestIDs: @escaping @Sendable (Date) -> PushgateCore.RequestID = { PushgateCore.RequestID.generate(at: $0) },
+        logger: Logger = Logger(label: "pushgate.http"),
+        onBound: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) throws(HTTPAPIConfigurationError) {
+        try configuration.validate()
+        self.configuration = configuration
+        self.handlers = APIHandlers(
+            apps: AppNames(configuration.apps), store: store, intake: intake, clock: clock, requestIDs: requestIDs,
+            maximumBodyBytes: configuration.maximumBodyBytes, logger: logger)
+        self.logger = logger
+        self.onBound = onBound
+    }
+
+    /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
+    public func buildApplication() -> some ApplicationProtocol {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: APIErrorMiddleware(logger: logger))
+        handlers.addRoutes(to: router)
+        let logger = self.logger
+        let onBound = self.onBound
+        return Application(
+            router: router,
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: "pushgate"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.info("HTTP API listening", metadata: [HTTPLogKey.port: "\(port)"])
+                await onBound(port)
+            },
+            logger: logger
+        )
+    }
+
+    /// Builds the application and runs it until it stops (graceful shutdown, or cancellation).
+    public func run() async throws {
+        try await buildApplication().run()
+    }
+}
+
+/// Metadata keys of the HTTP API's log lines.
+enum HTTPLogKey {
+    static let port = "http.port"
+    static let route = "http.route"
+    static let status = "http.status"
+    static let error = "http.error"
+    static let requestID = "push.request_id"
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Hummingbird
+import Logging
+import PushgateCore
+
+/// The routes' work, over the core ports. Each handler validates everything before touching the store,
+/// and touches it with one call (one transaction), so nothing is half-applied.
+struct APIHandlers: Sendable {
+    let apps: AppNames
+    let store: any PushStore
+    let intake: any NotificationIntake
+    let clock: any WallClock
+    let requestIDs: @Sendable (Date) -> PushgateCore.RequestID
+    let maximumBodyBytes: Int
+    let logger: Logger
+
+    static let defaultPageSize = 100
+    static let maximumPageSize = 1000
+
+    func addRoutes(to router: Router<some RequestContext>) {
+        router.get("healthz") { _, _ in JSONResponse.make(["status": "ok"]) }
+        router.get("readyz") { _, _ in await readiness() }
+
+        // The registry routes, per app; with one app, also without `/apps/{app}`.
+        addRegistryRoutes(to: router.group("v1/apps/{app}"), fixedApp: nil)
+        if let implicit = apps.implicit {
+            addRegistryRoutes(to: router.group("v1"), fixedApp: implicit)
+        }
+
+        router.post("v1/notifications") { request, _ in try await submit(request) }
+        router.get("v1/notifications/{id}") { _, context in
+            try await report(id: context.parameters.get("id") ?? "")
+        }
+    }
+
+    private func addRegistryRoutes<Context: RequestContext>(to group: RouterGroup<Context>, fixedApp: String?) {
+        group.put("groups/{group}/devices/{token}") { _, context in
+            let (app, group, token) = try membership(context, fixedApp: fixedApp)
+            _ = try await store.register(Registration(app: app, token: token, group: group, at: clock.now()))
+            return Response(status: .noContent)
+        }
+        group.delete("groups/{group}/devices/{token}") { _, context in
+            let (app, group, token) = try membership(context, fixedApp: fixedApp)
+            guard try await store.unassign(app: app, token: token, group: group) else {
+                throw APIError(
+                    .notFound, .notAMember, field: "token", message: "the device is not in group \"\(group.prefix(64))\"")
+            }
+            return Response(status: .noContent)
+        }
+        group.get("groups/{group}/devices") { request, context in
+            let app = try self.app(context, fixedApp: fixedApp)
+            let group = try groupName(context)
+            return try await listDevices(app: app, group: group, query: request.uri.queryParameters)
+        }
+        group.delete("devices/{token}") { _, context in
+            let app = try self.app(context, fixedApp: fixedApp)
+            let token = try self.token(context)
+            guard try await store.removeDevice(app: app, token: token) else { throw Self.unknownDevice() }
+            return Response(status: .noContent)
+        }
+        group.get("devices/{token}") { _, context in
+            let app = try self.app(context, fixedApp: fixedApp)
+            let token = try self.token(context)
+            guard let record = try await store.device(app: app, token: token) else { throw Self.unknownDevice() }
+            return JSONResponse.make(DeviceBody(record))
+        }
+    }
+
+    // MARK: Handlers
+
+    private func listDevices(app: String, group: String, query: Parameters) async throws -> Response {
+        var limit = Self.defaultPageSize
+        if let raw = query.get("limit") {
+            guard let value = Int(raw), (1...Self.maximumPageSize).contains(value) else {
+                throw APIError(
+                    .badRequest, .invalidLimit, field: "limit",
+                    message: "limit must be an integer from 1 to \(Self.maximumPageSize)")
+            }
+            limit = value
+        }
+        var cursor: GroupCursor?
+        if let raw = query.get("after") {
+            guard !raw.isEmpty else {
+                throw APIError(.badRequest, .invalidCursor, field: "after", message: "after must not be empty")
+            }
+            cursor = GroupCursor(raw)
+        }
+        let page: GroupPage
+        do {
+            page = try await store.devices(app: app, group: group, after: cursor, limit: limit)
+        } catch let error as StoreError where error.code == .unknownGroup {
+            throw APIError(.notFound, .unknownGroup, field: "group", message: error.message)
+        } catch let error as StoreError where error.code == .invalidArgument && cursor != nil {
+            throw APIError(
+                .badRequest, .invalidCursor, field: "after", message: "after must be a cursor from a previous page")
+        }
+        return JSONResponse.make(GroupPageBody(page))
+    }
+
+    private func submit(_ request: Request) async throws -> Response {
+        let bytes = try await body(of: request)
+        let now = clock.now()
+        let notification = try NotificationBody.parse(bytes, apps: apps, id: requestIDs(now), receivedAt: now)
+        let result: EnqueueResult
+        do {
+            result = try await intake.submit(notification)
+        } catch let error as StoreError where error.code == .unknownGroup {
+            throw APIError(.badRequest, .unknownGroup, field: "groups", message: error.message)
+        } catch let error as StoreError where error.code == .noTargets {
+            throw APIError(.badRequest, .noTargets, field: "groups", message: error.message)
+        }
+        logger.info(
+            "notification request accepted",
+            metadata: [HTTPLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"])
+        return JSONResponse.make(SubmitBody(id: result.id.value, targets: result.targetCount), status: .accepted)
+    }
+
+    private func report(id raw: String) async throws -> Response {
+        let id = try validated { () throws(ValidationError) in try PushgateCore.RequestID(raw, field: "id") }
+        guard let report = try await store.report(id) else {
+            throw APIError(.notFound, .unknownNotification, field: "id", message: "no notification request with this id")
+        }
+        return JSONResponse.make(ReportBody(report))
+    }
+
+    /// Ready when the store answers a cheap query (a primary-key lookup).
+    private func readiness() async -> Response {
+        do {
+            _ = try await store.request(Self.readinessProbeID)
+            return JSONResponse.make(["status": "ready"])
+        } catch {
+            logger.warning("readiness check failed: the store did not answer", metadata: [HTTPLogKey.error: "\(error)"])
+            return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")
+                .response()
+        }
+    }
+
+    private static let readinessProbeID = try! PushgateCore.RequestID("readyz-probe")
+
+    // MARK: Request parts
+
+    /// The request body, refused (413) beyond `maximumBodyBytes` without reading further.
+    private func body(of request: Request) async throws -> [UInt8] {
+        var bytes: [UInt8] = []
+        for try await buffer in request.body {
+            guard bytes.count + buffer.readableBytes <= maximumBodyBytes else {
+                throw APIError.bodyTooLarge(limit: maximumBodyBytes)
+            }
+            bytes.append(contentsOf: buffer.readableBytesView)
+        }
+        return bytes
+    }
+
+    private func app(_ context: some RequestContext, fixedApp: String?) throws(APIError) -> String {
+        if let fixedApp { return fixedApp }
+        let name = Self.pathParameter(context, "app")
+        guard apps.contains(name) else { throw APIError.unknownApp(name) }
+        return name
+    }
+
+    private func groupName(_ context: some RequestContext) throws(APIError) -> String {
+        let name = Self.pathParameter(context, "group")
+        try Names.validateGroup(name, field: "group")
+        return name
+    }
+
+    private func token(_ context: some RequestContext) throws(APIError) -> DeviceToken {
+        let hex = Self.pathParameter(context, "token")
+        return try validated { () throws(ValidationError) in try DeviceToken(hex: hex, field: "token") }
+    }
+
+    private func membership(_ context: some RequestContext, fixedApp: String?) throws(APIError)
+        -> (app: String, group: String, token: DeviceToken)
+    {
+        (try app(context, fixedApp: fixedApp), try groupName(context), try token(context))
+    }
+
+    /// A path segment, percent-decoded (the router matches on the raw path).
+    private static func pathParameter(_ context: some RequestContext, _ name: String) -> String {
+        let raw = context.parameters.get(name) ?? ""
+        return raw.removingPercentEncoding ?? raw
+    }
+
+    private static func unknownDevice() -> APIError {
+        APIError(.notFound, .unknownDevice, field: "token", message: "no such device in this app")
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import PushgateCore
+
+/// `202` to `POST /v1/notifications`.
+struct SubmitBody: Encodable {
+    var id: String
+    var targets: Int
+}
+
+/// `GET /v1/apps/{app}/devices/{token}`.
+struct DeviceBody: Encodable {
+    var record: DeviceRecord
+
+    init(_ record: DeviceRecord) { self.record = record }
+
+    enum CodingKeys: String, CodingKey {
+        case app, token, state, groups
+        case registeredAt = "registered_at"
+        case lastRegisteredAt = "last_registered_at"
+        case invalidatedAt = "invalidated_at"
+        case reason
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(record.app, forKey: .app)
+        try container.encode(record.token.hex, forKey: .token)
+        try container.encode(record.state.rawValue, forKey: .state)
+        try container.encode(record.groups, forKey: .groups)
+        try container.encode(record.registeredAt, forKey: .registeredAt)
+        try container.encode(record.lastRegisteredAt, forKey: .lastRegisteredAt)
+        try container.encode(record.invalidatedAt, forKey: .invalidatedAt)
+        try container.encode(record.invalidReason.map { "\($0)" }, forKey: .reason)
+    }
+}
+
+/// `GET /v1/apps/{app}/groups/{group}/devices`.
+struct GroupPageBody: Encodable {
+    struct Member: Encodable {
+        var token: String
+        var state: String
+        var registeredAt: Date
+
+        enum CodingKeys: String, CodingKey {
+            case token, state
+            case registeredAt = "registered_at"
+        }
+    }
+
+    var devices: [Member]
+    var next: String?
+
+    init(_ page: GroupPage) {
+        self.devices = page.devices.map { Member(token: $0.token.hex, state: $0.state.rawValue, registeredAt: $0.registeredAt) }
+        self.next = page.next?.value
+    }
+
+    enum CodingKeys: String, CodingKey { case devices, next }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(devices, forKey: .devices)
+        try container.encode(next, forKey: .next)  // null on the last page
+    }
+}
+
+/// `GET /v1/notifications/{id}`: the delivery report.
+struct ReportBody: Encodable {
+    var report: DeliveryReport
+
+    init(_ report: DeliveryReport) { self.report = report }
+
+    enum CodingKeys: String, CodingKey {
+        case id, app, state, targets, accepted, failed
+        case failedByReason = "failed_by_reason"
+        case pendingRetries = "pending_retries"
+        case createdAt = "created_at"
+        case finishedAt = "finished_at"
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(report.id.value, forKey: .id)
+        try container.encode(report.app, forKey: .app)
+        try container.encode(report.state.rawValue, forKey: .state)
+        try container.encode(report.targets, forKey: .targets)
+        try container.encode(report.accepted, forKey: .accepted)
+        try container.encode(report.failed, forKey: .failed)
+        try container.encode(report.failedByReason, forKey: .failedByReason)
+        try container.encode(report.pendingRetries, forKey: .pendingRetries)
+        try container.encode(report.createdAt, forKey: .createdAt)
+        try container.encode(report.finishedAt, forKey: .finishedAt)
+    }
+}
