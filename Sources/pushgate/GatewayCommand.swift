@@ -85,8 +85,11 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(help: "Run an APNs simulator in-process and deliver to it: try pushgate without an Apple account.")
     var simulator = false
 
-    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app.")
-    var maximumConnections = 4
+    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app (opened only while the open ones are full).")
+    var maximumConnections = 8
+
+    @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer).")
+    var maximumStreams = 100
 
     @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases.")
     var instanceID = "local"
@@ -102,6 +105,7 @@ struct GatewayCommand: AsyncParsableCommand {
         guard idleHours >= 0 else { throw ValidationError("-i: must be 0 (off) or a number of hours") }
         guard rate >= 0 else { throw ValidationError("-r: must be 0 (off) or notifications per second") }
         guard maximumConnections >= 1 else { throw ValidationError("--max-connections: at least 1") }
+        guard maximumStreams >= 1 else { throw ValidationError("--max-streams: at least 1") }
         if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
         if simulator && (apnsHost != nil || authKey != nil) {
@@ -173,6 +177,7 @@ struct GatewayCommand: AsyncParsableCommand {
         var clientConfiguration = APNsClient.Configuration(
             endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
         clientConfiguration.maximumConnections = maximumConnections
+        clientConfiguration.maximumStreamsPerConnection = maximumStreams
         clientConfiguration.pingInterval = pingMinutes == 0 ? nil : .minutes(Int64(pingMinutes))
         clientConfiguration.idleTimeout = idleHours == 0 ? nil : .hours(Int64(idleHours))
         clientConfiguration.maximumNotificationsPerSecondPerConnection = rate == 0 ? nil : rate

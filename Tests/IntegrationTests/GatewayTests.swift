@@ -90,6 +90,8 @@ struct GatewayTests {
             for datagram in badNotifications { context.notification.send(datagram) }
             // A good datagram after the bad ones proves the daemon kept running and is the only effect.
             Self.register(context, 3, group: "G")
+            // The two ports are independent: let the registration land before the notification.
+            try await eventually("second good registration") { try await Self.device(context, 3) != nil }
             context.notification.send(#"{"groups": ["G"], "payload": {"n": 1}}"#)
             try await eventually("good notification delivered") { context.simulator.stats().accepted >= 2 }
             #expect(try await Self.device(context, 2) == nil)

@@ -234,7 +234,8 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     /// The periodic check: fails queued requests whose deadline passed.
     public mutating func tick(now: NIODeadline) -> Actions {
         var actions = Actions()
-        guard !queue.isEmpty else { return actions }
+        // Most ticks find nothing expired: look before rebuilding the queue.
+        guard queue.contains(where: { $0.deadline <= now }) else { return actions }
         var kept = Deque<Request>()
         kept.reserveCapacity(queue.count)
         let connectFailed = connections.isEmpty && consecutiveFailures > 0
