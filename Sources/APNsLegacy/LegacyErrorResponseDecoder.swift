@@ -18,7 +18,9 @@ public struct LegacyErrorResponseDecoder: ByteToMessageDecoder {
         buffer.moveReaderIndex(forwardBy: 1)
         let status = buffer.readInteger(as: UInt8.self)!
         let identifier = buffer.readInteger(as: UInt32.self)!
-        context.fireChannelRead(Self.wrapInboundOut(LegacyErrorResponse(status: .init(rawValue: status), identifier: identifier)))
+        context.fireChannelRead(
+            Self.wrapInboundOut(LegacyErrorResponse(status: .init(rawValue: status), identifier: identifier))
+        )
         return .continue
     }
 

@@ -65,7 +65,13 @@ public struct LegacyNotificationDecoder: ByteToMessageDecoder {
             let (token, payload, end) = Self.tokenAndPayload(in: buffer, at: start + 9)
         else { return nil }
         buffer.moveReaderIndex(to: end)
-        return LegacyNotification(format: .enhanced, identifier: identifier, expiry: expiry, token: token, payload: payload)
+        return LegacyNotification(
+            format: .enhanced,
+            identifier: identifier,
+            expiry: expiry,
+            token: token,
+            payload: payload
+        )
     }
 
     /// Two length-prefixed fields from `index`, and the index just past them; nil if they have not all arrived.
@@ -152,6 +158,12 @@ public struct LegacyNotificationDecoder: ByteToMessageDecoder {
         guard let token else { throw .missingItem(.deviceToken, identifier: identifier) }
         guard let payload else { throw .missingItem(.payload, identifier: identifier) }
         return LegacyNotification(
-            format: .frame, identifier: identifier, expiry: expiry, token: token, payload: payload, priority: priority)
+            format: .frame,
+            identifier: identifier,
+            expiry: expiry,
+            token: token,
+            payload: payload,
+            priority: priority
+        )
     }
 }

@@ -14,39 +14,67 @@ struct LegacyNotificationDecoderTests {
         try LegacyNotificationEncoder.writeSimple(token: token32, payload: smallPayload, into: &simple)
         var enhanced = ByteBuffer()
         try LegacyNotificationEncoder.writeEnhanced(
-            identifier: 0xbeef_cace, expiration: .at(epochSeconds: 1_600_000_000), token: token32,
-            payload: payload(ofSize: 256), into: &enhanced)
+            identifier: 0xbeef_cace,
+            expiration: .at(epochSeconds: 1_600_000_000),
+            token: token32,
+            payload: payload(ofSize: 256),
+            into: &enhanced
+        )
         var frame = ByteBuffer()
         try LegacyNotificationEncoder.writeFrame(
-            identifier: 42, expiration: .immediately, priority: .conservePower, token: token32,
-            payload: payload(ofSize: 2048), into: &frame)
+            identifier: 42,
+            expiration: .immediately,
+            priority: .conservePower,
+            token: token32,
+            payload: payload(ofSize: 2048),
+            into: &frame
+        )
         var frameNoExpiry = ByteBuffer()
         try LegacyNotificationEncoder.writeFrame(
-            identifier: 43, expiration: .storagePolicy, priority: .immediate, token: token32, payload: smallPayload,
-            into: &frameNoExpiry)
+            identifier: 43,
+            expiration: .storagePolicy,
+            priority: .immediate,
+            token: token32,
+            payload: smallPayload,
+            into: &frameNoExpiry
+        )
         return [
             (simple, [LegacyNotification(format: .simple, token: tokenBytes, payload: smallPayload.bytes)]),
             (
                 enhanced,
                 [
                     LegacyNotification(
-                        format: .enhanced, identifier: 0xbeef_cace, expiry: 1_600_000_000, token: tokenBytes,
-                        payload: payload(ofSize: 256).bytes)
+                        format: .enhanced,
+                        identifier: 0xbeef_cace,
+                        expiry: 1_600_000_000,
+                        token: tokenBytes,
+                        payload: payload(ofSize: 256).bytes
+                    )
                 ]
             ),
             (
                 frame,
                 [
                     LegacyNotification(
-                        format: .frame, identifier: 42, expiry: 0, token: tokenBytes,
-                        payload: payload(ofSize: 2048).bytes, priority: 5)
+                        format: .frame,
+                        identifier: 42,
+                        expiry: 0,
+                        token: tokenBytes,
+                        payload: payload(ofSize: 2048).bytes,
+                        priority: 5
+                    )
                 ]
             ),
             (
                 frameNoExpiry,
                 [
                     LegacyNotification(
-                        format: .frame, identifier: 43, token: tokenBytes, payload: smallPayload.bytes, priority: 10)
+                        format: .frame,
+                        identifier: 43,
+                        token: tokenBytes,
+                        payload: smallPayload.bytes,
+                        priority: 10
+                    )
                 ]
             ),
         ]
@@ -72,8 +100,13 @@ struct LegacyNotificationDecoderTests {
                 buffer(hex: "02 0000001c 05 0001 07 03 0004 00000009 01 0001 ff 02 0003 616263 04 0004 00000001"),
                 [
                     LegacyNotification(
-                        format: .frame, identifier: 9, expiry: 1, token: [0xff], payload: Array("abc".utf8),
-                        priority: 7)
+                        format: .frame,
+                        identifier: 9,
+                        expiry: 1,
+                        token: [0xff],
+                        payload: Array("abc".utf8),
+                        priority: 7
+                    )
                 ]
             ),
             // a simple notification with an empty token and payload is structure-valid (the gateway answers 2)
@@ -150,10 +183,12 @@ struct LegacyNotificationDecoderTests {
     func descriptions() {
         #expect(
             LegacyDecodingError.unexpectedCommand(9, expected: [0, 1, 2]).description
-                == "unexpected command byte 9; expected 0 or 1 or 2")
+                == "unexpected command byte 9; expected 0 or 1 or 2"
+        )
         #expect(LegacyDecodingError.missingItem(.payload).description == "frame has no payload (2) item")
         #expect(
             LegacyDecodingError.invalidItemLength(.priority, length: 2).description
-                == "frame item priority (5) has length 2; it must be 1")
+                == "frame item priority (5) has length 2; it must be 1"
+        )
     }
 }

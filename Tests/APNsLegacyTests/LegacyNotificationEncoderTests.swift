@@ -18,8 +18,12 @@ struct LegacyNotificationEncoderTests {
     func enhancedIsByteExact() throws {
         var out = ByteBuffer()
         try LegacyNotificationEncoder.writeEnhanced(
-            identifier: 0xbeef_cace, expiration: .at(epochSeconds: 1_600_000_000), token: token32,
-            payload: smallPayload, into: &out)
+            identifier: 0xbeef_cace,
+            expiration: .at(epochSeconds: 1_600_000_000),
+            token: token32,
+            payload: smallPayload,
+            into: &out
+        )
         let expected = bytes(hex: "01 beefcace 5f5e1000 0020" + tokenHex + "000a" + smallPayloadHex)
         #expect(Array(out.readableBytesView) == expected)
     }
@@ -28,7 +32,12 @@ struct LegacyNotificationEncoderTests {
     func enhancedImmediateIsZero() throws {
         var out = ByteBuffer()
         try LegacyNotificationEncoder.writeEnhanced(
-            identifier: 1, expiration: .immediately, token: token32, payload: smallPayload, into: &out)
+            identifier: 1,
+            expiration: .immediately,
+            token: token32,
+            payload: smallPayload,
+            into: &out
+        )
         #expect(out.getBytes(at: 5, length: 4) == [0, 0, 0, 0])
     }
 
@@ -36,12 +45,18 @@ struct LegacyNotificationEncoderTests {
     func frameIsByteExact() throws {
         var out = ByteBuffer()
         let written = try LegacyNotificationEncoder.writeFrame(
-            identifier: 0xbeef_cace, expiration: .at(epochSeconds: 1_600_000_000), priority: .immediate,
-            token: token32, payload: smallPayload, into: &out)
+            identifier: 0xbeef_cace,
+            expiration: .at(epochSeconds: 1_600_000_000),
+            priority: .immediate,
+            token: token32,
+            payload: smallPayload,
+            into: &out
+        )
         // 3+32 (token) + 3+10 (payload) + 3+4 (identifier) + 3+4 (expiration) + 3+1 (priority) = 66 = 0x42
         let expected = bytes(
             hex: "02 00000042" + "01 0020" + tokenHex + "02 000a" + smallPayloadHex
-                + "03 0004 beefcace" + "04 0004 5f5e1000" + "05 0001 0a")
+                + "03 0004 beefcace" + "04 0004 5f5e1000" + "05 0001 0a"
+        )
         #expect(Array(out.readableBytesView) == expected)
         #expect(written == 5 + 66)
     }
@@ -50,11 +65,17 @@ struct LegacyNotificationEncoderTests {
     func frameWithoutExpiration() throws {
         var out = ByteBuffer()
         try LegacyNotificationEncoder.writeFrame(
-            identifier: 7, expiration: .storagePolicy, priority: .conservePower, token: token32,
-            payload: smallPayload, into: &out)
+            identifier: 7,
+            expiration: .storagePolicy,
+            priority: .conservePower,
+            token: token32,
+            payload: smallPayload,
+            into: &out
+        )
         let expected = bytes(
             hex: "02 0000003b" + "01 0020" + tokenHex + "02 000a" + smallPayloadHex + "03 0004 00000007"
-                + "05 0001 05")
+                + "05 0001 05"
+        )
         #expect(Array(out.readableBytesView) == expected)
     }
 
@@ -74,14 +95,24 @@ struct LegacyNotificationEncoderTests {
         var out = ByteBuffer()
         try LegacyNotificationEncoder.writeSimple(token: token32, payload: payload(ofSize: 256), into: &out)
         try LegacyNotificationEncoder.writeEnhanced(
-            identifier: 1, expiration: .immediately, token: token32, payload: payload(ofSize: 256), into: &out)
+            identifier: 1,
+            expiration: .immediately,
+            token: token32,
+            payload: payload(ofSize: 256),
+            into: &out
+        )
         let before = out
         #expect(throws: LegacyEncodingError.payloadTooLarge(format: .simple, byteCount: 257)) {
             try LegacyNotificationEncoder.writeSimple(token: token32, payload: payload(ofSize: 257), into: &out)
         }
         #expect(throws: LegacyEncodingError.payloadTooLarge(format: .enhanced, byteCount: 257)) {
             try LegacyNotificationEncoder.writeEnhanced(
-                identifier: 1, expiration: .immediately, token: token32, payload: payload(ofSize: 257), into: &out)
+                identifier: 1,
+                expiration: .immediately,
+                token: token32,
+                payload: payload(ofSize: 257),
+                into: &out
+            )
         }
         #expect(out == before, "a refused notification writes nothing")
     }
@@ -90,13 +121,23 @@ struct LegacyNotificationEncoderTests {
     func framePayloadLimit() throws {
         var out = ByteBuffer()
         try LegacyNotificationEncoder.writeFrame(
-            identifier: 1, expiration: .immediately, priority: .immediate, token: token32,
-            payload: payload(ofSize: 2048), into: &out)
+            identifier: 1,
+            expiration: .immediately,
+            priority: .immediate,
+            token: token32,
+            payload: payload(ofSize: 2048),
+            into: &out
+        )
         let before = out
         let error = #expect(throws: LegacyEncodingError.self) {
             try LegacyNotificationEncoder.writeFrame(
-                identifier: 1, expiration: .immediately, priority: .immediate, token: token32,
-                payload: payload(ofSize: 2049), into: &out)
+                identifier: 1,
+                expiration: .immediately,
+                priority: .immediate,
+                token: token32,
+                payload: payload(ofSize: 2049),
+                into: &out
+            )
         }
         #expect(error == .payloadTooLarge(format: .frame, byteCount: 2049))
         #expect(error?.description == "payload is 2049 bytes; the legacy frame (command 2) format carries at most 2048")
@@ -113,12 +154,22 @@ struct LegacyNotificationEncoderTests {
         }
         #expect(throws: expected) {
             try LegacyNotificationEncoder.writeEnhanced(
-                identifier: 1, expiration: .immediately, token: token, payload: smallPayload, into: &out)
+                identifier: 1,
+                expiration: .immediately,
+                token: token,
+                payload: smallPayload,
+                into: &out
+            )
         }
         #expect(throws: expected) {
             try LegacyNotificationEncoder.writeFrame(
-                identifier: 1, expiration: .immediately, priority: .immediate, token: token, payload: smallPayload,
-                into: &out)
+                identifier: 1,
+                expiration: .immediately,
+                priority: .immediate,
+                token: token,
+                payload: smallPayload,
+                into: &out
+            )
         }
         #expect(out.readableBytes == 0)
     }
@@ -128,8 +179,13 @@ struct LegacyNotificationEncoderTests {
         var out = ByteBuffer()
         #expect(throws: LegacyEncodingError.unsupportedPriority(rawValue: 1)) {
             try LegacyNotificationEncoder.writeFrame(
-                identifier: 1, expiration: .immediately, priority: .powerSaving, token: token32,
-                payload: smallPayload, into: &out)
+                identifier: 1,
+                expiration: .immediately,
+                priority: .powerSaving,
+                token: token32,
+                payload: smallPayload,
+                into: &out
+            )
         }
         #expect(out.readableBytes == 0)
     }
@@ -139,17 +195,30 @@ struct LegacyNotificationEncoderTests {
         var out = ByteBuffer()
         #expect(throws: LegacyEncodingError.expirationOutOfRange(epochSeconds: seconds)) {
             try LegacyNotificationEncoder.writeEnhanced(
-                identifier: 1, expiration: .at(epochSeconds: seconds), token: token32, payload: smallPayload,
-                into: &out)
+                identifier: 1,
+                expiration: .at(epochSeconds: seconds),
+                token: token32,
+                payload: smallPayload,
+                into: &out
+            )
         }
         #expect(throws: LegacyEncodingError.expirationOutOfRange(epochSeconds: seconds)) {
             try LegacyNotificationEncoder.writeFrame(
-                identifier: 1, expiration: .at(epochSeconds: seconds), priority: .immediate, token: token32,
-                payload: smallPayload, into: &out)
+                identifier: 1,
+                expiration: .at(epochSeconds: seconds),
+                priority: .immediate,
+                token: token32,
+                payload: smallPayload,
+                into: &out
+            )
         }
         try LegacyNotificationEncoder.writeEnhanced(
-            identifier: 1, expiration: .at(epochSeconds: Int64(UInt32.max)), token: token32, payload: smallPayload,
-            into: &out)
+            identifier: 1,
+            expiration: .at(epochSeconds: Int64(UInt32.max)),
+            token: token32,
+            payload: smallPayload,
+            into: &out
+        )
         #expect(out.getBytes(at: 5, length: 4) == [0xff, 0xff, 0xff, 0xff])
     }
 
@@ -158,7 +227,12 @@ struct LegacyNotificationEncoderTests {
         var out = ByteBuffer()
         #expect(throws: LegacyEncodingError.expirationRequired(format: .enhanced)) {
             try LegacyNotificationEncoder.writeEnhanced(
-                identifier: 1, expiration: .storagePolicy, token: token32, payload: smallPayload, into: &out)
+                identifier: 1,
+                expiration: .storagePolicy,
+                token: token32,
+                payload: smallPayload,
+                into: &out
+            )
         }
     }
 }

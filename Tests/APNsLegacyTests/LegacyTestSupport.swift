@@ -5,7 +5,9 @@ import PushgateCore
 func bytes(hex: String) -> [UInt8] {
     let digits = Array(hex.utf8.filter { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\n") })
     precondition(digits.count % 2 == 0, "odd hex")
-    return stride(from: 0, to: digits.count, by: 2).map { UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)! }
+    return stride(from: 0, to: digits.count, by: 2).map {
+        UInt8(String(decoding: digits[$0..<$0 + 2], as: UTF8.self), radix: 16)!
+    }
 }
 
 func buffer(hex: String) -> ByteBuffer { ByteBuffer(bytes: bytes(hex: hex)) }
