@@ -145,7 +145,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsClient", "PushgateSQLite", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsClient", "PushgateSQLite", "PushgateUDP", "PushgateDispatch", "PushgateHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -3,6 +3,7 @@ import Foundation
 public import Logging
 public import PushgateCore
 public import PushgateDispatch
+public import PushgateHTTP
 import PushgateSQLite
 public import PushgateUDP
 import ServiceLifecycle
@@ -18,6 +19,9 @@ public struct Gateway: Sendable {
         public var client: APNsClient.Configuration
         public var topic: Topic
         public var dispatcher: Dispatcher.Configuration
+        /// The HTTP API (nil: off). It has no API keys yet, so `Gateway` refuses any address but
+        /// loopback for it.
+        public var http: HTTPAPI.Configuration? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
 
@@ -78,6 +82,22 @@ public struct Gateway: Sendable {
                     ])
                 await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client), .init(service: dispatcher), .init(service: udp)]
+        if let http = configuration.http {
+            guard Self.isLoopback(http.host) else {
+                throw StartupError(
+                    description: "HTTP API: \(http.host) is not a loopback address; without API keys the API listens on loopback only")
+            }
+            let api: HTTPAPI
+            do {
+                api = try HTTPAPI(
+                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"))
+            } catch {
+                throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
+            }
+            // Started after the UDP ingress, so stopped before it.
+            services.append(.init(service: api.buildApplication()))
+        }
         logger.info(
             "pushgate starting",
             metadata: [
@@ -86,9 +106,16 @@ public struct Gateway: Sendable {
             ])
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: client), .init(service: dispatcher), .init(service: udp)],
+                services: services,
                 gracefulShutdownSignals: configuration.shutdownSignals, logger: logger))
         try await group.run()
         logger.info("pushgate stopped")
+    }
+
+    /// 127.0.0.0/8, ::1 and `localhost`.
+    static func isLoopback(_ host: String) -> Bool {
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        let parts = host.split(separator: ".")
+        return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 }

@@ -7,6 +7,7 @@ import Logging
 import PushgateCore
 import PushgateDispatch
 import PushgateGateway
+import PushgateHTTP
 import PushgateUDP
 import ServiceLifecycle
 
@@ -91,6 +92,9 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer).")
     var maximumStreams = 100
 
+    @Option(name: .customLong("http-port"), help: "HTTP API port on loopback (0 picks one; -1 disables it). API keys, needed beyond loopback, come later.")
+    var httpPort = 7880
+
     @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases.")
     var instanceID = "local"
 
@@ -105,6 +109,7 @@ struct GatewayCommand: AsyncParsableCommand {
         guard idleHours >= 0 else { throw ValidationError("-i: must be 0 (off) or a number of hours") }
         guard rate >= 0 else { throw ValidationError("-r: must be 0 (off) or notifications per second") }
         guard maximumConnections >= 1 else { throw ValidationError("--max-connections: at least 1") }
+        guard (-1...65535).contains(httpPort) else { throw ValidationError("--http-port: \(httpPort) is not a port number (-1 disables the API)") }
         guard maximumStreams >= 1 else { throw ValidationError("--max-streams: at least 1") }
         if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
@@ -188,10 +193,14 @@ struct GatewayCommand: AsyncParsableCommand {
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
         udpConfiguration.receiveBufferBytes = 64 << 20
-        let gateway = Gateway(
+        var gateway = Gateway(
             configuration: .init(
                 databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
                 dispatcher: .init(instanceID: InstanceID(instanceID))))
+        if httpPort >= 0 {
+            // Loopback only until API keys exist, whatever -l says (UDP follows -l, as in pushd).
+            gateway.configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: httpPort)
+        }
         do {
             try await gateway.run(logger: logger)
         } catch let error as Gateway.StartupError {
