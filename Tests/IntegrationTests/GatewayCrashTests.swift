@@ -53,7 +53,7 @@ struct GatewayCrashTests {
         process.arguments = [
             "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
             "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key", keyPath,
-            "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
+            "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1", "--http-port", "0",
         ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
         let output = OutputCollector()
         let pipe = Pipe()
