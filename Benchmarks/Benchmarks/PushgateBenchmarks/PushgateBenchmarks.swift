@@ -124,6 +124,39 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    // The same block without Huffman coding: shows what Huffman-coding the per-request literals
+    // (`:path`, and the ~230-byte `authorization` that is identical for an hour) costs.
+    Benchmark("HPACK encode APNs request headers, no Huffman") { benchmark in
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        let headers = fixture.requestHeaders()
+        try? encoder.encode(headers: headers, to: &buffer)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            try? encoder.encode(headers: headers, to: &buffer)
+            blackHole(buffer.readableBytes)
+        }
+    }
+
+    // The same block with `authorization` indexable (a one-byte dynamic-table hit after the first
+    // request), `:path` still a literal: an experiment, not what the client does.
+    Benchmark("HPACK encode APNs request headers, authorization indexed") { benchmark in
+        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        var headers = fixture.pseudoHeaders
+        headers.add(name: ":path", value: fixture.token.requestPath, indexing: .nonIndexable)
+        headers.add(name: "authorization", value: fixture.authorization, indexing: .indexable)
+        headers.add(contentsOf: fixture.sharedHeaders)
+        try? encoder.encode(headers: headers, to: &buffer)
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            try? encoder.encode(headers: headers, to: &buffer)
+            blackHole(buffer.readableBytes)
+        }
+    }
+
     // MARK: Frames
 
     // Building the header list and the two frame values for one device, as `write(...)` does.
