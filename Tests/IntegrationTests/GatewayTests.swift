@@ -164,7 +164,7 @@ struct GatewayTests {
     @Test("retries stop when the notification expires")
     func expirationStopsRetries() async throws {
         try await GatewayFixture.with { context in
-            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "expiry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 2))
+            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "expiry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 5))
             try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
             let report = try #require(try await context.gateway.store.report(id))
             #expect(report.accepted == 0)
