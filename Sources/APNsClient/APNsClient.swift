@@ -116,10 +116,11 @@ public final class APNsClient: Sendable {
                 let ids = pool.submit([
                     APNsRequest(notification: notification, deviceToken: deviceToken, apnsID: apnsID, receiver: receiver, deadline: deadline)
                 ])
-                receiver.submitted(id: ids[0])
+                // Cancelled before the id was known: abandon it now rather than at its deadline.
+                if receiver.submitted(id: ids[0]) { pool.cancel(poolRequestID: ids[0]) }
             }
         } onCancel: {
-            if let id = receiver.submittedID { pool.cancel(poolRequestID: id) }
+            if let id = receiver.cancellationRequested() { pool.cancel(poolRequestID: id) }
         }
     }
 
@@ -154,7 +155,7 @@ extension APNsClient: Service {
 
 /// Bridges one request's outcome to a continuation.
 private final class SingleOutcomeReceiver: APNsOutcomeReceiver, @unchecked Sendable {
-    // @unchecked: `state` is only accessed under `lock`.
+    // @unchecked: every stored property is only accessed under `lock`.
     private let lock = NIOLock()
     private var continuation: CheckedContinuation<APNsOutcome, Never>?
     private var id: UInt64?
@@ -164,11 +165,23 @@ private final class SingleOutcomeReceiver: APNsOutcomeReceiver, @unchecked Senda
         lock.withLock { self.continuation = continuation }
     }
 
-    func submitted(id: UInt64) {
-        lock.withLock { self.id = id }
+    private var cancelled = false
+
+    /// Records the pool id; returns true when the task was cancelled before it was known.
+    func submitted(id: UInt64) -> Bool {
+        lock.withLock {
+            self.id = id
+            return cancelled
+        }
     }
 
-    var submittedID: UInt64? { lock.withLock { id } }
+    /// Records the cancellation; returns the pool id if the request was already submitted.
+    func cancellationRequested() -> UInt64? {
+        lock.withLock {
+            cancelled = true
+            return id
+        }
+    }
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
         let continuation = lock.withLock { () -> CheckedContinuation<APNsOutcome, Never>? in

@@ -229,6 +229,21 @@ struct ClientSimulatorTests {
         }
     }
 
+    @Test("a send whose task is already cancelled is abandoned at once, not at its deadline")
+    func cancelledBeforeSubmission() async throws {
+        try await SimulatorFixture.with(.token, simulator: { $0.faults.blackhole = true }, client: { $0.requestTimeout = .seconds(60) }) {
+            _, client, _ in
+            let notification = try SimulatorFixture.content()
+            let task = Task {
+                // Cancelled before `send` runs: the id is not known when the cancellation arrives.
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await client.send(notification, to: SimulatorFixture.token(1))
+            }
+            let outcome = await task.value
+            #expect(outcome.transportFailure == .cancelled, "\(outcome)")
+        }
+    }
+
     @Test("the default topic of a certificate is its subject UID, as in Apple's push certificates")
     func certificateTopic() throws {
         let directory = try TemporaryDirectory()

@@ -428,18 +428,20 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let context, let (streamID, entry) = inFlight.first(where: { $0.value.request.poolRequestID == poolRequestID }) else {
             return false
         }
-        abandon(streamID, entry: entry, failure: .cancelled, context: context)
+        abandon(streamID, context: context)
+        // Free the stream in the pool's books before the caller hears about it.
         sendQueuedWork()
         context.flush()
+        entry.request.complete(.failed(.cancelled))
         return true
     }
 
-    private func abandon(_ streamID: HTTP2StreamID, entry: InFlight, failure: APNsTransportFailure, context: ChannelHandlerContext) {
+    /// Resets the stream and frees it; the caller completes the request afterwards.
+    private func abandon(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
         inFlight.removeValue(forKey: streamID)
         releasedSinceLastPull += 1
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
         closeStreamInMachine(streamID, now: context.eventLoop.now)
-        entry.request.complete(.failed(failure))
     }
 
     /// Retire the connection for shutdown: finish open streams, then close.
@@ -457,9 +459,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             var expired: [(HTTP2StreamID, InFlight)] = []
             for (id, entry) in inFlight where entry.request.deadline <= now { expired.append((id, entry)) }
             if !expired.isEmpty {
-                for (id, entry) in expired { abandon(id, entry: entry, failure: .deadlineExceeded, context: context) }
+                for (id, _) in expired { abandon(id, context: context) }
+                // Free the streams in the pool's books before the callers hear about them.
                 sendQueuedWork()
                 context.flush()
+                for (_, entry) in expired { entry.request.complete(.failed(.deadlineExceeded)) }
             }
         }
         switch machine.tick(now: now) {
