@@ -4,7 +4,7 @@ public import NIOCore
 ///
 /// A first byte other than 8 is a `LegacyDecodingError.unexpectedCommand`; a stream that ends inside a
 /// response is `.truncated`.
-public struct LegacyErrorResponseDecoder: ByteToMessageDecoder {
+public struct LegacyErrorResponseDecoder: LegacyMessageDecoder {
     public typealias InboundOut = LegacyErrorResponse
 
     public init() {}
@@ -22,17 +22,5 @@ public struct LegacyErrorResponseDecoder: ByteToMessageDecoder {
             Self.wrapInboundOut(LegacyErrorResponse(status: .init(rawValue: status), identifier: identifier))
         )
         return .continue
-    }
-
-    public mutating func decodeLast(
-        context: ChannelHandlerContext,
-        buffer: inout ByteBuffer,
-        seenEOF: Bool
-    ) throws -> DecodingState {
-        while try self.decode(context: context, buffer: &buffer) == .continue {}
-        if seenEOF, buffer.readableBytes > 0 {
-            throw LegacyDecodingError.truncated(remainingBytes: buffer.readableBytes)
-        }
-        return .needMoreData
     }
 }

@@ -6,7 +6,7 @@ import PushgateCore
 /// A token length outside 8…100 bytes (what `DeviceToken` accepts) is a `LegacyDecodingError`, raised as
 /// soon as the length is read, so a corrupt stream is never buffered for its declared size. A stream that
 /// ends inside a tuple is `.truncated`.
-public struct LegacyFeedbackDecoder: ByteToMessageDecoder {
+public struct LegacyFeedbackDecoder: LegacyMessageDecoder {
     public typealias InboundOut = LegacyFeedbackTuple
 
     private static let headerByteCount = 6
@@ -33,17 +33,5 @@ public struct LegacyFeedbackDecoder: ByteToMessageDecoder {
         }
         context.fireChannelRead(Self.wrapInboundOut(LegacyFeedbackTuple(timestampSeconds: timestamp, token: token)))
         return .continue
-    }
-
-    public mutating func decodeLast(
-        context: ChannelHandlerContext,
-        buffer: inout ByteBuffer,
-        seenEOF: Bool
-    ) throws -> DecodingState {
-        while try self.decode(context: context, buffer: &buffer) == .continue {}
-        if seenEOF, buffer.readableBytes > 0 {
-            throw LegacyDecodingError.truncated(remainingBytes: buffer.readableBytes)
-        }
-        return .needMoreData
     }
 }

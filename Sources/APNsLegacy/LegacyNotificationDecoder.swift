@@ -7,7 +7,7 @@ public import NIOCore
 /// a fixed-size item of the wrong size, a repeated item, or a frame without its token or payload is a
 /// `LegacyDecodingError`. Limits on content (token size, payload size, priority) are the gateway's to
 /// answer with an error response.
-public struct LegacyNotificationDecoder: ByteToMessageDecoder {
+public struct LegacyNotificationDecoder: LegacyMessageDecoder {
     public typealias InboundOut = LegacyNotification
 
     /// The default frame length limit: what a frame with a 100-byte token, a payload at the 2-byte length
@@ -33,18 +33,6 @@ public struct LegacyNotificationDecoder: ByteToMessageDecoder {
         guard let decoded else { return .needMoreData }
         context.fireChannelRead(Self.wrapInboundOut(decoded))
         return .continue
-    }
-
-    public mutating func decodeLast(
-        context: ChannelHandlerContext,
-        buffer: inout ByteBuffer,
-        seenEOF: Bool
-    ) throws -> DecodingState {
-        while try self.decode(context: context, buffer: &buffer) == .continue {}
-        if seenEOF, buffer.readableBytes > 0 {
-            throw LegacyDecodingError.truncated(remainingBytes: buffer.readableBytes)
-        }
-        return .needMoreData
     }
 
     // MARK: Commands 0 and 1
