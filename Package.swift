@@ -37,6 +37,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-configuration.git", from: "1.4.0", traits: [.defaults, "YAML", "CommandLineArguments"]),
     ],
     targets: [
         .target(
@@ -60,6 +64,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -90,6 +95,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The PostgreSQL store: the same `PushStore` for several gateway instances sharing one database.
+        .target(
+            name: "PushgatePostgres",
+            dependencies: [
+                "PushgateCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // The store conformance suite: checks every `PushStore` implementation runs unchanged
         // (SQLite now, PostgreSQL later). Plain throwing functions, so it needs no test framework.
         .target(
@@ -97,12 +114,20 @@ let package = Package(
             dependencies: ["PushgateCore"],
             swiftSettings: swiftSettings
         ),
-        // Apple's retired binary provider interface: frame codecs and the feedback tuple decoder (pure).
+        // Apple's retired binary provider interface: frame codecs and the feedback tuple decoder (pure),
+        // the pooled legacy sender (a `NotificationTransport`) and the feedback poller.
         .target(
             name: "APNsLegacy",
             dependencies: [
                 "PushgateCore",
+                "APNsClient",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -112,8 +137,11 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
+            resources: [.copy("Resources/openapi.yaml")],
             swiftSettings: swiftSettings
         ),
         // The pushd-compatible UDP ingress: datagram parsing (pure) and the listener.
@@ -124,6 +152,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
@@ -136,7 +165,20 @@ let package = Package(
                 "APNsClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The configuration: YAML file, environment and flags (pushd's included) resolved into one
+        // validated value per app; every problem named by its key (exit 78).
+        .target(
+            name: "PushgateConfig",
+            dependencies: [
+                "PushgateCore", "APNsClient",
+                .product(name: "Configuration", package: "swift-configuration"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -145,8 +187,11 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsClient", "PushgateSQLite", "PushgateUDP", "PushgateDispatch", "PushgateHTTP",
+                "PushgateCore", "APNsClient", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -176,6 +221,8 @@ let package = Package(
                 "PushgateUDP",
                 "PushgateDispatch",
                 "PushgateGateway",
+                "PushgateConfig",
+                "APNsLegacy",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -216,12 +263,29 @@ let package = Package(
             dependencies: ["PushgateSQLite", "StoreConformance", "PushgateCore"],
             swiftSettings: swiftSettings
         ),
+        // Runs against the PostgreSQL server named by PUSHGATE_TEST_POSTGRES_URL (CI always names one);
+        // without it the suites are skipped, saying so.
+        .testTarget(
+            name: "PushgatePostgresTests",
+            dependencies: [
+                "PushgatePostgres", "StoreConformance", "PushgateCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushgateConfigTests",
+            dependencies: ["PushgateConfig", "PushgateCore"],
+            swiftSettings: swiftSettings
+        ),
         .testTarget(
             name: "APNsLegacyTests",
             dependencies: [
-                "APNsLegacy", "PushgateCore",
+                "APNsLegacy", "PushgateCore", "APNsClient",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -246,7 +310,8 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "APNsSimulator", "PushgateCore", "PushgateSQLite", "PushgateDispatch", "PushgateUDP", "PushgateGateway",
+                "APNsClient", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),

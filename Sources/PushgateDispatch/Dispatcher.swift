@@ -5,12 +5,13 @@ public import PushgateCore
 public import ServiceLifecycle
 import Synchronization
 
-/// Where an app's notifications go: its APNs client (credentials, environment, pool) and its topic.
+/// Where an app's notifications go: its transport to APNs (the HTTP/2 client with the app's
+/// credentials, environment and pool, or the legacy binary interface) and its topic.
 public struct DeliveryRoute: Sendable {
-    public var client: APNsClient
+    public var client: any NotificationTransport
     public var topic: Topic
 
-    public init(client: APNsClient, topic: Topic) {
+    public init(client: any NotificationTransport, topic: Topic) {
         self.client = client
         self.topic = topic
     }

@@ -1,0 +1,17 @@
+/// What a dispatcher hands notifications to: the HTTP/2 `APNsClient`, or another transport to Apple
+/// (the legacy binary interface) that answers in the same vocabulary.
+///
+/// The contract is the client's: `submit` never blocks and each request's receiver is called exactly
+/// once; `withdraw` takes back what was not yet written to any connection (its receivers get a
+/// `cancelled` transport failure) so that a graceful stop leaves unsent work to the ledger.
+public protocol NotificationTransport: AnyObject, Sendable {
+    /// Queues requests; returns ids usable with ``withdraw(_:)``, one per request, in order.
+    @discardableResult
+    func submit(_ requests: [APNsRequest]) -> [UInt64]
+
+    /// Takes back those of `ids` that are still queued. Returns how many were taken back.
+    @discardableResult
+    func withdraw(_ ids: some Sequence<UInt64>) -> Int
+}
+
+extension APNsClient: NotificationTransport {}

@@ -1,0 +1,1 @@
+// The configuration (issue #4): placeholder until it lands.

@@ -1,0 +1,1 @@
+// The PostgreSQL store (issue #6): placeholder until it lands.
