@@ -204,6 +204,8 @@ let package = Package(
                 "PushgateCore",
                 "APNsClient",
                 "APNsSimulator",
+                "PushgateSQLite",
+                "PushgatePostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
