@@ -16,15 +16,20 @@ public struct APNsConnectionStateMachine: Sendable {
         public var idleTimeout: TimeAmount?
         /// Never open more than this many concurrent streams, whatever the server allows (nil: the server's limit).
         public var maximumStreams: Int?
+        /// The highest client stream id this connection may use (RFC 9113 §5.1.1: 2^31 - 1). At 100,000
+        /// notifications a second one connection runs out of ids in about three hours; then it is
+        /// retired and a fresh one takes over. Lower only in tests.
+        public var lastUsableStreamID: Int32
 
         public init(
             pingInterval: TimeAmount? = .minutes(60), pingTimeout: TimeAmount = .seconds(20),
-            idleTimeout: TimeAmount? = .hours(24), maximumStreams: Int? = nil
+            idleTimeout: TimeAmount? = .hours(24), maximumStreams: Int? = nil, lastUsableStreamID: Int32 = .max
         ) {
             self.pingInterval = pingInterval
             self.pingTimeout = pingTimeout
             self.idleTimeout = idleTimeout
             self.maximumStreams = maximumStreams
+            self.lastUsableStreamID = lastUsableStreamID
         }
     }
 
@@ -78,7 +83,8 @@ public struct APNsConnectionStateMachine: Sendable {
     /// connection until a token has been accepted, so we start at one until SETTINGS arrive.
     private var remoteMaximumStreams: Int = 1
     private var openStreams: Set<HTTP2StreamID> = []
-    private var nextStreamID: HTTP2StreamID = 1
+    /// Int, not `HTTP2StreamID`: it passes `Int32.max` when the last id is used.
+    private var nextStreamID = 1
     private var lastRequestActivity: NIODeadline
     private var lastReadActivity: NIODeadline
     private var pingSentAt: NIODeadline?
@@ -92,8 +98,17 @@ public struct APNsConnectionStateMachine: Sendable {
     /// How many more streams may be opened now.
     public var availableStreams: Int {
         guard case .active = state else { return 0 }
-        return max(0, effectiveMaximumStreams - openStreams.count)
+        return max(0, min(effectiveMaximumStreams - openStreams.count, unusedStreamIDs))
     }
+
+    /// Client stream ids (odd) not used yet.
+    private var unusedStreamIDs: Int {
+        let last = Int(configuration.lastUsableStreamID)
+        return nextStreamID > last ? 0 : (last - nextStreamID) / 2 + 1
+    }
+
+    /// Every stream id is used: the connection must be retired (it can finish its open streams).
+    public var streamIDsExhausted: Bool { unusedStreamIDs == 0 }
 
     /// The concurrency limit in force: the server's, lowered by our own cap.
     public var effectiveMaximumStreams: Int {
@@ -129,8 +144,8 @@ public struct APNsConnectionStateMachine: Sendable {
     /// Opens the next stream. Call only when `availableStreams > 0`.
     public mutating func openStream(now: NIODeadline) -> HTTP2StreamID {
         precondition(availableStreams > 0, "no stream available")
-        let id = nextStreamID
-        nextStreamID = HTTP2StreamID(Int32(id) + 2)
+        let id = HTTP2StreamID(Int32(nextStreamID))
+        nextStreamID += 2
         openStreams.insert(id)
         lastRequestActivity = now
         return id

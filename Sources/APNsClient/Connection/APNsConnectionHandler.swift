@@ -1,3 +1,4 @@
+import DequeModule
 import Foundation
 import Logging
 import NIOCore
@@ -25,15 +26,17 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     func providerTokenRejectedAsExpired(_ token: ProviderToken)
 }
 
-/// The per-connection engine: it sits after `NIOHTTP2Handler` and speaks HTTP/2 frames directly,
-/// with no child channel per stream (the measured difference is about 2.4x CPU per request).
+/// The per-connection engine: it speaks HTTP/2 itself over the TLS byte stream (see ``HTTP2Wire`` for
+/// why not through `NIOHTTP2Handler`), with no child channel and no frame value per stream.
 ///
-/// Work is pulled from the pool in batches sized by the free streams, written together, flushed
-/// once; answers arrive as frames keyed by stream id. Decisions (stream accounting, GOAWAY, ping,
-/// idle) are the state machine's; this class carries them out.
+/// Work is pulled from the pool in batches sized by the free streams; each request becomes a HEADERS
+/// frame (its notification's shared header block, encoded once, plus `:path` and `authorization`) and a
+/// DATA frame, appended to one outbound buffer that is written and flushed once per batch, so TLS
+/// records are large. Answers arrive as frames keyed by stream id. Decisions (stream accounting,
+/// GOAWAY, ping, idle) are the state machine's; this class carries them out.
 final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = HTTP2Frame
-    typealias OutboundOut = HTTP2Frame
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
 
     struct Configuration {
         var connection: APNsConnectionStateMachine.Configuration
@@ -54,7 +57,19 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         var apnsID: String?
         var apnsUniqueID: String?
         var body: ByteBuffer?
+        /// Flow control: what the server lets us send on this stream, and the payload not sent yet.
+        var sendWindow: Int
+        var unsentPayload: ByteBuffer?
     }
+
+    /// Our SETTINGS: no server push; answers' windows far above any APNs answer.
+    static let localSettings: [(HTTP2Wire.Setting, UInt32)] = [
+        (.enablePush, 0), (.maxConcurrentStreams, 100), (.initialWindowSize, 1 << 20), (.maxHeaderListSize, 1 << 16),
+    ]
+    /// Added to the connection's receive window at start (RFC 9113: it starts at 65,535).
+    static let initialConnectionWindowIncrement = (1 << 24) - HTTP2Wire.defaultInitialWindowSize
+    /// Write the outbound buffer out (unflushed) once it holds this much, so memory stays bounded.
+    static let outboundWriteThreshold = 256 * 1024
 
     let connectionID: Int
     private let delegate: any APNsConnectionDelegate
@@ -65,14 +80,30 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private var context: ChannelHandlerContext?
     private var tickTask: RepeatedTask?
     private var everReady = false
+    private var prefaceSent = false
     private var lastError: String?
     /// GOAWAY's debug data, when it carried an APNs reason (e.g. `BadCertificateEnvironment`).
     private var goAwayReason: APNsReason?
-    /// Connection-level inbound flow control: without a stream multiplexer nobody else replenishes it.
-    private var unacknowledgedInboundBytes = 0
-    private var cachedAuthorization: (token: ProviderToken, headerValue: String)?
-    private let pseudoHeaders: HPACKHeaders
     private var logger: Logger
+
+    // HTTP/2 state
+    private var parser = HTTP2FrameParser()
+    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    private var encoder = HPACKRequestEncoder()
+    /// Frames written since the last flush.
+    private var outbound: ByteBuffer?
+    /// Connection-level inbound flow control: consumed since our last WINDOW_UPDATE.
+    private var unacknowledgedInboundBytes = 0
+    private var connectionSendWindow = HTTP2Wire.defaultInitialWindowSize
+    private var initialStreamSendWindow = HTTP2Wire.defaultInitialWindowSize
+    private var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    /// Streams whose DATA waits for window, oldest first. New streams wait until it is empty.
+    private var blockedStreams: Deque<HTTP2StreamID> = []
+    /// The last notification's shared header block and the table generation it was encoded at.
+    private var sharedBlock: (notification: PreparedNotification, generation: UInt64, bytes: ByteBuffer)?
+    /// The `authorization` literal of the current provider token (it changes hourly).
+    private var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
+
     /// Token bucket for `requestsPerSecond`: whole requests we may still start, refilled over time.
     private var rateTokens: Double = 0
     private var rateRefilledAt: NIODeadline?
@@ -83,11 +114,6 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         self.delegate = delegate
         self.configuration = configuration
         self.machine = APNsConnectionStateMachine(configuration: configuration.connection, now: now)
-        var headers = HPACKHeaders()
-        headers.add(name: ":method", value: "POST")
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":authority", value: configuration.authority)
-        self.pseudoHeaders = headers
         self.logger = configuration.logger
         self.logger[metadataKey: "apns.connection_id"] = "\(connectionID)"
     }
@@ -101,12 +127,35 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         tickTask = context.eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
             loopBound.value.tick()
         }
+        if context.channel.isActive { sendPreface(context: context) }
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         tickTask?.cancel()
         tickTask = nil
         self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        sendPreface(context: context)
+        context.fireChannelActive()
+    }
+
+    /// RFC 9113 §3.4: the preface, our SETTINGS, and a larger connection window for answers. TLS
+    /// holds the bytes until its handshake is done.
+    private func sendPreface(context: ChannelHandlerContext) {
+        guard !prefaceSent else { return }
+        prefaceSent = true
+        var buffer = context.channel.allocator.buffer(capacity: 64)
+        buffer.writeStaticString(HTTP2Wire.clientPreface)
+        HTTP2Wire.writeFrameHeader(length: 6 * Self.localSettings.count, type: .settings, flags: 0, streamID: 0, into: &buffer)
+        for (setting, value) in Self.localSettings {
+            buffer.writeInteger(setting.rawValue)
+            buffer.writeInteger(value)
+        }
+        HTTP2Wire.writeFrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0, into: &buffer)
+        buffer.writeInteger(UInt32(Self.initialConnectionWindowIncrement))
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
@@ -116,11 +165,14 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         _ = machine.channelClosed()
         let abandoned = inFlight
         inFlight.removeAll()
+        blockedStreams.removeAll()
+        outbound = nil
         if !abandoned.isEmpty {
             logger.debug("connection closed with unanswered streams", metadata: ["apns.streams": "\(abandoned.count)"])
         }
         // Written but unanswered: APNs may or may not have processed them, so they go back to the
-        // caller as retryable rather than being resent behind its back.
+        // caller as retryable rather than being resent behind its back. (A request whose DATA never
+        // left is no different: its HEADERS did.)
         for entry in abandoned.values {
             var outcome = APNsOutcome.failed(.connectionLost)
             if let goAwayReason {
@@ -149,55 +201,133 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 return
             }
         }
-        if let closed = event as? StreamClosedEvent {
-            streamClosedByProtocol(closed, context: context)
-        }
         context.fireUserInboundEventTriggered(event)
     }
 
     // MARK: Inbound frames
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let frame = unwrapInboundIn(data)
+        var bytes = unwrapInboundIn(data)
+        parser.append(&bytes)
         let now = context.eventLoop.now
-        switch frame.payload {
-        case .headers(let headers):
-            machine.frameRead(now: now)
-            guard inFlight[frame.streamID] != nil else { return }
-            readHeaders(headers.headers, streamID: frame.streamID)
-            if headers.endStream { finishStream(frame.streamID, now: now) }
-        case .data(let body):
-            machine.frameRead(now: now)
-            unacknowledgedInboundBytes += body.data.readableBytes + (body.paddingBytes.map { $0 + 1 } ?? 0)
-            if case .byteBuffer(var buffer) = body.data, inFlight[frame.streamID] != nil {
-                inFlight[frame.streamID]!.body.setOrWriteBuffer(&buffer)
+        do {
+            while let frame = try parser.nextFrame() {
+                try handle(frame, now: now, context: context)
+                if self.context == nil { return }
             }
-            if body.endStream { finishStream(frame.streamID, now: now) }
-        case .rstStream(let code):
+        } catch let error as HTTP2ConnectionError {
+            connectionError(error, context: context)
+        } catch {
+            connectionError(HTTP2ConnectionError(code: .compressionError, message: "\(error)"), context: context)
+        }
+    }
+
+    private func handle(_ frame: HTTP2InboundFrame, now: NIODeadline, context: ChannelHandlerContext) throws {
+        switch frame {
+        case .headers(let streamID, var block, let endStream):
             machine.frameRead(now: now)
-            resetByServer(frame.streamID, code: code, now: now)
-        case .settings(.settings(let settings)):
-            var maximum: Int? = nil
-            for setting in settings where setting.parameter == .maxConcurrentStreams { maximum = setting.value }
-            settingsReceived(maximumConcurrentStreams: maximum, now: now)
+            // Decoded even for a stream we no longer track: the HPACK table must stay in step.
+            let headers = try decoder.decodeHeaders(from: &block)
+            let id = HTTP2StreamID(Int32(streamID))
+            guard inFlight[id] != nil else { return }
+            readHeaders(headers, streamID: id)
+            if endStream { finishStream(id, now: now) }
+        case .data(let streamID, var data, let endStream, let flowControlledLength):
+            machine.frameRead(now: now)
+            unacknowledgedInboundBytes += flowControlledLength
+            let id = HTTP2StreamID(Int32(streamID))
+            guard inFlight[id] != nil else { return }
+            if data.readableBytes > 0 { inFlight[id]!.body.setOrWriteBuffer(&data) }
+            if endStream { finishStream(id, now: now) }
+        case .rstStream(let streamID, let code):
+            machine.frameRead(now: now)
+            resetByServer(HTTP2StreamID(Int32(streamID)), code: code, now: now)
+        case .settings(let settings):
+            try apply(settings, now: now)
+        case .settingsAcknowledged:
+            machine.frameRead(now: now)
+        case .ping(let opaque, let ack):
+            if ack {
+                machine.pingAcknowledged(now: now)
+            } else {
+                machine.frameRead(now: now)
+                HTTP2Wire.writeFrameHeader(length: 8, type: .ping, flags: HTTP2Wire.Flag.ack, streamID: 0, into: &outboundBuffer)
+                outboundBuffer.writeInteger(opaque)
+            }
         case .goAway(let lastStreamID, let errorCode, let debugData):
-            goAwayReceived(lastStreamID: lastStreamID, errorCode: errorCode, debugData: debugData, now: now)
-        case .ping(_, ack: true):
-            machine.pingAcknowledged(now: now)
-        default:
+            goAwayReceived(lastStreamID: HTTP2StreamID(Int32(lastStreamID)), errorCode: errorCode, debugData: debugData, now: now)
+        case .windowUpdate(let streamID, let increment):
+            machine.frameRead(now: now)
+            if streamID == 0 {
+                connectionSendWindow += Int(increment)
+                guard connectionSendWindow <= HTTP2Wire.maximumWindowSize else {
+                    throw HTTP2ConnectionError(code: .flowControlError, message: "connection window above 2^31-1")
+                }
+            } else if let id = Optional(HTTP2StreamID(Int32(streamID))), inFlight[id] != nil {
+                inFlight[id]!.sendWindow += Int(increment)
+                guard inFlight[id]!.sendWindow <= HTTP2Wire.maximumWindowSize else {
+                    throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(streamID) above 2^31-1")
+                }
+            }
+            sendBlockedData()
+        case .ignored:
             machine.frameRead(now: now)
         }
     }
 
+    /// A server SETTINGS frame: apply it, acknowledge it, and tell the state machine.
+    private func apply(_ settings: [(parameter: UInt16, value: UInt32)], now: NIODeadline) throws {
+        var maximum: Int? = nil
+        for (parameter, value) in settings {
+            switch HTTP2Wire.Setting(rawValue: parameter) {
+            case .maxConcurrentStreams?:
+                maximum = Int(value)
+            case .headerTableSize?:
+                encoder.peerAllowsTableSize(Int(value))
+            case .initialWindowSize?:
+                // RFC 9113 §6.9.2: the change applies to every open stream's window, even below zero.
+                let delta = Int(value) - initialStreamSendWindow
+                initialStreamSendWindow = Int(value)
+                for id in inFlight.keys {
+                    inFlight[id]!.sendWindow += delta
+                    guard inFlight[id]!.sendWindow <= HTTP2Wire.maximumWindowSize else {
+                        throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(id) above 2^31-1")
+                    }
+                }
+            case .maxFrameSize?:
+                peerMaximumFrameSize = Int(value)
+            default:
+                break
+            }
+        }
+        HTTP2Wire.writeFrameHeader(length: 0, type: .settings, flags: HTTP2Wire.Flag.ack, streamID: 0, into: &outboundBuffer)
+        settingsReceived(maximumConcurrentStreams: maximum, now: now)
+        sendBlockedData()
+    }
+
     func channelReadComplete(context: ChannelHandlerContext) {
         if unacknowledgedInboundBytes >= 32_768 {
-            let increment = unacknowledgedInboundBytes
+            HTTP2Wire.writeFrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0, into: &outboundBuffer)
+            outboundBuffer.writeInteger(UInt32(unacknowledgedInboundBytes))
             unacknowledgedInboundBytes = 0
-            context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
         }
         sendQueuedWork()
-        context.flush()
+        flushOutbound(context: context)
         context.fireChannelReadComplete()
+    }
+
+    /// RFC 9113 §5.4.1: GOAWAY with the error, then close.
+    private func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
+        lastError = error.description
+        logger.debug("HTTP/2 protocol error from the server", metadata: ["apns.error": "\(error)"])
+        let message = Array(error.message.utf8.prefix(256))
+        HTTP2Wire.writeFrameHeader(length: 8 + message.count, type: .goAway, flags: 0, streamID: 0, into: &outboundBuffer)
+        outboundBuffer.writeInteger(UInt32(0))
+        outboundBuffer.writeInteger(error.code.rawValue)
+        outboundBuffer.writeBytes(message)
+        flushOutbound(context: context)
+        delegate.connectionRetiring(connectionID)
+        context.close(promise: nil)
     }
 
     private func readHeaders(_ headers: HPACKHeaders, streamID: HTTP2StreamID) {
@@ -225,12 +355,12 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
-    private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: HTTP2ErrorCode, debugData: ByteBuffer?, now: NIODeadline) {
-        if let debugData, let reason = Self.reason(fromJSON: debugData) { goAwayReason = reason }
+    private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline) {
+        if debugData.readableBytes > 0, let reason = Self.reason(fromJSON: debugData) { goAwayReason = reason }
         logger.debug(
             "GOAWAY received",
             metadata: [
-                "apns.last_stream_id": "\(lastStreamID)", "apns.error_code": "\(errorCode)",
+                "apns.last_stream_id": "\(lastStreamID)", "apns.error_code": "\(HTTP2Wire.ErrorCode.describe(errorCode))",
                 "apns.reason": "\(goAwayReason?.rawValue ?? "")",
             ])
         switch machine.goAwayReceived(lastStreamID: lastStreamID, now: now) {
@@ -241,6 +371,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             for id in unprocessed {
                 if let entry = inFlight.removeValue(forKey: id) { retry.append(entry.request) }
             }
+            if !retry.isEmpty { blockedStreams.removeAll { inFlight[$0] == nil } }
             releasedSinceLastPull += retry.count
             if !retry.isEmpty { delegate.requeue(retry, because: .goAway) }
             if closeNow { context?.close(promise: nil) }
@@ -249,29 +380,16 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
-    /// NIOHTTP2 closed a stream without a final frame reaching us (a protocol error on the stream,
-    /// or a reset we did not see as a frame).
-    private func streamClosedByProtocol(_ event: StreamClosedEvent, context: ChannelHandlerContext) {
-        guard let entry = inFlight.removeValue(forKey: event.streamID) else { return }
-        let now = context.eventLoop.now
-        releasedSinceLastPull += 1
-        closeStreamInMachine(event.streamID, now: now)
-        if event.reason == .refusedStream {
-            delegate.requeue([entry.request], because: .streamRefused)
-        } else {
-            entry.request.complete(.failed(.streamReset("\(event.reason.map { "\($0)" } ?? "closed")")))
-        }
-    }
-
-    private func resetByServer(_ streamID: HTTP2StreamID, code: HTTP2ErrorCode, now: NIODeadline) {
+    private func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
         guard let entry = inFlight.removeValue(forKey: streamID) else { return }
+        if entry.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
-        if code == .refusedStream {
+        if code == HTTP2Wire.ErrorCode.refusedStream.rawValue {
             // RFC 9113: a refused stream was not processed; resending it is safe.
             delegate.requeue([entry.request], because: .streamRefused)
         } else {
-            entry.request.complete(.failed(.streamReset("\(code)")))
+            entry.request.complete(.failed(.streamReset(HTTP2Wire.ErrorCode.describe(code))))
         }
     }
 
@@ -279,6 +397,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// connection, not the notification, was at fault).
     private func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
         guard let entry = inFlight.removeValue(forKey: streamID) else { return }
+        if entry.unsentPayload != nil {
+            // Answered before we finished sending (an early error answer): stop sending its DATA.
+            blockedStreams.removeAll { $0 == streamID }
+            writeReset(streamID, code: .noError)
+        }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
 
@@ -321,30 +444,53 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     private func closeStreamInMachine(_ streamID: HTTP2StreamID, now: NIODeadline) {
         if machine.streamClosed(streamID, now: now) == .closeConnection {
-            context?.close(promise: nil)
+            flushAndClose()
         }
     }
 
     private func retire(because reason: APNsReason) {
         logger.debug("retiring connection", metadata: ["apns.reason": "\(reason)"])
         delegate.connectionRetiring(connectionID)
-        if machine.closeRequested() { context?.close(promise: nil) }
+        if machine.closeRequested() { flushAndClose() }
+    }
+
+    private func flushAndClose() {
+        guard let context else { return }
+        flushOutbound(context: context)
+        context.close(promise: nil)
     }
 
     // MARK: Outbound
+
+    private var outboundBuffer: ByteBuffer {
+        get { outbound ?? ByteBuffer() }
+        _modify {
+            if outbound == nil { outbound = context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer() }
+            yield &outbound!
+        }
+    }
+
+    private func flushOutbound(context: ChannelHandlerContext) {
+        if let buffer = outbound, buffer.readableBytes > 0 {
+            outbound = nil
+            context.write(wrapOutboundOut(buffer), promise: nil)
+        }
+        context.flush()
+    }
 
     /// Called on the event loop when the pool has work for this connection.
     func wake() {
         guard let context else { return }
         sendQueuedWork()
-        context.flush()
+        flushOutbound(context: context)
     }
 
     /// Returns released requests to the pool and writes as many new ones as there are free streams.
     /// Does not flush: the caller flushes once for the whole batch.
     private func sendQueuedWork() {
         guard let context else { return }
-        var available = machine.availableStreams
+        // While some DATA waits for window, new streams would only wait behind it.
+        var available = blockedStreams.isEmpty ? machine.availableStreams : 0
         if let rate = configuration.requestsPerSecond, available > 0 {
             available = min(available, rateAllowance(rate: rate, now: context.eventLoop.now, context: context))
         }
@@ -366,18 +512,26 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             releasedSinceLastPull += batch.count
             return
         }
-        let authorization: String?
-        if let token {
-            // One string per token (hourly), not one per request.
-            if cachedAuthorization?.token != token { cachedAuthorization = (token, token.authorizationHeaderValue) }
-            authorization = cachedAuthorization!.headerValue
-        } else {
-            authorization = nil
+        if let token, authorizationBlock?.token != token {
+            // One literal per token (hourly), not one per request.
+            var bytes = ByteBuffer()
+            HPACKRequestEncoder.writeNotIndexed(
+                staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: token.authorizationHeaderValue, into: &bytes)
+            authorizationBlock = (token, bytes)
         }
         let now = context.eventLoop.now
         if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
         for request in batch {
-            write(request, authorization: authorization, token: token, context: context, now: now)
+            write(request, token: token, now: now)
+            if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
+                context.write(wrapOutboundOut(outbound!), promise: nil)
+                outbound = nil
+            }
+        }
+        if machine.streamIDsExhausted {
+            logger.debug("stream ids exhausted; retiring the connection")
+            delegate.connectionRetiring(connectionID)
+            if machine.closeRequested() { flushAndClose() }
         }
     }
 
@@ -404,23 +558,111 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         return allowed
     }
 
-    private func write(
-        _ pooled: PooledRequest, authorization: String?, token: ProviderToken?, context: ChannelHandlerContext, now: NIODeadline
-    ) {
+    /// One request: HEADERS, then as much of its DATA as flow control allows now.
+    private func write(_ pooled: PooledRequest, token: ProviderToken?, now: NIODeadline) {
         let streamID = machine.openStream(now: now)
         let request = pooled.request
-        var headers = pseudoHeaders
-        headers.reserveCapacity(12)
-        // Apple: never index `:path` or `authorization` (they change per request / per hour).
-        headers.add(name: ":path", value: request.deviceToken.requestPath, indexing: .nonIndexable)
-        if let authorization { headers.add(name: "authorization", value: authorization, indexing: .nonIndexable) }
-        headers.add(contentsOf: request.notification.sharedHeaders)
-        if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID.value, indexing: .nonIndexable) }
+        let notification = request.notification
+        let headerIndex = outboundBuffer.writerIndex
+        HTTP2Wire.writeFrameHeader(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+        let blockStart = outboundBuffer.writerIndex
+        encoder.writePendingSizeUpdate(into: &outboundBuffer)
+        outboundBuffer.writeInteger(0x83 as UInt8)  // :method POST (static 3)
+        outboundBuffer.writeInteger(0x87 as UInt8)  // :scheme https (static 7)
+        // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
+        HPACKRequestEncoder.writePath(deviceHex: request.deviceToken.hex, into: &outboundBuffer)
+        writeSharedHeaders(of: notification)
+        if token != nil, let authorization = authorizationBlock?.bytes {
+            outboundBuffer.writeImmutableBuffer(authorization)
+        }
+        if let apnsID = request.apnsID {
+            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &outboundBuffer)
+        }
+        let blockLength = outboundBuffer.writerIndex - blockStart
+        if blockLength <= peerMaximumFrameSize {
+            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &outboundBuffer)
+        } else {
+            splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)))
+        }
 
-        inFlight[streamID] = InFlight(request: pooled, providerToken: token)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
-        let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(request.notification.payload), endStream: true)
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(data))), promise: nil)
+        var entry = InFlight(request: pooled, providerToken: token, sendWindow: initialStreamSendWindow)
+        let payload = notification.payload
+        let length = payload.readableBytes
+        if length <= connectionSendWindow, length <= entry.sendWindow, length <= peerMaximumFrameSize {
+            HTTP2Wire.writeFrameHeader(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+            outboundBuffer.writeImmutableBuffer(payload)
+            connectionSendWindow -= length
+            entry.sendWindow -= length
+            inFlight[streamID] = entry
+        } else {
+            entry.unsentPayload = payload
+            inFlight[streamID] = entry
+            blockedStreams.append(streamID)
+            sendBlockedData()
+        }
+    }
+
+    /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
+    /// encoded once per notification, and again only when the HPACK table changed in between.
+    private func writeSharedHeaders(of notification: PreparedNotification) {
+        if let cached = sharedBlock, cached.notification === notification, cached.generation == encoder.generation {
+            outboundBuffer.writeImmutableBuffer(cached.bytes)
+            return
+        }
+        let generation = encoder.generation
+        var block = ByteBuffer()
+        encoder.writeIndexable(name: ":authority", value: configuration.authority, into: &block)
+        for (name, value) in notification.headerFields {
+            encoder.writeIndexable(name: name, value: value, into: &block)
+        }
+        outboundBuffer.writeImmutableBuffer(block)
+        // Reusable only if encoding it changed nothing: the next device's block will be all indices.
+        sharedBlock = encoder.generation == generation ? (notification, generation, block) : nil
+    }
+
+    /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
+    /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
+    private func splitHeaderBlock(headerIndex: Int, streamID: UInt32) {
+        var block = outboundBuffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: outboundBuffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
+        outboundBuffer.moveWriterIndex(to: headerIndex)
+        var first = true
+        while block.readableBytes > 0 || first {
+            let length = min(block.readableBytes, peerMaximumFrameSize)
+            var piece = block.readSlice(length: length)!
+            let last = block.readableBytes == 0
+            HTTP2Wire.writeFrameHeader(
+                length: length, type: first ? .headers : .continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, streamID: streamID,
+                into: &outboundBuffer)
+            outboundBuffer.writeBuffer(&piece)
+            first = false
+        }
+    }
+
+    /// Sends waiting DATA, oldest stream first, as far as the windows allow.
+    private func sendBlockedData() {
+        while let streamID = blockedStreams.first {
+            guard var entry = inFlight[streamID], var payload = entry.unsentPayload else {
+                blockedStreams.removeFirst()
+                continue
+            }
+            let length = min(payload.readableBytes, connectionSendWindow, entry.sendWindow, peerMaximumFrameSize)
+            if length <= 0, payload.readableBytes > 0 { return }
+            var piece = payload.readSlice(length: length)!
+            let done = payload.readableBytes == 0
+            HTTP2Wire.writeFrameHeader(
+                length: length, type: .data, flags: done ? HTTP2Wire.Flag.endStream : 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+            outboundBuffer.writeBuffer(&piece)
+            connectionSendWindow -= length
+            entry.sendWindow -= length
+            entry.unsentPayload = done ? nil : payload
+            inFlight[streamID] = entry
+            if done { blockedStreams.removeFirst() }
+        }
+    }
+
+    private func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
+        HTTP2Wire.writeFrameHeader(length: 4, type: .rstStream, flags: 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+        outboundBuffer.writeInteger(code.rawValue)
     }
 
     /// Abandons a request the caller cancelled: resets its stream and frees it.
@@ -428,26 +670,27 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let context, let (streamID, entry) = inFlight.first(where: { $0.value.request.poolRequestID == poolRequestID }) else {
             return false
         }
-        abandon(streamID, context: context)
+        abandon(streamID)
         // Free the stream in the pool's books before the caller hears about it.
         sendQueuedWork()
-        context.flush()
+        flushOutbound(context: context)
         entry.request.complete(.failed(.cancelled))
         return true
     }
 
     /// Resets the stream and frees it; the caller completes the request afterwards.
-    private func abandon(_ streamID: HTTP2StreamID, context: ChannelHandlerContext) {
-        inFlight.removeValue(forKey: streamID)
+    private func abandon(_ streamID: HTTP2StreamID) {
+        guard let context, let entry = inFlight.removeValue(forKey: streamID) else { return }
+        if entry.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
         releasedSinceLastPull += 1
-        context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .rstStream(.cancel))), promise: nil)
+        writeReset(streamID, code: .cancel)
         closeStreamInMachine(streamID, now: context.eventLoop.now)
     }
 
     /// Retire the connection for shutdown: finish open streams, then close.
     func closeGracefully() {
-        guard let context else { return }
-        if machine.closeRequested() { context.close(promise: nil) }
+        guard context != nil else { return }
+        if machine.closeRequested() { flushAndClose() }
     }
 
     // MARK: Timer
@@ -459,10 +702,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             var expired: [(HTTP2StreamID, InFlight)] = []
             for (id, entry) in inFlight where entry.request.deadline <= now { expired.append((id, entry)) }
             if !expired.isEmpty {
-                for (id, _) in expired { abandon(id, context: context) }
+                for (id, _) in expired { abandon(id) }
                 // Free the streams in the pool's books before the callers hear about them.
                 sendQueuedWork()
-                context.flush()
+                flushOutbound(context: context)
                 for (_, entry) in expired { entry.request.complete(.failed(.deadlineExceeded)) }
             }
         }
@@ -471,11 +714,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             break
         case .sendPing:
             logger.trace("sending PING")
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: UInt64(now.uptimeNanoseconds)), ack: false))), promise: nil)
+            HTTP2Wire.writeFrameHeader(length: 8, type: .ping, flags: 0, streamID: 0, into: &outboundBuffer)
+            outboundBuffer.writeInteger(UInt64(now.uptimeNanoseconds))
+            flushOutbound(context: context)
         case .closeIdle:
             logger.debug("closing idle connection")
             delegate.connectionRetiring(connectionID)
-            context.close(promise: nil)
+            flushAndClose()
         case .closePingTimedOut:
             logger.debug("PING not answered in time; closing")
             lastError = everReady ? "ping timeout" : "no SETTINGS from server"

@@ -254,15 +254,6 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
                     guard let self else { throw ChannelError.ioOnClosedChannel }
                     let tls = try NIOSSLClientHandler(context: configuration.tlsContext, serverHostname: configuration.serverHostname)
                     try channel.pipeline.syncOperations.addHandler(tls)
-                    let http2 = NIOHTTP2Handler(
-                        mode: .client,
-                        initialSettings: [
-                            HTTP2Setting(parameter: .enablePush, value: 0),
-                            HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
-                            HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
-                            HTTP2Setting(parameter: .maxHeaderListSize, value: 1 << 16),
-                        ])
-                    try channel.pipeline.syncOperations.addHandler(http2)
                     let handler = APNsConnectionHandler(
                         connectionID: id, delegate: self,
                         configuration: .init(

@@ -1,33 +1,19 @@
 public import NIOCore
-import NIOHPACK
 public import PushgateCore
 
 /// A notification's content turned into wire form once: the header fields it shares with every
-/// device it goes to, and its payload as a `ByteBuffer` that each DATA frame references without
-/// copying. A broadcast to a million devices builds one of these.
+/// device it goes to, and its payload as a `ByteBuffer` that each DATA frame copies from. A broadcast
+/// to a million devices builds one of these; each connection encodes its header fields once (HPACK,
+/// see `HPACKRequestEncoder`) and reuses the bytes for every device.
 public final class PreparedNotification: Sendable {
     public let content: NotificationContent
-    /// The APNs headers after the pseudo-headers (`apns-push-type`, `apns-topic`, ...), indexable by
-    /// HPACK: they repeat on every request, so after the first one each costs a byte or two.
-    let sharedHeaders: HPACKHeaders
+    /// The APNs headers after the pseudo-headers (`apns-push-type`, `apns-topic`, ...), in order.
+    let headerFields: [(name: String, value: String)]
     let payload: ByteBuffer
 
     public init(_ content: NotificationContent) {
         self.content = content
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(8)
-        for field in content.headerFields {
-            switch field.name {
-            case "apns-expiration", "apns-collapse-id":
-                // Apple: index these the first time, send them literally afterwards. NIO's encoder cannot
-                // switch per occurrence, and a request's values usually repeat across its devices, so
-                // indexing them is the better half of that advice for fan-out.
-                headers.add(name: field.name, value: field.value, indexing: .indexable)
-            default:
-                headers.add(name: field.name, value: field.value, indexing: .indexable)
-            }
-        }
-        self.sharedHeaders = headers
+        self.headerFields = content.headerFields
         self.payload = ByteBuffer(bytes: content.payload.bytes)
     }
 }
