@@ -24,6 +24,18 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.availableStreams == 500)
     }
 
+    @Test func streamIDsRunOutAndTheConnectionSaysSo() {
+        var machine = APNsConnectionStateMachine(configuration: .init(lastUsableStreamID: 7), now: start)
+        _ = machine.settingsReceived(maximumConcurrentStreams: 100, now: start)
+        #expect(machine.availableStreams == 4)  // 1, 3, 5, 7
+        let ids = (0..<4).map { _ in machine.openStream(now: start) }
+        #expect(ids.map { Int($0) } == [1, 3, 5, 7])
+        #expect(machine.streamIDsExhausted)
+        #expect(machine.availableStreams == 0)
+        _ = machine.streamClosed(ids[0], now: start)
+        #expect(machine.availableStreams == 0, "a freed stream does not give back its id")
+    }
+
     @Test func settingsWithoutALimitMeanALargeFiniteDefault() {
         var machine = makeMachine()
         #expect(machine.settingsReceived(maximumConcurrentStreams: nil, now: start) == .becameReady(availableStreams: 1000))
