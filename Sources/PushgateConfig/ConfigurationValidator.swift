@@ -36,8 +36,8 @@ extension GatewayConfiguration {
                 throw fail("apps", "\"\(app.name)\" is not a valid app name (1 to 64 of a-z, 0-9, '_', '-', starting with a letter or digit)")
             }
             guard appNames.insert(app.name).inserted else { throw fail("apps", "app \"\(app.name)\" is listed twice") }
-            try app.validate(flagNames: flagNames)
         }
+        for app in apps { try app.validate(flagNames: flagNames) }
         try validateSharedTokenKeys(fail: fail)
 
         var keyNames = Set<String>()
