@@ -1,6 +1,6 @@
 import Configuration
 import Foundation
-public import PushgateCore
+import PushgateCore
 
 /// Reads a ``GatewayConfiguration`` with swift-configuration: the daemon's flags, then generic
 /// `--key-path VALUE` arguments, then `PUSHGATE_*` environment variables, then the YAML file
@@ -72,7 +72,7 @@ public struct ConfigurationLoader: Sendable {
             flags[AbsoluteConfigKey(ConfigKey(key))] = ConfigValue(.string(value.value), isSecret: false)
             flagNames[key] = value.flag
         }
-        if let (_, first) = commandLine.appValues.min(by: { $0.key < $1.key }) {
+        if let first = commandLine.appValues.min(by: { $0.key < $1.key })?.value {
             guard appNames.count == 1 else {
                 throw ConfigurationProblem(
                     key: first.flag,
@@ -87,7 +87,8 @@ public struct ConfigurationLoader: Sendable {
         try Self.checkArguments(commandLine.arguments, apps: appNames, keys: keyNames)
 
         let values = Values(
-            reader: ConfigReader(providers: [InMemoryProvider(name: "flags", values: flags)] + lower), flagNames: flagNames)
+            reader: ConfigReader(providers: [InMemoryProvider(name: "flags", values: flags) as any ConfigProvider] + lower),
+            flagNames: flagNames)
         var configuration = try Self.read(values, appNames: appNames, keyNames: keyNames)
         configuration.flagNames = flagNames
         try configuration.validate()

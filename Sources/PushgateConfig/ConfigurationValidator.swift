@@ -1,4 +1,4 @@
-public import APNsClient
+import APNsClient
 import PushgateCore
 
 extension GatewayConfiguration {

@@ -210,10 +210,9 @@ extension Gateway.Configuration {
     /// Only the HTTP/2 transport is wired here; `transport: legacy` apps are validated by PushgateConfig.
     public init(_ loaded: LoadedConfiguration) {
         let configuration = loaded.configuration
-        var udp = UDPIngress.Configuration(
+        let udp = UDPIngress.Configuration(
             host: configuration.listen, registrationPort: configuration.udp.registrationPort,
             notificationPort: configuration.udp.notificationPort)
-        udp.receiveBufferBytes = UDPIngress.Configuration().receiveBufferBytes
         self.init(
             databasePath: configuration.store.path, udp: udp,
             apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client) },

@@ -1,5 +1,5 @@
 import Crypto
-public import Foundation
+import Foundation
 
 /// A bearer key of the HTTP API, kept only as the SHA-256 of the key: the configuration stores hashes
 /// (or files the daemon hashes at start-up), so the key itself never sits in memory longer than a

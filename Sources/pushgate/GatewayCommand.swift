@@ -159,7 +159,7 @@ struct GatewayCommand: AsyncParsableCommand {
             try Self.detach()
             return
         }
-        var loaded: Result<GatewayConfiguration, ConfigurationProblem>
+        let loaded: Result<GatewayConfiguration, ConfigurationProblem>
         do {
             var configuration = try await ConfigurationLoader(commandLine: commandLine).load()
             if let apiKeyFile {

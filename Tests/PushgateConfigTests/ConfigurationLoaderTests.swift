@@ -121,7 +121,7 @@ struct ConfigurationLoaderTests {
     func appFlagsNeedOneApp() async throws {
         let folder = try ConfigFolder()
         let file = try folder.write("two.yaml", Self.twoApps)
-        let found = await problem { () throws(ConfigurationProblem) in
+        let found = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(file: file, appFlags: ["certificate.file": ("x.crt", "-c")])
         }
         #expect(
@@ -155,33 +155,33 @@ struct ConfigurationLoaderTests {
 
     @Test("generic --key flags are checked against the known keys: a typo stops start-up")
     func unknownArgumentsAreRefused() async {
-        let typo = await problem { () throws(ConfigurationProblem) in _ = try await load(arguments: ["--udp-registraton-port", "1"]) }
+        let typo = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["--udp-registraton-port", "1"]) }
         #expect(typo?.description == "--udp-registraton-port: unknown flag (no configuration key is spelled so)")
-        let otherApp = await problem { () throws(ConfigurationProblem) in _ = try await load(arguments: ["--app-news-topic", "x"]) }
+        let otherApp = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["--app-news-topic", "x"]) }
         #expect(otherApp?.key == "--app-news-topic", "app news is not configured")
-        let stray = await problem { () throws(ConfigurationProblem) in _ = try await load(arguments: ["stray"]) }
+        let stray = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["stray"]) }
         #expect(stray?.description == "stray: unexpected argument")
     }
 
     @Test("values that do not convert name their key, or the flag that set them")
     func unconvertibleValues() async throws {
-        let fromEnvironment = await problem { () throws(ConfigurationProblem) in
+        let fromEnvironment = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: ["PUSHGATE_UDP_REGISTRATION_PORT": "abc"])
         }
         #expect(fromEnvironment?.description == "udp.registrationPort: must be a whole number (got \"abc\")")
-        let fromFlag = await problem { () throws(ConfigurationProblem) in
+        let fromFlag = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(flags: ["udp.registrationPort": ("abc", "-g")])
         }
         #expect(fromFlag?.description == "-g: must be a whole number (got \"abc\")")
-        let environmentName = await problem { () throws(ConfigurationProblem) in
+        let environmentName = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(appFlags: ["environment": ("staging", "-s")])
         }
         #expect(environmentName?.description == "-s: must be production or sandbox (got \"staging\")")
-        let transport = await problem { () throws(ConfigurationProblem) in
+        let transport = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: ["PUSHGATE_APP_DEFAULT_TRANSPORT": "http3"])
         }
         #expect(transport?.description == "app.default.transport: must be http2 or legacy (got \"http3\")")
-        let flag = await problem { () throws(ConfigurationProblem) in
+        let flag = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: ["PUSHGATE_APP_DEFAULT_ALTERNATIVE_PORT": "maybe"])
         }
         #expect(flag?.description == "app.default.alternativePort: must be true or false (got \"maybe\")")
@@ -189,15 +189,15 @@ struct ConfigurationLoaderTests {
 
     @Test("token fields must come together, and not with a certificate")
     func incompleteToken() async throws {
-        let missingTeam = await problem { () throws(ConfigurationProblem) in
+        let missingTeam = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(appFlags: ["token.keyFile": ("k.p8", "--auth-key"), "token.keyId": ("KEY1234567", "--key-id")])
         }
         #expect(missingTeam?.description == "app.default.token.teamId: missing: token authentication needs the team id")
-        let missingKeyID = await problem { () throws(ConfigurationProblem) in
+        let missingKeyID = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: ["PUSHGATE_APP_DEFAULT_TOKEN_KEY_FILE": "k.p8", "PUSHGATE_APP_DEFAULT_TOKEN_TEAM_ID": "T"])
         }
         #expect(missingKeyID?.description == "app.default.token.keyId: missing: token authentication needs the key id")
-        let both = await problem { () throws(ConfigurationProblem) in
+        let both = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(appFlags: [
                 "certificate.file": ("c.pem", "-c"), "token.keyFile": ("k.p8", "--auth-key"), "token.keyId": ("K", "--key-id"),
                 "token.teamId": ("T", "--team-id"),
@@ -208,15 +208,15 @@ struct ConfigurationLoaderTests {
 
     @Test("a missing or malformed config file stops start-up naming the file")
     func badFiles() async throws {
-        let missing = await problem { () throws(ConfigurationProblem) in _ = try await load(file: "/nonexistent/pushgate.yaml") }
+        let missing = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: "/nonexistent/pushgate.yaml") }
         #expect(missing?.description == "--config: cannot read /nonexistent/pushgate.yaml")
         let folder = try ConfigFolder()
         let broken = try folder.write("broken.yaml", "apps: [a\n  b: {")
-        let malformed = await problem { () throws(ConfigurationProblem) in _ = try await load(file: broken) }
+        let malformed = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: broken) }
         #expect(malformed?.key == "--config")
         #expect(malformed?.message.hasPrefix("\(broken) is not a usable YAML configuration") == true)
         let listOfMaps = try folder.write("list.yaml", "apps:\n  - name: a\n")
-        let unsupported = await problem { () throws(ConfigurationProblem) in _ = try await load(file: listOfMaps) }
+        let unsupported = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: listOfMaps) }
         #expect(unsupported?.key == "--config", "apps are a list of names, described under app.NAME")
     }
 
