@@ -1,5 +1,5 @@
 import Configuration
-import Foundation
+public import Foundation
 import PushgateCore
 
 /// Reads a ``GatewayConfiguration`` with swift-configuration: the daemon's flags, then generic

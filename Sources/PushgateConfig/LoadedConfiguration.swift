@@ -1,6 +1,6 @@
 public import APNsClient
 import Crypto
-import Foundation
+public import Foundation
 public import PushgateCore
 
 /// A configuration whose files were read and checked: credentials parsed, certificates in date, API
