@@ -3,8 +3,8 @@ import Hummingbird
 import PushgateCore
 
 extension APIError.Code {
-    static let unauthorized = Code("unauthorized")
-    static let forbiddenApp = Code("forbidden_app")
+    static let unauthorized = APIError.Code("unauthorized")
+    static let forbiddenApp = APIError.Code("forbidden_app")
 }
 
 /// Guards everything under `/v1` when API keys are configured: 401 without a known bearer key, 403

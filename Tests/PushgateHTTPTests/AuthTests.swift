@@ -90,7 +90,7 @@ struct AuthRouteTests {
     @Test("/healthz and /readyz stay open; everything under /v1 needs a key: 401 with the error JSON and WWW-Authenticate")
     func unauthorized() async throws {
         try await withKeyedAPI { fixture in
-            try await fixture.api.buildApplication().test(.router) { client in
+            try await fixture.api.buildApplication().test(.router) { client async throws in
                 #expect(try await client.send(.get, "/healthz", key: nil).status == .ok)
                 #expect(try await client.send(.get, "/readyz", key: nil).status == .ok)
                 for (key, message) in [(nil, "no key"), ("wrong-key-0123456789", "wrong key")] as [(String?, String)] {
@@ -111,7 +111,7 @@ struct AuthRouteTests {
     @Test("a key for every app acts on every app")
     func fullKey() async throws {
         try await withKeyedAPI { fixture in
-            try await fixture.api.buildApplication().test(.router) { client in
+            try await fixture.api.buildApplication().test(.router) { client async throws in
                 for app in ["news", "weather"] {
                     let response = try await client.send(.put, "/v1/apps/\(app)/groups/g/devices/\(Self.token)", key: TestKeys.all)
                     #expect(response.status == .noContent)
@@ -123,7 +123,7 @@ struct AuthRouteTests {
     @Test("a key limited to one app gets 403 on another app's routes, notifications and reports; nothing is applied")
     func appLimitedKey() async throws {
         try await withKeyedAPI { fixture in
-            try await fixture.api.buildApplication().test(.router) { client in
+            try await fixture.api.buildApplication().test(.router) { client async throws in
                 let register = "/v1/apps/weather/groups/g/devices/\(Self.token)"
                 let forbidden = try await client.send(.put, register, key: TestKeys.news)
                 #expect(forbidden.status == .forbidden)
@@ -168,7 +168,7 @@ struct AuthRouteTests {
     func singleApp() async throws {
         let keys = [APIKey(secret: TestKeys.news, app: "news")]
         try await withKeyedAPI(apps: ["news"], keys: keys) { fixture in
-            try await fixture.api.buildApplication().test(.router) { client in
+            try await fixture.api.buildApplication().test(.router) { client async throws in
                 #expect(try await client.send(.put, "/v1/groups/g/devices/\(Self.token)", key: TestKeys.news).status == .noContent)
                 let body = #"{"groups": ["g"], "type": "normal", "payload": {"aps": {}}}"#
                 #expect(try await client.send(.post, "/v1/notifications", key: TestKeys.news, json: body).status == .accepted)
@@ -189,7 +189,7 @@ struct AuthLiveTests {
     @Test("no key 401, wrong key 401, another app's key 403, the right key 204, /healthz open")
     func live() async throws {
         try await withKeyedAPI { fixture in
-            try await fixture.api.buildApplication().test(.live) { client in
+            try await fixture.api.buildApplication().test(.live) { client async throws in
                 let path = "/v1/apps/weather/groups/g/devices/\(AuthRouteTests.token)"
                 #expect(try await client.send(.get, "/healthz", key: nil).status == .ok)
                 #expect(try await client.send(.put, path, key: nil).status == .unauthorized)
