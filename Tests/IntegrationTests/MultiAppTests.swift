@@ -209,9 +209,11 @@ struct ConfigurationCredentialTests {
         return configuration
     }
 
-    func problem(_ configuration: GatewayConfiguration, clock: any WallClock = SystemWallClock()) -> String? {
+    func problem(
+        _ configuration: GatewayConfiguration, environment: [String: String] = [:], clock: any WallClock = SystemWallClock()
+    ) -> String? {
         do {
-            _ = try configuration.loadCredentials(environment: [:], clock: clock)
+            _ = try configuration.loadCredentials(environment: environment, clock: clock)
             return nil
         } catch {
             return error.description
@@ -264,6 +266,23 @@ struct ConfigurationCredentialTests {
         #expect(
             problem(configuration(files, token(garbage)))
                 == "app.news.token.keyFile: \(garbage): auth key is not a P-256 private key in PEM form")
+    }
+
+    @Test("a .p12 bundle loads with the passphrase from the variable the app names; a wrong passphrase stops start-up")
+    func pkcs12() throws {
+        try #require(ExternalTools.isInstalled("openssl"), "openssl makes the bundle")
+        let files = try MultiAppFiles()
+        let bundle = files.directory.path("news.p12")
+        let made = try ExternalTools.run(
+            "openssl",
+            ["pkcs12", "-export", "-in", files.certificatePath, "-inkey", files.keyPath, "-out", bundle, "-passout", "pass:p12-secret"])
+        try #require(made.status == 0, "\(made.output)")
+        let configuration = configuration(files) { $0.authentication = .pkcs12(file: bundle, passphraseEnvironment: "NEWS_P12") }
+        let loaded = try configuration.loadCredentials(environment: ["NEWS_P12": "p12-secret"])
+        #expect(loaded.apps[0].topic.bundleID == "com.example.news", "the topic comes from the bundle's certificate")
+        let wrong = try #require(problem(configuration, environment: ["NEWS_P12": "not-it"]))
+        #expect(wrong == "app.news.certificate.p12: cannot read PKCS#12 bundle (wrong passphrase?) from \(bundle)")
+        #expect(!wrong.contains("not-it"))
     }
 
     @Test("two apps naming one key id with different keys are refused")
