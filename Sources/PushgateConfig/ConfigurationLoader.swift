@@ -181,6 +181,9 @@ public struct ConfigurationLoader: Sendable {
             if certificate.hasSuffix(".p12") || certificate.hasSuffix(".pfx") {
                 // pushd's -c took .p12 files too; the passphrase comes from the environment.
                 app.authentication = .pkcs12(file: certificate, passphraseEnvironment: passphraseVariable ?? "PUSHGATE_P12_PASSPHRASE")
+            } else if key == nil, single, values.flagNames["\(prefix).certificate.file"] != nil {
+                // pushd's -c without -k still read the key from pushd.key.
+                app.authentication = .certificate(file: certificate, key: "pushd.key")
             } else {
                 app.authentication = .certificate(file: certificate, key: key)
             }

@@ -117,6 +117,14 @@ struct ConfigurationLoaderTests {
         #expect(app.topic == "com.example.shop")
     }
 
+    @Test("-c without -k reads the key from pushd.key, as pushd did; a certificate from the file may hold its key")
+    func pushdKeyDefault() async throws {
+        let fromFlag = try await load(appFlags: ["certificate.file": ("/tmp/my.crt", "-c")])
+        #expect(fromFlag.apps[0].authentication == .certificate(file: "/tmp/my.crt", key: "pushd.key"))
+        let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_CERTIFICATE_FILE": "/tmp/combined.pem"])
+        #expect(fromEnvironment.apps[0].authentication == .certificate(file: "/tmp/combined.pem", key: nil))
+    }
+
     @Test("the single-app flags are refused when several apps are configured, naming the flag")
     func appFlagsNeedOneApp() async throws {
         let folder = try ConfigFolder()
