@@ -47,7 +47,10 @@ public struct ConfigurationLoader: Sendable {
     public var commandLine: CommandLine
     public var environment: [String: String]
 
-    public init(commandLine: CommandLine = CommandLine(), environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(
+        commandLine: CommandLine = CommandLine(),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
         self.commandLine = commandLine
         self.environment = environment
     }
@@ -76,7 +79,8 @@ public struct ConfigurationLoader: Sendable {
             guard appNames.count == 1 else {
                 throw ConfigurationProblem(
                     key: first.flag,
-                    "the command line's app flags configure a single app, but \(appNames.count) apps are configured (\(appNames.joined(separator: ", "))); use app.NAME.* keys")
+                    "the command line's app flags configure a single app, but \(appNames.count) apps are configured (\(appNames.joined(separator: ", "))); use app.NAME.* keys"
+                )
             }
             for (key, value) in commandLine.appValues {
                 let full = "app.\(appNames[0]).\(key)"
@@ -87,8 +91,11 @@ public struct ConfigurationLoader: Sendable {
         try Self.checkArguments(commandLine.arguments, apps: appNames, keys: keyNames)
 
         let values = Values(
-            reader: ConfigReader(providers: [InMemoryProvider(name: "flags", values: flags) as any ConfigProvider] + lower),
-            flagNames: flagNames)
+            reader: ConfigReader(
+                providers: [InMemoryProvider(name: "flags", values: flags) as any ConfigProvider] + lower
+            ),
+            flagNames: flagNames
+        )
         var configuration = try Self.read(values, appNames: appNames, keyNames: keyNames)
         configuration.flagNames = flagNames
         try configuration.validate()
@@ -110,7 +117,11 @@ public struct ConfigurationLoader: Sendable {
 
     // MARK: Reading
 
-    static func read(_ values: Values, appNames: [String], keyNames: [String]) throws(ConfigurationProblem) -> GatewayConfiguration {
+    static func read(
+        _ values: Values,
+        appNames: [String],
+        keyNames: [String]
+    ) throws(ConfigurationProblem) -> GatewayConfiguration {
         var configuration = GatewayConfiguration()
         let defaults = GatewayConfiguration()
         configuration.listen = values.string("listen") ?? defaults.listen
@@ -131,8 +142,10 @@ public struct ConfigurationLoader: Sendable {
             switch (hash, file) {
             case (let hash?, nil): source = .hash(hash)
             case (nil, let file?): source = .file(file)
-            case (.some, .some): throw values.problem("\(prefix).file", "give \(prefix).hash or \(prefix).file, not both")
-            case (nil, nil): throw values.problem("\(prefix).hash", "missing: give \(prefix).hash (sha256:HEX) or \(prefix).file")
+            case (.some, .some):
+                throw values.problem("\(prefix).file", "give \(prefix).hash or \(prefix).file, not both")
+            case (nil, nil):
+                throw values.problem("\(prefix).hash", "missing: give \(prefix).hash (sha256:HEX) or \(prefix).file")
             }
             configuration.apiKeys.append(.init(name: name, source: source, app: values.string("\(prefix).app")))
         }
@@ -143,7 +156,11 @@ public struct ConfigurationLoader: Sendable {
         return configuration
     }
 
-    static func readApp(_ name: String, _ values: Values, single: Bool) throws(ConfigurationProblem) -> GatewayConfiguration.App {
+    static func readApp(
+        _ name: String,
+        _ values: Values,
+        single: Bool
+    ) throws(ConfigurationProblem) -> GatewayConfiguration.App {
         let prefix = "app.\(name)"
         var app = GatewayConfiguration.App(name: name)
         app.topic = values.string("\(prefix).topic")
@@ -169,18 +186,31 @@ public struct ConfigurationLoader: Sendable {
             if let conflicting = certificate.map({ _ in "certificate.file" }) ?? p12.map({ _ in "certificate.p12" }) {
                 throw values.problem("\(prefix).\(conflicting)", "give a certificate or a token (token.*), not both")
             }
-            guard let keyFile else { throw values.problem("\(prefix).token.keyFile", "missing: token authentication needs the .p8 key file") }
-            guard let keyID else { throw values.problem("\(prefix).token.keyId", "missing: token authentication needs the key id") }
-            guard let teamID else { throw values.problem("\(prefix).token.teamId", "missing: token authentication needs the team id") }
+            guard let keyFile else {
+                throw values.problem("\(prefix).token.keyFile", "missing: token authentication needs the .p8 key file")
+            }
+            guard let keyID else {
+                throw values.problem("\(prefix).token.keyId", "missing: token authentication needs the key id")
+            }
+            guard let teamID else {
+                throw values.problem("\(prefix).token.teamId", "missing: token authentication needs the team id")
+            }
             app.authentication = .token(keyFile: keyFile, keyID: keyID, teamID: teamID)
         } else if let p12 {
-            if certificate != nil { throw values.problem("\(prefix).certificate.p12", "give certificate.file or certificate.p12, not both") }
-            if key != nil { throw values.problem("\(prefix).certificate.key", "a .p12 bundle holds its key; drop certificate.key") }
+            if certificate != nil {
+                throw values.problem("\(prefix).certificate.p12", "give certificate.file or certificate.p12, not both")
+            }
+            if key != nil {
+                throw values.problem("\(prefix).certificate.key", "a .p12 bundle holds its key; drop certificate.key")
+            }
             app.authentication = .pkcs12(file: p12, passphraseEnvironment: passphraseVariable)
         } else if let certificate {
             if certificate.hasSuffix(".p12") || certificate.hasSuffix(".pfx") {
                 // pushd's -c took .p12 files too; the passphrase comes from the environment.
-                app.authentication = .pkcs12(file: certificate, passphraseEnvironment: passphraseVariable ?? "PUSHGATE_P12_PASSPHRASE")
+                app.authentication = .pkcs12(
+                    file: certificate,
+                    passphraseEnvironment: passphraseVariable ?? "PUSHGATE_P12_PASSPHRASE"
+                )
             } else if key == nil, single, values.flagNames["\(prefix).certificate.file"] != nil {
                 // pushd's -c without -k still read the key from pushd.key.
                 app.authentication = .certificate(file: certificate, key: "pushd.key")

@@ -9,7 +9,9 @@ extension GatewayConfiguration {
             ConfigurationProblem(key: flagNames[key] ?? key, message)
         }
         guard !listen.isEmpty else { throw fail("listen", "must not be empty") }
-        for (key, port) in [("udp.registrationPort", udp.registrationPort), ("udp.notificationPort", udp.notificationPort)]
+        for (key, port) in [
+            ("udp.registrationPort", udp.registrationPort), ("udp.notificationPort", udp.notificationPort),
+        ]
         where !(0...65_535).contains(port) {
             throw fail(key, "\(port) is not a port number (0 to 65535)")
         }
@@ -33,7 +35,10 @@ extension GatewayConfiguration {
         var appNames = Set<String>()
         for app in apps {
             guard Self.isValidName(app.name) else {
-                throw fail("apps", "\"\(app.name)\" is not a valid app name (1 to 64 of a-z, 0-9, '_', '-', starting with a letter or digit)")
+                throw fail(
+                    "apps",
+                    "\"\(app.name)\" is not a valid app name (1 to 64 of a-z, 0-9, '_', '-', starting with a letter or digit)"
+                )
             }
             guard appNames.insert(app.name).inserted else { throw fail("apps", "app \"\(app.name)\" is listed twice") }
         }
@@ -46,7 +51,9 @@ extension GatewayConfiguration {
             guard Self.isValidName(entry.name) else {
                 throw fail("apiKeys", "\"\(entry.name)\" is not a valid key name (1 to 64 of a-z, 0-9, '_', '-')")
             }
-            guard keyNames.insert(entry.name).inserted else { throw fail("apiKeys", "key \"\(entry.name)\" is listed twice") }
+            guard keyNames.insert(entry.name).inserted else {
+                throw fail("apiKeys", "key \"\(entry.name)\" is listed twice")
+            }
             switch entry.source {
             case .hash(let text):
                 guard Self.parseSHA256(text) != nil else {
@@ -76,7 +83,8 @@ extension GatewayConfiguration {
             if let first = teamOfKey[keyID], first.team != teamID {
                 throw fail(
                     "app.\(app.name).token.teamId",
-                    "key id \(keyID) is used by app \(first.app) with team \(first.team); one key belongs to one team")
+                    "key id \(keyID) is used by app \(first.app) with team \(first.team); one key belongs to one team"
+                )
             }
             teamOfKey[keyID] = teamOfKey[keyID] ?? (teamID, app.name)
         }
@@ -121,7 +129,8 @@ extension GatewayConfiguration {
 
     /// What a JWT header or claim can carry without escaping (the signer refuses the rest too).
     static func isValidIdentifier(_ value: String) -> Bool {
-        !value.isEmpty && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }
+        !value.isEmpty
+            && value.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }
     }
 
     /// 127.0.0.0/8, ::1 and `localhost`.
@@ -148,7 +157,10 @@ extension GatewayConfiguration.App {
         if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
         switch authentication {
         case nil:
-            throw fail("certificate.file", "no credentials: give certificate.file (and certificate.key), certificate.p12, or token.keyFile with token.keyId and token.teamId")
+            throw fail(
+                "certificate.file",
+                "no credentials: give certificate.file (and certificate.key), certificate.p12, or token.keyFile with token.keyId and token.teamId"
+            )
         case .certificate(let file, let key):
             guard !file.isEmpty else { throw fail("certificate.file", "must not be empty") }
             if let key, key.isEmpty { throw fail("certificate.key", "must not be empty") }
@@ -156,9 +168,15 @@ extension GatewayConfiguration.App {
             guard !file.isEmpty else { throw fail("certificate.p12", "must not be empty") }
         case .token(let keyFile, let keyID, let teamID):
             guard !keyFile.isEmpty else { throw fail("token.keyFile", "must not be empty") }
-            guard GatewayConfiguration.isValidIdentifier(keyID) else { throw fail("token.keyId", "must be a key id such as ABC123DEFG") }
-            guard GatewayConfiguration.isValidIdentifier(teamID) else { throw fail("token.teamId", "must be a team id such as DEF123GHIJ") }
-            guard topic != nil else { throw fail("topic", "required with token authentication (a token names no bundle id)") }
+            guard GatewayConfiguration.isValidIdentifier(keyID) else {
+                throw fail("token.keyId", "must be a key id such as ABC123DEFG")
+            }
+            guard GatewayConfiguration.isValidIdentifier(teamID) else {
+                throw fail("token.teamId", "must be a team id such as DEF123GHIJ")
+            }
+            guard topic != nil else {
+                throw fail("topic", "required with token authentication (a token names no bundle id)")
+            }
         }
         guard pool.maximumConnections >= 1 else { throw fail("pool.maxConnections", "must be at least 1") }
         guard pool.maximumStreams >= 1 else { throw fail("pool.maxStreams", "must be at least 1") }
@@ -168,7 +186,10 @@ extension GatewayConfiguration.App {
         switch transport {
         case .http2:
             if legacy != Legacy() {
-                throw fail("transport", "legacy.* is set but transport is http2; set transport: legacy or remove legacy.*")
+                throw fail(
+                    "transport",
+                    "legacy.* is set but transport is http2; set transport: legacy or remove legacy.*"
+                )
             }
         case .legacy:
             if case .token = authentication {
@@ -176,7 +197,9 @@ extension GatewayConfiguration.App {
             }
             for (key, value) in [("legacy.host", legacy.host), ("legacy.feedbackHost", legacy.feedbackHost)] {
                 guard let value else { continue }
-                do { _ = try APNsClient.Endpoint(parsing: value) } catch { throw fail(key, "expected HOST:PORT, got \"\(value)\"") }
+                do { _ = try APNsClient.Endpoint(parsing: value) } catch {
+                    throw fail(key, "expected HOST:PORT, got \"\(value)\"")
+                }
             }
             guard legacy.feedbackIntervalSeconds >= 0 else {
                 throw fail("legacy.feedbackInterval", "must be 0 (off) or a number of seconds")

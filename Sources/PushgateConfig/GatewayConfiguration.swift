@@ -116,10 +116,13 @@ public struct GatewayConfiguration: Sendable, Hashable {
             public init() {}
 
             public func gatewayHost(_ environment: APNsEnvironment) -> String {
-                host ?? (environment == .sandbox ? "gateway.sandbox.push.apple.com:2195" : "gateway.push.apple.com:2195")
+                host
+                    ?? (environment == .sandbox ? "gateway.sandbox.push.apple.com:2195" : "gateway.push.apple.com:2195")
             }
             public func feedbackHost(_ environment: APNsEnvironment) -> String {
-                feedbackHost ?? (environment == .sandbox ? "feedback.sandbox.push.apple.com:2196" : "feedback.push.apple.com:2196")
+                feedbackHost
+                    ?? (environment == .sandbox
+                        ? "feedback.sandbox.push.apple.com:2196" : "feedback.push.apple.com:2196")
             }
         }
 

@@ -47,7 +47,8 @@ extension GatewayConfiguration {
     ///
     /// - Parameter environment: where `.p12` passphrases are looked up (by the variable the app names).
     public func loadCredentials(
-        environment: [String: String] = ProcessInfo.processInfo.environment, clock: any WallClock = SystemWallClock()
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        clock: any WallClock = SystemWallClock()
     ) throws(ConfigurationProblem) -> LoadedConfiguration {
         try validate()
         func fail(_ key: String, _ message: String) -> ConfigurationProblem {
@@ -59,13 +60,17 @@ extension GatewayConfiguration {
             let prefix = "app.\(app.name)"
             let endpoint: APNsClient.Endpoint
             if let host = app.apnsHost {
-                do { endpoint = try APNsClient.Endpoint(parsing: host) } catch { throw fail("\(prefix).apnsHost", error.message) }
+                do { endpoint = try APNsClient.Endpoint(parsing: host) } catch {
+                    throw fail("\(prefix).apnsHost", error.message)
+                }
             } else {
                 endpoint = .apple(app.environment, alternativePort: app.alternativePort)
             }
             var trustRoots = APNsClient.TrustRoots.system
             if let ca = app.caFile {
-                guard FileManager.default.isReadableFile(atPath: ca) else { throw fail("\(prefix).ca", "cannot read \(ca)") }
+                guard FileManager.default.isReadableFile(atPath: ca) else {
+                    throw fail("\(prefix).ca", "cannot read \(ca)")
+                }
                 trustRoots = .caFile(ca)
             }
             let authentication: APNsClient.Authentication
@@ -75,17 +80,26 @@ extension GatewayConfiguration {
                 throw fail("\(prefix).certificate.file", "no credentials")
             case .token(let keyFile, let keyID, let teamID):
                 let key = "\(prefix).token.keyFile"
-                guard let pem = FileManager.default.contents(atPath: keyFile) else { throw fail(key, "cannot read \(keyFile)") }
+                guard let pem = FileManager.default.contents(atPath: keyFile) else {
+                    throw fail(key, "cannot read \(keyFile)")
+                }
                 let identity = TokenIdentity(teamID: teamID, keyID: keyID, pem: pem)
                 if let shared = tokenManagers[identity] {
                     authentication = .token(shared)
                 } else {
                     if tokenManagers.keys.contains(where: { $0.keyID == keyID && $0.teamID == teamID }) {
-                        throw fail(key, "another app uses key id \(keyID) of team \(teamID) with a different key file content")
+                        throw fail(
+                            key,
+                            "another app uses key id \(keyID) of team \(teamID) with a different key file content"
+                        )
                     }
                     let signer: ProviderTokenSigner
                     do {
-                        signer = try ProviderTokenSigner(pemRepresentation: String(decoding: pem, as: UTF8.self), keyID: keyID, teamID: teamID)
+                        signer = try ProviderTokenSigner(
+                            pemRepresentation: String(decoding: pem, as: UTF8.self),
+                            keyID: keyID,
+                            teamID: teamID
+                        )
                     } catch {
                         throw fail(key, "\(keyFile): \(error)")
                     }
@@ -95,16 +109,26 @@ extension GatewayConfiguration {
                 }
             case .certificate(let file, let keyPath):
                 let certificate: APNsClient.ClientCertificate
-                guard FileManager.default.isReadableFile(atPath: file) else { throw fail("\(prefix).certificate.file", "cannot read \(file)") }
+                guard FileManager.default.isReadableFile(atPath: file) else {
+                    throw fail("\(prefix).certificate.file", "cannot read \(file)")
+                }
                 if let keyPath, !FileManager.default.isReadableFile(atPath: keyPath) {
                     throw fail("\(prefix).certificate.key", "cannot read \(keyPath)")
                 }
                 do {
                     certificate = try .load(certificatePath: file, keyPath: keyPath)
                 } catch {
-                    throw fail(keyPath != nil && "\(error)".contains(keyPath!) ? "\(prefix).certificate.key" : "\(prefix).certificate.file", "\(error)")
+                    throw fail(
+                        keyPath != nil && "\(error)".contains(keyPath!)
+                            ? "\(prefix).certificate.key" : "\(prefix).certificate.file",
+                        "\(error)"
+                    )
                 }
-                try Self.checkValidity(certificate, key: flagNames["\(prefix).certificate.file"] ?? "\(prefix).certificate.file", clock: clock)
+                try Self.checkValidity(
+                    certificate,
+                    key: flagNames["\(prefix).certificate.file"] ?? "\(prefix).certificate.file",
+                    clock: clock
+                )
                 certificateTopic = certificate.subjectUID
                 authentication = .certificate(certificate)
             case .pkcs12(let file, let variable):
@@ -126,7 +150,11 @@ extension GatewayConfiguration {
             let topic: Topic
             do { topic = try Topic(topicName) } catch { throw fail("\(prefix).topic", error.message) }
 
-            var client = APNsClient.Configuration(endpoint: endpoint, authentication: authentication, trustRoots: trustRoots)
+            var client = APNsClient.Configuration(
+                endpoint: endpoint,
+                authentication: authentication,
+                trustRoots: trustRoots
+            )
             client.maximumConnections = app.pool.maximumConnections
             client.maximumStreamsPerConnection = app.pool.maximumStreams
             client.maximumNotificationsPerSecondPerConnection = app.pool.rate == 0 ? nil : app.pool.rate
@@ -137,10 +165,17 @@ extension GatewayConfiguration {
             let legacyFeedback = try! APNsClient.Endpoint(parsing: app.legacy.feedbackHost(app.environment))
             loaded.append(
                 LoadedApp(
-                    name: app.name, topic: topic, environment: app.environment, client: client, transport: app.transport,
-                    legacyGateway: legacyGateway, legacyFeedback: legacyFeedback,
+                    name: app.name,
+                    topic: topic,
+                    environment: app.environment,
+                    client: client,
+                    transport: app.transport,
+                    legacyGateway: legacyGateway,
+                    legacyFeedback: legacyFeedback,
                     legacyFeedbackInterval: app.legacy.feedbackIntervalSeconds == 0
-                        ? nil : .seconds(app.legacy.feedbackIntervalSeconds)))
+                        ? nil : .seconds(app.legacy.feedbackIntervalSeconds)
+                )
+            )
         }
         return LoadedConfiguration(configuration: self, apps: loaded, apiKeys: try loadAPIKeys())
     }
@@ -152,7 +187,10 @@ extension GatewayConfiguration {
             switch entry.source {
             case .hash(let text):
                 guard let digest = Self.parseSHA256(text) else {
-                    throw ConfigurationProblem(key: "apiKey.\(entry.name).hash", "must be \"sha256:\" and 64 hex digits")
+                    throw ConfigurationProblem(
+                        key: "apiKey.\(entry.name).hash",
+                        "must be \"sha256:\" and 64 hex digits"
+                    )
                 }
                 keys.append(LoadedAPIKey(sha256: digest, app: entry.app))
             case .file(let path):
@@ -161,15 +199,19 @@ extension GatewayConfiguration {
                     throw ConfigurationProblem(key: key, "cannot read \(path)")
                 }
                 var found = 0
-                for (index, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-                    .enumerated()
-                {
+                for (index, line) in String(decoding: data, as: UTF8.self).split(
+                    separator: "\n",
+                    omittingEmptySubsequences: false
+                )
+                .enumerated() {
                     let secret = line.trimmingCharacters(in: .whitespacesAndNewlines)
                     if secret.isEmpty || secret.hasPrefix("#") { continue }
                     guard secret.count >= Self.minimumAPIKeyLength else {
                         // The line number, never the key.
                         throw ConfigurationProblem(
-                            key: key, "\(path) line \(index + 1): a key must be at least \(Self.minimumAPIKeyLength) characters")
+                            key: key,
+                            "\(path) line \(index + 1): a key must be at least \(Self.minimumAPIKeyLength) characters"
+                        )
                     }
                     keys.append(LoadedAPIKey(sha256: Array(SHA256.hash(data: Data(secret.utf8))), app: entry.app))
                     found += 1
@@ -180,7 +222,11 @@ extension GatewayConfiguration {
         return keys
     }
 
-    static func checkValidity(_ certificate: APNsClient.ClientCertificate, key: String, clock: any WallClock) throws(ConfigurationProblem) {
+    static func checkValidity(
+        _ certificate: APNsClient.ClientCertificate,
+        key: String,
+        clock: any WallClock
+    ) throws(ConfigurationProblem) {
         if let expiry = certificate.notValidAfter, expiry < clock.now() {
             throw ConfigurationProblem(key: key, "the certificate expired on \(expiry.formatted(.iso8601))")
         }

@@ -21,7 +21,11 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
     let store: any PushStore
     let maximumBodyBytes: Int
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    )
         async throws -> Response
     {
         let path = request.uri.path
@@ -37,7 +41,11 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
             var request = request
             if let app = try await app(of: &request), app != scope {
                 throw APIError(
-                    .forbidden, .forbiddenApp, field: "app", message: "this API key may act on app \"\(scope)\" only")
+                    .forbidden,
+                    .forbiddenApp,
+                    field: "app",
+                    message: "this API key may act on app \"\(scope)\" only"
+                )
             }
             return try await next(request, context)
         }
@@ -58,7 +66,8 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
         if parts.count == 2, parts[1] == "notifications", request.method == .post {
             // Read once and put back, so the route reads the same bytes.
             let body = try await request.collectBody(upTo: maximumBodyBytes)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
+            else {
                 return nil
             }
             if let app = object["app"] as? String { return app }

@@ -5,11 +5,16 @@ import Testing
 @Suite("Daemon configuration and API keys", .serialized, .timeLimit(.minutes(3)))
 struct MultiAppDaemonTests {
     /// Runs `pushgate -f ARGS` to completion (for start-up failures).
-    static func runToExit(_ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, stderr: String) {
+    static func runToExit(
+        _ arguments: [String],
+        environment: [String: String] = [:]
+    ) throws -> (status: Int32, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = ["-f"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }.merging(environment) { $1 }
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }.merging(
+            environment
+        ) { $1 }
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
@@ -29,7 +34,9 @@ struct MultiAppDaemonTests {
     func nonLoopbackWithoutKeys() throws {
         let directory = try TemporaryDirectory()
         let file = directory.path("open.yaml")
-        try Data("http: {host: 0.0.0.0, port: 0}\nstore: {path: \(directory.path("x.db"))}\n".utf8).write(to: URL(fileURLWithPath: file))
+        try Data("http: {host: 0.0.0.0, port: 0}\nstore: {path: \(directory.path("x.db"))}\n".utf8).write(
+            to: URL(fileURLWithPath: file)
+        )
         let (status, stderr) = try Self.runToExit(["--simulator", "--config", file])
         #expect(status == 78)
         #expect(
@@ -37,7 +44,9 @@ struct MultiAppDaemonTests {
                 == "pushgate: http.host: 0.0.0.0 is not a loopback address; without API keys the HTTP API listens on loopback only (configure apiKeys or --api-key-file)"
         )
         let (fromEnvironment, line) = try Self.runToExit(
-            ["--simulator", "-d", directory.path("y.db")], environment: ["PUSHGATE_HTTP_HOST": "0.0.0.0"])
+            ["--simulator", "-d", directory.path("y.db")],
+            environment: ["PUSHGATE_HTTP_HOST": "0.0.0.0"]
+        )
         #expect(fromEnvironment == 78)
         #expect(Self.problemLine(line)?.hasPrefix("pushgate: http.host: 0.0.0.0 is not a loopback address") == true)
     }
@@ -49,14 +58,25 @@ struct MultiAppDaemonTests {
         try Data("apps: [a, a]\n".utf8).write(to: URL(fileURLWithPath: duplicate))
         let cases: [([String], [String: String], String)] = [
             (["-g", "70000"], [:], "pushgate: -g: 70000 is not a port number (0 to 65535)"),
-            ([], ["PUSHGATE_LOG_LEVEL": "loud"], "pushgate: logLevel: unknown level \"loud\" (one of trace, debug, info, notice, warning, error, critical)"),
+            (
+                [], ["PUSHGATE_LOG_LEVEL": "loud"],
+                "pushgate: logLevel: unknown level \"loud\" (one of trace, debug, info, notice, warning, error, critical)"
+            ),
             (["--config", duplicate], [:], "pushgate: apps: app \"a\" is listed twice"),
-            (["-c", directory.path("missing.crt"), "-k", directory.path("missing.key")], [:],
-             "pushgate: -c: cannot read \(directory.path("missing.crt"))"),
-            (["--simulator", "--api-key-file", directory.path("no-keys")], [:], "pushgate: --api-key-file: cannot read \(directory.path("no-keys"))"),
+            (
+                ["-c", directory.path("missing.crt"), "-k", directory.path("missing.key")], [:],
+                "pushgate: -c: cannot read \(directory.path("missing.crt"))"
+            ),
+            (
+                ["--simulator", "--api-key-file", directory.path("no-keys")], [:],
+                "pushgate: --api-key-file: cannot read \(directory.path("no-keys"))"
+            ),
         ]
         for (arguments, environment, expected) in cases {
-            let (status, stderr) = try Self.runToExit(arguments + ["-d", directory.path("z.db")], environment: environment)
+            let (status, stderr) = try Self.runToExit(
+                arguments + ["-d", directory.path("z.db")],
+                environment: environment
+            )
             #expect(status == 78, "\(arguments) \(environment)")
             #expect(Self.problemLine(stderr) == expected, "\(stderr)")
         }
@@ -71,7 +91,8 @@ struct MultiAppDaemonTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = [
-            "-f", "--simulator", "-d", directory.path("keys.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0", "--http-port", "\(port)",
+            "-f", "--simulator", "-d", directory.path("keys.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0",
+            "--http-port", "\(port)",
             "--api-key-file", keys,
         ]
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }
@@ -90,7 +111,9 @@ struct MultiAppDaemonTests {
             return output.text.contains("HTTP API listening")
         }
         func status(_ method: String, _ path: String, key: String?) throws -> String {
-            var arguments = ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "http://127.0.0.1:\(port)\(path)"]
+            var arguments = [
+                "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "http://127.0.0.1:\(port)\(path)",
+            ]
             if let key { arguments += ["-H", "Authorization: Bearer \(key)"] }
             return try ExternalTools.run("curl", arguments).output
         }

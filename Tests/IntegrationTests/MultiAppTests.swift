@@ -39,7 +39,9 @@ struct MultiAppFiles: Sendable {
         var configuration = APNsSimulator.Configuration()
         configuration.tls = .authority(authority)
         configuration.clientCertificateAuthorityPEM = authority.certificatePEM
-        configuration.tokenKeys = [ProviderTokenKey(keyID: Self.keyID, teamID: Self.teamID, publicKey: tokenKey.publicKey)]
+        configuration.tokenKeys = [
+            ProviderTokenKey(keyID: Self.keyID, teamID: Self.teamID, publicKey: tokenKey.publicKey)
+        ]
         configuration.logger = TestLogger.make("simulator")
         return configuration
     }
@@ -87,8 +89,11 @@ struct MultiAppTests {
         try await APNsSimulator.withRunning(files.simulatorConfiguration) { simulator in
             let path = files.directory.path("pushgate.yaml")
             try Data(files.yaml(simulator: simulator).utf8).write(to: URL(fileURLWithPath: path))
-            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load().loadCredentials()
-            #expect(loaded.apps.map(\.topic.bundleID) == ["com.example.news", "com.example.weather", "com.example.maps"])
+            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load()
+                .loadCredentials()
+            #expect(
+                loaded.apps.map(\.topic.bundleID) == ["com.example.news", "com.example.weather", "com.example.maps"]
+            )
 
             var configuration = Gateway.Configuration(loaded)
             configuration.shutdownSignals = []
@@ -100,7 +105,9 @@ struct MultiAppTests {
             let gateway = Gateway(configuration: configuration)
             let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) } }
+                group.addTask {
+                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
+                }
                 var iterator = ready.makeAsyncIterator()
                 let running = try #require(await iterator.next())
                 let registration = try UDPSender(port: running.udp.registrationPort)
@@ -110,7 +117,9 @@ struct MultiAppTests {
                 let perApp = 20
                 for (appIndex, app) in apps.enumerated() {
                     for index in 0..<perApp {
-                        registration.send(#"{"device": "\#(Self.token(appIndex, index))", "group": "all", "app": "\#(app)"}"#)
+                        registration.send(
+                            #"{"device": "\#(Self.token(appIndex, index))", "group": "all", "app": "\#(app)"}"#
+                        )
                     }
                 }
                 try await eventually("registrations applied") {
@@ -121,9 +130,13 @@ struct MultiAppTests {
                     return true
                 }
                 for app in apps {
-                    notification.send(#"{"app": "\#(app)", "groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "\#(app)"}}}"#)
+                    notification.send(
+                        #"{"app": "\#(app)", "groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "\#(app)"}}}"#
+                    )
                 }
-                try await eventually("every app's devices reached") { simulator.stats().accepted >= apps.count * perApp }
+                try await eventually("every app's devices reached") {
+                    simulator.stats().accepted >= apps.count * perApp
+                }
 
                 let recorded = simulator.notifications()
                 #expect(recorded.count == apps.count * perApp)
@@ -133,7 +146,10 @@ struct MultiAppTests {
                     let mine = recorded.filter { $0.deviceToken.hasPrefix(String(format: "%02x", appIndex)) }
                     #expect(mine.count == perApp, "\(app)")
                     #expect(Set(mine.map(\.topic)) == ["com.example.\(app)"], "\(app) sends its own topic")
-                    #expect(mine.allSatisfy { $0.payloadString.contains("\"\(app)\"") }, "\(app) delivers its own payload")
+                    #expect(
+                        mine.allSatisfy { $0.payloadString.contains("\"\(app)\"") },
+                        "\(app) delivers its own payload"
+                    )
                     connections[app] = Set(mine.map(\.connectionID))
                     bearer[app] = Set(mine.map { $0.headers["authorization"] ?? "none" })
                 }
@@ -172,7 +188,8 @@ struct MultiAppTests {
                     token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
                 """
             try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
-            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load().loadCredentials()
+            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load()
+                .loadCredentials()
             var configuration = Gateway.Configuration(loaded)
             configuration.shutdownSignals = []
             configuration.dispatcher.idleInterval = .milliseconds(100)
@@ -181,7 +198,9 @@ struct MultiAppTests {
             let gateway = Gateway(configuration: configuration)
             let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) } }
+                group.addTask {
+                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
+                }
                 var iterator = ready.makeAsyncIterator()
                 let running = try #require(await iterator.next())
                 let device = Self.token(1, 1)
@@ -189,8 +208,12 @@ struct MultiAppTests {
                 try await eventually("registered as a weather device") {
                     try await running.store.device(app: "weather", token: DeviceToken(hex: device)) != nil
                 }
-                #expect(try await running.store.device(app: Registration.defaultApp, token: DeviceToken(hex: device)) == nil)
-                try UDPSender(port: running.udp.notificationPort).send(#"{"groups": ["G"], "type": "normal", "payload": {"aps": {}}}"#)
+                #expect(
+                    try await running.store.device(app: Registration.defaultApp, token: DeviceToken(hex: device)) == nil
+                )
+                try UDPSender(port: running.udp.notificationPort).send(
+                    #"{"groups": ["G"], "type": "normal", "payload": {"aps": {}}}"#
+                )
                 try await eventually("delivered") { !simulator.notifications(device: device).isEmpty }
                 #expect(simulator.notifications(device: device).first?.topic == "com.example.weather")
                 group.cancelAll()
@@ -201,16 +224,24 @@ struct MultiAppTests {
 
 @Suite("Configuration: credentials checked at start-up")
 struct ConfigurationCredentialTests {
-    func configuration(_ files: MultiAppFiles, _ change: (inout GatewayConfiguration.App) -> Void) -> GatewayConfiguration {
+    func configuration(
+        _ files: MultiAppFiles,
+        _ change: (inout GatewayConfiguration.App) -> Void
+    ) -> GatewayConfiguration {
         var configuration = GatewayConfiguration()
-        var app = GatewayConfiguration.App(name: "news", authentication: .certificate(file: files.certificatePath, key: files.keyPath))
+        var app = GatewayConfiguration.App(
+            name: "news",
+            authentication: .certificate(file: files.certificatePath, key: files.keyPath)
+        )
         change(&app)
         configuration.apps = [app]
         return configuration
     }
 
     func problem(
-        _ configuration: GatewayConfiguration, environment: [String: String] = [:], clock: any WallClock = SystemWallClock()
+        _ configuration: GatewayConfiguration,
+        environment: [String: String] = [:],
+        clock: any WallClock = SystemWallClock()
     ) -> String? {
         do {
             _ = try configuration.loadCredentials(environment: environment, clock: clock)
@@ -235,22 +266,37 @@ struct ConfigurationCredentialTests {
         try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: garbage))
 
         #expect(
-            problem(configuration(files) { $0.authentication = .certificate(file: "/nonexistent.crt", key: files.keyPath) })
-                == "app.news.certificate.file: cannot read /nonexistent.crt")
+            problem(
+                configuration(files) { $0.authentication = .certificate(file: "/nonexistent.crt", key: files.keyPath) }
+            )
+                == "app.news.certificate.file: cannot read /nonexistent.crt"
+        )
         #expect(
-            problem(configuration(files) { $0.authentication = .certificate(file: files.certificatePath, key: "/nonexistent.key") })
-                == "app.news.certificate.key: cannot read /nonexistent.key")
+            problem(
+                configuration(files) {
+                    $0.authentication = .certificate(file: files.certificatePath, key: "/nonexistent.key")
+                }
+            )
+                == "app.news.certificate.key: cannot read /nonexistent.key"
+        )
         #expect(
-            problem(configuration(files) { $0.authentication = .certificate(file: files.certificatePath, key: garbage) })
-                == "app.news.certificate.key: cannot read private key (unencrypted PEM) from \(garbage)")
+            problem(
+                configuration(files) { $0.authentication = .certificate(file: files.certificatePath, key: garbage) }
+            )
+                == "app.news.certificate.key: cannot read private key (unencrypted PEM) from \(garbage)"
+        )
         #expect(
             problem(configuration(files) { $0.authentication = .certificate(file: garbage, key: files.keyPath) })
-                == "app.news.certificate.file: cannot read client certificate (PEM) from \(garbage)")
+                == "app.news.certificate.file: cannot read client certificate (PEM) from \(garbage)"
+        )
         #expect(
             problem(configuration(files) { $0.authentication = .pkcs12(file: garbage, passphraseEnvironment: "P") })
-                == "app.news.certificate.p12: cannot read PKCS#12 bundle (wrong passphrase?) from \(garbage)")
+                == "app.news.certificate.p12: cannot read PKCS#12 bundle (wrong passphrase?) from \(garbage)"
+        )
         #expect(
-            problem(configuration(files) { $0.caFile = "/nonexistent-ca.pem" }) == "app.news.ca: cannot read /nonexistent-ca.pem")
+            problem(configuration(files) { $0.caFile = "/nonexistent-ca.pem" })
+                == "app.news.ca: cannot read /nonexistent-ca.pem"
+        )
 
         let later = ManualWallClock(Date().addingTimeInterval(400 * 86_400))
         let expired = try #require(problem(configuration(files) { _ in }, clock: later))
@@ -262,10 +308,14 @@ struct ConfigurationCredentialTests {
                 app.topic = "com.example.news"
             }
         }
-        #expect(problem(configuration(files, token("/nonexistent.p8"))) == "app.news.token.keyFile: cannot read /nonexistent.p8")
+        #expect(
+            problem(configuration(files, token("/nonexistent.p8")))
+                == "app.news.token.keyFile: cannot read /nonexistent.p8"
+        )
         #expect(
             problem(configuration(files, token(garbage)))
-                == "app.news.token.keyFile: \(garbage): auth key is not a P-256 private key in PEM form")
+                == "app.news.token.keyFile: \(garbage): auth key is not a P-256 private key in PEM form"
+        )
     }
 
     @Test("a .p12 bundle loads with the passphrase from the variable the app names; a wrong passphrase stops start-up")
@@ -275,9 +325,15 @@ struct ConfigurationCredentialTests {
         let bundle = files.directory.path("news.p12")
         let made = try ExternalTools.run(
             "openssl",
-            ["pkcs12", "-export", "-in", files.certificatePath, "-inkey", files.keyPath, "-out", bundle, "-passout", "pass:p12-secret"])
+            [
+                "pkcs12", "-export", "-in", files.certificatePath, "-inkey", files.keyPath, "-out", bundle, "-passout",
+                "pass:p12-secret",
+            ]
+        )
         try #require(made.status == 0, "\(made.output)")
-        let configuration = configuration(files) { $0.authentication = .pkcs12(file: bundle, passphraseEnvironment: "NEWS_P12") }
+        let configuration = configuration(files) {
+            $0.authentication = .pkcs12(file: bundle, passphraseEnvironment: "NEWS_P12")
+        }
         let loaded = try configuration.loadCredentials(environment: ["NEWS_P12": "p12-secret"])
         #expect(loaded.apps[0].topic.bundleID == "com.example.news", "the topic comes from the bundle's certificate")
         let wrong = try #require(problem(configuration, environment: ["NEWS_P12": "not-it"]))
@@ -293,7 +349,9 @@ struct ConfigurationCredentialTests {
         var configuration = GatewayConfiguration()
         for (name, file) in [("a", files.p8Path), ("b", otherKey)] {
             var app = GatewayConfiguration.App(
-                name: name, authentication: .token(keyFile: file, keyID: MultiAppFiles.keyID, teamID: MultiAppFiles.teamID))
+                name: name,
+                authentication: .token(keyFile: file, keyID: MultiAppFiles.keyID, teamID: MultiAppFiles.teamID)
+            )
             app.topic = "com.example.\(name)"
             configuration.apps.append(app)
         }

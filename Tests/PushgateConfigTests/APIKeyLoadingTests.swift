@@ -28,11 +28,15 @@ struct APIKeyLoadingTests {
         var configuration = GatewayConfiguration()
         configuration.flagNames["apiKey.cli.file"] = "--api-key-file"
         configuration.apiKeys = [.init(name: "cli", source: .file("/nonexistent/keys"))]
-        #expect(throws: ConfigurationProblem(key: "--api-key-file", "cannot read /nonexistent/keys")) { try configuration.loadAPIKeys() }
+        #expect(throws: ConfigurationProblem(key: "--api-key-file", "cannot read /nonexistent/keys")) {
+            try configuration.loadAPIKeys()
+        }
 
         let empty = try folder.write("empty", "# nothing\n\n")
         configuration.apiKeys = [.init(name: "cli", source: .file(empty))]
-        #expect(throws: ConfigurationProblem(key: "--api-key-file", "\(empty) holds no key (one per line)")) { try configuration.loadAPIKeys() }
+        #expect(throws: ConfigurationProblem(key: "--api-key-file", "\(empty) holds no key (one per line)")) {
+            try configuration.loadAPIKeys()
+        }
 
         let short = try folder.write("short", "long-enough-key-0000\nshort-secret\n")
         configuration.apiKeys = [.init(name: "cli", source: .file(short))]

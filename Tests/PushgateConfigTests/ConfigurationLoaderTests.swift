@@ -52,7 +52,8 @@ struct ConfigurationLoaderTests {
         let folder = try ConfigFolder()
         let file = try folder.write("pushgate.yaml", Self.twoApps)
         let environment = [
-            "PUSHGATE_UDP_REGISTRATION_PORT": "3333", "PUSHGATE_LOG_LEVEL": "notice", "PUSHGATE_APP_WEATHER_POOL_MAX_CONNECTIONS": "5",
+            "PUSHGATE_UDP_REGISTRATION_PORT": "3333", "PUSHGATE_LOG_LEVEL": "notice",
+            "PUSHGATE_APP_WEATHER_POOL_MAX_CONNECTIONS": "5",
             "PUSHGATE_INSTANCE_ID": "from-env",
         ]
 
@@ -69,8 +70,11 @@ struct ConfigurationLoaderTests {
         #expect(withEnvironment.udp.notificationPort == 1112, "keys the environment does not set come from the file")
 
         let withFlags = try await load(
-            file: file, environment: environment, flags: ["udp.registrationPort": ("4444", "-g")],
-            arguments: ["--app-weather-pool-max-connections", "7", "--instance-id", "from-flag"])
+            file: file,
+            environment: environment,
+            flags: ["udp.registrationPort": ("4444", "-g")],
+            arguments: ["--app-weather-pool-max-connections", "7", "--instance-id", "from-flag"]
+        )
         #expect(withFlags.udp.registrationPort == 4444)
         #expect(withFlags.apps[1].pool.maximumConnections == 7)
         #expect(withFlags.instanceID == "from-flag")
@@ -100,13 +104,16 @@ struct ConfigurationLoaderTests {
                 topic: com.example.shop
                 certificate: {file: /etc/shop.crt, key: /etc/shop.key}
                 pool: {rate: 2}
-            """)
+            """
+        )
         let configuration = try await load(
             file: file,
             appFlags: [
-                "certificate.file": ("/tmp/pushd.crt", "-c"), "environment": ("sandbox", "-s"), "pool.rate": ("5", "-r"),
+                "certificate.file": ("/tmp/pushd.crt", "-c"), "environment": ("sandbox", "-s"),
+                "pool.rate": ("5", "-r"),
                 "pool.pingMinutes": ("0", "-t"), "alternativePort": ("true", "-p"),
-            ])
+            ]
+        )
         let app = try #require(configuration.apps.first)
         #expect(app.name == "shop")
         #expect(app.authentication == .certificate(file: "/tmp/pushd.crt", key: "/etc/shop.key"))
@@ -121,7 +128,8 @@ struct ConfigurationLoaderTests {
     func pushdKeyDefault() async throws {
         let fromFlag = try await load(appFlags: ["certificate.file": ("/tmp/my.crt", "-c")])
         #expect(fromFlag.apps[0].authentication == .certificate(file: "/tmp/my.crt", key: "pushd.key"))
-        let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_CERTIFICATE_FILE": "/tmp/combined.pem"])
+        let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_CERTIFICATE_FILE": "/tmp/combined.pem"]
+        )
         #expect(fromEnvironment.apps[0].authentication == .certificate(file: "/tmp/combined.pem", key: nil))
     }
 
@@ -134,7 +142,8 @@ struct ConfigurationLoaderTests {
         }
         #expect(
             found?.description
-                == "-c: the command line's app flags configure a single app, but 2 apps are configured (news, weather); use app.NAME.* keys")
+                == "-c: the command line's app flags configure a single app, but 2 apps are configured (news, weather); use app.NAME.* keys"
+        )
     }
 
     @Test("the example configuration in the repository loads and says what its comments say")
@@ -153,7 +162,10 @@ struct ConfigurationLoaderTests {
         #expect(news.transport == .http2)
         let weather = configuration.apps[1]
         #expect(weather.environment == .sandbox)
-        #expect(weather.authentication == .token(keyFile: "/etc/pushgate/AuthKey_ABC123DEFG.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ"))
+        #expect(
+            weather.authentication
+                == .token(keyFile: "/etc/pushgate/AuthKey_ABC123DEFG.p8", keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        )
         #expect(weather.pool.maximumConnections == 4)
         #expect(configuration.apiKeys.map(\.name) == ["backend", "news-publisher"])
         #expect(configuration.apiKeys[0].source == .file("/etc/pushgate/backend.keys"))
@@ -163,9 +175,13 @@ struct ConfigurationLoaderTests {
 
     @Test("generic --key flags are checked against the known keys: a typo stops start-up")
     func unknownArgumentsAreRefused() async {
-        let typo = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["--udp-registraton-port", "1"]) }
+        let typo = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(arguments: ["--udp-registraton-port", "1"])
+        }
         #expect(typo?.description == "--udp-registraton-port: unknown flag (no configuration key is spelled so)")
-        let otherApp = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["--app-news-topic", "x"]) }
+        let otherApp = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(arguments: ["--app-news-topic", "x"])
+        }
         #expect(otherApp?.key == "--app-news-topic", "app news is not configured")
         let stray = await problem { () async throws(ConfigurationProblem) in _ = try await load(arguments: ["stray"]) }
         #expect(stray?.description == "stray: unexpected argument")
@@ -198,16 +214,21 @@ struct ConfigurationLoaderTests {
     @Test("token fields must come together, and not with a certificate")
     func incompleteToken() async throws {
         let missingTeam = await problem { () async throws(ConfigurationProblem) in
-            _ = try await load(appFlags: ["token.keyFile": ("k.p8", "--auth-key"), "token.keyId": ("KEY1234567", "--key-id")])
+            _ = try await load(appFlags: [
+                "token.keyFile": ("k.p8", "--auth-key"), "token.keyId": ("KEY1234567", "--key-id"),
+            ])
         }
         #expect(missingTeam?.description == "app.default.token.teamId: missing: token authentication needs the team id")
         let missingKeyID = await problem { () async throws(ConfigurationProblem) in
-            _ = try await load(environment: ["PUSHGATE_APP_DEFAULT_TOKEN_KEY_FILE": "k.p8", "PUSHGATE_APP_DEFAULT_TOKEN_TEAM_ID": "T"])
+            _ = try await load(environment: [
+                "PUSHGATE_APP_DEFAULT_TOKEN_KEY_FILE": "k.p8", "PUSHGATE_APP_DEFAULT_TOKEN_TEAM_ID": "T",
+            ])
         }
         #expect(missingKeyID?.description == "app.default.token.keyId: missing: token authentication needs the key id")
         let both = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(appFlags: [
-                "certificate.file": ("c.pem", "-c"), "token.keyFile": ("k.p8", "--auth-key"), "token.keyId": ("K", "--key-id"),
+                "certificate.file": ("c.pem", "-c"), "token.keyFile": ("k.p8", "--auth-key"),
+                "token.keyId": ("K", "--key-id"),
                 "token.teamId": ("T", "--team-id"),
             ])
         }
@@ -216,7 +237,9 @@ struct ConfigurationLoaderTests {
 
     @Test("a missing or malformed config file stops start-up naming the file")
     func badFiles() async throws {
-        let missing = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: "/nonexistent/pushgate.yaml") }
+        let missing = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(file: "/nonexistent/pushgate.yaml")
+        }
         #expect(missing?.description == "--config: cannot read /nonexistent/pushgate.yaml")
         let folder = try ConfigFolder()
         let broken = try folder.write("broken.yaml", "apps: [a\n  b: {")
@@ -224,7 +247,8 @@ struct ConfigurationLoaderTests {
         #expect(malformed?.key == "--config")
         #expect(malformed?.message.hasPrefix("\(broken) is not a usable YAML configuration") == true)
         let listOfMaps = try folder.write("list.yaml", "apps:\n  - name: a\n")
-        let unsupported = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: listOfMaps) }
+        let unsupported = await problem { () async throws(ConfigurationProblem) in _ = try await load(file: listOfMaps)
+        }
         #expect(unsupported?.key == "--config", "apps are a list of names, described under app.NAME")
     }
 
@@ -238,6 +262,10 @@ struct ConfigurationLoaderTests {
         ])
         #expect(configuration.apps.map(\.name) == ["a", "b"])
         #expect(configuration.apps[1].authentication == .certificate(file: "b.pem", key: nil))
-        #expect(configuration.apiKeys == [.init(name: "ops", source: .hash("sha256:" + String(repeating: "ab", count: 32)), app: "b")])
+        #expect(
+            configuration.apiKeys == [
+                .init(name: "ops", source: .hash("sha256:" + String(repeating: "ab", count: 32)), app: "b")
+            ]
+        )
     }
 }

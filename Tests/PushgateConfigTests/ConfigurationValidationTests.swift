@@ -8,13 +8,20 @@ struct ConfigurationValidationTests {
     /// Two valid apps (one certificate, one token) and a key limited to one of them.
     static var valid: GatewayConfiguration {
         var configuration = GatewayConfiguration()
-        var news = GatewayConfiguration.App(name: "news", authentication: .certificate(file: "news.crt", key: "news.key"))
+        var news = GatewayConfiguration.App(
+            name: "news",
+            authentication: .certificate(file: "news.crt", key: "news.key")
+        )
         news.topic = "com.example.news"
         var weather = GatewayConfiguration.App(
-            name: "weather", authentication: .token(keyFile: "weather.p8", keyID: "KEY1234567", teamID: "TEAM123456"))
+            name: "weather",
+            authentication: .token(keyFile: "weather.p8", keyID: "KEY1234567", teamID: "TEAM123456")
+        )
         weather.topic = "com.example.weather"
         configuration.apps = [news, weather]
-        configuration.apiKeys = [.init(name: "ops", source: .hash("sha256:" + String(repeating: "0f", count: 32)), app: "news")]
+        configuration.apiKeys = [
+            .init(name: "ops", source: .hash("sha256:" + String(repeating: "0f", count: 32)), app: "news")
+        ]
         return configuration
     }
 
@@ -23,13 +30,22 @@ struct ConfigurationValidationTests {
     /// (what breaks it, the one line expected)
     static let cases: [(String, @Sendable (inout GatewayConfiguration) -> Void, String)] = [
         ("empty listen", { $0.listen = "" }, "listen: must not be empty"),
-        ("registration port", { $0.udp.registrationPort = 70_000 }, "udp.registrationPort: 70000 is not a port number (0 to 65535)"),
-        ("notification port", { $0.udp.notificationPort = -2 }, "udp.notificationPort: -2 is not a port number (0 to 65535)"),
+        (
+            "registration port", { $0.udp.registrationPort = 70_000 },
+            "udp.registrationPort: 70000 is not a port number (0 to 65535)"
+        ),
+        (
+            "notification port", { $0.udp.notificationPort = -2 },
+            "udp.notificationPort: -2 is not a port number (0 to 65535)"
+        ),
         (
             "same UDP ports", { $0.udp.notificationPort = 7734 },
             "udp.notificationPort: must differ from udp.registrationPort (both 7734)"
         ),
-        ("HTTP port", { $0.http.port = 65_536 }, "http.port: 65536 is not a port number (0 to 65535; -1 turns the API off)"),
+        (
+            "HTTP port", { $0.http.port = 65_536 },
+            "http.port: 65536 is not a port number (0 to 65535; -1 turns the API off)"
+        ),
         ("empty HTTP host", { $0.http.host = "" }, "http.host: must not be empty"),
         ("empty store path", { $0.store.path = "" }, "store.path: must not be empty"),
         ("store URL scheme", { $0.store.url = "mysql://db" }, "store.url: must be a postgres:// URL"),
@@ -38,7 +54,13 @@ struct ConfigurationValidationTests {
             "log level", { $0.logLevel = "loud" },
             "logLevel: unknown level \"loud\" (one of trace, debug, info, notice, warning, error, critical)"
         ),
-        ("no apps", { $0.apps = []; $0.apiKeys = [] }, "apps: at least one app is needed"),
+        (
+            "no apps",
+            {
+                $0.apps = []
+                $0.apiKeys = []
+            }, "apps: at least one app is needed"
+        ),
         (
             "duplicate app names", { $0.apps[1].name = "news" },
             "apps: app \"news\" is listed twice"
@@ -47,8 +69,14 @@ struct ConfigurationValidationTests {
             "app name with a dot", { $0.apps[1].name = "we.ather" },
             "apps: \"we.ather\" is not a valid app name (1 to 64 of a-z, 0-9, '_', '-', starting with a letter or digit)"
         ),
-        ("bad topic", { $0.apps[0].topic = "com example" }, "app.news.topic: topic must be a bundle id (letters, digits, '-', '.', '_')"),
-        ("bad APNs host", { $0.apps[0].apnsHost = "host:port" }, "app.news.apnsHost: expected HOST:PORT, got \"host:port\""),
+        (
+            "bad topic", { $0.apps[0].topic = "com example" },
+            "app.news.topic: topic must be a bundle id (letters, digits, '-', '.', '_')"
+        ),
+        (
+            "bad APNs host", { $0.apps[0].apnsHost = "host:port" },
+            "app.news.apnsHost: expected HOST:PORT, got \"host:port\""
+        ),
         (
             "no credentials", { $0.apps[0].authentication = nil },
             "app.news.certificate.file: no credentials: give certificate.file (and certificate.key), certificate.p12, or token.keyFile with token.keyId and token.teamId"
@@ -58,17 +86,24 @@ struct ConfigurationValidationTests {
             "app.weather.token.keyId: must be a key id such as ABC123DEFG"
         ),
         (
-            "team id with a space", { $0.apps[1].authentication = .token(keyFile: "w.p8", keyID: "KEY1234567", teamID: "TEAM 1") },
+            "team id with a space",
+            { $0.apps[1].authentication = .token(keyFile: "w.p8", keyID: "KEY1234567", teamID: "TEAM 1") },
             "app.weather.token.teamId: must be a team id such as DEF123GHIJ"
         ),
         (
             "token without topic", { $0.apps[1].topic = nil },
             "app.weather.topic: required with token authentication (a token names no bundle id)"
         ),
-        ("max connections", { $0.apps[0].pool.maximumConnections = 0 }, "app.news.pool.maxConnections: must be at least 1"),
+        (
+            "max connections", { $0.apps[0].pool.maximumConnections = 0 },
+            "app.news.pool.maxConnections: must be at least 1"
+        ),
         ("max streams", { $0.apps[0].pool.maximumStreams = 0 }, "app.news.pool.maxStreams: must be at least 1"),
         ("rate", { $0.apps[0].pool.rate = -1 }, "app.news.pool.rate: must be 0 (no limit) or notifications per second"),
-        ("ping", { $0.apps[0].pool.pingMinutes = -1 }, "app.news.pool.pingMinutes: must be 0 (off) or a number of minutes"),
+        (
+            "ping", { $0.apps[0].pool.pingMinutes = -1 },
+            "app.news.pool.pingMinutes: must be 0 (off) or a number of minutes"
+        ),
         ("idle", { $0.apps[0].pool.idleHours = -1 }, "app.news.pool.idleHours: must be 0 (off) or a number of hours"),
         (
             "legacy fields on HTTP/2", { $0.apps[0].legacy.host = "gw.example:2195" },
@@ -79,18 +114,28 @@ struct ConfigurationValidationTests {
             "app.weather.transport: the legacy binary interface needs certificate authentication, not a token"
         ),
         (
-            "legacy host", { $0.apps[0].transport = .legacy; $0.apps[0].legacy.feedbackHost = "feedback:x" },
+            "legacy host",
+            {
+                $0.apps[0].transport = .legacy
+                $0.apps[0].legacy.feedbackHost = "feedback:x"
+            },
             "app.news.legacy.feedbackHost: expected HOST:PORT, got \"feedback:x\""
         ),
         (
-            "legacy feedback interval", { $0.apps[0].transport = .legacy; $0.apps[0].legacy.feedbackIntervalSeconds = -5 },
+            "legacy feedback interval",
+            {
+                $0.apps[0].transport = .legacy
+                $0.apps[0].legacy.feedbackIntervalSeconds = -5
+            },
             "app.news.legacy.feedbackInterval: must be 0 (off) or a number of seconds"
         ),
         (
             "one key id, two teams",
             {
                 var other = GatewayConfiguration.App(
-                    name: "maps", authentication: .token(keyFile: "m.p8", keyID: "KEY1234567", teamID: "OTHERTEAM1"))
+                    name: "maps",
+                    authentication: .token(keyFile: "m.p8", keyID: "KEY1234567", teamID: "OTHERTEAM1")
+                )
                 other.topic = "com.example.maps"
                 $0.apps.append(other)
             },
@@ -113,7 +158,11 @@ struct ConfigurationValidationTests {
             "apiKeys: key \"ops\" is listed twice"
         ),
         (
-            "non-loopback HTTP without keys", { $0.apiKeys = []; $0.http.host = "0.0.0.0" },
+            "non-loopback HTTP without keys",
+            {
+                $0.apiKeys = []
+                $0.http.host = "0.0.0.0"
+            },
             "http.host: 0.0.0.0 is not a loopback address; without API keys the HTTP API listens on loopback only (configure apiKeys or --api-key-file)"
         ),
     ]
@@ -142,7 +191,9 @@ struct ConfigurationValidationTests {
         var configuration = Self.valid
         configuration.udp.registrationPort = 99_999
         configuration.flagNames = ["udp.registrationPort": "-g"]
-        #expect(throws: ConfigurationProblem(key: "-g", "99999 is not a port number (0 to 65535)")) { try configuration.validate() }
+        #expect(throws: ConfigurationProblem(key: "-g", "99999 is not a port number (0 to 65535)")) {
+            try configuration.validate()
+        }
     }
 
     @Test("without keys the API stays on loopback whatever listen says; with keys it follows listen")
@@ -160,7 +211,9 @@ struct ConfigurationValidationTests {
 
     @Test("loopback means 127.0.0.0/8, ::1 and localhost")
     func loopback() {
-        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"] { #expect(GatewayConfiguration.isLoopback(host), "\(host)") }
+        for host in ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"] {
+            #expect(GatewayConfiguration.isLoopback(host), "\(host)")
+        }
         for host in ["0.0.0.0", "10.0.0.1", "128.0.0.1", "127.0.0", "127.0.0.256", "example.com", "::"] {
             #expect(!GatewayConfiguration.isLoopback(host), "\(host)")
         }
@@ -168,7 +221,10 @@ struct ConfigurationValidationTests {
 
     @Test("sha256: hashes parse in either case and nothing else does")
     func hashes() {
-        #expect(GatewayConfiguration.parseSHA256("sha256:" + String(repeating: "Ab", count: 32)) == Array(repeating: 0xAB, count: 32))
+        #expect(
+            GatewayConfiguration.parseSHA256("sha256:" + String(repeating: "Ab", count: 32))
+                == Array(repeating: 0xAB, count: 32)
+        )
         #expect(GatewayConfiguration.parseSHA256("sha256:" + String(repeating: "g0", count: 32)) == nil)
         #expect(GatewayConfiguration.parseSHA256("sha1:" + String(repeating: "00", count: 32)) == nil)
         #expect(GatewayConfiguration.parseSHA256("sha256:" + String(repeating: "00", count: 33)) == nil)

@@ -23,8 +23,11 @@ final class ConfigFolder {
 
 /// Loads with no environment unless given: the test machine's PUSHGATE_* must not leak in.
 func load(
-    file: String? = nil, environment: [String: String] = [:], flags: [String: (String, String)] = [:],
-    appFlags: [String: (String, String)] = [:], arguments: [String] = []
+    file: String? = nil,
+    environment: [String: String] = [:],
+    flags: [String: (String, String)] = [:],
+    appFlags: [String: (String, String)] = [:],
+    arguments: [String] = []
 ) async throws(ConfigurationProblem) -> GatewayConfiguration {
     var commandLine = ConfigurationLoader.CommandLine(configFile: file)
     for (key, (value, flag)) in flags { commandLine.values[key] = .init(value, flag: flag) }
@@ -44,4 +47,5 @@ func problem(_ body: () async throws(ConfigurationProblem) -> Void) async -> Con
 }
 
 /// The repository's root, from this file's path.
-let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+    .deletingLastPathComponent()

@@ -17,7 +17,9 @@ enum TestKeys {
 
 /// An API with keys, on a fresh SQLite file.
 func withKeyedAPI<R>(
-    apps: [String] = ["news", "weather"], keys: [APIKey] = TestKeys.configured, _ body: (APIFixture) async throws -> R
+    apps: [String] = ["news", "weather"],
+    keys: [APIKey] = TestKeys.configured,
+    _ body: (APIFixture) async throws -> R
 ) async throws -> R {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-auth-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -30,13 +32,24 @@ func withKeyedAPI<R>(
     var configuration = HTTPAPI.Configuration(host: "127.0.0.1", port: 0, apps: apps)
     configuration.apiKeys = keys
     let api = try HTTPAPI(
-        configuration: configuration, store: store, intake: StoringIntake(store: store), clock: clock, requestIDs: { ids.make($0) },
-        logger: logger)
+        configuration: configuration,
+        store: store,
+        intake: StoringIntake(store: store),
+        clock: clock,
+        requestIDs: { ids.make($0) },
+        logger: logger
+    )
     return try await body(APIFixture(store: store, clock: clock, api: api))
 }
 
 extension TestClientProtocol {
-    func send(_ method: HTTPRequest.Method, _ uri: String, key: String?, json: String? = nil, scheme: String = "Bearer")
+    func send(
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        key: String?,
+        json: String? = nil,
+        scheme: String = "Bearer"
+    )
         async throws -> TestResponse
     {
         var headers: HTTPFields = [:]
@@ -54,7 +67,10 @@ struct APIKeyringTests {
     func decisions() {
         #expect(keyring.authenticate(authorization: "Bearer \(TestKeys.all)") == .allowed(app: nil))
         #expect(keyring.authenticate(authorization: "Bearer \(TestKeys.news)") == .allowed(app: "news"))
-        #expect(keyring.authenticate(authorization: "bearer \(TestKeys.news)") == .allowed(app: "news"), "the scheme is case-insensitive")
+        #expect(
+            keyring.authenticate(authorization: "bearer \(TestKeys.news)") == .allowed(app: "news"),
+            "the scheme is case-insensitive"
+        )
         #expect(keyring.authenticate(authorization: "Bearer \(TestKeys.all)x") == .invalid)
         #expect(keyring.authenticate(authorization: "Bearer \(TestKeys.all.dropLast())") == .invalid)
         #expect(keyring.authenticate(authorization: nil) == .missing)
@@ -87,7 +103,9 @@ struct APIKeyringTests {
 struct AuthRouteTests {
     static let token = "aa" + String(repeating: "01", count: 31)
 
-    @Test("/healthz and /readyz stay open; everything under /v1 needs a key: 401 with the error JSON and WWW-Authenticate")
+    @Test(
+        "/healthz and /readyz stay open; everything under /v1 needs a key: 401 with the error JSON and WWW-Authenticate"
+    )
     func unauthorized() async throws {
         try await withKeyedAPI { fixture in
             try await fixture.api.buildApplication().test(.router) { client async throws in
@@ -103,7 +121,10 @@ struct AuthRouteTests {
                 }
                 let unknownRoute = try await client.send(.get, "/v1/nothing-here", key: nil)
                 #expect(unknownRoute.status == .unauthorized, "a keyless caller learns nothing about routes")
-                #expect(try await fixture.store.device(app: "news", token: DeviceToken(hex: Self.token)) == nil, "nothing was registered")
+                #expect(
+                    try await fixture.store.device(app: "news", token: DeviceToken(hex: Self.token)) == nil,
+                    "nothing was registered"
+                )
             }
         }
     }
@@ -113,7 +134,11 @@ struct AuthRouteTests {
         try await withKeyedAPI { fixture in
             try await fixture.api.buildApplication().test(.router) { client async throws in
                 for app in ["news", "weather"] {
-                    let response = try await client.send(.put, "/v1/apps/\(app)/groups/g/devices/\(Self.token)", key: TestKeys.all)
+                    let response = try await client.send(
+                        .put,
+                        "/v1/apps/\(app)/groups/g/devices/\(Self.token)",
+                        key: TestKeys.all
+                    )
                     #expect(response.status == .noContent)
                 }
             }
@@ -130,9 +155,18 @@ struct AuthRouteTests {
                 #expect(forbidden.error.code == "forbidden_app")
                 #expect(forbidden.error.field == "app")
                 #expect(try await fixture.store.device(app: "weather", token: DeviceToken(hex: Self.token)) == nil)
-                #expect(try await client.send(.get, "/v1/apps/weather/devices/\(Self.token)", key: TestKeys.news).status == .forbidden)
-                #expect(try await client.send(.delete, "/v1/apps/weather/devices/\(Self.token)", key: TestKeys.news).status == .forbidden)
-                #expect(try await client.send(.put, "/v1/apps/news/groups/g/devices/\(Self.token)", key: TestKeys.news).status == .noContent)
+                #expect(
+                    try await client.send(.get, "/v1/apps/weather/devices/\(Self.token)", key: TestKeys.news).status
+                        == .forbidden
+                )
+                #expect(
+                    try await client.send(.delete, "/v1/apps/weather/devices/\(Self.token)", key: TestKeys.news).status
+                        == .forbidden
+                )
+                #expect(
+                    try await client.send(.put, "/v1/apps/news/groups/g/devices/\(Self.token)", key: TestKeys.news)
+                        .status == .noContent
+                )
 
                 // A weather notification: refused for the news key, before anything is stored.
                 #expect(try await client.send(.put, register, key: TestKeys.all).status == .noContent)
@@ -145,7 +179,10 @@ struct AuthRouteTests {
                 let accepted = try await client.send(.post, "/v1/notifications", key: TestKeys.all, json: body)
                 #expect(accepted.status == .accepted)
                 let weatherID = try #require(accepted.json["id"] as? String)
-                #expect(try await client.send(.get, "/v1/notifications/\(weatherID)", key: TestKeys.news).status == .forbidden)
+                #expect(
+                    try await client.send(.get, "/v1/notifications/\(weatherID)", key: TestKeys.news).status
+                        == .forbidden
+                )
                 #expect(try await client.send(.get, "/v1/notifications/\(weatherID)", key: TestKeys.all).status == .ok)
 
                 let newsBody = #"{"app": "news", "groups": ["g"], "type": "normal", "payload": {"aps": {}}}"#
@@ -155,7 +192,12 @@ struct AuthRouteTests {
                 let newsID = try #require(own.json["id"] as? String)
                 #expect(try await client.send(.get, "/v1/notifications/\(newsID)", key: TestKeys.news).status == .ok)
 
-                let malformed = try await client.send(.post, "/v1/notifications", key: TestKeys.news, json: #"{"app": "#)
+                let malformed = try await client.send(
+                    .post,
+                    "/v1/notifications",
+                    key: TestKeys.news,
+                    json: #"{"app": "#
+                )
                 #expect(malformed.status == .badRequest, "the route still answers what is wrong with the body")
                 #expect(malformed.error.code == "malformed_json")
                 let unknownReport = try await client.send(.get, "/v1/notifications/no-such-id", key: TestKeys.news)
@@ -169,9 +211,15 @@ struct AuthRouteTests {
         let keys = [APIKey(secret: TestKeys.news, app: "news")]
         try await withKeyedAPI(apps: ["news"], keys: keys) { fixture in
             try await fixture.api.buildApplication().test(.router) { client async throws in
-                #expect(try await client.send(.put, "/v1/groups/g/devices/\(Self.token)", key: TestKeys.news).status == .noContent)
+                #expect(
+                    try await client.send(.put, "/v1/groups/g/devices/\(Self.token)", key: TestKeys.news).status
+                        == .noContent
+                )
                 let body = #"{"groups": ["g"], "type": "normal", "payload": {"aps": {}}}"#
-                #expect(try await client.send(.post, "/v1/notifications", key: TestKeys.news, json: body).status == .accepted)
+                #expect(
+                    try await client.send(.post, "/v1/notifications", key: TestKeys.news, json: body).status
+                        == .accepted
+                )
             }
         }
     }
