@@ -237,6 +237,11 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 
     private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
+        // The legacy transport (APNsLegacy.LegacySender) is wired in by its own change; until then a
+        // legacy app must not silently go out over HTTP/2.
+        if let legacy = loaded.apps.first(where: { $0.transport == .legacy }) {
+            throw ConfigurationError("app.\(legacy.name).transport: legacy is not available in this build yet")
+        }
         var gateway = Gateway(configuration: Gateway.Configuration(loaded))
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
