@@ -47,9 +47,12 @@ extension HTTPAPI {
                 }
             }
             for key in apiKeys {
-                guard key.sha256.count == 32 else { throw HTTPAPIConfigurationError(key: "apiKeys", message: "a key hash must be 32 bytes") }
+                guard key.sha256.count == 32 else {
+                    throw HTTPAPIConfigurationError(key: "apiKeys", message: "a key hash must be 32 bytes")
+                }
                 if let app = key.app, !seen.contains(app) {
-                    throw HTTPAPIConfigurationError(key: "apiKeys", message: "a key is limited to app \"\(app)\", which is not served")
+                    throw HTTPAPIConfigurationError(
+                        key: "apiKeys", message: "a key is limited to app \"\(app)\", which is not served")
                 }
             }
             guard maximumBodyBytes >= 1024 else {
