@@ -42,7 +42,10 @@ public struct GatewayConfiguration: Sendable, Hashable {
 
         /// Where the API binds, given whether API keys exist.
         public func effectiveHost(listen: String, hasKeys: Bool) -> String {
-            host ?? (hasKeys ? listen : "127.0.0.1")
+            if let host { return host }
+            // The API binds one address; `localhost` (the default listen host) means the IPv4 loopback,
+            // where it always was, rather than whichever address the resolver lists first.
+            return hasKeys && listen != "localhost" ? listen : "127.0.0.1"
         }
     }
 

@@ -204,6 +204,7 @@ struct ConfigurationValidationTests {
         try configuration.validate()
         #expect(configuration.http.effectiveHost(listen: configuration.listen, hasKeys: false) == "127.0.0.1")
         #expect(configuration.http.effectiveHost(listen: configuration.listen, hasKeys: true) == "0.0.0.0")
+        #expect(configuration.http.effectiveHost(listen: "localhost", hasKeys: true) == "127.0.0.1")
         configuration.http.port = -1
         configuration.http.host = "0.0.0.0"
         try configuration.validate()  // the API is off: nothing listens there
