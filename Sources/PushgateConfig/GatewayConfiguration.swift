@@ -1,1 +1,171 @@
-// The configuration (issue #4): placeholder until it lands.
+public import PushgateCore
+
+/// Everything the daemon is configured with, as read from flags, environment and file (see
+/// ``ConfigurationLoader``), before any file named in it is opened. Defaults inline; the keys are
+/// listed in `docs/configuration.md`.
+public struct GatewayConfiguration: Sendable, Hashable {
+    /// `listen`: the UDP listen host (the C pushd's `-l`); also the HTTP API's address when API keys exist
+    /// and `http.host` is not set.
+    public var listen: String = "localhost"
+    public var udp = UDP()
+    public var http = HTTP()
+    public var store = Store()
+    /// `instanceId`: this process's name in the ledger's work leases.
+    public var instanceID: String = "local"
+    /// `logLevel`: trace, debug, info, notice, warning, error, critical.
+    public var logLevel: String = "info"
+    /// `apiKeys` (names) and `apiKey.NAME.*`.
+    public var apiKeys: [APIKeyEntry] = []
+    /// `apps` (names) and `app.NAME.*`, in the order listed.
+    public var apps: [App] = []
+    /// The flag that set a key (`-c` for `app.default.certificate.file`), so that a problem names what
+    /// the operator typed.
+    public var flagNames: [String: String] = [:]
+
+    public init() {}
+
+    public struct UDP: Sendable, Hashable {
+        /// `udp.registrationPort` (`-g`); 0 picks a free port.
+        public var registrationPort: Int = 7734
+        /// `udp.notificationPort` (`-n`); 0 picks a free port.
+        public var notificationPort: Int = 7874
+        public init() {}
+    }
+
+    public struct HTTP: Sendable, Hashable {
+        /// `http.port`; 0 picks a free one, -1 turns the API off.
+        public var port: Int = 7880
+        /// `http.host`. nil: `listen` when API keys exist, else 127.0.0.1 (without keys the API serves
+        /// loopback only).
+        public var host: String? = nil
+        public init() {}
+
+        /// Where the API binds, given whether API keys exist.
+        public func effectiveHost(listen: String, hasKeys: Bool) -> String {
+            if let host { return host }
+            // The API binds one address; `localhost` (the default listen host) means the IPv4 loopback,
+            // where it always was, rather than whichever address the resolver lists first.
+            return hasKeys && listen != "localhost" ? listen : "127.0.0.1"
+        }
+    }
+
+    public struct Store: Sendable, Hashable {
+        /// `store.path` (`-d`): the SQLite database.
+        public var path: String = "pushgate.db"
+        /// `store.url`: a `postgres://` URL; when set it replaces the SQLite file.
+        public var url: String? = nil
+        public init() {}
+    }
+
+    /// One bearer API key of the HTTP API.
+    public struct APIKeyEntry: Sendable, Hashable {
+        public enum Source: Sendable, Hashable {
+            /// `apiKey.NAME.hash`: `sha256:` and 64 hex digits, the hash of the key.
+            case hash(String)
+            /// `apiKey.NAME.file`: a file of keys, one per line (blank lines and `#` comments skipped).
+            case file(String)
+        }
+        public var name: String
+        public var source: Source
+        /// `apiKey.NAME.app`: the only app the key may act on (nil: every app).
+        public var app: String?
+
+        public init(name: String, source: Source, app: String? = nil) {
+            self.name = name
+            self.source = source
+            self.app = app
+        }
+    }
+
+    /// One app: its APNs credentials, topic, environment and connection pool. Apps never share a
+    /// connection; token apps of one team and key share one provider token.
+    public struct App: Sendable, Hashable {
+        public enum Authentication: Sendable, Hashable {
+            /// `certificate.file` (PEM) and `certificate.key` (PEM; nil when the certificate file holds it).
+            case certificate(file: String, key: String?)
+            /// `certificate.p12` with the passphrase in the environment variable `certificate.passphraseEnv`.
+            case pkcs12(file: String, passphraseEnvironment: String?)
+            /// `token.keyFile` (`.p8`), `token.keyId`, `token.teamId`.
+            case token(keyFile: String, keyID: String, teamID: String)
+        }
+
+        public enum Transport: String, Sendable, Hashable, CaseIterable {
+            case http2
+            case legacy
+        }
+
+        public struct Pool: Sendable, Hashable {
+            /// `pool.maxConnections` (`--max-connections`).
+            public var maximumConnections: Int = 8
+            /// `pool.maxStreams` (`--max-streams`).
+            public var maximumStreams: Int = 100
+            /// `pool.rate` (`-r`): notifications per second per connection; 0 means no limit.
+            public var rate: Int = 0
+            /// `pool.pingMinutes` (`-t`); 0 turns pings off.
+            public var pingMinutes: Int = 60
+            /// `pool.idleHours` (`-i`); 0 keeps idle connections open.
+            public var idleHours: Int = 24
+            public init() {}
+        }
+
+        /// The binary interface's hosts (`transport: legacy`), each `HOST:PORT`.
+        public struct Legacy: Sendable, Hashable {
+            /// `legacy.host`; nil: Apple's gateway host of the environment, port 2195.
+            public var host: String? = nil
+            /// `legacy.feedbackHost`; nil: Apple's feedback host of the environment, port 2196.
+            public var feedbackHost: String? = nil
+            /// `legacy.feedbackInterval`: seconds between feedback polls; 0 turns polling off.
+            public var feedbackIntervalSeconds: Int = 3600
+            public init() {}
+
+            public func gatewayHost(_ environment: APNsEnvironment) -> String {
+                host
+                    ?? (environment == .sandbox ? "gateway.sandbox.push.apple.com:2195" : "gateway.push.apple.com:2195")
+            }
+            public func feedbackHost(_ environment: APNsEnvironment) -> String {
+                feedbackHost
+                    ?? (environment == .sandbox
+                        ? "feedback.sandbox.push.apple.com:2196" : "feedback.push.apple.com:2196")
+            }
+        }
+
+        public var name: String
+        /// `topic`: the bundle id (apns-topic). nil: the certificate subject's UID.
+        public var topic: String? = nil
+        /// `environment` (`-s` for sandbox).
+        public var environment: APNsEnvironment = .production
+        /// `alternativePort` (`-p`): port 2197 instead of 443.
+        public var alternativePort: Bool = false
+        /// `apnsHost`: `HOST:PORT` instead of Apple (a simulator, a proxy).
+        public var apnsHost: String? = nil
+        /// `ca`: trust this CA file (PEM) for the server instead of the system store.
+        public var caFile: String? = nil
+        /// nil only before defaults are applied: ``ConfigurationLoader`` fills in pushd's
+        /// `pushd.crt`/`pushd.key` for a single app that names no credentials.
+        public var authentication: Authentication?
+        public var pool = Pool()
+        /// `transport`: http2 (default) or legacy (the binary interface).
+        public var transport: Transport = .http2
+        public var legacy = Legacy()
+
+        public init(name: String, authentication: Authentication? = nil) {
+            self.name = name
+            self.authentication = authentication
+        }
+    }
+}
+
+/// A configuration value the gateway cannot start with: one line naming the key and the problem.
+/// Never carries a secret (keys, passphrases), only names and paths.
+public struct ConfigurationProblem: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The configuration key at fault (`app.news.token.keyId`), or the flag when it came from one.
+    public let key: String
+    public let message: String
+
+    public init(key: String, _ message: String) {
+        self.key = key
+        self.message = message
+    }
+
+    public var description: String { "\(key): \(message)" }
+}

@@ -1,6 +1,7 @@
 public import APNsClient
 import Foundation
 public import Logging
+import PushgateConfig
 public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
@@ -9,31 +10,52 @@ public import PushgateUDP
 import ServiceLifecycle
 public import UnixSignals
 
-/// The gateway daemon as one value: the SQLite store, the APNs client of the app, the dispatcher and
+/// The gateway daemon as one value: the SQLite store, one APNs client per app, the dispatcher and
 /// the pushd-compatible UDP ingress, composed in one `ServiceGroup`. `pushgate` (main) and the
 /// end-to-end tests both run it.
 public struct Gateway: Sendable {
+    /// One app: a name (the `app` of registrations and requests), its topic, and its own APNs client
+    /// configuration. Each app gets its own client, so apps never share a connection; token apps of one
+    /// team may share a provider token by sharing one `ProviderTokenManager` in `client.authentication`.
+    public struct App: Sendable {
+        public var name: String
+        public var topic: Topic
+        public var client: APNsClient.Configuration
+
+        public init(name: String, topic: Topic, client: APNsClient.Configuration) {
+            self.name = name
+            self.topic = topic
+            self.client = client
+        }
+    }
+
     public struct Configuration: Sendable {
         public var databasePath: String
         public var udp: UDPIngress.Configuration
-        public var client: APNsClient.Configuration
-        public var topic: Topic
+        /// The apps served, in configuration order. With exactly one, UDP datagrams and HTTP routes that
+        /// name no app use it.
+        public var apps: [App]
         public var dispatcher: Dispatcher.Configuration
-        /// The HTTP API (nil: off). It has no API keys yet, so `Gateway` refuses any address but
-        /// loopback for it.
+        /// The HTTP API (nil: off). Without API keys, `Gateway` refuses any address but loopback for it.
         public var http: HTTPAPI.Configuration? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
 
+        public init(databasePath: String, udp: UDPIngress.Configuration, apps: [App], dispatcher: Dispatcher.Configuration) {
+            self.databasePath = databasePath
+            self.udp = udp
+            self.apps = apps
+            self.dispatcher = dispatcher
+        }
+
+        /// A single app named ``Registration/defaultApp`` (the pushd-compatible command line).
         public init(
             databasePath: String, udp: UDPIngress.Configuration, client: APNsClient.Configuration, topic: Topic,
             dispatcher: Dispatcher.Configuration
         ) {
-            self.databasePath = databasePath
-            self.udp = udp
-            self.client = client
-            self.topic = topic
-            self.dispatcher = dispatcher
+            self.init(
+                databasePath: databasePath, udp: udp, apps: [App(name: Registration.defaultApp, topic: topic, client: client)],
+                dispatcher: dispatcher)
         }
     }
 
@@ -67,12 +89,25 @@ public struct Gateway: Sendable {
             throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
         }
         defer { try? store.close() }
-        let client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
+        guard !configuration.apps.isEmpty else { throw StartupError(description: "apps: at least one app is needed") }
+        var clients: [APNsClient] = []
+        var routes: [String: DeliveryRoute] = [:]
+        for app in configuration.apps {
+            guard routes[app.name] == nil else { throw StartupError(description: "apps: app \"\(app.name)\" is listed twice") }
+            var appLogger = Logger(label: "pushgate.apns")
+            appLogger[metadataKey: "push.app"] = "\(app.name)"
+            let client = try APNsClient(configuration: app.client, logger: appLogger)
+            clients.append(client)
+            routes[app.name] = DeliveryRoute(client: client, topic: app.topic)
+        }
         let dispatcher = Dispatcher(
-            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: configuration.topic)],
-            configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+            store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+        // pushd's datagrams name no app; they mean the only one, whatever it is called.
+        let single = configuration.apps.count == 1 ? configuration.apps[0].name : nil
+        let udpRegistry: any DeviceRegistry = single.map { SingleAppRegistry(base: store, app: $0) } ?? store
+        let udpIntake: any NotificationIntake = single.map { SingleAppIntake(base: dispatcher, app: $0) } ?? dispatcher
         let udp = UDPIngress(
-            configuration: configuration.udp, registry: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.udp"),
+            configuration: configuration.udp, registry: udpRegistry, intake: udpIntake, clock: clock, logger: Logger(label: "pushgate.udp"),
             onBound: { bound in
                 logger.info(
                     "pushgate ready",
@@ -82,12 +117,14 @@ public struct Gateway: Sendable {
                     ])
                 await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client), .init(service: dispatcher), .init(service: udp)]
-        if let http = configuration.http {
-            guard Self.isLoopback(http.host) else {
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = clients.map { .init(service: $0) }
+        services += [.init(service: dispatcher), .init(service: udp)]
+        if var http = configuration.http {
+            guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
-                    description: "HTTP API: \(http.host) is not a loopback address; without API keys the API listens on loopback only")
+                    description: "http.host: \(http.host) is not a loopback address; without API keys the API listens on loopback only")
             }
+            http.apps = configuration.apps.map(\.name)
             let api: HTTPAPI
             do {
                 api = try HTTPAPI(
@@ -98,12 +135,12 @@ public struct Gateway: Sendable {
             // Started after the UDP ingress, so stopped before it.
             services.append(.init(service: api.buildApplication()))
         }
-        logger.info(
-            "pushgate starting",
-            metadata: [
-                "apns.endpoint": "\(configuration.client.endpoint)", "push.topic": "\(configuration.topic)",
-                "push.database": "\(configuration.databasePath)",
-            ])
+        for app in configuration.apps {
+            logger.info(
+                "app configured",
+                metadata: ["push.app": "\(app.name)", "apns.endpoint": "\(app.client.endpoint)", "push.topic": "\(app.topic)"])
+        }
+        logger.info("pushgate starting", metadata: ["push.database": "\(configuration.databasePath)"])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
@@ -114,8 +151,6 @@ public struct Gateway: Sendable {
 
     /// 127.0.0.0/8, ::1 and `localhost`.
     static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
-        let parts = host.split(separator: ".")
-        return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
+        GatewayConfiguration.isLoopback(host)
     }
 }

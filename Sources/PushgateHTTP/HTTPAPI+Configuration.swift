@@ -12,6 +12,8 @@ extension HTTPAPI {
         public var apps: [String]
         /// The largest request body accepted; larger ones get 413 `body_too_large`.
         public var maximumBodyBytes: Int
+        /// Bearer keys for everything under `/v1` (empty: no keys, and the API must stay on loopback).
+        public var apiKeys: [APIKey] = []
 
         public static let defaultPort = 7880
         public static let defaultMaximumBodyBytes = 64 * 1024
@@ -42,6 +44,15 @@ extension HTTPAPI {
                 guard !app.isEmpty else { throw HTTPAPIConfigurationError(key: "apps", message: "app names must not be empty") }
                 guard seen.insert(app).inserted else {
                     throw HTTPAPIConfigurationError(key: "apps", message: "app \"\(app)\" is listed twice")
+                }
+            }
+            for key in apiKeys {
+                guard key.sha256.count == 32 else {
+                    throw HTTPAPIConfigurationError(key: "apiKeys", message: "a key hash must be 32 bytes")
+                }
+                if let app = key.app, !seen.contains(app) {
+                    throw HTTPAPIConfigurationError(
+                        key: "apiKeys", message: "a key is limited to app \"\(app)\", which is not served")
                 }
             }
             guard maximumBodyBytes >= 1024 else {

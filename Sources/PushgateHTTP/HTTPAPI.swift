@@ -45,6 +45,12 @@ public struct HTTPAPI: Sendable {
     public func buildApplication() -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: APIErrorMiddleware(logger: logger))
+        if !configuration.apiKeys.isEmpty {
+            router.add(
+                middleware: APIKeyMiddleware(
+                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store,
+                    maximumBodyBytes: configuration.maximumBodyBytes))
+        }
         handlers.addRoutes(to: router)
         let logger = self.logger
         let onBound = self.onBound

@@ -4,6 +4,7 @@ import ArgumentParser
 import Crypto
 import Foundation
 import Logging
+import PushgateConfig
 import PushgateCore
 import PushgateDispatch
 import PushgateGateway
@@ -29,17 +30,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(name: .customShort("f"), help: "Stay in the foreground and log to standard error.")
     var foreground = false
 
-    @Option(name: .customShort("d"), help: "Path to the database.")
-    var database = "pushgate.db"
+    @Option(name: .customLong("config"), help: "YAML configuration file (also PUSHGATE_CONFIG). Flags override the environment, which overrides the file.")
+    var configFile: String?
 
-    @Option(name: .customShort("l"), help: "Local address to listen on (every address it resolves to).")
-    var listen = "localhost"
+    @Option(name: .customShort("d"), help: "Path to the database (store.path; default pushgate.db).")
+    var database: String?
 
-    @Option(name: .customShort("g"), help: "Group device registration UDP port.")
-    var registrationPort = 7734
+    @Option(name: .customShort("l"), help: "Local address to listen on (listen; every address it resolves to; default localhost).")
+    var listen: String?
 
-    @Option(name: .customShort("n"), help: "Notification request UDP port.")
-    var notificationPort = 7874
+    @Option(name: .customShort("g"), help: "Group device registration UDP port (udp.registrationPort; default 7734).")
+    var registrationPort: String?
+
+    @Option(name: .customShort("n"), help: "Notification request UDP port (udp.notificationPort; default 7874).")
+    var notificationPort: String?
 
     @Flag(name: .customShort("s"), help: "Connect to api.sandbox.push.apple.com instead of api.push.apple.com.")
     var sandbox = false
@@ -47,20 +51,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(name: .customShort("p"), help: "Connect to port 2197 instead of 443.")
     var alternativePort = false
 
-    @Option(name: .customShort("c"), help: "Client certificate file path (PEM, or .p12).")
-    var certificate = "pushd.crt"
+    @Option(name: .customShort("c"), help: "Client certificate file path (PEM, or .p12; default pushd.crt).")
+    var certificate: String?
 
-    @Option(name: .customShort("k"), help: "Client key file path (PEM).")
-    var key = "pushd.key"
+    @Option(name: .customShort("k"), help: "Client key file path (PEM; default pushd.key).")
+    var key: String?
 
-    @Option(name: .customShort("t"), help: "Ping period in minutes (0 disables).")
-    var pingMinutes = 60
+    @Option(name: .customShort("t"), help: "Ping period in minutes (0 disables; default 60).")
+    var pingMinutes: String?
 
-    @Option(name: .customShort("i"), help: "Idle timeout in hours (0 disables).")
-    var idleHours = 24
+    @Option(name: .customShort("i"), help: "Idle timeout in hours (0 disables; default 24).")
+    var idleHours: String?
 
-    @Option(name: .customShort("r"), help: "Notifications per second per connection (0 disables). pushd's default was 5.")
-    var rate = 0
+    @Option(name: .customShort("r"), help: "Notifications per second per connection (0 disables, the default). pushd's default was 5.")
+    var rate: String?
 
     @Option(name: .customShort("o"), help: "Log file path (used when detached).")
     var logFile = "pushgate.log"
@@ -86,36 +90,68 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(help: "Run an APNs simulator in-process and deliver to it: try pushgate without an Apple account.")
     var simulator = false
 
-    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app (opened only while the open ones are full).")
-    var maximumConnections = 8
+    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app (opened only while the open ones are full; default 8).")
+    var maximumConnections: String?
 
-    @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer).")
-    var maximumStreams = 100
+    @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer; default 100).")
+    var maximumStreams: String?
 
-    @Option(name: .customLong("http-port"), help: "HTTP API port on loopback (0 picks one; -1 disables it). API keys, needed beyond loopback, come later.")
-    var httpPort = 7880
+    @Option(name: .customLong("http-port"), help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
+    var httpPort: String?
 
-    @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases.")
-    var instanceID = "local"
+    @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")
+    var apiKeyFile: String?
 
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error.")
+    @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases (default local).")
+    var instanceID: String?
+
+    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error (default info).")
     var logLevel: String?
 
+    @Argument(
+        parsing: .allUnrecognized,
+        help: "Any configuration key as --key-path VALUE, e.g. --app-news-pool-max-streams 50 (see docs/configuration.md).")
+    var configArguments: [String] = []
+
     func validate() throws {
-        for (flag, port) in [("-g", registrationPort), ("-n", notificationPort)] where !(0...65535).contains(port) {
-            throw ValidationError("\(flag): \(port) is not a port number")
-        }
-        guard pingMinutes >= 0 else { throw ValidationError("-t: must be 0 (off) or a number of minutes") }
-        guard idleHours >= 0 else { throw ValidationError("-i: must be 0 (off) or a number of hours") }
-        guard rate >= 0 else { throw ValidationError("-r: must be 0 (off) or notifications per second") }
-        guard maximumConnections >= 1 else { throw ValidationError("--max-connections: at least 1") }
-        guard (-1...65535).contains(httpPort) else { throw ValidationError("--http-port: \(httpPort) is not a port number (-1 disables the API)") }
-        guard maximumStreams >= 1 else { throw ValidationError("--max-streams: at least 1") }
-        if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
-        if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
         if simulator && (apnsHost != nil || authKey != nil) {
             throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
         }
+    }
+
+    /// The flags as configuration keys: the daemon's own, and those of the single app.
+    var commandLine: ConfigurationLoader.CommandLine {
+        var commandLine = ConfigurationLoader.CommandLine(configFile: configFile)
+        func set(_ key: String, _ value: String?, _ flag: String) {
+            if let value { commandLine.values[key] = .init(value, flag: flag) }
+        }
+        func setApp(_ key: String, _ value: String?, _ flag: String) {
+            if let value { commandLine.appValues[key] = .init(value, flag: flag) }
+        }
+        set("store.path", database, "-d")
+        set("listen", listen, "-l")
+        set("udp.registrationPort", registrationPort, "-g")
+        set("udp.notificationPort", notificationPort, "-n")
+        set("http.port", httpPort, "--http-port")
+        set("instanceId", instanceID, "--instance-id")
+        set("logLevel", logLevel, "--log-level")
+        setApp("environment", sandbox ? "sandbox" : nil, "-s")
+        setApp("alternativePort", alternativePort ? "true" : nil, "-p")
+        setApp("certificate.file", certificate, "-c")
+        setApp("certificate.key", key, "-k")
+        setApp("pool.pingMinutes", pingMinutes, "-t")
+        setApp("pool.idleHours", idleHours, "-i")
+        setApp("pool.rate", rate, "-r")
+        setApp("topic", topic, "--topic")
+        setApp("apnsHost", apnsHost, "--apns-host")
+        setApp("ca", ca, "--ca")
+        setApp("token.keyFile", authKey, "--auth-key")
+        setApp("token.keyId", keyID, "--key-id")
+        setApp("token.teamId", teamID, "--team-id")
+        setApp("pool.maxConnections", maximumConnections, "--max-connections")
+        setApp("pool.maxStreams", maximumStreams, "--max-streams")
+        commandLine.arguments = configArguments
+        return commandLine
     }
 
     func run() async throws {
@@ -123,7 +159,19 @@ struct GatewayCommand: AsyncParsableCommand {
             try Self.detach()
             return
         }
-        let level = logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let loaded: Result<GatewayConfiguration, ConfigurationProblem>
+        do {
+            var configuration = try await ConfigurationLoader(commandLine: commandLine).load()
+            if let apiKeyFile {
+                configuration.apiKeys.append(.init(name: "command-line", source: .file(apiKeyFile)))
+                configuration.flagNames["apiKey.command-line.file"] = "--api-key-file"
+                try configuration.validate()
+            }
+            loaded = .success(configuration)
+        } catch {
+            loaded = .failure(error)
+        }
+        let level = (try? loaded.get()).flatMap { Logger.Level(rawValue: $0.logLevel) } ?? .info
         let file = foreground ? nil : LogFile(path: logFile)
         if !foreground && file == nil {
             throw ExitCode(78)  // nobody would see a message: stdio is /dev/null once detached
@@ -136,7 +184,10 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "pushgate")
         do {
-            try await runGateway(logger: logger)
+            switch loaded {
+            case .success(let configuration): try await runGateway(configuration, logger: logger)
+            case .failure(let problem): throw ConfigurationError(problem.description)
+            }
         } catch let error as ConfigurationError {
             logger.critical("\(error)")
             FileHandle.standardError.write(Data("pushgate: \(error)\n".utf8))
@@ -146,61 +197,55 @@ struct GatewayCommand: AsyncParsableCommand {
 
     // MARK: Composition
 
-    private func runGateway(logger: Logger) async throws {
+    private func runGateway(_ configuration: GatewayConfiguration, logger: Logger) async throws {
         if simulator {
             let key = P256.Signing.PrivateKey()
-            var configuration = APNsSimulator.Configuration()
-            configuration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
-            configuration.logger = Logger(label: "pushgate.simulator")
-            try await APNsSimulator.withRunning(configuration) { running in
+            var simulatorConfiguration = APNsSimulator.Configuration()
+            simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
+            simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
+            try await APNsSimulator.withRunning(simulatorConfiguration) { running in
                 logger.info(
                     "APNs simulator running in-process",
                     metadata: ["apns.simulator": "127.0.0.1:\(running.port)", "apns.simulator.ca": "\(running.caCertificatePath ?? "")"])
-                let signer = try ProviderTokenSigner(privateKey: key, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
-                let credentials = LoadedCredentials(
-                    endpoint: .init(host: "127.0.0.1", port: running.port), authentication: .token(ProviderTokenManager(signer: signer)),
-                    trustRoots: .caFile(running.caCertificatePath!), defaultTopic: "com.example.pushgate")
-                try await serve(credentials: credentials, logger: logger)
+                // Every app delivers to the simulator with its one token key, loaded the usual way (so
+                // the apps share one provider token); topics stay the apps' own.
+                let keyDirectory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
+                let keyPath = keyDirectory.appendingPathComponent("simulator-auth-key.p8").path
+                guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+                else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
+                defer { try? FileManager.default.removeItem(atPath: keyPath) }
+                var simulated = configuration
+                for index in simulated.apps.indices {
+                    simulated.apps[index].authentication = .token(keyFile: keyPath, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
+                    simulated.apps[index].topic = simulated.apps[index].topic ?? "com.example.pushgate"
+                    simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
+                    simulated.apps[index].caFile = running.caCertificatePath
+                    simulated.apps[index].transport = .http2
+                    simulated.apps[index].legacy = .init()
+                }
+                let loaded = try Self.checked { () throws(ConfigurationProblem) in try simulated.loadCredentials() }
+                try await serve(loaded, logger: logger)
             }
         } else {
-            let credentials = try CredentialSources(
-                certificatePath: authKey == nil ? certificate : nil, keyPath: authKey == nil ? key : nil, authKeyPath: authKey,
-                keyID: keyID, teamID: teamID, sandbox: sandbox, alternativePort: alternativePort, apnsHost: apnsHost, caPath: ca,
-                certificateFlag: "-c", keyFlag: "-k"
-            ).load()
-            try await serve(credentials: credentials, logger: logger)
+            let loaded = try Self.checked { () throws(ConfigurationProblem) in try configuration.loadCredentials() }
+            try await serve(loaded, logger: logger)
         }
     }
 
-    private func serve(credentials: LoadedCredentials, logger: Logger) async throws {
-        guard let topicName = topic ?? credentials.defaultTopic else {
-            throw ConfigurationError("--topic: not given and the certificate has no subject UID to take it from")
-        }
-        let appTopic: Topic
-        do { appTopic = try Topic(topicName, field: "--topic") } catch { throw ConfigurationError("--topic: \(error.message)") }
+    private static func checked<T>(_ body: () throws(ConfigurationProblem) -> T) throws -> T {
+        do { return try body() } catch { throw ConfigurationError(error.description) }
+    }
 
-        var clientConfiguration = APNsClient.Configuration(
-            endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
-        clientConfiguration.maximumConnections = maximumConnections
-        clientConfiguration.maximumStreamsPerConnection = maximumStreams
-        clientConfiguration.pingInterval = pingMinutes == 0 ? nil : .minutes(Int64(pingMinutes))
-        clientConfiguration.idleTimeout = idleHours == 0 ? nil : .hours(Int64(idleHours))
-        clientConfiguration.maximumNotificationsPerSecondPerConnection = rate == 0 ? nil : rate
-        var udpConfiguration = UDPIngress.Configuration()
-        udpConfiguration.host = listen
-        udpConfiguration.registrationPort = registrationPort
-        udpConfiguration.notificationPort = notificationPort
+    private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
+        // The legacy transport (APNsLegacy.LegacySender) is wired in by its own change; until then a
+        // legacy app must not silently go out over HTTP/2.
+        if let legacy = loaded.apps.first(where: { $0.transport == .legacy }) {
+            throw ConfigurationError("app.\(legacy.name).transport: legacy is not available in this build yet")
+        }
+        var gateway = Gateway(configuration: Gateway.Configuration(loaded))
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
-        udpConfiguration.receiveBufferBytes = 64 << 20
-        var gateway = Gateway(
-            configuration: .init(
-                databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
-                dispatcher: .init(instanceID: InstanceID(instanceID))))
-        if httpPort >= 0 {
-            // Loopback only until API keys exist, whatever -l says (UDP follows -l, as in pushd).
-            gateway.configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: httpPort)
-        }
+        gateway.configuration.udp.receiveBufferBytes = 64 << 20
         do {
             try await gateway.run(logger: logger)
         } catch let error as Gateway.StartupError {

@@ -1,0 +1,78 @@
+import Foundation
+public import PushgateConfig
+import PushgateCore
+import PushgateDispatch
+import PushgateHTTP
+import PushgateUDP
+
+/// The registry as the UDP ingress sees it with a single app: pushd's datagrams, which name no app
+/// (``Registration/defaultApp``), mean that app.
+struct SingleAppRegistry: DeviceRegistry {
+    let base: any DeviceRegistry
+    let app: String
+
+    private func resolve(_ name: String) -> String { name == Registration.defaultApp ? app : name }
+    private func resolve(_ registration: Registration) -> Registration {
+        var registration = registration
+        registration.app = resolve(registration.app)
+        return registration
+    }
+
+    func register(_ registration: Registration) async throws -> RegistrationResult {
+        try await base.register(resolve(registration))
+    }
+    func register(batch: [Registration]) async throws -> [RegistrationResult] {
+        try await base.register(batch: batch.map(resolve))
+    }
+    func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
+        try await base.unassign(app: resolve(app), token: token, group: group)
+    }
+    func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
+        try await base.removeDevice(app: resolve(app), token: token)
+    }
+    func device(app: String, token: DeviceToken) async throws -> DeviceRecord? {
+        try await base.device(app: resolve(app), token: token)
+    }
+    func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
+        try await base.devices(app: resolve(app), group: group, after: after, limit: limit)
+    }
+    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+        async throws -> InvalidationResult
+    {
+        try await base.invalidate(app: resolve(app), token: token, reason: reason, appleTimestamp: appleTimestamp, at: at)
+    }
+}
+
+/// The intake as the UDP ingress sees it with a single app (see ``SingleAppRegistry``).
+struct SingleAppIntake: NotificationIntake {
+    let base: any NotificationIntake
+    let app: String
+
+    func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
+        var request = request
+        if request.app == Registration.defaultApp { request.app = app }
+        return try await base.submit(request)
+    }
+}
+
+extension Gateway.Configuration {
+    /// The gateway a loaded configuration describes: `pushgate` and the tests build it the same way.
+    /// Only the HTTP/2 transport is wired here; `transport: legacy` apps are validated by PushgateConfig.
+    public init(_ loaded: LoadedConfiguration) {
+        let configuration = loaded.configuration
+        let udp = UDPIngress.Configuration(
+            host: configuration.listen, registrationPort: configuration.udp.registrationPort,
+            notificationPort: configuration.udp.notificationPort)
+        self.init(
+            databasePath: configuration.store.path, udp: udp,
+            apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client) },
+            dispatcher: .init(instanceID: InstanceID(configuration.instanceID)))
+        if configuration.http.port >= 0 {
+            var http = HTTPAPI.Configuration(
+                host: configuration.http.effectiveHost(listen: configuration.listen, hasKeys: !loaded.apiKeys.isEmpty),
+                port: configuration.http.port, apps: loaded.apps.map(\.name))
+            http.apiKeys = loaded.apiKeys.map { APIKey(sha256: $0.sha256, app: $0.app) }
+            self.http = http
+        }
+    }
+}
