@@ -82,6 +82,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     func channelInactive(context: ChannelHandlerContext) {
         tickTask?.cancel()
         tickTask = nil
+        retire()
         let unknown = window.connectionClosed()
         if !unknown.isEmpty {
             logger.info(
@@ -201,7 +202,8 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     private func retire() {
-        guard !retiring else { return }
+        // A connection that never became ready is reported as failed on close (with back-off), not retired.
+        guard !retiring, ready else { return }
         retiring = true
         delegate.connectionRetiring(connectionID)
     }

@@ -1,4 +1,5 @@
 public import APNsClient
+import APNsLegacy
 import Foundation
 public import Logging
 public import PushgateCore
@@ -22,6 +23,9 @@ public struct Gateway: Sendable {
         /// The HTTP API (nil: off). It has no API keys yet, so `Gateway` refuses any address but
         /// loopback for it.
         public var http: HTTPAPI.Configuration? = nil
+        /// The legacy binary interface instead of HTTP/2 for the app's route, plus feedback polling
+        /// (nil: HTTP/2 with `client`).
+        public var legacy: LegacyTransportOptions? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
 
@@ -67,7 +71,16 @@ public struct Gateway: Sendable {
             throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
         }
         defer { try? store.close() }
-        let client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
+        let client: any NotificationTransport & Service
+        if let legacy = configuration.legacy {
+            do {
+                client = try LegacySender(configuration: legacy.sender, logger: Logger(label: "pushgate.legacy"))
+            } catch {
+                throw StartupError(description: "legacy transport: \(error)")
+            }
+        } else {
+            client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
+        }
         let dispatcher = Dispatcher(
             store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: configuration.topic)],
             configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
@@ -83,6 +96,10 @@ public struct Gateway: Sendable {
                 await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client), .init(service: dispatcher), .init(service: udp)]
+        if let feedback = configuration.legacy?.feedback {
+            services.append(
+                .init(service: FeedbackPoller(configuration: feedback, registry: store, clock: clock, logger: Logger(label: "pushgate.feedback"))))
+        }
         if let http = configuration.http {
             guard Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -101,7 +118,7 @@ public struct Gateway: Sendable {
         logger.info(
             "pushgate starting",
             metadata: [
-                "apns.endpoint": "\(configuration.client.endpoint)", "push.topic": "\(configuration.topic)",
+                "apns.endpoint": "\(configuration.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(configuration.client.endpoint)")", "push.topic": "\(configuration.topic)",
                 "push.database": "\(configuration.databasePath)",
             ])
         let group = ServiceGroup(

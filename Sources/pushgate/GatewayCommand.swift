@@ -1,4 +1,5 @@
 import APNsClient
+import APNsLegacy
 import APNsSimulator
 import ArgumentParser
 import Crypto
@@ -101,6 +102,18 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error.")
     var logLevel: String?
 
+    @Option(help: "http2 (default), or legacy: Apple's binary interface (retired by Apple on 31 March 2021; for gateways and test rigs that still speak it).")
+    var transport = "http2"
+
+    @Option(name: .customLong("legacy-host"), help: "With --transport legacy: the gateway HOST:PORT (default gateway.push.apple.com:2195, sandbox with -s).")
+    var legacyHost: String?
+
+    @Option(name: .customLong("feedback-host"), help: "With --transport legacy: the feedback service HOST:PORT (default feedback.push.apple.com:2196, sandbox with -s).")
+    var feedbackHost: String?
+
+    @Option(name: .customLong("feedback-interval"), help: "With --transport legacy: seconds between feedback polls (the first runs at start-up).")
+    var feedbackInterval = 86_400
+
     func validate() throws {
         for (flag, port) in [("-g", registrationPort), ("-n", notificationPort)] where !(0...65535).contains(port) {
             throw ValidationError("\(flag): \(port) is not a port number")
@@ -115,6 +128,19 @@ struct GatewayCommand: AsyncParsableCommand {
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
         if simulator && (apnsHost != nil || authKey != nil) {
             throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
+        }
+        guard transport == "http2" || transport == "legacy" else { throw ValidationError("--transport: http2 or legacy, not \(transport)") }
+        if transport == "legacy" {
+            if authKey != nil { throw ValidationError("--transport legacy authenticates with a certificate (-c/-k); it has no token auth") }
+            guard feedbackInterval >= 1 else { throw ValidationError("--feedback-interval: at least 1 second") }
+            for (flag, value) in [("--legacy-host", legacyHost), ("--feedback-host", feedbackHost)] {
+                if let value, (try? APNsClient.Endpoint(parsing: value)) == nil { throw ValidationError("\(flag): expected HOST:PORT, got \"\(value)\"") }
+            }
+            if simulator && (legacyHost != nil || feedbackHost != nil) {
+                throw ValidationError("--simulator brings its own legacy gateway; drop --legacy-host/--feedback-host")
+            }
+        } else if legacyHost != nil || feedbackHost != nil {
+            throw ValidationError("--legacy-host/--feedback-host need --transport legacy")
         }
     }
 
@@ -148,6 +174,10 @@ struct GatewayCommand: AsyncParsableCommand {
 
     private func runGateway(logger: Logger) async throws {
         if simulator {
+            if transport == "legacy" {
+                try await runWithLegacySimulator(logger: logger)
+                return
+            }
             let key = P256.Signing.PrivateKey()
             var configuration = APNsSimulator.Configuration()
             configuration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
@@ -172,7 +202,41 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
-    private func serve(credentials: LoadedCredentials, logger: Logger) async throws {
+    /// `--simulator --transport legacy`: the simulator's legacy gateway and feedback ports, with a
+    /// client certificate issued by its CA (the legacy protocol has no token auth).
+    private func runWithLegacySimulator(logger: Logger) async throws {
+        let authority = try SimulatorCertificateAuthority()
+        var configuration = APNsSimulator.Configuration()
+        configuration.tls = .authority(authority)
+        configuration.clientCertificateAuthorityPEM = authority.certificatePEM
+        configuration.legacyPort = 0
+        configuration.feedbackPort = 0
+        configuration.logger = Logger(label: "pushgate.simulator")
+        let issued = try authority.issueClientCertificate(topic: "com.example.pushgate")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-legacy-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try issued.write(certificateTo: directory + "/client.pem", privateKeyTo: directory + "/client.key")
+        let certificate = try APNsClient.ClientCertificate.load(certificatePath: directory + "/client.pem", keyPath: directory + "/client.key")
+        try await APNsSimulator.withRunning(configuration) { running in
+            logger.info(
+                "APNs simulator running in-process (legacy binary interface)",
+                metadata: [
+                    "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)", "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
+                    "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
+                ])
+            let credentials = LoadedCredentials(
+                endpoint: .init(host: "127.0.0.1", port: running.port), authentication: .certificate(certificate),
+                trustRoots: .caFile(running.caCertificatePath!), defaultTopic: "com.example.pushgate")
+            try await serve(
+                credentials: credentials, logger: logger,
+                legacyEndpoints: (.init(host: "127.0.0.1", port: running.legacyPort!), .init(host: "127.0.0.1", port: running.feedbackPort!)))
+        }
+    }
+
+    private func serve(
+        credentials: LoadedCredentials, logger: Logger, legacyEndpoints: (APNsClient.Endpoint, APNsClient.Endpoint)? = nil
+    ) async throws {
         guard let topicName = topic ?? credentials.defaultTopic else {
             throw ConfigurationError("--topic: not given and the certificate has no subject UID to take it from")
         }
@@ -197,6 +261,9 @@ struct GatewayCommand: AsyncParsableCommand {
             configuration: .init(
                 databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
                 dispatcher: .init(instanceID: InstanceID(instanceID))))
+        if transport == "legacy" {
+            gateway.configuration.legacy = try legacyOptions(credentials: credentials, endpoints: legacyEndpoints)
+        }
         if httpPort >= 0 {
             // Loopback only until API keys exist, whatever -l says (UDP follows -l, as in pushd).
             gateway.configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: httpPort)
@@ -206,6 +273,35 @@ struct GatewayCommand: AsyncParsableCommand {
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
         }
+    }
+
+    /// The legacy sender and feedback poller from `--legacy-host`, `--feedback-host`, `--feedback-interval`
+    /// and the certificate (`-c/-k`), for the default app.
+    private func legacyOptions(
+        credentials: LoadedCredentials, endpoints: (APNsClient.Endpoint, APNsClient.Endpoint)?
+    ) throws -> LegacyTransportOptions {
+        guard case .certificate(let certificate) = credentials.authentication else {
+            throw ConfigurationError("--transport legacy: needs a client certificate (-c/-k)")
+        }
+        let environment: APNsEnvironment = sandbox ? .sandbox : .production
+        let gatewayEndpoint: APNsClient.Endpoint
+        let feedbackEndpoint: APNsClient.Endpoint
+        if let endpoints {
+            (gatewayEndpoint, feedbackEndpoint) = endpoints
+        } else {
+            do {
+                gatewayEndpoint = try legacyHost.map { try APNsClient.Endpoint(parsing: $0) } ?? .legacyGateway(environment)
+                feedbackEndpoint = try feedbackHost.map { try APNsClient.Endpoint(parsing: $0) } ?? .legacyFeedback(environment)
+            } catch {
+                throw ConfigurationError("--legacy-host/--feedback-host: \(error.message)")
+            }
+        }
+        var sender = LegacySender.Configuration(gateway: gatewayEndpoint, certificate: certificate, trustRoots: credentials.trustRoots)
+        sender.maximumConnections = maximumConnections
+        var feedback = FeedbackPoller.Configuration(
+            endpoint: feedbackEndpoint, app: Registration.defaultApp, certificate: certificate, trustRoots: credentials.trustRoots)
+        feedback.interval = .seconds(feedbackInterval)
+        return LegacyTransportOptions(sender: sender, feedback: feedback)
     }
 
     // MARK: Detaching
