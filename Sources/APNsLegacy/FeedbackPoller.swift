@@ -73,7 +73,6 @@ public struct FeedbackPoller: Service {
     public func run() async throws {
         let tlsContext = try LegacyTLS.makeContext(certificate: configuration.certificate, trustRoots: configuration.trustRoots)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        defer { try? group.syncShutdownGracefully() }
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
             do {
                 _ = try await poll(tlsContext: tlsContext, group: group)
@@ -86,6 +85,7 @@ public struct FeedbackPoller: Service {
                 break
             }
         }
+        try? await group.shutdownGracefully()
     }
 
     /// One poll: read everything the service sends, apply it to the registry. Throws only when the

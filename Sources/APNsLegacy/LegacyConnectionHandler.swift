@@ -72,7 +72,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event, !ready {
+        if case .handshakeCompleted? = event as? TLSUserEvent, !ready {
             ready = true
             delegate.connectionReady(connectionID)
         }

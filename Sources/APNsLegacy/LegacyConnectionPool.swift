@@ -97,11 +97,11 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
         return withdrawn.count
     }
 
-    var statistics: APNsClient.Statistics {
+    var statistics: LegacySender.Statistics {
         lock.withLock {
-            APNsClient.Statistics(
+            LegacySender.Statistics(
                 queued: machine.queuedCount, connections: machine.connectionCount, activeConnections: machine.activeConnectionCount,
-                inFlight: machine.leasedCount)
+                unconfirmed: machine.leasedCount)
         }
     }
 

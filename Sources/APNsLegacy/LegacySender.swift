@@ -106,8 +106,17 @@ public final class LegacySender: NotificationTransport, Service {
     }
 
     /// Queued, connections, and notifications written but not yet confirmed.
-    public var statistics: APNsClient.Statistics {
+    public var statistics: Statistics {
         pool.statistics
+    }
+
+    public struct Statistics: Sendable, Hashable {
+        /// Waiting for a connection.
+        public var queued: Int
+        public var connections: Int
+        public var activeConnections: Int
+        /// Written (or being written) and not yet confirmed.
+        public var unconfirmed: Int
     }
 
     /// Fails what is queued, lets connections confirm what they hold (up to the grace period), closes them.

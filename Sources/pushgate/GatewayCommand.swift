@@ -289,12 +289,12 @@ struct GatewayCommand: AsyncParsableCommand {
         if let endpoints {
             (gatewayEndpoint, feedbackEndpoint) = endpoints
         } else {
-            do {
-                gatewayEndpoint = try legacyHost.map { try APNsClient.Endpoint(parsing: $0) } ?? .legacyGateway(environment)
-                feedbackEndpoint = try feedbackHost.map { try APNsClient.Endpoint(parsing: $0) } ?? .legacyFeedback(environment)
-            } catch {
-                throw ConfigurationError("--legacy-host/--feedback-host: \(error.message)")
+            func endpoint(_ flag: String, _ value: String?, default fallback: APNsClient.Endpoint) throws -> APNsClient.Endpoint {
+                guard let value else { return fallback }
+                do { return try APNsClient.Endpoint(parsing: value) } catch { throw ConfigurationError("\(flag): \(error.message)") }
             }
+            gatewayEndpoint = try endpoint("--legacy-host", legacyHost, default: .legacyGateway(environment))
+            feedbackEndpoint = try endpoint("--feedback-host", feedbackHost, default: .legacyFeedback(environment))
         }
         var sender = LegacySender.Configuration(gateway: gatewayEndpoint, certificate: certificate, trustRoots: credentials.trustRoots)
         sender.maximumConnections = maximumConnections

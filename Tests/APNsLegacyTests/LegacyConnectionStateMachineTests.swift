@@ -121,13 +121,12 @@ struct LegacyConnectionStateMachineTests {
 
     @Test("identifiers that wrap past 2^32 still find their notification")
     func wrapping() {
-        var window = Window(quietTime: .seconds(1), firstIdentifier: UInt32.max - 1)
+        let window = Window(quietTime: .seconds(1), firstIdentifier: UInt32.max - 1)
         #expect(window.remainingIdentifiers == 1)
         var wide = Window(quietTime: .seconds(1), firstIdentifier: UInt32.max - 5)
         #expect(wide.willWrite(["a", "b", "c"]) == [UInt32.max - 5, UInt32.max - 4, UInt32.max - 3])
         let action = wide.errorResponseReceived(status: .invalidToken, identifier: UInt32.max - 4)
         #expect(action.delivered == ["a"] && action.failed?.request == "b" && action.resend == ["c"])
-        _ = window
     }
 
     @Test("legacy statuses map onto the provider API's reasons and outcome classes")

@@ -1,3 +1,4 @@
+import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
@@ -45,7 +46,7 @@ final class LegacyGatewayHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case TLSUserEvent.handshakeCompleted = event, !LegacyAuthentication.admits(context: context, core: core) {
+        if case .handshakeCompleted? = event as? TLSUserEvent, !LegacyAuthentication.admits(context: context, core: core) {
             closing = true
             batch.refused = true
             commit()
@@ -145,7 +146,7 @@ final class LegacyFeedbackHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        guard case TLSUserEvent.handshakeCompleted = event else {
+        guard case .handshakeCompleted? = event as? TLSUserEvent else {
             context.fireUserInboundEventTriggered(event)
             return
         }

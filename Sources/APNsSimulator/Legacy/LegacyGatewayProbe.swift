@@ -1,6 +1,7 @@
 import NIOCore
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 /// A raw TLS client for the legacy ports, for tests and diagnostics: writes bytes exactly as given and
 /// collects whatever the server sends until it closes. It knows nothing of the formats, so a test can
@@ -75,9 +76,9 @@ public final class LegacyGatewayProbe: Sendable {
     }
 
     private final class Collector: Sendable {
-        private let storage = NIOLockedValueBox<[UInt8]>([])
-        func append(_ buffer: ByteBuffer) { storage.withLockedValue { $0.append(contentsOf: buffer.readableBytesView) } }
-        var bytes: [UInt8] { storage.withLockedValue { $0 } }
+        private let storage = Mutex<[UInt8]>([])
+        func append(_ buffer: ByteBuffer) { storage.withLock { $0.append(contentsOf: buffer.readableBytesView) } }
+        var bytes: [UInt8] { storage.withLock { $0 } }
     }
 
     private final class CollectingHandler: ChannelInboundHandler {
