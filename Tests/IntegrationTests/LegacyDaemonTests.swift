@@ -62,7 +62,7 @@ struct LegacyDaemonTests {
             try await eventually("the feedback poll at start-up") { output.text.contains("feedback polled") }
             #expect(output.text.contains("apns.legacy.feedback_pruned=1"), "\(output.text)")
 
-            UDPSender(port: notificationPort).send(#"{"groups": ["all"], "type": "urgent", "payload": {"aps": {"alert": "legacy"}}}"#)
+            try UDPSender(port: notificationPort).send(#"{"groups": ["all"], "type": "urgent", "payload": {"aps": {"alert": "legacy"}}}"#)
             try await eventually("198 delivered", timeout: .seconds(60)) { simulator.legacyStats().accepted >= 198 }
             try await eventually("the request is reported done") { output.text.contains("push.accepted=198") }
             let stats = simulator.legacyStats()

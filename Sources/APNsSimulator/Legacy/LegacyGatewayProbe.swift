@@ -57,9 +57,9 @@ public final class LegacyGatewayProbe: Sendable {
 
     /// Waits until the server closes the connection (or `timeout` passes, then closes it) and returns
     /// every byte it sent.
-    public func receiveUntilClosed(timeout: TimeAmount = .seconds(30)) async throws -> [UInt8] {
+    public func receiveUntilClosed(timeout: Duration = .seconds(30)) async throws -> [UInt8] {
         let channel = self.channel
-        let cutOff = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        let cutOff = channel.eventLoop.scheduleTask(in: TimeAmount(timeout)) { channel.close(promise: nil) }
         try? await channel.closeFuture.get()
         cutOff.cancel()
         return collector.bytes
