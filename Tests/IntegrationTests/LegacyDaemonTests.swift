@@ -41,7 +41,7 @@ struct LegacyDaemonTests {
                 "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
                 "-c", directory.path("client.pem"), "-k", directory.path("client.key"), "--ca", simulator.caCertificatePath!,
                 "--transport", "legacy", "--legacy-host", "127.0.0.1:\(simulator.legacyPort!)",
-                "--feedback-host", "127.0.0.1:\(simulator.feedbackPort!)", "--feedback-interval", "3600", "--http-port", "-1",
+                "--feedback-host", "127.0.0.1:\(simulator.feedbackPort!)", "--feedback-interval", "3600", "--http-port=-1",
             ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
             let output = OutputCollector()
             let pipe = Pipe()
