@@ -72,11 +72,15 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted? = event as? TLSUserEvent, !ready {
-            ready = true
-            delegate.connectionReady(connectionID)
-        }
+        if case .handshakeCompleted? = event as? TLSUserEvent { handshakeCompleted() }
         context.fireUserInboundEventTriggered(event)
+    }
+
+    /// The connection is authenticated both ways and may carry notifications.
+    func handshakeCompleted() {
+        guard !ready else { return }
+        ready = true
+        delegate.connectionReady(connectionID)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
