@@ -188,4 +188,29 @@ struct LegacyGatewayTests {
             await probe.close()
         }
     }
+
+    @Test("control routes: faults, stats and shutdown over HTTP", .enabled(if: executableExists("/usr/bin/curl"), "needs /usr/bin/curl"))
+    func controlRoutes() async throws {
+        var configuration = try Self.configuration()
+        configuration.controlPort = 0
+        try await APNsSimulator.withRunning(configuration) { simulator in
+            let faults = try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": 3}"#)
+            #expect(faults.status == 200)
+            #expect(simulator.legacyFaults == LegacyGatewayFaults(dropAfter: 3))
+            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": 0}"#).status == 400)
+            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"later": 1}"#).status == 400)
+            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": null}"#).status == 200)
+            #expect(simulator.legacyFaults == LegacyGatewayFaults())
+            #expect(try await ControlAPITests.call(simulator, "DELETE", "/legacy/stats").status == 405)
+
+            let probe = try await Self.probe(simulator, port: simulator.legacyPort)
+            try await probe.send(Self.frame(id: 5, token: Self.tokenBytes(1)))
+            try await Self.waitFor("accepted") { simulator.legacyStats().accepted == 1 }
+            let stats = try await ControlAPITests.call(simulator, "GET", "/legacy/stats")
+            #expect((stats.json as? [String: Any])?["accepted"] as? Int == 1)
+            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/shutdown").status == 200)
+            #expect(try await probe.receiveUntilClosed() == [8, 10] + Self.be32(5))
+            await probe.close()
+        }
+    }
 }
