@@ -27,7 +27,12 @@ public struct FeedbackPoller: Service {
         /// A service that neither sends nor closes for this long is cut off; what it sent is used.
         public var readTimeout: Duration = .seconds(60)
 
-        public init(endpoint: APNsClient.Endpoint, app: String, certificate: APNsClient.ClientCertificate, trustRoots: APNsClient.TrustRoots) {
+        public init(
+            endpoint: APNsClient.Endpoint,
+            app: String,
+            certificate: APNsClient.ClientCertificate,
+            trustRoots: APNsClient.TrustRoots
+        ) {
             self.endpoint = endpoint
             self.app = app
             self.certificate = certificate
@@ -71,13 +76,19 @@ public struct FeedbackPoller: Service {
     }
 
     public func run() async throws {
-        let tlsContext = try LegacyTLS.makeContext(certificate: configuration.certificate, trustRoots: configuration.trustRoots)
+        let tlsContext = try LegacyTLS.makeContext(
+            certificate: configuration.certificate,
+            trustRoots: configuration.trustRoots
+        )
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
             do {
                 _ = try await poll(tlsContext: tlsContext, group: group)
             } catch {
-                logger.warning("feedback poll failed; trying again at the next interval", metadata: ["apns.error": "\(error)"])
+                logger.warning(
+                    "feedback poll failed; trying again at the next interval",
+                    metadata: ["apns.error": "\(error)"]
+                )
             }
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: configuration.interval) }
@@ -91,7 +102,10 @@ public struct FeedbackPoller: Service {
     /// One poll: read everything the service sends, apply it to the registry. Throws only when the
     /// service could not be reached; a read that ends badly still applies the tuples read before it.
     public func pollOnce() async throws -> PollResult {
-        let tlsContext = try LegacyTLS.makeContext(certificate: configuration.certificate, trustRoots: configuration.trustRoots)
+        let tlsContext = try LegacyTLS.makeContext(
+            certificate: configuration.certificate,
+            trustRoots: configuration.trustRoots
+        )
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
             let result = try await poll(tlsContext: tlsContext, group: group)
@@ -111,7 +125,12 @@ public struct FeedbackPoller: Service {
         let now = clock.now()
         for tuple in tuples {
             switch try await registry.invalidate(
-                app: configuration.app, token: tuple.token, reason: .unregistered, appleTimestamp: tuple.timestamp, at: now)
+                app: configuration.app,
+                token: tuple.token,
+                reason: .unregistered,
+                appleTimestamp: tuple.timestamp,
+                at: now
+            )
             {
             case .invalidated: result.pruned += 1
             case .keptBecauseRegisteredLater: result.keptRegisteredLater += 1
@@ -120,7 +139,8 @@ public struct FeedbackPoller: Service {
         }
         var metadata: Logger.Metadata = [
             "apns.legacy.feedback_read": "\(result.read)", "apns.legacy.feedback_pruned": "\(result.pruned)",
-            "apns.legacy.feedback_kept": "\(result.keptRegisteredLater)", "apns.legacy.feedback_unchanged": "\(result.unchanged)",
+            "apns.legacy.feedback_kept": "\(result.keptRegisteredLater)",
+            "apns.legacy.feedback_unchanged": "\(result.unchanged)",
             "push.app": "\(configuration.app)",
         ]
         if let readError {
@@ -133,7 +153,10 @@ public struct FeedbackPoller: Service {
     }
 
     /// Connects and reads tuples until the server closes (or the read timeout cuts it off).
-    private func read(tlsContext: NIOSSLContext, group: any EventLoopGroup) async throws -> ([LegacyFeedbackTuple], String?) {
+    private func read(
+        tlsContext: NIOSSLContext,
+        group: any EventLoopGroup
+    ) async throws -> ([LegacyFeedbackTuple], String?) {
         let endpoint = configuration.endpoint
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(TimeAmount(configuration.connectTimeout))
@@ -141,7 +164,11 @@ public struct FeedbackPoller: Service {
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(
-                        try NIOSSLClientHandler(context: tlsContext, serverHostname: endpoint.isIPAddress ? nil : endpoint.host))
+                        try NIOSSLClientHandler(
+                            context: tlsContext,
+                            serverHostname: endpoint.isIPAddress ? nil : endpoint.host
+                        )
+                    )
                     try sync.addHandler(ByteToMessageHandler(LegacyFeedbackDecoder()))
                     return try NIOAsyncChannel<LegacyFeedbackTuple, Never>(wrappingChannelSynchronously: channel)
                 }

@@ -43,8 +43,12 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     private var lastError: String?
 
     init(
-        connectionID: Int, delegate: any LegacyConnectionDelegate, window: LegacyConnectionStateMachine<LegacyPooledRequest>,
-        windowSize: Int, tickInterval: TimeAmount, logger: Logger
+        connectionID: Int,
+        delegate: any LegacyConnectionDelegate,
+        window: LegacyConnectionStateMachine<LegacyPooledRequest>,
+        windowSize: Int,
+        tickInterval: TimeAmount,
+        logger: Logger
     ) {
         self.connectionID = connectionID
         self.delegate = delegate
@@ -91,7 +95,8 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         if !unknown.isEmpty {
             logger.info(
                 "legacy connection lost without an error response; resending what was not confirmed",
-                metadata: ["apns.legacy.resent": "\(unknown.count)", "apns.error": "\(lastError ?? "closed")"])
+                metadata: ["apns.legacy.resent": "\(unknown.count)", "apns.error": "\(lastError ?? "closed")"]
+            )
             delegate.resend(unknown)
         }
         delegate.connectionClosed(connectionID, everReady: ready, error: lastError)
@@ -118,7 +123,8 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
         if action.identifierUnknown {
             logger.warning(
                 "legacy error response for an identifier no longer in the window (answered after the quiet time?); resending the window",
-                metadata: metadata)
+                metadata: metadata
+            )
         } else if response.status == .shutdown {
             logger.info("legacy gateway shutting down", metadata: metadata)
         } else {
@@ -180,10 +186,14 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             let content = request.request.notification.content
             do {
                 try LegacyNotificationEncoder.writeFrame(
-                    identifier: identifier, expiration: content.expiration,
+                    identifier: identifier,
+                    expiration: content.expiration,
                     // The frame format knows 10 and 5 only; 1 (power saving) is closest to 5.
                     priority: content.priority == .immediate ? .immediate : .conservePower,
-                    token: request.request.deviceToken, payload: content.payload, into: &buffer)
+                    token: request.request.deviceToken,
+                    payload: content.payload,
+                    into: &buffer
+                )
                 sendable.append(request)
                 identifier &+= 1
             } catch {

@@ -83,7 +83,11 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                return LegacyPooledRequest(request: request, poolRequestID: id, deadline: request.deadline ?? now + configuration.requestTimeout)
+                return LegacyPooledRequest(
+                    request: request,
+                    poolRequestID: id,
+                    deadline: request.deadline ?? now + configuration.requestTimeout
+                )
             }
             return (ids, machine.submit(pooled))
         }
@@ -100,8 +104,11 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
     var statistics: LegacySender.Statistics {
         lock.withLock {
             LegacySender.Statistics(
-                queued: machine.queuedCount, connections: machine.connectionCount, activeConnections: machine.activeConnectionCount,
-                unconfirmed: machine.leasedCount)
+                queued: machine.queuedCount,
+                connections: machine.connectionCount,
+                activeConnections: machine.activeConnectionCount,
+                unconfirmed: machine.leasedCount
+            )
         }
     }
 
@@ -113,7 +120,9 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
         let loop = group.next()
         let timeout = loop.scheduleTask(in: grace) { [weak self] in
             guard let self else { return }
-            for channel in self.lock.withLock({ self.connections.values.compactMap(\.channel) }) { channel.close(promise: nil) }
+            for channel in self.lock.withLock({ self.connections.values.compactMap(\.channel) }) {
+                channel.close(promise: nil)
+            }
         }
         try? await EventLoopFuture.andAllComplete(futures, on: loop).get()
         timeout.cancel()
@@ -133,12 +142,16 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
     func connectionClosed(_ id: Int, everReady: Bool, error: String?) {
         let actions = lock.withLock { () -> Machine.Actions in
             connections.removeValue(forKey: id)
-            return everReady ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
+            return everReady
+                ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
         }
         if everReady {
             logger.debug("legacy connection closed", metadata: ["apns.connection_id": "\(id)"])
         } else {
-            logger.warning("legacy connection failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"])
+            logger.warning(
+                "legacy connection failed",
+                metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"]
+            )
         }
         perform(actions)
     }
@@ -217,12 +230,20 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
                     guard let self else { throw ChannelError.ioOnClosedChannel }
                     let sync = channel.pipeline.syncOperations
                     try sync.addHandler(
-                        try NIOSSLClientHandler(context: configuration.tlsContext, serverHostname: endpoint.isIPAddress ? nil : endpoint.host))
+                        try NIOSSLClientHandler(
+                            context: configuration.tlsContext,
+                            serverHostname: endpoint.isIPAddress ? nil : endpoint.host
+                        )
+                    )
                     try sync.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
                     let handler = LegacyConnectionHandler(
-                        connectionID: id, delegate: self,
+                        connectionID: id,
+                        delegate: self,
                         window: LegacyConnectionStateMachine(quietTime: configuration.quietTime),
-                        windowSize: configuration.windowSize, tickInterval: configuration.tickInterval, logger: logger)
+                        windowSize: configuration.windowSize,
+                        tickInterval: configuration.tickInterval,
+                        logger: logger
+                    )
                     try sync.addHandler(handler)
                     let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
                     self.lock.withLock {
@@ -235,7 +256,10 @@ final class LegacyConnectionPool: LegacyConnectionDelegate, @unchecked Sendable 
             .whenFailure { [weak self] error in
                 guard let self else { return }
                 let description = LegacyTLS.describe(error)
-                logger.warning("legacy gateway connect failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"])
+                logger.warning(
+                    "legacy gateway connect failed",
+                    metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"]
+                )
                 let actions = self.lock.withLock { () -> Machine.Actions in
                     self.connections.removeValue(forKey: id)
                     return self.machine.connectionFailed(id, error: description)

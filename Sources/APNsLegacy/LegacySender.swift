@@ -1,7 +1,7 @@
 public import APNsClient
 import Foundation
 public import Logging
-public import NIOCore
+import NIOCore
 import NIOPosix
 public import PushgateCore
 public import ServiceLifecycle
@@ -47,7 +47,11 @@ public final class LegacySender: NotificationTransport, Service {
         public var shutdownGracePeriod: Duration = .seconds(5)
         public var eventLoopThreads: Int = 1
 
-        public init(gateway: APNsClient.Endpoint, certificate: APNsClient.ClientCertificate, trustRoots: APNsClient.TrustRoots) {
+        public init(
+            gateway: APNsClient.Endpoint,
+            certificate: APNsClient.ClientCertificate,
+            trustRoots: APNsClient.TrustRoots
+        ) {
             self.gateway = gateway
             self.certificate = certificate
             self.trustRoots = trustRoots
@@ -77,19 +81,30 @@ public final class LegacySender: NotificationTransport, Service {
         logger[metadataKey: "apns.legacy.gateway"] = "\(configuration.gateway)"
         self.logger = logger
         self.configuration = configuration
-        let tlsContext = try LegacyTLS.makeContext(certificate: configuration.certificate, trustRoots: configuration.trustRoots)
+        let tlsContext = try LegacyTLS.makeContext(
+            certificate: configuration.certificate,
+            trustRoots: configuration.trustRoots
+        )
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
         self.pool = LegacyConnectionPool(
             configuration: .init(
-                endpoint: configuration.gateway, tlsContext: tlsContext,
+                endpoint: configuration.gateway,
+                tlsContext: tlsContext,
                 pool: .init(
                     maximumConnections: configuration.maximumConnections,
                     reconnectBaseDelay: TimeAmount(configuration.reconnectBaseDelay),
-                    reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay)),
-                quietTime: TimeAmount(configuration.confirmationQuietTime), windowSize: configuration.windowSize,
-                maximumResends: configuration.maximumResends, requestTimeout: TimeAmount(configuration.requestTimeout),
-                connectTimeout: TimeAmount(configuration.connectTimeout), tickInterval: TimeAmount(configuration.tickInterval)),
-            group: group, logger: logger)
+                    reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay)
+                ),
+                quietTime: TimeAmount(configuration.confirmationQuietTime),
+                windowSize: configuration.windowSize,
+                maximumResends: configuration.maximumResends,
+                requestTimeout: TimeAmount(configuration.requestTimeout),
+                connectTimeout: TimeAmount(configuration.connectTimeout),
+                tickInterval: TimeAmount(configuration.tickInterval)
+            ),
+            group: group,
+            logger: logger
+        )
         pool.start()
     }
 

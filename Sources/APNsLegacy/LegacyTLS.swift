@@ -4,7 +4,10 @@ import NIOSSL
 /// The client TLS context of both legacy services: the app's certificate, the server always verified.
 /// No ALPN: the legacy protocol is raw bytes over TLS.
 enum LegacyTLS {
-    static func makeContext(certificate: APNsClient.ClientCertificate, trustRoots: APNsClient.TrustRoots) throws -> NIOSSLContext {
+    static func makeContext(
+        certificate: APNsClient.ClientCertificate,
+        trustRoots: APNsClient.TrustRoots
+    ) throws -> NIOSSLContext {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.certificateVerification = .fullVerification

@@ -1,10 +1,11 @@
 import APNsClient
-@testable import APNsLegacy
 import NIOCore
 import NIOEmbedded
 import PushgateCore
 import Synchronization
 import Testing
+
+@testable import APNsLegacy
 
 /// The connection handler on an `EmbeddedChannel`: what it writes, in how many flushes, and what it
 /// does with error responses, quiet time and a lost connection. The pool is a recording stand-in.
@@ -48,16 +49,34 @@ struct LegacyConnectionHandlerTests {
 
         init(queued count: Int, quietTime: TimeAmount = .seconds(1), windowSize: Int = 100) throws {
             handler = LegacyConnectionHandler(
-                connectionID: 1, delegate: pool, window: LegacyConnectionStateMachine(quietTime: quietTime), windowSize: windowSize,
-                tickInterval: .milliseconds(10), logger: .init(label: "test"))
+                connectionID: 1,
+                delegate: pool,
+                window: LegacyConnectionStateMachine(quietTime: quietTime),
+                windowSize: windowSize,
+                tickInterval: .milliseconds(10),
+                logger: .init(label: "test")
+            )
             let notification = PreparedNotification(
-                try NotificationContent(topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: smallPayload))
+                try NotificationContent(
+                    topic: Topic("com.example.app"),
+                    pushType: .alert,
+                    priority: .immediate,
+                    payload: smallPayload
+                )
+            )
             let outcomes = self.outcomes
             pool.state.withLock { state in
                 state.queue = (1...count).map {
                     LegacyPooledRequest(
-                        request: APNsRequest(notification: notification, deviceToken: token32, tag: UInt64($0), receiver: outcomes),
-                        poolRequestID: UInt64($0), deadline: .distantFuture)
+                        request: APNsRequest(
+                            notification: notification,
+                            deviceToken: token32,
+                            tag: UInt64($0),
+                            receiver: outcomes
+                        ),
+                        poolRequestID: UInt64($0),
+                        deadline: .distantFuture
+                    )
                 }
             }
             try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
@@ -79,7 +98,8 @@ struct LegacyConnectionHandlerTests {
     static func identifiers(in buffer: ByteBuffer) -> [UInt32] {
         var buffer = buffer
         var identifiers: [UInt32] = []
-        while let command = buffer.readInteger(as: UInt8.self), command == 2, let length = buffer.readInteger(as: UInt32.self),
+        while let command = buffer.readInteger(as: UInt8.self), command == 2,
+            let length = buffer.readInteger(as: UInt32.self),
             var frame = buffer.readSlice(length: Int(length))
         {
             while let item = frame.readInteger(as: UInt8.self), let itemLength = frame.readInteger(as: UInt16.self) {
@@ -104,7 +124,9 @@ struct LegacyConnectionHandlerTests {
         #expect(fixture.pool.state.withLock { $0.queue.count } == 50)
     }
 
-    @Test("an error response: earlier ones delivered, the named one failed with its reason, later ones resent; the connection retires and closes")
+    @Test(
+        "an error response: earlier ones delivered, the named one failed with its reason, later ones resent; the connection retires and closes"
+    )
     func errorResponse() throws {
         let fixture = try Fixture(queued: 5)
         fixture.handler.handshakeCompleted()

@@ -9,7 +9,9 @@ import Testing
 struct LegacyConnectionStateMachineTests {
     typealias Window = LegacyConnectionStateMachine<String>
 
-    private func at(_ milliseconds: Int64) -> NIODeadline { .uptimeNanoseconds(1_000_000_000 + UInt64(milliseconds) * 1_000_000) }
+    private func at(_ milliseconds: Int64) -> NIODeadline {
+        .uptimeNanoseconds(1_000_000_000 + UInt64(milliseconds) * 1_000_000)
+    }
 
     private func window(writing names: [String], at milliseconds: Int64 = 0, quietTime: Int64 = 1000) -> Window {
         var window = Window(quietTime: .milliseconds(quietTime))
@@ -72,7 +74,10 @@ struct LegacyConnectionStateMachineTests {
         _ = window.willWrite(["a", "b"])
         window.writeCompleted(through: 2, at: at(0))
         _ = window.willWrite(["c"])
-        #expect(window.tick(now: at(5000)) == ["a", "b"], "c's write has not completed: its quiet time has not started")
+        #expect(
+            window.tick(now: at(5000)) == ["a", "b"],
+            "c's write has not completed: its quiet time has not started"
+        )
         window.writeCompleted(through: 3, at: at(5000))
         #expect(window.tick(now: at(5999)).isEmpty)
         #expect(window.tick(now: at(6000)) == ["c"])

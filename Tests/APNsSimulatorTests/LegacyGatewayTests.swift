@@ -10,7 +10,9 @@ struct LegacyGatewayTests {
     static let payload = Array(#"{"aps":{"alert":"hi"}}"#.utf8)
 
     static func be16(_ value: Int) -> [UInt8] { [UInt8(value >> 8 & 0xff), UInt8(value & 0xff)] }
-    static func be32(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)] }
+    static func be32(_ value: UInt32) -> [UInt8] {
+        [UInt8(value >> 24), UInt8(value >> 16 & 0xff), UInt8(value >> 8 & 0xff), UInt8(value & 0xff)]
+    }
 
     static func simple(token: [UInt8], payload: [UInt8] = payload) -> [UInt8] {
         [0] + be16(token.count) + token + be16(payload.count) + payload
@@ -21,7 +23,8 @@ struct LegacyGatewayTests {
     }
 
     static func frame(id: UInt32, token: [UInt8], payload: [UInt8] = payload, priority: UInt8 = 10) -> [UInt8] {
-        let items = [1] + be16(token.count) + token + [2] + be16(payload.count) + payload + [3] + be16(4) + be32(id)
+        let items =
+            [1] + be16(token.count) + token + [2] + be16(payload.count) + payload + [3] + be16(4) + be32(id)
             + [4] + be16(4) + be32(0) + [5] + be16(1) + [priority]
         return [2] + be32(UInt32(items.count)) + items
     }
@@ -53,7 +56,9 @@ struct LegacyGatewayTests {
     func threeFormats() async throws {
         try await APNsSimulator.withRunning(try Self.configuration()) { simulator in
             let probe = try await Self.probe(simulator, port: simulator.legacyPort)
-            let bytes = Self.simple(token: Self.tokenBytes(1)) + Self.enhanced(id: 7, expiry: 1_900_000_000, token: Self.tokenBytes(2))
+            let bytes =
+                Self.simple(token: Self.tokenBytes(1))
+                + Self.enhanced(id: 7, expiry: 1_900_000_000, token: Self.tokenBytes(2))
                 + Self.frame(id: 9, token: Self.tokenBytes(3), priority: 5)
             // One byte at a time for the first message, the rest in two uneven pieces.
             for byte in bytes.prefix(40) { try await probe.send([byte]) }
@@ -73,10 +78,13 @@ struct LegacyGatewayTests {
         }
     }
 
-    @Test("a bad notification gets |8|status|identifier| and the connection closes; what followed it is discarded",
-          arguments: [
-            (UInt8(8), "marked bad"), (5, "31-byte token"), (7, "oversized payload"), (2, "no token"), (4, "no payload"),
-          ])
+    @Test(
+        "a bad notification gets |8|status|identifier| and the connection closes; what followed it is discarded",
+        arguments: [
+            (UInt8(8), "marked bad"), (5, "31-byte token"), (7, "oversized payload"), (2, "no token"),
+            (4, "no payload"),
+        ]
+    )
     func errorResponses(status: UInt8, what: String) async throws {
         try await APNsSimulator.withRunning(try Self.configuration()) { simulator in
             simulator.markBad(String(repeating: "0b", count: 32))
@@ -89,7 +97,9 @@ struct LegacyGatewayTests {
             default: bad = Self.frame(id: 42, token: Self.tokenBytes(1), payload: [])
             }
             let probe = try await Self.probe(simulator, port: simulator.legacyPort)
-            try await probe.send(Self.frame(id: 41, token: Self.tokenBytes(1)) + bad + Self.frame(id: 43, token: Self.tokenBytes(2)))
+            try await probe.send(
+                Self.frame(id: 41, token: Self.tokenBytes(1)) + bad + Self.frame(id: 43, token: Self.tokenBytes(2))
+            )
             let answer = try await probe.receiveUntilClosed()
             #expect(answer == [8, status] + Self.be32(42), "\(what)")
             let stats = simulator.legacyStats()
@@ -106,7 +116,8 @@ struct LegacyGatewayTests {
             try await probe.send(
                 Self.enhanced(id: 1, token: Self.tokenBytes(1), payload: [UInt8](repeating: 0x20, count: 256))
                     + Self.frame(id: 2, token: Self.tokenBytes(1), payload: [UInt8](repeating: 0x20, count: 2048))
-                    + Self.enhanced(id: 3, token: Self.tokenBytes(1), payload: [UInt8](repeating: 0x20, count: 257)))
+                    + Self.enhanced(id: 3, token: Self.tokenBytes(1), payload: [UInt8](repeating: 0x20, count: 257))
+            )
             #expect(try await probe.receiveUntilClosed() == [8, 7] + Self.be32(3))
             #expect(simulator.legacyStats().accepted == 2)
             await probe.close()
@@ -127,7 +138,9 @@ struct LegacyGatewayTests {
     func shutdown() async throws {
         try await APNsSimulator.withRunning(try Self.configuration()) { simulator in
             let probe = try await Self.probe(simulator, port: simulator.legacyPort)
-            try await probe.send(Self.frame(id: 100, token: Self.tokenBytes(1)) + Self.frame(id: 101, token: Self.tokenBytes(2)))
+            try await probe.send(
+                Self.frame(id: 100, token: Self.tokenBytes(1)) + Self.frame(id: 101, token: Self.tokenBytes(2))
+            )
             try await Self.waitFor("two accepted") { simulator.legacyStats().accepted == 2 }
             simulator.sendLegacyShutdown()
             #expect(try await probe.receiveUntilClosed() == [8, 10] + Self.be32(101))
@@ -151,8 +164,14 @@ struct LegacyGatewayTests {
     @Test("feedback: unregistered devices with their timestamps, once; then an empty list")
     func feedback() async throws {
         try await APNsSimulator.withRunning(try Self.configuration()) { simulator in
-            simulator.markUnregistered(String(repeating: "aa", count: 32), at: Date(timeIntervalSince1970: 1_700_000_000.9))
-            simulator.markUnregistered(String(repeating: "bb", count: 32), at: Date(timeIntervalSince1970: 1_700_000_100))
+            simulator.markUnregistered(
+                String(repeating: "aa", count: 32),
+                at: Date(timeIntervalSince1970: 1_700_000_000.9)
+            )
+            simulator.markUnregistered(
+                String(repeating: "bb", count: 32),
+                at: Date(timeIntervalSince1970: 1_700_000_100)
+            )
             simulator.markBad(String(repeating: "cc", count: 32))
             // Unregistered, then back to normal: not reported.
             simulator.markUnregistered(String(repeating: "dd", count: 32))
@@ -161,7 +180,10 @@ struct LegacyGatewayTests {
             let first = try await Self.probe(simulator, port: simulator.feedbackPort)
             let bytes = try await first.receiveUntilClosed()
             await first.close()
-            #expect(bytes == Self.be32(1_700_000_000) + Self.be16(32) + Self.tokenBytes(0xaa) + Self.be32(1_700_000_100) + Self.be16(32) + Self.tokenBytes(0xbb))
+            #expect(
+                bytes == Self.be32(1_700_000_000) + Self.be16(32) + Self.tokenBytes(0xaa) + Self.be32(1_700_000_100)
+                    + Self.be16(32) + Self.tokenBytes(0xbb)
+            )
             let second = try await Self.probe(simulator, port: simulator.feedbackPort)
             #expect(try await second.receiveUntilClosed().isEmpty, "cleared once read")
             await second.close()
@@ -181,25 +203,45 @@ struct LegacyGatewayTests {
 
             let issued = try authority.issueClientCertificate(topic: "com.example.app")
             let probe = try await LegacyGatewayProbe.connect(
-                port: try #require(simulator.legacyPort), trustRootsPEM: simulator.caCertificatePEM,
-                clientCertificatePEM: issued.certificatePEM, clientPrivateKeyPEM: issued.privateKeyPEM)
+                port: try #require(simulator.legacyPort),
+                trustRootsPEM: simulator.caCertificatePEM,
+                clientCertificatePEM: issued.certificatePEM,
+                clientPrivateKeyPEM: issued.privateKeyPEM
+            )
             try await probe.send(Self.frame(id: 1, token: Self.tokenBytes(1)))
             try await Self.waitFor("accepted") { simulator.legacyStats().accepted == 1 }
             await probe.close()
         }
     }
 
-    @Test("control routes: faults, stats and shutdown over HTTP", .enabled(if: executableExists("/usr/bin/curl"), "needs /usr/bin/curl"))
+    @Test(
+        "control routes: faults, stats and shutdown over HTTP",
+        .enabled(if: executableExists("/usr/bin/curl"), "needs /usr/bin/curl")
+    )
     func controlRoutes() async throws {
         var configuration = try Self.configuration()
         configuration.controlPort = 0
         try await APNsSimulator.withRunning(configuration) { simulator in
-            let faults = try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": 3}"#)
+            let faults = try await ControlAPITests.call(
+                simulator,
+                "POST",
+                "/legacy/faults",
+                body: #"{"drop_after": 3}"#
+            )
             #expect(faults.status == 200)
             #expect(simulator.legacyFaults == LegacyGatewayFaults(dropAfter: 3))
-            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": 0}"#).status == 400)
-            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"later": 1}"#).status == 400)
-            #expect(try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": null}"#).status == 200)
+            #expect(
+                try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": 0}"#).status
+                    == 400
+            )
+            #expect(
+                try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"later": 1}"#).status
+                    == 400
+            )
+            #expect(
+                try await ControlAPITests.call(simulator, "POST", "/legacy/faults", body: #"{"drop_after": null}"#)
+                    .status == 200
+            )
             #expect(simulator.legacyFaults == LegacyGatewayFaults())
             #expect(try await ControlAPITests.call(simulator, "DELETE", "/legacy/stats").status == 405)
 

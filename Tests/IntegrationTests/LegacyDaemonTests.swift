@@ -11,14 +11,20 @@ import Testing
 struct LegacyDaemonTests {
     static func token(_ number: Int) -> String { String(format: "%064x", 0x1e6a_d000 + number) }
 
-    @Test("--transport legacy: feedback prunes at start-up, a bad token is invalidated, every other device gets the notification once")
+    @Test(
+        "--transport legacy: feedback prunes at start-up, a bad token is invalidated, every other device gets the notification once"
+    )
     func daemonOverLegacy() async throws {
         let directory = try TemporaryDirectory()
         let database = directory.path("gateway.db")
         let registeredAt = Date(timeIntervalSince1970: 1_700_000_000)
         do {
             let store = try SQLiteStore(path: database, logger: Logger(label: "test.store"))
-            _ = try await store.register(batch: try (1...200).map { Registration(token: try DeviceToken(hex: Self.token($0)), group: "all", at: registeredAt) })
+            _ = try await store.register(
+                batch: try (1...200).map {
+                    Registration(token: try DeviceToken(hex: Self.token($0)), group: "all", at: registeredAt)
+                }
+            )
             try store.close()
         }
         let authority = try SimulatorCertificateAuthority()
@@ -37,12 +43,15 @@ struct LegacyDaemonTests {
             let notificationPort = ExternalTools.freeTCPPort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
-            process.arguments = [
-                "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
-                "-c", directory.path("client.pem"), "-k", directory.path("client.key"), "--ca", simulator.caCertificatePath!,
-                "--transport", "legacy", "--legacy-host", "127.0.0.1:\(simulator.legacyPort!)",
-                "--feedback-host", "127.0.0.1:\(simulator.feedbackPort!)", "--feedback-interval", "3600", "--http-port=-1",
-            ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
+            process.arguments =
+                [
+                    "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
+                    "-c", directory.path("client.pem"), "-k", directory.path("client.key"), "--ca",
+                    simulator.caCertificatePath!,
+                    "--transport", "legacy", "--legacy-host", "127.0.0.1:\(simulator.legacyPort!)",
+                    "--feedback-host", "127.0.0.1:\(simulator.feedbackPort!)", "--feedback-interval", "3600",
+                    "--http-port=-1",
+                ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
             let output = OutputCollector()
             let pipe = Pipe()
             process.standardError = pipe
@@ -62,21 +71,34 @@ struct LegacyDaemonTests {
             try await eventually("the feedback poll at start-up") { output.text.contains("feedback polled") }
             #expect(output.text.contains("apns.legacy.feedback_pruned=1"), "\(output.text)")
 
-            try UDPSender(port: notificationPort).send(#"{"groups": ["all"], "type": "urgent", "payload": {"aps": {"alert": "legacy"}}}"#)
+            try UDPSender(port: notificationPort).send(
+                #"{"groups": ["all"], "type": "urgent", "payload": {"aps": {"alert": "legacy"}}}"#
+            )
             try await eventually("198 delivered", timeout: .seconds(60)) { simulator.legacyStats().accepted >= 198 }
             try await eventually("the request is reported done") { output.text.contains("push.accepted=198") }
             let stats = simulator.legacyStats()
-            print("pushgate --transport legacy: gateway accepted=\(stats.accepted) duplicates=\(stats.duplicates) error responses=\(stats.errorResponsesByStatus)")
+            print(
+                "pushgate --transport legacy: gateway accepted=\(stats.accepted) duplicates=\(stats.duplicates) error responses=\(stats.errorResponsesByStatus)"
+            )
             #expect(stats.accepted == 198)
             #expect(stats.duplicates == 0)
             #expect(stats.errorResponsesByStatus == [8: 1])
-            #expect(simulator.legacyDeliveries(device: Self.token(150)) == 0, "pruned by the feedback poll before the send")
+            #expect(
+                simulator.legacyDeliveries(device: Self.token(150)) == 0,
+                "pruned by the feedback poll before the send"
+            )
             process.terminate()
             process.waitUntilExit()
             let store = try SQLiteStore(path: database, logger: Logger(label: "test.store"))
             defer { try? store.close() }
-            #expect(try await store.device(app: "default", token: DeviceToken(hex: Self.token(100)))?.invalidReason == .badDeviceToken)
-            #expect(try await store.device(app: "default", token: DeviceToken(hex: Self.token(150)))?.invalidReason == .unregistered)
+            #expect(
+                try await store.device(app: "default", token: DeviceToken(hex: Self.token(100)))?.invalidReason
+                    == .badDeviceToken
+            )
+            #expect(
+                try await store.device(app: "default", token: DeviceToken(hex: Self.token(150)))?.invalidReason
+                    == .unregistered
+            )
         }
     }
 }

@@ -19,7 +19,10 @@ extension ControlAPI {
             legacy.dropConnections()
             return try .json(200, ["dropped": true])
         case ("POST", "faults"):
-            guard let object = try? JSONSerialization.jsonObject(with: body.isEmpty ? Data("{}".utf8) : body) as? [String: Any] else {
+            guard
+                let object = try? JSONSerialization.jsonObject(with: body.isEmpty ? Data("{}".utf8) : body)
+                    as? [String: Any]
+            else {
                 return Self.error(400, "body must be a JSON object")
             }
             var faults = legacy.faults
@@ -39,10 +42,13 @@ extension ControlAPI {
                 }
             }
             legacy.faults = faults
-            return try .json(200, [
-                "shutdown_after": faults.shutdownAfter.map { $0 as Any } ?? NSNull(),
-                "drop_after": faults.dropAfter.map { $0 as Any } ?? NSNull(),
-            ])
+            return try .json(
+                200,
+                [
+                    "shutdown_after": faults.shutdownAfter.map { $0 as Any } ?? NSNull(),
+                    "drop_after": faults.dropAfter.map { $0 as Any } ?? NSNull(),
+                ]
+            )
         case (_, "stats"), (_, "shutdown"), (_, "drop"), (_, "faults"):
             return Self.error(405, "method \(method) not allowed on /legacy/\(action)")
         default:
@@ -54,7 +60,9 @@ extension ControlAPI {
         [
             "received": stats.received,
             "accepted": stats.accepted,
-            "error_responses_by_status": Dictionary(uniqueKeysWithValues: stats.errorResponsesByStatus.map { (String($0.key), $0.value) }),
+            "error_responses_by_status": Dictionary(
+                uniqueKeysWithValues: stats.errorResponsesByStatus.map { (String($0.key), $0.value) }
+            ),
             "duplicates": stats.duplicates,
             "discarded_unregistered": stats.discardedUnregistered,
             "connections_opened": stats.connectionsOpened,

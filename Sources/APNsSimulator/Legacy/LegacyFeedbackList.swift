@@ -31,7 +31,8 @@ final class LegacyFeedbackList: Sendable {
             return Array(pending.values)
         }
         return entries.sorted {
-            $0.timestampSeconds != $1.timestampSeconds ? $0.timestampSeconds < $1.timestampSeconds : $0.token.lexicographicallyPrecedes($1.token)
+            $0.timestampSeconds != $1.timestampSeconds
+                ? $0.timestampSeconds < $1.timestampSeconds : $0.token.lexicographicallyPrecedes($1.token)
         }
     }
 

@@ -83,7 +83,14 @@ final class LegacyGatewayCore: Sendable {
     private let connections = Mutex<[Int: LiveConnection]>([:])
     private let nextConnectionID = Atomic<Int>(1)
 
-    init(devices: DeviceRegistry, clock: any SimulatorClock, recordLimit: Int, requiresClientCertificate: Bool, hasTokenKeys: Bool, logger: Logger) {
+    init(
+        devices: DeviceRegistry,
+        clock: any SimulatorClock,
+        recordLimit: Int,
+        requiresClientCertificate: Bool,
+        hasTokenKeys: Bool,
+        logger: Logger
+    ) {
         self.devices = devices
         self.clock = clock
         self.recordLimit = recordLimit

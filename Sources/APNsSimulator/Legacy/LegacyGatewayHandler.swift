@@ -27,7 +27,10 @@ final class LegacyGatewayHandler: ChannelInboundHandler {
 
     func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
-        core.register(connectionID, .init(eventLoop: context.eventLoop, handler: NIOLoopBound(self, eventLoop: context.eventLoop)))
+        core.register(
+            connectionID,
+            .init(eventLoop: context.eventLoop, handler: NIOLoopBound(self, eventLoop: context.eventLoop))
+        )
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
@@ -46,7 +49,9 @@ final class LegacyGatewayHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if case .handshakeCompleted? = event as? TLSUserEvent, !LegacyAuthentication.admits(context: context, core: core) {
+        if case .handshakeCompleted? = event as? TLSUserEvent,
+            !LegacyAuthentication.admits(context: context, core: core)
+        {
             closing = true
             batch.refused = true
             commit()
@@ -79,9 +84,16 @@ final class LegacyGatewayHandler: ChannelInboundHandler {
             case nil:
                 batch.accepted.append(
                     LegacyRecordedNotification(
-                        command: notification.command, identifier: notification.identifier, expiry: notification.expiry,
-                        priority: notification.priority, deviceToken: token, payload: notification.payload, connectionID: connectionID,
-                        arrivalTime: core.clock.now()))
+                        command: notification.command,
+                        identifier: notification.identifier,
+                        expiry: notification.expiry,
+                        priority: notification.priority,
+                        deviceToken: token,
+                        payload: notification.payload,
+                        connectionID: connectionID,
+                        arrivalTime: core.clock.now()
+                    )
+                )
             }
             lastProcessed = identifier
             accepted += 1

@@ -62,7 +62,11 @@ struct LegacyGatewayParser: ByteToMessageDecoder {
         return failed ? .needMoreData : .continue
     }
 
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
+    mutating func decodeLast(
+        context: ChannelHandlerContext,
+        buffer: inout ByteBuffer,
+        seenEOF: Bool
+    ) throws -> DecodingState {
         while try decode(context: context, buffer: &buffer) == .continue {}
         // A partial message at the end is dropped: the provider closed mid-message.
         buffer.moveReaderIndex(to: buffer.writerIndex)
@@ -79,7 +83,8 @@ struct LegacyGatewayParser: ByteToMessageDecoder {
 
     private static func readSimple(_ buffer: inout ByteBuffer) -> LegacyGatewayInput? {
         let start = buffer.readerIndex
-        guard let token = lengthPrefixed(buffer, at: start + 1), let payload = lengthPrefixed(buffer, at: token.end) else {
+        guard let token = lengthPrefixed(buffer, at: start + 1), let payload = lengthPrefixed(buffer, at: token.end)
+        else {
             return nil
         }
         buffer.moveReaderIndex(to: payload.end)
@@ -93,7 +98,9 @@ struct LegacyGatewayParser: ByteToMessageDecoder {
             let token = lengthPrefixed(buffer, at: start + 9), let payload = lengthPrefixed(buffer, at: token.end)
         else { return nil }
         buffer.moveReaderIndex(to: payload.end)
-        return .notification(.init(command: 1, identifier: identifier, expiry: expiry, token: token.bytes, payload: payload.bytes))
+        return .notification(
+            .init(command: 1, identifier: identifier, expiry: expiry, token: token.bytes, payload: payload.bytes)
+        )
     }
 
     private static func readFrame(_ buffer: inout ByteBuffer) -> LegacyGatewayInput? {
@@ -113,7 +120,10 @@ struct LegacyGatewayParser: ByteToMessageDecoder {
             guard let item = frame.readInteger(as: UInt8.self), let itemLength = frame.readInteger(as: UInt16.self),
                 let data = frame.readBytes(length: Int(itemLength))
             else {
-                return .unreadable(identifier: notification.identifier, problem: "an item runs past the end of its frame")
+                return .unreadable(
+                    identifier: notification.identifier,
+                    problem: "an item runs past the end of its frame"
+                )
             }
             guard seen.insert(item).inserted else {
                 return .unreadable(identifier: notification.identifier, problem: "item \(item) appears twice")
@@ -130,7 +140,9 @@ struct LegacyGatewayParser: ByteToMessageDecoder {
                 notification.payload = data
                 hasPayload = true
             case 3:
-                guard let value = integer(4) else { return .unreadable(identifier: nil, problem: "identifier item is not 4 bytes") }
+                guard let value = integer(4) else {
+                    return .unreadable(identifier: nil, problem: "identifier item is not 4 bytes")
+                }
                 notification.identifier = value
             case 4:
                 guard let value = integer(4) else {

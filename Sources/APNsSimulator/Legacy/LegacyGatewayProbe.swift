@@ -19,7 +19,10 @@ public final class LegacyGatewayProbe: Sendable {
 
     /// Connects to `host:port` over TLS, trusting `trustRootsPEM`, presenting the client certificate when given.
     public static func connect(
-        host: String = "127.0.0.1", port: Int, trustRootsPEM: String?, clientCertificatePEM: String? = nil,
+        host: String = "127.0.0.1",
+        port: Int,
+        trustRootsPEM: String?,
+        clientCertificatePEM: String? = nil,
         clientPrivateKeyPEM: String? = nil
     ) async throws -> LegacyGatewayProbe {
         var tls = TLSConfiguration.makeClientConfiguration()
@@ -27,7 +30,9 @@ public final class LegacyGatewayProbe: Sendable {
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(trustRootsPEM.utf8)))
         }
         if let clientCertificatePEM, let clientPrivateKeyPEM {
-            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(clientCertificatePEM.utf8)).map { .certificate($0) }
+            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(clientCertificatePEM.utf8)).map {
+                .certificate($0)
+            }
             tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(clientPrivateKeyPEM.utf8), format: .pem))
         }
         let context = try NIOSSLContext(configuration: tls)
@@ -37,7 +42,9 @@ public final class LegacyGatewayProbe: Sendable {
             let channel = try await ClientBootstrap(group: group)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: nil))
+                        try channel.pipeline.syncOperations.addHandler(
+                            try NIOSSLClientHandler(context: context, serverHostname: nil)
+                        )
                         try channel.pipeline.syncOperations.addHandler(CollectingHandler(collector: collector))
                     }
                 }

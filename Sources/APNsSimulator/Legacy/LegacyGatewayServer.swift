@@ -12,7 +12,9 @@ enum LegacyGatewayServer {
     }
 
     static func bind(
-        _ configuration: APNsSimulator.Configuration, core: LegacyGatewayCore, sslContext: NIOSSLContext,
+        _ configuration: APNsSimulator.Configuration,
+        core: LegacyGatewayCore,
+        sslContext: NIOSSLContext,
         group: MultiThreadedEventLoopGroup
     ) async throws -> Bound {
         var bound = Bound()
