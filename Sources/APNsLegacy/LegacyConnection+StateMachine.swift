@@ -127,7 +127,9 @@ public struct LegacyConnectionStateMachine<Request: Sendable>: Sendable {
             // A Shutdown naming 0 (nothing processed) or the notification just before the window
             // (everything in it unprocessed) is exact, not unknown.
             let justBefore = all.first.map { $0.identifier &- 1 }
-            action.identifierUnknown = !(status == .shutdown && (identifier == 0 || identifier == justBefore))
+            // An empty window has nothing to misattribute.
+            action.identifierUnknown =
+                !all.isEmpty && !(status == .shutdown && (identifier == 0 || identifier == justBefore))
             action.resend = all.map(\.request)
             return action
         }

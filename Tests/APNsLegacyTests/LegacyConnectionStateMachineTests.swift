@@ -106,6 +106,14 @@ struct LegacyConnectionStateMachineTests {
         #expect(action.resend == ["c"])
     }
 
+    @Test("Shutdown of an idle connection, everything confirmed: nothing to resend, nothing flagged")
+    func shutdownWhenIdle() {
+        var window = window(writing: ["a"], at: 0, quietTime: 100)
+        #expect(window.tick(now: at(100)) == ["a"])
+        let action = window.errorResponseReceived(status: .shutdown, identifier: 1)
+        #expect(action.delivered.isEmpty && action.resend.isEmpty && !action.identifierUnknown)
+    }
+
     @Test("a second error response changes nothing")
     func secondErrorResponse() {
         var window = window(writing: ["a", "b", "c"])
