@@ -1,3 +1,5 @@
+public import PushgateCore
+
 /// A notification the legacy binary protocol cannot carry. Nothing is written when this is thrown.
 ///
 /// Equality is on the code. `description` names the problem and the limit; it never contains the token
@@ -40,6 +42,17 @@ public struct LegacyEncodingError: Error, Hashable, CustomStringConvertible, Cus
     /// The format always carries an expiry, so "leave it to APNs' storage policy" has no encoding.
     public static func expirationRequired(format: LegacyFormat) -> Self {
         .init(.expirationRequired(format: format))
+    }
+
+    /// The provider API's reason for the same refusal, for the outcome of a notification the sender
+    /// could not encode.
+    public var apnsReason: APNsReason {
+        switch self.code {
+        case .payloadTooLarge: .payloadTooLarge
+        case .invalidTokenLength: .badDeviceToken
+        case .unsupportedPriority: .badPriority
+        case .expirationOutOfRange, .expirationRequired: .badExpirationDate
+        }
     }
 
     public var description: String {

@@ -28,6 +28,11 @@ extension APNsSimulator {
         public var port: Int = 0
         /// The control API's port; nil = no control API, 0 = a free one.
         public var controlPort: Int? = nil
+        /// The legacy binary gateway's port (Apple's was 2195); nil = off, 0 = a free one. Same TLS
+        /// and client-certificate checks as the HTTP/2 port.
+        public var legacyPort: Int? = nil
+        /// The legacy feedback service's port (Apple's was 2196); nil = off, 0 = a free one.
+        public var feedbackPort: Int? = nil
         public var tls: TLSMaterial = .generated
         /// Where to write the CA certificate (PEM) with `.generated` or `.authority` TLS material.
         /// nil = a file in a fresh temporary directory, removed when the simulator stops.
@@ -66,6 +71,12 @@ extension APNsSimulator {
             guard (0...65_535).contains(self.port) else { throw fail("port", "must be 0...65535") }
             if let control = self.controlPort, !(0...65_535).contains(control) {
                 throw fail("controlPort", "must be 0...65535")
+            }
+            if let legacy = self.legacyPort, !(0...65_535).contains(legacy) {
+                throw fail("legacyPort", "must be 0...65535")
+            }
+            if let feedback = self.feedbackPort, !(0...65_535).contains(feedback) {
+                throw fail("feedbackPort", "must be 0...65535")
             }
             guard (0...Int(Int32.max)).contains(self.maxConcurrentStreams) else {
                 throw fail("maxConcurrentStreams", "must be 0...2^31-1")

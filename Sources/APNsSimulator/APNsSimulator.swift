@@ -95,10 +95,15 @@ public struct APNsSimulator: Service {
                 channels.append(control)
                 controlPort = control.localAddress?.port
             }
+            let legacyPorts = try await LegacyGatewayServer.bind(
+                configuration, core: core.legacy, sslContext: material.sslContext, group: group)
+            channels.append(contentsOf: legacyPorts.channels)
             let running = RunningAPNsSimulator(
                 host: configuration.host,
                 port: server.localAddress?.port ?? configuration.port,
                 controlPort: controlPort,
+                legacyPort: legacyPorts.gatewayPort,
+                feedbackPort: legacyPorts.feedbackPort,
                 caCertificatePEM: material.caCertificatePEM,
                 caCertificatePath: material.caCertificatePath,
                 certificateAuthority: material.authority,
@@ -109,11 +114,14 @@ public struct APNsSimulator: Service {
                 metadata: [
                     "apns.simulator.port": "\(running.port)",
                     "apns.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
+                    "apns.simulator.legacy_port": "\(running.legacyPort.map(String.init) ?? "off")",
+                    "apns.simulator.feedback_port": "\(running.feedbackPort.map(String.init) ?? "off")",
                 ]
             )
             result = .success(try await body(running))
             // Close live connections before the listeners so that nothing lingers.
             core.dropAllConnections()
+            core.legacy.dropConnections()
         } catch {
             result = .failure(error)
         }

@@ -9,6 +9,10 @@ public final class RunningAPNsSimulator: Sendable {
     public let port: Int
     /// The bound control API port, when enabled.
     public let controlPort: Int?
+    /// The bound legacy binary gateway port, when enabled (`Configuration.legacyPort`).
+    public let legacyPort: Int?
+    /// The bound legacy feedback port, when enabled (`Configuration.feedbackPort`).
+    public let feedbackPort: Int?
     /// The CA certificate (PEM) that signed the server certificate (nil with `.pem`/`.files` TLS).
     public let caCertificatePEM: String?
     /// Where that CA certificate was written.
@@ -24,6 +28,8 @@ public final class RunningAPNsSimulator: Sendable {
         host: String,
         port: Int,
         controlPort: Int?,
+        legacyPort: Int? = nil,
+        feedbackPort: Int? = nil,
         caCertificatePEM: String?,
         caCertificatePath: String?,
         certificateAuthority: SimulatorCertificateAuthority?,
@@ -32,6 +38,8 @@ public final class RunningAPNsSimulator: Sendable {
         self.host = host
         self.port = port
         self.controlPort = controlPort
+        self.legacyPort = legacyPort
+        self.feedbackPort = feedbackPort
         self.caCertificatePEM = caCertificatePEM
         self.caCertificatePath = caCertificatePath
         self.certificateAuthority = certificateAuthority

@@ -1,3 +1,4 @@
+import APNsLegacy
 import Foundation
 public import PushgateConfig
 import PushgateCore
@@ -57,7 +58,7 @@ struct SingleAppIntake: NotificationIntake {
 
 extension Gateway.Configuration {
     /// The gateway a loaded configuration describes: `pushgate` and the tests build it the same way.
-    /// Only the HTTP/2 transport is wired here; `transport: legacy` apps are validated by PushgateConfig.
+    /// `transport: legacy` apps get a legacy sender (and a feedback poller unless its interval is 0).
     public init(_ loaded: LoadedConfiguration) {
         let configuration = loaded.configuration
         let udp = UDPIngress.Configuration(
@@ -65,7 +66,7 @@ extension Gateway.Configuration {
             notificationPort: configuration.udp.notificationPort)
         self.init(
             databasePath: configuration.store.path, udp: udp,
-            apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client) },
+            apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0)) },
             dispatcher: .init(instanceID: InstanceID(configuration.instanceID)))
         if configuration.http.port >= 0 {
             var http = HTTPAPI.Configuration(
@@ -74,5 +75,20 @@ extension Gateway.Configuration {
             http.apiKeys = loaded.apiKeys.map { APIKey(sha256: $0.sha256, app: $0.app) }
             self.http = http
         }
+    }
+
+    /// The legacy sender and feedback poller of a `transport: legacy` app (validation made sure it
+    /// authenticates with a certificate); nil for HTTP/2 apps.
+    static func legacyOptions(of app: LoadedApp) -> LegacyTransportOptions? {
+        guard app.transport == .legacy, case .certificate(let certificate) = app.client.authentication else { return nil }
+        var sender = LegacySender.Configuration(gateway: app.legacyGateway, certificate: certificate, trustRoots: app.client.trustRoots)
+        sender.maximumConnections = app.client.maximumConnections
+        let feedback = app.legacyFeedbackInterval.map { interval in
+            var feedback = FeedbackPoller.Configuration(
+                endpoint: app.legacyFeedback, app: app.name, certificate: certificate, trustRoots: app.client.trustRoots)
+            feedback.interval = interval
+            return feedback
+        }
+        return LegacyTransportOptions(sender: sender, feedback: feedback)
     }
 }

@@ -1,4 +1,5 @@
 public import APNsClient
+import APNsLegacy
 import Foundation
 public import Logging
 import PushgateConfig
@@ -21,11 +22,15 @@ public struct Gateway: Sendable {
         public var name: String
         public var topic: Topic
         public var client: APNsClient.Configuration
+        /// The legacy binary interface instead of HTTP/2 for this app, plus feedback polling (nil:
+        /// HTTP/2 with `client`).
+        public var legacy: LegacyTransportOptions?
 
-        public init(name: String, topic: Topic, client: APNsClient.Configuration) {
+        public init(name: String, topic: Topic, client: APNsClient.Configuration, legacy: LegacyTransportOptions? = nil) {
             self.name = name
             self.topic = topic
             self.client = client
+            self.legacy = legacy
         }
     }
 
@@ -90,15 +95,30 @@ public struct Gateway: Sendable {
         }
         defer { try? store.close() }
         guard !configuration.apps.isEmpty else { throw StartupError(description: "apps: at least one app is needed") }
-        var clients: [APNsClient] = []
+        var transports: [any NotificationTransport & Service] = []
+        var feedbackPollers: [FeedbackPoller] = []
         var routes: [String: DeliveryRoute] = [:]
         for app in configuration.apps {
             guard routes[app.name] == nil else { throw StartupError(description: "apps: app \"\(app.name)\" is listed twice") }
-            var appLogger = Logger(label: "pushgate.apns")
-            appLogger[metadataKey: "push.app"] = "\(app.name)"
-            let client = try APNsClient(configuration: app.client, logger: appLogger)
-            clients.append(client)
-            routes[app.name] = DeliveryRoute(client: client, topic: app.topic)
+            let transport: any NotificationTransport & Service
+            if let legacy = app.legacy {
+                var appLogger = Logger(label: "pushgate.legacy")
+                appLogger[metadataKey: "push.app"] = "\(app.name)"
+                do {
+                    transport = try LegacySender(configuration: legacy.sender, logger: appLogger)
+                } catch {
+                    throw StartupError(description: "app.\(app.name).transport: legacy: \(error)")
+                }
+                if let feedback = legacy.feedback {
+                    feedbackPollers.append(FeedbackPoller(configuration: feedback, registry: store, clock: clock, logger: Logger(label: "pushgate.feedback")))
+                }
+            } else {
+                var appLogger = Logger(label: "pushgate.apns")
+                appLogger[metadataKey: "push.app"] = "\(app.name)"
+                transport = try APNsClient(configuration: app.client, logger: appLogger)
+            }
+            transports.append(transport)
+            routes[app.name] = DeliveryRoute(client: transport, topic: app.topic)
         }
         let dispatcher = Dispatcher(
             store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
@@ -117,8 +137,9 @@ public struct Gateway: Sendable {
                     ])
                 await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = clients.map { .init(service: $0) }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
         services += [.init(service: dispatcher), .init(service: udp)]
+        services += feedbackPollers.map { .init(service: $0) }
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -138,7 +159,10 @@ public struct Gateway: Sendable {
         for app in configuration.apps {
             logger.info(
                 "app configured",
-                metadata: ["push.app": "\(app.name)", "apns.endpoint": "\(app.client.endpoint)", "push.topic": "\(app.topic)"])
+                metadata: [
+                    "push.app": "\(app.name)", "push.topic": "\(app.topic)",
+                    "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
+                ])
         }
         logger.info("pushgate starting", metadata: ["push.database": "\(configuration.databasePath)"])
         let group = ServiceGroup(

@@ -1,4 +1,5 @@
 import APNsClient
+import APNsLegacy
 import APNsSimulator
 import ArgumentParser
 import Crypto
@@ -108,6 +109,18 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error (default info).")
     var logLevel: String?
 
+    @Option(help: "http2 (default), or legacy: Apple's binary interface (retired by Apple on 31 March 2021; for gateways and test rigs that still speak it).")
+    var transport: String?
+
+    @Option(name: .customLong("legacy-host"), help: "With --transport legacy: the gateway HOST:PORT (default gateway.push.apple.com:2195, sandbox with -s).")
+    var legacyHost: String?
+
+    @Option(name: .customLong("feedback-host"), help: "With --transport legacy: the feedback service HOST:PORT (default feedback.push.apple.com:2196, sandbox with -s).")
+    var feedbackHost: String?
+
+    @Option(name: .customLong("feedback-interval"), help: "With --transport legacy: seconds between feedback polls (the first runs at start-up).")
+    var feedbackInterval: String?
+
     @Argument(
         parsing: .allUnrecognized,
         help: "Any configuration key as --key-path VALUE, e.g. --app-news-pool-max-streams 50 (see docs/configuration.md).")
@@ -116,6 +129,9 @@ struct GatewayCommand: AsyncParsableCommand {
     func validate() throws {
         if simulator && (apnsHost != nil || authKey != nil) {
             throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
+        }
+        if simulator && (legacyHost != nil || feedbackHost != nil) {
+            throw ValidationError("--simulator brings its own legacy gateway; drop --legacy-host/--feedback-host")
         }
     }
 
@@ -150,6 +166,10 @@ struct GatewayCommand: AsyncParsableCommand {
         setApp("token.teamId", teamID, "--team-id")
         setApp("pool.maxConnections", maximumConnections, "--max-connections")
         setApp("pool.maxStreams", maximumStreams, "--max-streams")
+        setApp("transport", transport, "--transport")
+        setApp("legacy.host", legacyHost, "--legacy-host")
+        setApp("legacy.feedbackHost", feedbackHost, "--feedback-host")
+        setApp("legacy.feedbackInterval", feedbackInterval, "--feedback-interval")
         commandLine.arguments = configArguments
         return commandLine
     }
@@ -199,29 +219,51 @@ struct GatewayCommand: AsyncParsableCommand {
 
     private func runGateway(_ configuration: GatewayConfiguration, logger: Logger) async throws {
         if simulator {
+            // One simulator for every app: HTTP/2 apps deliver with one token key (loaded the usual way,
+            // so they share one provider token); legacy apps, which have no token auth, with a client
+            // certificate its CA issues for their topic. Topics stay the apps' own.
             let key = P256.Signing.PrivateKey()
+            let authority = try SimulatorCertificateAuthority()
             var simulatorConfiguration = APNsSimulator.Configuration()
+            simulatorConfiguration.tls = .authority(authority)
+            simulatorConfiguration.clientCertificateAuthorityPEM = authority.certificatePEM
             simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
+            simulatorConfiguration.legacyPort = 0
+            simulatorConfiguration.feedbackPort = 0
             simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
             try await APNsSimulator.withRunning(simulatorConfiguration) { running in
                 logger.info(
                     "APNs simulator running in-process",
-                    metadata: ["apns.simulator": "127.0.0.1:\(running.port)", "apns.simulator.ca": "\(running.caCertificatePath ?? "")"])
-                // Every app delivers to the simulator with its one token key, loaded the usual way (so
-                // the apps share one provider token); topics stay the apps' own.
-                let keyDirectory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
-                let keyPath = keyDirectory.appendingPathComponent("simulator-auth-key.p8").path
+                    metadata: [
+                        "apns.simulator": "127.0.0.1:\(running.port)", "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
+                        "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
+                        "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
+                    ])
+                let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
+                let keyPath = directory.appendingPathComponent("simulator-auth-key.p8").path
                 guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
                 else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
-                defer { try? FileManager.default.removeItem(atPath: keyPath) }
+                var written = [keyPath]
+                defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
                 var simulated = configuration
                 for index in simulated.apps.indices {
-                    simulated.apps[index].authentication = .token(keyFile: keyPath, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
-                    simulated.apps[index].topic = simulated.apps[index].topic ?? "com.example.pushgate"
+                    let topic = simulated.apps[index].topic ?? "com.example.pushgate"
+                    simulated.apps[index].topic = topic
                     simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
                     simulated.apps[index].caFile = running.caCertificatePath
-                    simulated.apps[index].transport = .http2
-                    simulated.apps[index].legacy = .init()
+                    if simulated.apps[index].transport == .legacy {
+                        let issued = try authority.issueClientCertificate(topic: topic)
+                        let certificatePath = directory.appendingPathComponent("simulator-client-\(index).pem").path
+                        let privateKeyPath = directory.appendingPathComponent("simulator-client-\(index).key").path
+                        try issued.write(certificateTo: certificatePath, privateKeyTo: privateKeyPath)
+                        written += [certificatePath, privateKeyPath]
+                        simulated.apps[index].authentication = .certificate(file: certificatePath, key: privateKeyPath)
+                        simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
+                        simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
+                    } else {
+                        simulated.apps[index].authentication = .token(keyFile: keyPath, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
+                        simulated.apps[index].legacy = .init()
+                    }
                 }
                 let loaded = try Self.checked { () throws(ConfigurationProblem) in try simulated.loadCredentials() }
                 try await serve(loaded, logger: logger)
@@ -237,11 +279,6 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 
     private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
-        // The legacy transport (APNsLegacy.LegacySender) is wired in by its own change; until then a
-        // legacy app must not silently go out over HTTP/2.
-        if let legacy = loaded.apps.first(where: { $0.transport == .legacy }) {
-            throw ConfigurationError("app.\(legacy.name).transport: legacy is not available in this build yet")
-        }
         var gateway = Gateway(configuration: Gateway.Configuration(loaded))
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.

@@ -12,7 +12,8 @@ struct SimulateCommand: AsyncParsableCommand {
         discussion: """
             An APNs on loopback: HTTP/2 over TLS answering POST /3/device/<token> with Apple's statuses \
             and reasons, with a control API (/notifications, /stats, /devices/{token}/unregister, \
-            /devices/{token}/bad, /faults, /reset). Without --tls-cert/--tls-key it generates a CA and \
+            /devices/{token}/bad, /faults, /reset, /legacy/...). Also the legacy binary gateway and \
+            feedback ports (Apple retired that interface on 31 March 2021). Without --tls-cert/--tls-key it generates a CA and \
             a server certificate for localhost, 127.0.0.1 and ::1 and writes the CA to --ca-out (or a \
             temporary file); point the gateway's --ca at it.
             """
@@ -26,6 +27,12 @@ struct SimulateCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("control-port"), help: "Control API (HTTP/1.1 JSON) port; 0 picks a free one.")
     var controlPort: Int = 2198
+
+    @Option(name: .customLong("legacy-port"), help: "Legacy binary gateway port (Apple's was 2195); 0 (default) picks a free one, -1 disables it.")
+    var legacyPort: Int = 0
+
+    @Option(name: .customLong("feedback-port"), help: "Legacy feedback service port (Apple's was 2196); 0 (default) picks a free one, -1 disables it.")
+    var feedbackPort: Int = 0
 
     @Option(name: .customLong("tls-cert"), help: "Server certificate chain (PEM file).")
     var tlsCertificate: String?
@@ -76,6 +83,8 @@ struct SimulateCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
         guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
+        guard (-1...65_535).contains(self.legacyPort) else { throw ValidationError("--legacy-port must be -1 (off) or 0...65535") }
+        guard (-1...65_535).contains(self.feedbackPort) else { throw ValidationError("--feedback-port must be -1 (off) or 0...65535") }
         guard (self.tlsCertificate == nil) == (self.tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together")
         }
@@ -111,6 +120,13 @@ struct SimulateCommand: AsyncParsableCommand {
                 let host = running.host.contains(":") ? "[\(running.host)]" : running.host
                 lines.append("control API (HTTP/1.1) listening on http://\(host):\(controlPort)")
             }
+            let host = running.host.contains(":") ? "[\(running.host)]" : running.host
+            if let legacyPort = running.legacyPort {
+                lines.append("legacy binary gateway (TLS) listening on \(host):\(legacyPort)")
+            }
+            if let feedbackPort = running.feedbackPort {
+                lines.append("legacy feedback service (TLS) listening on \(host):\(feedbackPort)")
+            }
             if let path = running.caCertificatePath {
                 lines.append("CA certificate written to \(path)")
             }
@@ -137,6 +153,8 @@ struct SimulateCommand: AsyncParsableCommand {
         configuration.host = self.host
         configuration.port = self.port
         configuration.controlPort = self.controlPort
+        configuration.legacyPort = self.legacyPort >= 0 ? self.legacyPort : nil
+        configuration.feedbackPort = self.feedbackPort >= 0 ? self.feedbackPort : nil
         if let certificate = self.tlsCertificate, let key = self.tlsKey {
             configuration.tls = .files(certificateChain: certificate, privateKey: key)
         }

@@ -16,6 +16,8 @@ import Foundation
 /// - `GET /faults`, `POST /faults` (keys documented on `SimulatorFaults`): answers the faults now
 ///   in force.
 /// - `POST /reset`: forget notifications, counters and device states; restore configured faults.
+/// - `GET /legacy/stats`, `POST /legacy/shutdown`, `POST /legacy/drop`, `POST /legacy/faults`: the
+///   legacy binary gateway (see `ControlAPI+Legacy.swift`).
 ///
 /// Bad requests get 400 (unknown route 404, wrong method 405) with `{"error": "..."}`.
 struct ControlAPI: Sendable {
@@ -60,6 +62,8 @@ struct ControlAPI: Sendable {
             case ("POST", 3, "devices") where segments[2] == "bad":
                 self.core.devices.set(.bad, for: segments[1])
                 return try .json(200, self.deviceJSON(segments[1]))
+            case (_, 2, "legacy"):
+                return try self.handleLegacy(method: method, action: segments[1], body: body)
             case (_, 1, "notifications"), (_, 1, "stats"), (_, 1, "faults"), (_, 1, "reset"), (_, 2, "devices"),
                 (_, 3, "devices"):
                 return Self.error(405, "method \(method) not allowed on \(path)")

@@ -11,6 +11,8 @@ final class DeviceRegistry: Sendable {
     private let states = Mutex<[DeviceKey: State]>([:])
     /// Lets the hot path skip the lock while no device has a state (the common benchmark case).
     private let isEmpty = Atomic<Bool>(true)
+    /// What the legacy feedback port reports: devices marked unregistered, until read.
+    let feedback = LegacyFeedbackList()
 
     func set(_ state: State?, for token: String) {
         let key = DeviceKey(token)
@@ -19,6 +21,11 @@ final class DeviceRegistry: Sendable {
             return states.isEmpty
         }
         self.isEmpty.store(empty, ordering: .releasing)
+        if case .unregistered(let milliseconds) = state {
+            self.feedback.deviceStateChanged(token: token, unregisteredAtMilliseconds: milliseconds)
+        } else {
+            self.feedback.deviceStateChanged(token: token, unregisteredAtMilliseconds: nil)
+        }
     }
 
     func state(of token: String) -> State? {
@@ -29,6 +36,7 @@ final class DeviceRegistry: Sendable {
 
     func removeAll() {
         self.states.withLock { $0.removeAll() }
+        self.feedback.removeAll()
         self.isEmpty.store(true, ordering: .releasing)
     }
 

@@ -21,7 +21,9 @@ final class SimulatorCore: Sendable {
     let validator: APNsRequestValidator
     let clock: any SimulatorClock
     let recorder: NotificationRecorder
-    let devices = DeviceRegistry()
+    let devices: DeviceRegistry
+    /// The legacy binary gateway and feedback ports' shared state.
+    let legacy: LegacyGatewayCore
     let requiresClientCertificateAuthority: Bool
     let hasTokenKeys: Bool
     let defaultMaxConcurrentStreams: Int
@@ -54,6 +56,11 @@ final class SimulatorCore: Sendable {
         logger: Logger
     ) {
         self.handling = handling
+        let devices = DeviceRegistry()
+        self.devices = devices
+        self.legacy = LegacyGatewayCore(
+            devices: devices, clock: clock, recordLimit: recordLimit, requiresClientCertificate: hasClientCertificateAuthority,
+            hasTokenKeys: !tokenVerifier.isEmpty, logger: logger)
         self.validator = APNsRequestValidator(tokenVerifier: tokenVerifier)
         self.clock = clock
         self.recorder = NotificationRecorder(recordLimit: recordLimit, tracksDevices: tracksDevices)
@@ -154,6 +161,7 @@ final class SimulatorCore: Sendable {
     func reset() throws {
         self.recorder.reset()
         self.devices.removeAll()
+        self.legacy.reset()
         self.goAwaysSent.store(0, ordering: .relaxed)
         self.connectionsOpened.store(self.connectionsActive.load(ordering: .relaxed), ordering: .relaxed)
         try self.setFaults(self.initialFaults)

@@ -1,0 +1,175 @@
+public import APNsClient
+import Foundation
+public import Logging
+import NIOCore
+import NIOPosix
+public import PushgateCore
+public import ServiceLifecycle
+
+/// Sends notifications over Apple's legacy binary provider interface (the frame format, command 2),
+/// answering in the same vocabulary as the HTTP/2 `APNsClient`, so the dispatcher, the ledger and the
+/// reports do not care which one an app uses.
+///
+/// **Apple retired this interface on 31 March 2021**: its servers no longer accept it. It remains for
+/// gateways and test rigs that still speak it.
+///
+/// Persistent, pooled TLS connections with the app's certificate (never one per notification). Each
+/// connection numbers what it writes and keeps a window of it; an error response reports the failed
+/// notification and resends what followed it on another connection. When a notification counts as
+/// delivered is `LegacyConnectionStateMachine`'s rule (see `docs/legacy.md`).
+public final class LegacySender: NotificationTransport, Service {
+    public struct Configuration: Sendable {
+        /// `host:port` of the legacy gateway.
+        public var gateway: APNsClient.Endpoint
+        public var certificate: APNsClient.ClientCertificate
+        public var trustRoots: APNsClient.TrustRoots
+        /// Connections kept open, at most; another opens only while every open one has a full window.
+        public var maximumConnections: Int = 4
+        /// A notification counts as delivered once this long has passed since it reached the socket,
+        /// with the connection still open and no error response. Longer is safer against a slow gateway
+        /// (an error response after the quiet time cannot be attributed, see `docs/legacy.md`); shorter
+        /// frees the dispatcher's in-flight window sooner.
+        public var confirmationQuietTime: Duration = .seconds(1)
+        /// Notifications one connection may hold unconfirmed.
+        public var windowSize: Int = 10_000
+        /// How often a notification of unknown fate (its connection lost without an error response,
+        /// or discarded after another's error or a Shutdown) is sent again before it is handed back as
+        /// a retryable `connection_lost`, for the dispatcher's back-off.
+        public var maximumResends: Int = 3
+        /// A notification still queued (no connection could take it) after this long fails.
+        public var requestTimeout: Duration = .seconds(30)
+        public var connectTimeout: Duration = .seconds(10)
+        public var reconnectBaseDelay: Duration = .milliseconds(100)
+        public var reconnectMaximumDelay: Duration = .seconds(30)
+        /// Granularity of confirmations and deadlines.
+        public var tickInterval: Duration = .milliseconds(50)
+        /// On shutdown, how long open connections may take to confirm what they hold.
+        public var shutdownGracePeriod: Duration = .seconds(5)
+        public var eventLoopThreads: Int = 1
+
+        public init(
+            gateway: APNsClient.Endpoint,
+            certificate: APNsClient.ClientCertificate,
+            trustRoots: APNsClient.TrustRoots
+        ) {
+            self.gateway = gateway
+            self.certificate = certificate
+            self.trustRoots = trustRoots
+        }
+
+        func validate() throws {
+            func fail(_ key: String, _ problem: String) -> LegacyConfigurationError {
+                LegacyConfigurationError(key: key, problem: problem)
+            }
+            guard maximumConnections >= 1 else { throw fail("maximumConnections", "must be at least 1") }
+            guard windowSize >= 1 else { throw fail("windowSize", "must be at least 1") }
+            guard confirmationQuietTime > .zero else { throw fail("confirmationQuietTime", "must be positive") }
+            guard maximumResends >= 0 else { throw fail("maximumResends", "must be 0 or more") }
+            guard tickInterval > .zero else { throw fail("tickInterval", "must be positive") }
+            guard eventLoopThreads >= 1 else { throw fail("eventLoopThreads", "must be at least 1") }
+        }
+    }
+
+    public let configuration: Configuration
+    private let pool: LegacyConnectionPool
+    private let group: MultiThreadedEventLoopGroup
+    private let logger: Logger
+
+    public init(configuration: Configuration, logger: Logger) throws {
+        try configuration.validate()
+        var logger = logger
+        logger[metadataKey: "apns.legacy.gateway"] = "\(configuration.gateway)"
+        self.logger = logger
+        self.configuration = configuration
+        let tlsContext = try LegacyTLS.makeContext(
+            certificate: configuration.certificate,
+            trustRoots: configuration.trustRoots
+        )
+        self.group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        self.pool = LegacyConnectionPool(
+            configuration: .init(
+                endpoint: configuration.gateway,
+                tlsContext: tlsContext,
+                pool: .init(
+                    maximumConnections: configuration.maximumConnections,
+                    reconnectBaseDelay: TimeAmount(configuration.reconnectBaseDelay),
+                    reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay)
+                ),
+                quietTime: TimeAmount(configuration.confirmationQuietTime),
+                windowSize: configuration.windowSize,
+                maximumResends: configuration.maximumResends,
+                requestTimeout: TimeAmount(configuration.requestTimeout),
+                connectTimeout: TimeAmount(configuration.connectTimeout),
+                tickInterval: TimeAmount(configuration.tickInterval)
+            ),
+            group: group,
+            logger: logger
+        )
+        pool.start()
+    }
+
+    /// Queues requests; each outcome goes to its request's receiver exactly once. Never blocks.
+    @discardableResult
+    public func submit(_ requests: [APNsRequest]) -> [UInt64] {
+        pool.submit(requests)
+    }
+
+    /// Takes back those of `ids` still queued (never written); they complete as `cancelled`.
+    @discardableResult
+    public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
+        pool.withdraw(Set(ids))
+    }
+
+    /// Queued, connections, and notifications written but not yet confirmed.
+    public var statistics: Statistics {
+        pool.statistics
+    }
+
+    public struct Statistics: Sendable, Hashable {
+        /// Waiting for a connection.
+        public var queued: Int
+        public var connections: Int
+        public var activeConnections: Int
+        /// Written (or being written) and not yet confirmed.
+        public var unconfirmed: Int
+    }
+
+    /// Fails what is queued, lets connections confirm what they hold (up to the grace period), closes them.
+    public func shutdown() async {
+        await pool.shutdown(grace: TimeAmount(configuration.shutdownGracePeriod))
+        try? await group.shutdownGracefully()
+    }
+
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+}
+
+extension APNsClient.Endpoint {
+    /// Apple's former legacy gateway (`gateway.push.apple.com:2195`, sandbox `gateway.sandbox.push.apple.com:2195`).
+    /// Retired on 31 March 2021: it no longer accepts connections for this protocol.
+    public static func legacyGateway(_ environment: APNsEnvironment) -> Self {
+        switch environment {
+        case .production: .init(host: "gateway.push.apple.com", port: 2195)
+        case .sandbox: .init(host: "gateway.sandbox.push.apple.com", port: 2195)
+        }
+    }
+
+    /// Apple's former feedback service (`feedback.push.apple.com:2196`, sandbox `feedback.sandbox.push.apple.com:2196`).
+    /// Retired with the legacy gateway.
+    public static func legacyFeedback(_ environment: APNsEnvironment) -> Self {
+        switch environment {
+        case .production: .init(host: "feedback.push.apple.com", port: 2196)
+        case .sandbox: .init(host: "feedback.sandbox.push.apple.com", port: 2196)
+        }
+    }
+}
+
+/// A legacy transport configured wrongly; names the setting.
+public struct LegacyConfigurationError: Error, Hashable, CustomStringConvertible {
+    public let key: String
+    public let problem: String
+
+    public var description: String { "\(key): \(problem)" }
+}
