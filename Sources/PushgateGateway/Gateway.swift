@@ -5,6 +5,8 @@ public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
 import PushgateSQLite
+import Prometheus
+import Synchronization
 public import PushgateUDP
 import ServiceLifecycle
 public import UnixSignals
@@ -47,6 +49,10 @@ public struct Gateway: Sendable {
         public var udp: UDPIngress.BoundAddresses
         public var store: any PushStore
         public var intake: any NotificationIntake
+        /// The Prometheus text `GET /metrics` serves (this gateway's own registry).
+        public var metricsExposition: @Sendable () -> [UInt8] = { [] }
+        /// The HTTP API's bound port, once it listens (nil while it does not, or when it is off).
+        public var httpPort: @Sendable () -> Int? = { nil }
     }
 
     public var configuration: Configuration
@@ -67,12 +73,20 @@ public struct Gateway: Sendable {
             throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
         }
         defer { try? store.close() }
-        let client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
+        // One registry per gateway (no global bootstrap): what GET /metrics serves.
+        let registry = PrometheusCollectorRegistry()
+        let metricsFactory = PrometheusMetricsFactory(registry: registry)
+        let httpPort = BoundPort()
+        let client = try APNsClient(
+            configuration: configuration.client, logger: Logger(label: "pushgate.apns"),
+            metrics: APNsClientMetrics(factory: metricsFactory, app: Registration.defaultApp))
         let dispatcher = Dispatcher(
             store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: configuration.topic)],
-            configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+            configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
+            metrics: DispatchMetrics(factory: metricsFactory))
         let udp = UDPIngress(
-            configuration: configuration.udp, registry: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.udp"),
+            configuration: configuration.udp, registry: store, intake: dispatcher, clock: clock,
+            observer: UDPIngressMetrics(factory: metricsFactory), logger: Logger(label: "pushgate.udp"),
             onBound: { bound in
                 logger.info(
                     "pushgate ready",
@@ -80,7 +94,10 @@ public struct Gateway: Sendable {
                         "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
                         "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
                     ])
-                await onReady(Running(udp: bound, store: store, intake: dispatcher))
+                await onReady(
+                    Running(
+                        udp: bound, store: store, intake: dispatcher, metricsExposition: { registry.emitToBuffer() },
+                        httpPort: { httpPort.value }))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client), .init(service: dispatcher), .init(service: udp)]
         if let http = configuration.http {
@@ -91,7 +108,11 @@ public struct Gateway: Sendable {
             let api: HTTPAPI
             do {
                 api = try HTTPAPI(
-                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"))
+                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"),
+                    monitoring: .init(
+                        metricsFactory: metricsFactory, metricsExposition: { registry.emitToBuffer() },
+                        apnsReachable: { client.isAPNsReachable }),
+                    onBound: { port in httpPort.value = port })
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
@@ -117,5 +138,14 @@ public struct Gateway: Sendable {
         if host == "localhost" || host == "::1" || host == "[::1]" { return true }
         let parts = host.split(separator: ".")
         return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+}
+
+/// The HTTP API's port once bound, shared between its `onBound` and `Running.httpPort`.
+private final class BoundPort: Sendable {
+    private let port = Mutex<Int?>(nil)
+    var value: Int? {
+        get { port.withLock { $0 } }
+        set { port.withLock { $0 = newValue } }
     }
 }

@@ -23,6 +23,8 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     /// The bearer token for new requests (token auth), or nil for certificate connections.
     func providerToken() throws -> ProviderToken?
     func providerTokenRejectedAsExpired(_ token: ProviderToken)
+    /// An answer arrived `roundTrip` after its request was written (for the latency histogram).
+    func streamAnswered(roundTrip: TimeAmount)
 }
 
 /// The per-connection engine: it sits after `NIOHTTP2Handler` and speaks HTTP/2 frames directly,
@@ -50,6 +52,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private struct InFlight {
         var request: PooledRequest
         var providerToken: ProviderToken?
+        var writtenAt: NIODeadline
         var status: Int?
         var apnsID: String?
         var apnsUniqueID: String?
@@ -267,6 +270,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let entry = inFlight.removeValue(forKey: streamID) else { return }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
+        delegate.streamAnswered(roundTrip: now - entry.writtenAt)
         if code == .refusedStream {
             // RFC 9113: a refused stream was not processed; resending it is safe.
             delegate.requeue([entry.request], because: .streamRefused)
@@ -417,7 +421,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         headers.add(contentsOf: request.notification.sharedHeaders)
         if let apnsID = request.apnsID { headers.add(name: "apns-id", value: apnsID.value, indexing: .nonIndexable) }
 
-        inFlight[streamID] = InFlight(request: pooled, providerToken: token)
+        inFlight[streamID] = InFlight(request: pooled, providerToken: token, writtenAt: now)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .headers(.init(headers: headers)))), promise: nil)
         let data = HTTP2Frame.FramePayload.Data(data: .byteBuffer(request.notification.payload), endStream: true)
         context.write(wrapOutboundOut(HTTP2Frame(streamID: streamID, payload: .data(data))), promise: nil)
