@@ -270,7 +270,6 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let entry = inFlight.removeValue(forKey: streamID) else { return }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
-        delegate.streamAnswered(roundTrip: now - entry.writtenAt)
         if code == .refusedStream {
             // RFC 9113: a refused stream was not processed; resending it is safe.
             delegate.requeue([entry.request], because: .streamRefused)
@@ -285,6 +284,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let entry = inFlight.removeValue(forKey: streamID) else { return }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
+        delegate.streamAnswered(roundTrip: now - entry.writtenAt)
 
         guard let status = entry.status else {
             entry.request.complete(.failed(.malformedResponse("no :status")))
