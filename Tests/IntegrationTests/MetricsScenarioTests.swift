@@ -7,6 +7,7 @@ import PushgateCore
 import PushgateDispatch
 import PushgateGateway
 import PushgateHTTP
+import Prometheus
 import PushgateUDP
 import Testing
 
@@ -61,9 +62,10 @@ struct MetricsScenarioTests {
             #expect((metrics.value(#"pushgate_apns_connections_opened_total{app="default"}"#) ?? 0) >= 1)
             #expect(metrics.value(#"pushgate_apns_connection_failures_total{app="default"}"#) == 0)
             #expect(metrics.value(#"pushgate_apns_provider_token_refreshes_total{app="default"}"#) == 1)
-            // Sampled histograms: the first answer is always observed.
-            #expect((metrics.value(#"pushgate_apns_round_trip_seconds_count{app="default"}"#) ?? 0) >= 1)
-            #expect((metrics.value(#"pushgate_notification_latency_seconds_count{app="default"}"#) ?? 0) >= 1)
+            // Sampled histograms (one answer in 16, the first always): 4 answers give one observation each.
+            #expect(metrics.value(#"pushgate_apns_round_trip_seconds_count{app="default"}"#) == 1)
+            #expect(metrics.value(#"pushgate_notification_latency_seconds_count{app="default"}"#) == 1)
+            #expect(metrics.value(#"pushgate_apns_round_trip_seconds_bucket{app="default",le="+Inf"}"#) == 1)
             #expect(metrics.value(#"pushgate_apns_requests_queued{app="default"}"#) != nil)
             #expect(metrics.value(#"pushgate_apns_streams_in_use{app="default"}"#) != nil)
             #expect(metrics.value(#"pushgate_apns_connections{app="default"}"#) != nil)
@@ -87,6 +89,25 @@ struct MetricsScenarioTests {
             #expect(ready.status == 503)
             #expect((ready.json["error"] as? [String: Any])?["code"] as? String == "apns_unavailable")
         }
+    }
+}
+
+@Suite("Metrics: labels stay bounded")
+struct MetricsLabelTests {
+    @Test("past 64 distinct UDP rejection reasons, the rest count as other")
+    func udpReasonsAreCapped() throws {
+        let registry = PrometheusCollectorRegistry()
+        let metrics = UDPIngressMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        for index in 0..<70 { metrics.datagramRejected(on: .notification, reason: "reason_\(index)") }
+        metrics.datagramRejected(on: .notification, reason: "reason_0")
+        metrics.datagramRejected(on: .registration, reason: "reason_0")
+        let text = try PrometheusText(parsing: registry.emitToString())
+        #expect(text.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="reason_0"}"#) == 2)
+        #expect(text.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="reason_63"}"#) == 1)
+        #expect(text.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="reason_64"}"#) == nil)
+        #expect(text.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="other"}"#) == 6)
+        #expect(text.value(#"pushgate_udp_datagrams_rejected_total{port="registration",reason="other"}"#) == 1)
+        #expect(text.sum("pushgate_udp_datagrams_rejected_total") == 72)
     }
 }
 

@@ -80,6 +80,13 @@ struct EveryRouteTests {
                 (#"{"groups": ["sports"], "payload": {}}"#, .badRequest, "unknown_group", "groups"),
                 (#"{"devices": ["12"], "payload": {}}"#, .badRequest, "invalid_token", "devices"),
                 (#"{"app": "nope", \#(d), "payload": {}}"#, .notFound, "unknown_app", "app"),
+                (#"{"groups": ["a\u0001"], "payload": {}}"#, .badRequest, "invalid_group", "groups"),
+                (#"{\#(d), "type": "loud", "payload": {}}"#, .badRequest, "unknown_type", "type"),
+                (#"{\#(d), "push_type": "fax", "payload": {}}"#, .badRequest, "invalid_push_type", "push_type"),
+                (#"{\#(d), "priority": 3, "payload": {}}"#, .badRequest, "invalid_priority", "priority"),
+                (#"{\#(d), "expiration": -5, "payload": {}}"#, .badRequest, "invalid_expiration", "expiration"),
+                (#"{\#(d), "key": "", "payload": {}}"#, .badRequest, "invalid_collapse_id", "key"),
+                (#"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 4100))"}}"#, .badRequest, "payload_too_large", "payload"),
             ]
             for (body, status, code, field) in errors {
                 try await check(.post, "/v1/notifications", status, code, field, body: body)
@@ -114,6 +121,35 @@ struct EveryRouteTests {
             let unusual = try await check(query, "/healthz", .methodNotAllowed, "method_not_allowed", nil)
             #expect(unusual.headers[.allow] == "GET, HEAD", "\(transport)")
             try await check(query, "/healthz/more", .notFound, "not_found", nil)
+        }
+    }
+}
+
+@Suite("HTTP API: failures of the gateway around it, in-process and live")
+struct DependencyFailureTests {
+    @Test("a closed store is 503 store_unavailable on every route that needs it, and for /readyz")
+    func storeUnavailable() async throws {
+        try await withBothTransports { client, fixture, transport in
+            let check = Checker(client: client, transport: transport)
+            try fixture.store.close()
+            try await check(.put, "/v1/groups/news/devices/\(tokenA)", .serviceUnavailable, "store_unavailable", nil)
+            try await check(.get, "/v1/devices/\(tokenA)", .serviceUnavailable, "store_unavailable", nil)
+            try await check(.get, "/v1/notifications/some-id", .serviceUnavailable, "store_unavailable", nil)
+            try await check(
+                .post, "/v1/notifications", .serviceUnavailable, "store_unavailable", nil,
+                body: #"{"devices": ["\#(tokenA)"], "payload": {}}"#)
+            try await check(.get, "/readyz", .serviceUnavailable, "store_unavailable", nil)
+            #expect(try await check(.get, "/healthz", .ok).json["status"] as? String == "ok", "the process is up")
+        }
+    }
+
+    @Test("no possible APNs connection is 503 apns_unavailable on /readyz only")
+    func apnsUnavailable() async throws {
+        try await withBothTransports(monitoring: .init(apnsReachable: { false })) { client, _, transport in
+            let check = Checker(client: client, transport: transport)
+            try await check(.get, "/readyz", .serviceUnavailable, "apns_unavailable", nil)
+            try await check(.put, "/v1/groups/news/devices/\(tokenA)", .noContent)
+            try await check(.post, "/v1/notifications", .accepted, body: #"{"groups": ["news"], "payload": {}}"#)
         }
     }
 }
