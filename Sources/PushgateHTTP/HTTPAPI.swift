@@ -3,8 +3,9 @@ public import Hummingbird
 public import Logging
 public import PushgateCore
 
-/// The HTTP API (JSON under `/v1`, plus `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`) over the core ports: the device
-/// registry and delivery ledger of a `PushStore`, and a `NotificationIntake` for new notifications.
+/// The HTTP API (JSON under `/v1`, plus `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`) over the
+/// core ports: the device registry and delivery ledger of a `PushStore`, and a `NotificationIntake` for
+/// new notifications.
 ///
 /// Nothing starts in `init`. ``buildApplication()`` returns the Hummingbird application, which is a
 /// `Service` (put it in the daemon's `ServiceGroup`: it binds in `run()` and serves until graceful

@@ -40,7 +40,6 @@ struct APIHandlers: Sendable {
         router.get("v1/notifications/{id}") { _, context in
             try await report(id: context.parameters.get("id") ?? "")
         }
-
     }
 
     /// Every path the API serves, with its methods: `APIErrorMiddleware` answers 405 with `Allow` (not
