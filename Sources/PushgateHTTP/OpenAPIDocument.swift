@@ -11,8 +11,10 @@ enum OpenAPIDocument {
     static func response() throws -> Response {
         guard let bytes else { throw OpenAPIDocumentMissing() }
         return Response(
-            status: .ok, headers: [.contentType: "application/yaml; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+            status: .ok,
+            headers: [.contentType: "application/yaml; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
+        )
     }
 
     struct OpenAPIDocumentMissing: Error, CustomStringConvertible {

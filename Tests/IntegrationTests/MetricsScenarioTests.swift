@@ -3,11 +3,11 @@ import APNsSimulator
 import Crypto
 import Foundation
 import Logging
+import Prometheus
 import PushgateCore
 import PushgateDispatch
 import PushgateGateway
 import PushgateHTTP
-import Prometheus
 import PushgateUDP
 import Testing
 
@@ -24,11 +24,17 @@ struct MetricsScenarioTests {
         try await MetricsGatewayFixture.with { context in
             let http = context.http
             for index in 1...4 {
-                #expect(try await http.send("PUT", "/v1/apps/default/groups/fans/devices/\(Self.token(index))").status == 204)
+                #expect(
+                    try await http.send("PUT", "/v1/apps/default/groups/fans/devices/\(Self.token(index))").status
+                        == 204
+                )
             }
             context.simulator.markUnregistered(Self.token(4), at: Date().addingTimeInterval(3600))
             let submitted = try await http.send(
-                "POST", "/v1/notifications", body: #"{"groups": ["fans"], "type": "normal", "payload": {"aps": {"alert": "Goal"}}}"#)
+                "POST",
+                "/v1/notifications",
+                body: #"{"groups": ["fans"], "type": "normal", "payload": {"aps": {"alert": "Goal"}}}"#
+            )
             #expect(submitted.status == 202)
             let id = try #require(submitted.json["id"] as? String)
             context.notification.send(#"{"groups": ["fans"], "payload": "#)  // malformed_json
@@ -39,26 +45,49 @@ struct MetricsScenarioTests {
             let labels = #"app="default",push_type="alert""#
             try await eventually("outcomes and rejections counted") {
                 let metrics = try await context.scrape()
-                return metrics.value(#"pushgate_notifications_total{\#(labels),reason="none",result="accepted",status="200"}"#) == 3
-                    && metrics.value(#"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#) == 1
+                return metrics.value(
+                    #"pushgate_notifications_total{\#(labels),reason="none",result="accepted",status="200"}"#
+                ) == 3
+                    && metrics.value(
+                        #"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#
+                    ) == 1
             }
 
             let metrics = try await context.scrape()
-            #expect(metrics.value(#"pushgate_notifications_total{\#(labels),reason="none",result="accepted",status="200"}"#) == 3)
-            #expect(metrics.value(#"pushgate_notifications_total{\#(labels),reason="Unregistered",result="failed",status="410"}"#) == 1)
+            #expect(
+                metrics.value(#"pushgate_notifications_total{\#(labels),reason="none",result="accepted",status="200"}"#)
+                    == 3
+            )
+            #expect(
+                metrics.value(
+                    #"pushgate_notifications_total{\#(labels),reason="Unregistered",result="failed",status="410"}"#
+                ) == 1
+            )
             #expect(metrics.sum("pushgate_notifications_total") == 4, "no other outcome")
             #expect(metrics.value(#"pushgate_devices_invalidated_total{app="default",reason="Unregistered"}"#) == 1)
             #expect(metrics.value(#"pushgate_notification_requests_total{app="default"}"#) == 1)
             #expect(metrics.value(#"pushgate_notification_targets_total{app="default"}"#) == 4)
             #expect(metrics.value(#"pushgate_udp_datagrams_received_total{port="notification"}"#) == 1)
             #expect(metrics.value(#"pushgate_udp_datagrams_received_total{port="registration"}"#) == 1)
-            #expect(metrics.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="malformed_json"}"#) == 1)
-            #expect(metrics.value(#"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#) == 1)
+            #expect(
+                metrics.value(#"pushgate_udp_datagrams_rejected_total{port="notification",reason="malformed_json"}"#)
+                    == 1
+            )
+            #expect(
+                metrics.value(#"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#)
+                    == 1
+            )
             #expect(metrics.sum("pushgate_udp_datagrams_rejected_total") == 2)
             #expect(metrics.sum("pushgate_udp_datagrams_applied_total") == 0)
             #expect(
-                metrics.value(#"pushgate_http_requests_total{method="PUT",route="/v1/apps/{app}/groups/{group}/devices/{token}",status="204"}"#) == 4)
-            #expect(metrics.value(#"pushgate_http_requests_total{method="POST",route="/v1/notifications",status="202"}"#) == 1)
+                metrics.value(
+                    #"pushgate_http_requests_total{method="PUT",route="/v1/apps/{app}/groups/{group}/devices/{token}",status="204"}"#
+                ) == 4
+            )
+            #expect(
+                metrics.value(#"pushgate_http_requests_total{method="POST",route="/v1/notifications",status="202"}"#)
+                    == 1
+            )
             #expect((metrics.value(#"pushgate_apns_connections_opened_total{app="default"}"#) ?? 0) >= 1)
             #expect(metrics.value(#"pushgate_apns_connection_failures_total{app="default"}"#) == 0)
             #expect(metrics.value(#"pushgate_apns_provider_token_refreshes_total{app="default"}"#) == 1)
@@ -81,7 +110,10 @@ struct MetricsScenarioTests {
         try await MetricsGatewayFixture.with(apnsPortOverride: ExternalTools.freeTCPPort()) { context in
             #expect(try await context.http.send("GET", "/readyz").status == 200, "no attempt yet: possible")
             #expect(try await context.http.send("PUT", "/v1/groups/g/devices/\(Self.token(1))").status == 204)
-            #expect(try await context.http.send("POST", "/v1/notifications", body: #"{"groups": ["g"], "payload": {}}"#).status == 202)
+            #expect(
+                try await context.http.send("POST", "/v1/notifications", body: #"{"groups": ["g"], "payload": {}}"#)
+                    .status == 202
+            )
             try await eventually("connect failure counted") {
                 (try await context.scrape().value(#"pushgate_apns_connection_failures_total{app="default"}"#) ?? 0) >= 1
             }
@@ -128,18 +160,23 @@ struct MetricsGatewayFixture {
     }
 
     static func with(
-        apnsPortOverride: Int? = nil, _ body: @escaping @Sendable (Context) async throws -> Void
+        apnsPortOverride: Int? = nil,
+        _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
         let key = P256.Signing.PrivateKey()
         var simulatorConfiguration = APNsSimulator.Configuration()
-        simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)]
+        simulatorConfiguration.tokenKeys = [
+            ProviderTokenKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)
+        ]
         simulatorConfiguration.logger = TestLogger.make("simulator")
         try await APNsSimulator.withRunning(simulatorConfiguration) { simulator in
             let signer = try ProviderTokenSigner(privateKey: key, keyID: "KEY1234567", teamID: "TEAM123456")
             var client = APNsClient.Configuration(
                 endpoint: .init(host: "127.0.0.1", port: apnsPortOverride ?? simulator.port),
-                authentication: .token(ProviderTokenManager(signer: signer)), trustRoots: .caFile(simulator.caCertificatePath!))
+                authentication: .token(ProviderTokenManager(signer: signer)),
+                trustRoots: .caFile(simulator.caCertificatePath!)
+            )
             client.eventLoopThreads = 1
             client.shutdownGracePeriod = .seconds(1)
             var udp = UDPIngress.Configuration()
@@ -149,21 +186,31 @@ struct MetricsGatewayFixture {
             var dispatcher = Dispatcher.Configuration(instanceID: InstanceID("test"))
             dispatcher.idleInterval = .milliseconds(100)
             var configuration = Gateway.Configuration(
-                databasePath: directory.path("gateway.db"), udp: udp, client: client, topic: try Topic("com.example.pushgate"),
-                dispatcher: dispatcher)
+                databasePath: directory.path("gateway.db"),
+                udp: udp,
+                client: client,
+                topic: try Topic("com.example.pushgate"),
+                dispatcher: dispatcher
+            )
             configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: 0)
             configuration.shutdownSignals = []
             let gateway = Gateway(configuration: configuration)
             let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) } }
+                group.addTask {
+                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
+                }
                 var iterator = ready.makeAsyncIterator()
-                guard let running = await iterator.next() else { throw ExternalTools.ToolError("gateway did not start") }
+                guard let running = await iterator.next() else {
+                    throw ExternalTools.ToolError("gateway did not start")
+                }
                 try await eventually("HTTP API listening") { running.httpPort() != nil }
                 let context = Context(
-                    simulator: simulator, http: HTTPTestClient(port: running.httpPort()!),
+                    simulator: simulator,
+                    http: HTTPTestClient(port: running.httpPort()!),
                     registration: try UDPSender(port: running.udp.registrationPort),
-                    notification: try UDPSender(port: running.udp.notificationPort))
+                    notification: try UDPSender(port: running.udp.notificationPort)
+                )
                 try await body(context)
                 group.cancelAll()
                 _ = try? await group.next()
@@ -194,7 +241,11 @@ struct HTTPTestClient: Sendable {
         }
         let (data, response) = try await URLSession.shared.data(for: request)
         let http = try #require(response as? HTTPURLResponse)
-        return Response(status: http.statusCode, contentType: http.value(forHTTPHeaderField: "Content-Type"), body: data)
+        return Response(
+            status: http.statusCode,
+            contentType: http.value(forHTTPHeaderField: "Content-Type"),
+            body: data
+        )
     }
 }
 
@@ -214,7 +265,9 @@ struct PrometheusText {
         self.text = text
         for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
             if line.hasPrefix("#") {
-                guard line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") else { throw Malformed(line: String(line)) }
+                guard line.hasPrefix("# HELP ") || line.hasPrefix("# TYPE ") else {
+                    throw Malformed(line: String(line))
+                }
                 continue
             }
             guard let space = line.lastIndex(of: " "), let value = Double(line[line.index(after: space)...]) else {
@@ -251,7 +304,8 @@ struct PrometheusText {
             guard !name.isEmpty, name.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == ":" }) else {
                 throw Malformed(line: String(line))
             }
-            let key = labels.isEmpty
+            let key =
+                labels.isEmpty
                 ? String(name)
                 : "\(name){\(labels.sorted { $0.0 < $1.0 }.map { "\($0.0)=\"\($0.1)\"" }.joined(separator: ","))}"
             samples[key] = value

@@ -20,10 +20,19 @@ struct EveryRouteTests {
             try await check(.put, "/v1/groups/news/devices/\(tokenB)", .noContent)  // idempotent
             try await check(.put, "/v1/apps/nope/groups/news/devices/\(tokenA)", .notFound, "unknown_app", "app")
             try await check(.put, "/v1/apps/default/groups/news/devices/xyz", .badRequest, "invalid_token", "token")
-            try await check(.put, "/v1/apps/default/groups/%01/devices/\(tokenA)", .badRequest, "invalid_group", "group")
+            try await check(
+                .put,
+                "/v1/apps/default/groups/%01/devices/\(tokenA)",
+                .badRequest,
+                "invalid_group",
+                "group"
+            )
 
             let all = try await check(.get, "/v1/apps/default/groups/news/devices", .ok)
-            #expect((all.json["devices"] as? [[String: Any]])?.compactMap { $0["token"] as? String } == [tokenA, tokenB], "\(transport)")
+            #expect(
+                (all.json["devices"] as? [[String: Any]])?.compactMap { $0["token"] as? String } == [tokenA, tokenB],
+                "\(transport)"
+            )
             let first = try await check(.get, "/v1/groups/news/devices?limit=1", .ok)
             #expect((first.json["devices"] as? [Any])?.count == 1, "\(transport)")
             let next = try #require(first.json["next"] as? String)
@@ -41,7 +50,13 @@ struct EveryRouteTests {
             try await check(.get, "/v1/devices/\(tokenC)", .notFound, "unknown_device", "token")
             try await check(.get, "/v1/devices/nothex", .badRequest, "invalid_token", "token")
 
-            try await check(.delete, "/v1/apps/default/groups/news/devices/\(tokenC)", .notFound, "not_a_member", "token")
+            try await check(
+                .delete,
+                "/v1/apps/default/groups/news/devices/\(tokenC)",
+                .notFound,
+                "not_a_member",
+                "token"
+            )
             try await check(.delete, "/v1/groups/news/devices/\(tokenB)", .noContent)
             try await check(.delete, "/v1/devices/\(tokenB)", .noContent)
             try await check(.delete, "/v1/apps/default/devices/\(tokenB)", .notFound, "unknown_device", "token")
@@ -55,8 +70,12 @@ struct EveryRouteTests {
             let check = Checker(client: client, transport: transport)
             try await check(.put, "/v1/groups/news/devices/\(tokenA)", .noContent)
             let accepted = try await check(
-                .post, "/v1/notifications", .accepted,
-                body: #"{"groups": ["news"], "devices": ["\#(tokenB)"], "type": "urgent", "payload": {"aps": {"alert": "hi"}}}"#)
+                .post,
+                "/v1/notifications",
+                .accepted,
+                body:
+                    #"{"groups": ["news"], "devices": ["\#(tokenB)"], "type": "urgent", "payload": {"aps": {"alert": "hi"}}}"#
+            )
             #expect(accepted.json["targets"] as? Int == 2, "\(transport)")
             let id = try #require(accepted.json["id"] as? String)
             // Durable before the answer: the store has it.
@@ -86,12 +105,22 @@ struct EveryRouteTests {
                 (#"{\#(d), "priority": 3, "payload": {}}"#, .badRequest, "invalid_priority", "priority"),
                 (#"{\#(d), "expiration": -5, "payload": {}}"#, .badRequest, "invalid_expiration", "expiration"),
                 (#"{\#(d), "key": "", "payload": {}}"#, .badRequest, "invalid_collapse_id", "key"),
-                (#"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 4100))"}}"#, .badRequest, "payload_too_large", "payload"),
+                (
+                    #"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 4100))"}}"#, .badRequest,
+                    "payload_too_large", "payload"
+                ),
             ]
             for (body, status, code, field) in errors {
                 try await check(.post, "/v1/notifications", status, code, field, body: body)
             }
-            try await check(.post, "/v1/notifications", .badRequest, "malformed_json", "body", bytes: [0x7b, 0x22, 0xff, 0x22, 0x7d])
+            try await check(
+                .post,
+                "/v1/notifications",
+                .badRequest,
+                "malformed_json",
+                "body",
+                bytes: [0x7b, 0x22, 0xff, 0x22, 0x7d]
+            )
             // Last: the server may close the connection rather than read the rest of a refused body.
             let huge = #"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 70_000))"}}"#
             try await check(.post, "/v1/notifications", .contentTooLarge, "body_too_large", "body", body: huge)
@@ -115,7 +144,13 @@ struct EveryRouteTests {
             try await check(.get, "/v2/nothing", .notFound, "not_found", nil)
             let wrongMethod = try await check(.patch, "/v1/notifications", .methodNotAllowed, "method_not_allowed", nil)
             #expect(wrongMethod.headers[.allow] == "POST", "\(transport)")
-            let wrongOnDevice = try await check(.post, "/v1/apps/default/devices/\(tokenA)", .methodNotAllowed, "method_not_allowed", nil)
+            let wrongOnDevice = try await check(
+                .post,
+                "/v1/apps/default/devices/\(tokenA)",
+                .methodNotAllowed,
+                "method_not_allowed",
+                nil
+            )
             #expect(wrongOnDevice.headers[.allow] == "GET, DELETE, HEAD", "\(transport)")
             let query = try #require(HTTPRequest.Method("QUERY"))
             let unusual = try await check(query, "/healthz", .methodNotAllowed, "method_not_allowed", nil)
@@ -136,8 +171,13 @@ struct DependencyFailureTests {
             try await check(.get, "/v1/devices/\(tokenA)", .serviceUnavailable, "store_unavailable", nil)
             try await check(.get, "/v1/notifications/some-id", .serviceUnavailable, "store_unavailable", nil)
             try await check(
-                .post, "/v1/notifications", .serviceUnavailable, "store_unavailable", nil,
-                body: #"{"devices": ["\#(tokenA)"], "payload": {}}"#)
+                .post,
+                "/v1/notifications",
+                .serviceUnavailable,
+                "store_unavailable",
+                nil,
+                body: #"{"devices": ["\#(tokenA)"], "payload": {}}"#
+            )
             try await check(.get, "/readyz", .serviceUnavailable, "store_unavailable", nil)
             #expect(try await check(.get, "/healthz", .ok).json["status"] as? String == "ok", "the process is up")
         }
@@ -161,8 +201,13 @@ struct Checker {
 
     @discardableResult
     func callAsFunction(
-        _ method: HTTPRequest.Method, _ uri: String, _ status: HTTPResponse.Status, _ code: String? = nil,
-        _ field: String? = nil, body: String? = nil, bytes: [UInt8]? = nil,
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        _ status: HTTPResponse.Status,
+        _ code: String? = nil,
+        _ field: String? = nil,
+        body: String? = nil,
+        bytes: [UInt8]? = nil,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws -> TestResponse {
         let response = try await client.send(method, uri, bytes: bytes ?? body.map { Array($0.utf8) })
@@ -173,8 +218,16 @@ struct Checker {
             #expect(response.error.field == field, "\(label)", sourceLocation: sourceLocation)
             let error = response.json["error"] as? [String: Any]
             #expect(error?["message"] is String, "\(label)", sourceLocation: sourceLocation)
-            #expect(Set(error?.keys.map { $0 } ?? []) == ["code", "message", "field"], "\(label)", sourceLocation: sourceLocation)
-            #expect(response.headers[.contentType]?.hasPrefix("application/json") == true, "\(label)", sourceLocation: sourceLocation)
+            #expect(
+                Set(error?.keys.map { $0 } ?? []) == ["code", "message", "field"],
+                "\(label)",
+                sourceLocation: sourceLocation
+            )
+            #expect(
+                response.headers[.contentType]?.hasPrefix("application/json") == true,
+                "\(label)",
+                sourceLocation: sourceLocation
+            )
         }
         return response
     }

@@ -42,12 +42,20 @@ struct MonitoringTests {
             _ = try await client.send(.post, "/v1/notifications", json: "{")
         }
         let counts = factory.counters
-        #expect(counts["pushgate_http_requests_total{method=PUT,route=/v1/apps/{app}/groups/{group}/devices/{token},status=204}"] == 2)
+        #expect(
+            counts[
+                "pushgate_http_requests_total{method=PUT,route=/v1/apps/{app}/groups/{group}/devices/{token},status=204}"
+            ] == 2
+        )
         #expect(counts["pushgate_http_requests_total{method=GET,route=/v1/apps/{app}/devices/{token},status=404}"] == 1)
         #expect(counts["pushgate_http_requests_total{method=GET,route=unmatched,status=404}"] == 1)
         #expect(counts["pushgate_http_requests_total{method=POST,route=/v1/notifications,status=400}"] == 1)
         #expect(counts.keys.allSatisfy { !$0.contains(tokenA) && !$0.contains(tokenC) && !$0.contains("news") })
-        #expect(factory.timerCount("pushgate_http_request_duration_seconds{route=/v1/apps/{app}/groups/{group}/devices/{token}}") == 2)
+        #expect(
+            factory.timerCount(
+                "pushgate_http_request_duration_seconds{route=/v1/apps/{app}/groups/{group}/devices/{token}}"
+            ) == 2
+        )
     }
 
     @Test("the OpenAPI document describes every route the server has, and only those")
@@ -55,17 +63,24 @@ struct MonitoringTests {
         try await withRouterClient { client, _ in
             let text = String(buffer: try await client.send(.get, "/openapi.yaml").body)
             let documented = Set(
-                text.split(separator: "\n").filter { $0.hasPrefix("  /") && $0.hasSuffix(":") }.map { String($0.dropFirst(2).dropLast()) })
+                text.split(separator: "\n").filter { $0.hasPrefix("  /") && $0.hasSuffix(":") }.map {
+                    String($0.dropFirst(2).dropLast())
+                }
+            )
             #expect(
                 documented == [
                     "/v1/apps/{app}/groups/{group}/devices/{token}", "/v1/apps/{app}/groups/{group}/devices",
-                    "/v1/apps/{app}/devices/{token}", "/v1/groups/{group}/devices/{token}", "/v1/groups/{group}/devices",
-                    "/v1/devices/{token}", "/v1/notifications", "/v1/notifications/{id}", "/healthz", "/readyz", "/metrics",
+                    "/v1/apps/{app}/devices/{token}", "/v1/groups/{group}/devices/{token}",
+                    "/v1/groups/{group}/devices",
+                    "/v1/devices/{token}", "/v1/notifications", "/v1/notifications/{id}", "/healthz", "/readyz",
+                    "/metrics",
                     "/openapi.yaml",
-                ])
+                ]
+            )
             // Every error code the server uses is in the document's enum.
             for code in [
-                "malformed_json", "duplicate_key", "not_an_object", "unknown_field", "wrong_type", "missing_field", "body_too_large",
+                "malformed_json", "duplicate_key", "not_an_object", "unknown_field", "wrong_type", "missing_field",
+                "body_too_large",
                 "unknown_app", "unknown_group", "invalid_token", "apns_unavailable", "method_not_allowed",
             ] {
                 #expect(text.contains("- \(code)\n"), "\(code)")

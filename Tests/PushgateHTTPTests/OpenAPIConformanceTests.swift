@@ -18,7 +18,8 @@ struct OpenAPIConformanceTests {
     @Test(
         "the live server conforms to its OpenAPI document, negative cases included",
         .enabled(if: schemathesis != nil || inCI, "schemathesis is not installed (pip install schemathesis)"),
-        .timeLimit(.minutes(10)))
+        .timeLimit(.minutes(10))
+    )
     func conformance() async throws {
         guard Self.schemathesis != nil else {
             Issue.record("schemathesis is not installed: CI must run `pip install schemathesis` (see .ci/run)")
@@ -30,7 +31,8 @@ struct OpenAPIConformanceTests {
         try await withAPI(monitoring: monitoring) { fixture in
             // Something to find, so that reads can answer 200 as well as 404.
             _ = try await fixture.store.register(
-                Registration(app: "default", token: DeviceToken(hex: tokenA), group: "news", at: APIFixture.start))
+                Registration(app: "default", token: DeviceToken(hex: tokenA), group: "news", at: APIFixture.start)
+            )
             try await fixture.api.buildApplication().test(.live) { client in
                 let port = try #require(client.port)
                 let run = try await ChildProcess.run("/bin/bash", [script, "http://127.0.0.1:\(port)"])
@@ -60,7 +62,9 @@ enum ChildProcess {
     }
 
     static func run(_ executable: String, _ arguments: [String]) async throws -> Result {
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-child-\(UUID().uuidString).log")
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-child-\(UUID().uuidString).log"
+        )
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         defer { try? FileManager.default.removeItem(at: log) }
         let handle = try FileHandle(forWritingTo: log)
@@ -71,7 +75,8 @@ enum ChildProcess {
         process.standardOutput = handle
         process.standardError = handle
         process.standardInput = FileHandle.nullDevice
-        let status = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+        let status = try await withCheckedThrowingContinuation {
+            (continuation: CheckedContinuation<Int32, any Error>) in
             process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
             do { try process.run() } catch {
                 process.terminationHandler = nil

@@ -25,7 +25,8 @@ struct StrictJSONBodyTests {
             "",
             "\u{FEFF}{\"payload\": {}}",  // byte order mark
             #"{"devices": ["\#(tokenA)"], "payload": {"deep": \#(String(repeating: "[", count: 70))\#(String(repeating: "]", count: 70))}}"#,
-        ])
+        ]
+    )
     func malformed(body: String) async throws {
         try await withRouterClient { client, _ in
             let response = try await client.send(.post, "/v1/notifications", json: body)
@@ -56,7 +57,8 @@ struct StrictJSONBodyTests {
     @Test("escapes, surrogate pairs and numbers are read exactly")
     func valuesReadExactly() async throws {
         try await withRouterClient { client, fixture in
-            let body = #"{\#(Self.d), "payload": {"s": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "i": -9007199254740993, "f": 2.5e-3, "t": true, "z": null}}"#
+            let body =
+                #"{\#(Self.d), "payload": {"s": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "i": -9007199254740993, "f": 2.5e-3, "t": true, "z": null}}"#
             let response = try await client.send(.post, "/v1/notifications", json: body)
             #expect(response.status == .accepted)
             let stored = try #require(try await fixture.store.request(PushgateCore.RequestID("req-1")))

@@ -43,12 +43,26 @@ public final class APNsClientMetrics: Sendable {
         streamsInUse = Gauge(label: "pushgate_apns_streams_in_use", dimensions: labels, factory: factory)
         connections = Gauge(label: "pushgate_apns_connections", dimensions: labels, factory: factory)
         activeConnections = Gauge(label: "pushgate_apns_connections_usable", dimensions: labels, factory: factory)
-        connectionsOpened = Counter(label: "pushgate_apns_connections_opened_total", dimensions: labels, factory: factory)
-        connectionFailures = Counter(label: "pushgate_apns_connection_failures_total", dimensions: labels, factory: factory)
+        connectionsOpened = Counter(
+            label: "pushgate_apns_connections_opened_total",
+            dimensions: labels,
+            factory: factory
+        )
+        connectionFailures = Counter(
+            label: "pushgate_apns_connection_failures_total",
+            dimensions: labels,
+            factory: factory
+        )
         providerTokenRefreshes = Counter(
-            label: "pushgate_apns_provider_token_refreshes_total", dimensions: labels, factory: factory)
+            label: "pushgate_apns_provider_token_refreshes_total",
+            dimensions: labels,
+            factory: factory
+        )
         providerTokensRejected = Counter(
-            label: "pushgate_apns_provider_tokens_expired_total", dimensions: labels, factory: factory)
+            label: "pushgate_apns_provider_tokens_expired_total",
+            dimensions: labels,
+            factory: factory
+        )
         roundTrip = Timer(label: "pushgate_apns_round_trip_seconds", dimensions: labels, factory: factory)
     }
 

@@ -70,9 +70,12 @@ public final class DispatchMetrics: Sendable {
             let counter = Counter(
                 label: "pushgate_notifications_total",
                 dimensions: [
-                    ("app", key.app), ("push_type", key.pushType.rawValue), ("status", key.status.map { "\($0)" } ?? "none"),
+                    ("app", key.app), ("push_type", key.pushType.rawValue),
+                    ("status", key.status.map { "\($0)" } ?? "none"),
                     ("reason", key.reason), ("result", key.result.rawValue),
-                ], factory: factory)
+                ],
+                factory: factory
+            )
             cache[key] = counter
             return counter
         }
@@ -82,8 +85,10 @@ public final class DispatchMetrics: Sendable {
         invalidationCounters.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = Counter(
-                label: "pushgate_devices_invalidated_total", dimensions: [("app", key.app), ("reason", key.reason)],
-                factory: factory)
+                label: "pushgate_devices_invalidated_total",
+                dimensions: [("app", key.app), ("reason", key.reason)],
+                factory: factory
+            )
             cache[key] = counter
             return counter
         }
@@ -92,7 +97,11 @@ public final class DispatchMetrics: Sendable {
     private func latencyTimer(_ app: String) -> CoreMetrics.Timer {
         latencyTimers.withLock { cache in
             if let timer = cache[app] { return timer }
-            let timer = CoreMetrics.Timer(label: "pushgate_notification_latency_seconds", dimensions: [("app", app)], factory: factory)
+            let timer = CoreMetrics.Timer(
+                label: "pushgate_notification_latency_seconds",
+                dimensions: [("app", app)],
+                factory: factory
+            )
             cache[app] = timer
             return timer
         }
@@ -132,7 +141,10 @@ struct OutcomeTally {
     var isEmpty: Bool { outcomes.isEmpty }
 
     mutating func add(
-        _ outcome: APNsOutcome, disposition: OutcomeDisposition, request: NotificationRequest, now: Date
+        _ outcome: APNsOutcome,
+        disposition: OutcomeDisposition,
+        request: NotificationRequest,
+        now: Date
     ) {
         let result: OutcomeKey.Result
         switch disposition {
@@ -140,13 +152,18 @@ struct OutcomeTally {
         case .failed(_, _, let invalidation):
             result = .failed
             if let invalidation {
-                invalidations[InvalidationKey(app: request.app, reason: Self.label(invalidation.reason)), default: 0] += 1
+                invalidations[InvalidationKey(app: request.app, reason: Self.label(invalidation.reason)), default: 0] +=
+                    1
             }
         case .retry: result = .retry
         }
         let key = OutcomeKey(
-            app: request.app, pushType: request.pushType, status: outcome.status, reason: Self.reasonLabel(outcome),
-            result: result)
+            app: request.app,
+            pushType: request.pushType,
+            status: outcome.status,
+            reason: Self.reasonLabel(outcome),
+            result: result
+        )
         outcomes[key, default: 0] += 1
         if outcome.status != nil {
             if seen % sampleInterval == 0 {

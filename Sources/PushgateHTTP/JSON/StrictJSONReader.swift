@@ -162,7 +162,8 @@ struct StrictJSONReader {
         index += 1
         var scalars = String.UnicodeScalarView()
         var runStart = index
-        func flush(_ reader: StrictJSONReader, _ scalars: inout String.UnicodeScalarView, upTo end: Int) throws(Failure) {
+        func flush(_ reader: StrictJSONReader, _ scalars: inout String.UnicodeScalarView, upTo end: Int) throws(Failure)
+        {
             guard runStart < end else { return }
             guard let run = String(validating: reader.bytes[runStart..<end], as: UTF8.self) else {
                 throw reader.failure("invalid UTF-8")

@@ -34,7 +34,9 @@ final class HTTPRequestMetrics: Sendable {
             if let counter = counters[key] { return counter }
             let counter = CoreMetrics.Counter(
                 label: Self.requestsName,
-                dimensions: [("method", key.method), ("route", key.route), ("status", "\(key.status)")], factory: factory)
+                dimensions: [("method", key.method), ("route", key.route), ("status", "\(key.status)")],
+                factory: factory
+            )
             counters[key] = counter
             return counter
         }
@@ -45,7 +47,9 @@ final class HTTPRequestMetrics: Sendable {
             timers[route] = timer
             return timer
         }
-        timer.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        timer.recordNanoseconds(
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        )
     }
 
     /// The router's template, or `unmatched` (Hummingbird names a miss `NotFound`).
@@ -67,14 +71,22 @@ final class HTTPRequestMetrics: Sendable {
 struct HTTPMetricsMiddleware<Context: RequestContext>: RouterMiddleware {
     let metrics: HTTPRequestMetrics
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    )
         async throws -> Response
     {
         let start = ContinuousClock.now
         do {
             let response = try await next(request, context)
             metrics.record(
-                method: request.method, route: context.endpointPath, status: response.status, duration: .now - start)
+                method: request.method,
+                route: context.endpointPath,
+                status: response.status,
+                duration: .now - start
+            )
             return response
         } catch {
             let status = (error as? any HTTPResponseError)?.status ?? .internalServerError

@@ -23,9 +23,15 @@ public final class UDPIngressMetrics: UDPIngressObserver {
         var applied: [UDPIngressPort: Counter] = [:]
         for port in UDPIngressPort.allCases {
             received[port] = Counter(
-                label: "pushgate_udp_datagrams_received_total", dimensions: [("port", port.rawValue)], factory: factory)
+                label: "pushgate_udp_datagrams_received_total",
+                dimensions: [("port", port.rawValue)],
+                factory: factory
+            )
             applied[port] = Counter(
-                label: "pushgate_udp_datagrams_applied_total", dimensions: [("port", port.rawValue)], factory: factory)
+                label: "pushgate_udp_datagrams_applied_total",
+                dimensions: [("port", port.rawValue)],
+                factory: factory
+            )
         }
         self.received = received
         self.applied = applied
@@ -46,8 +52,10 @@ public final class UDPIngressMetrics: UDPIngressObserver {
             if let counter = cache[key] { return counter }
             let label = cache.count < Self.maximumReasons ? reason : "other"
             let counter = Counter(
-                label: "pushgate_udp_datagrams_rejected_total", dimensions: [("port", port.rawValue), ("reason", label)],
-                factory: factory)
+                label: "pushgate_udp_datagrams_rejected_total",
+                dimensions: [("port", port.rawValue), ("reason", label)],
+                factory: factory
+            )
             if label == reason { cache[key] = counter }
             return counter
         }
@@ -55,6 +63,8 @@ public final class UDPIngressMetrics: UDPIngressObserver {
     }
 
     public func registrationBatchWritten(count: Int, duration: Duration) {
-        registrationBatch.recordNanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
+        registrationBatch.recordNanoseconds(
+            duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        )
     }
 }
