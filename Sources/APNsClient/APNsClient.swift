@@ -22,7 +22,12 @@ public final class APNsClient: Sendable {
     private let ownedGroup: MultiThreadedEventLoopGroup?
     private let logger: Logger
 
-    public init(configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil) throws {
+    /// - Parameter metrics: where the client's metrics go (`APNsClientMetrics`, made with the gateway's
+    ///   `MetricsFactory`); nothing is recorded by default.
+    public init(
+        configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil,
+        metrics: APNsClientMetrics = .disabled
+    ) throws {
         var logger = logger ?? Logger(label: "pushgate.apns")
         logger[metadataKey: "apns.endpoint"] = "\(configuration.endpoint)"
         self.logger = logger
@@ -62,7 +67,7 @@ public final class APNsClient: Sendable {
                 maximumUnprocessedAttempts: configuration.maximumUnprocessedAttempts,
                 tickInterval: configuration.tickInterval,
                 requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection),
-            group: group, logger: logger)
+            group: group, logger: logger, metrics: metrics)
         pool.start()
     }
 
@@ -123,6 +128,10 @@ public final class APNsClient: Sendable {
             if let id = receiver.cancellationRequested() { pool.cancel(poolRequestID: id) }
         }
     }
+
+    /// False while APNs cannot be reached: the last connection attempt failed and none succeeded since.
+    /// True before any attempt (connections open on demand) and while a connection is up. For `/readyz`.
+    public var isAPNsReachable: Bool { pool.reachability.isReachable }
 
     /// Queue length, connections (all, usable) and requests in flight: for metrics and tests.
     public var statistics: Statistics {

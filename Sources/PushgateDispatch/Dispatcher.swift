@@ -55,6 +55,7 @@ public final class Dispatcher: Service, NotificationIntake {
     private let configuration: Configuration
     private let clock: any WallClock
     private let logger: Logger
+    private let metrics: DispatchMetrics
     private let wake = WakeSignal()
     private let stopping = Atomic<Bool>(false)
     /// Prepared notifications per request: a request is immutable, so its wire form is built once.
@@ -63,8 +64,10 @@ public final class Dispatcher: Service, NotificationIntake {
 
     public init(
         store: any PushStore, routes: [String: DeliveryRoute], configuration: Configuration,
-        clock: any WallClock = SystemWallClock(), logger: Logger = Logger(label: "pushgate.dispatch")
+        clock: any WallClock = SystemWallClock(), logger: Logger = Logger(label: "pushgate.dispatch"),
+        metrics: DispatchMetrics = .disabled
     ) {
+        self.metrics = metrics
         self.store = store
         self.routes = routes
         self.configuration = configuration
@@ -80,6 +83,7 @@ public final class Dispatcher: Service, NotificationIntake {
             throw StoreError(code: StoreError.Code("unknown_app"), message: "unknown app \"\(request.app)\"")
         }
         let result = try await store.enqueue(request)
+        metrics.requestAccepted(app: request.app, targets: result.targetCount)
         logger.debug(
             "notification request queued",
             metadata: ["push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)", "push.app": "\(request.app)"])
@@ -181,6 +185,7 @@ public final class Dispatcher: Service, NotificationIntake {
         var sentThrough = chunk.progress
         var pending = PendingCursors()
         var batch = ProgressBatch()
+        var tally = metrics.tally()
         var lastRecord = ContinuousClock.now
         var stopDeadline: ContinuousClock.Instant? = nil
         /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
@@ -201,6 +206,7 @@ public final class Dispatcher: Service, NotificationIntake {
                         now: clock.now(), using: &generator)
                 }
                 batch.add(disposition, token: completed.token, at: clock.now())
+                tally.add(completed.outcome, disposition: disposition, request: request, now: clock.now())
                 logger.debug(
                     "device outcome",
                     metadata: ["push.request_id": "\(request.id)", "push.device": "\(completed.token.hex)", "apns.outcome": "\(completed.outcome)"])
@@ -254,6 +260,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 let result = try await store.recordProgress(
                     batch.progress(for: chunk, through: through, completes: finished), owner: configuration.instanceID,
                     now: clock.now(), leaseDuration: configuration.leaseDuration)
+                if case .leaseLost = result {} else { metrics.record(&tally) }
                 batch = ProgressBatch()
                 lastRecord = .now
                 switch result {
@@ -299,6 +306,7 @@ public final class Dispatcher: Service, NotificationIntake {
         var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
         var requestsByApp: [String: [APNsRequest]] = [:]
         var outcomes: [RetryOutcome] = []
+        var tally = metrics.tally()
         for (index, claim) in claims.enumerated() {
             guard let (request, notification) = try await requestAndNotification(claim.requestID) else {
                 outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
@@ -322,6 +330,7 @@ public final class Dispatcher: Service, NotificationIntake {
                         completed.outcome, token: claim.token, attempt: claim.attempt + 1, request: request,
                         policy: configuration.retryPolicy, now: clock.now(), using: &generator)
                 }
+                tally.add(completed.outcome, disposition: disposition, request: request, now: clock.now())
                 switch disposition {
                 case .accepted(let apnsID):
                     outcomes.append(RetryOutcome(claim: claim, result: .accepted(apnsID: apnsID)))
@@ -334,6 +343,7 @@ public final class Dispatcher: Service, NotificationIntake {
             if received < total { await collector.signal.wait(timeout: configuration.progressInterval) }
         }
         let result = try await store.recordRetryOutcomes(outcomes, owner: configuration.instanceID, now: clock.now())
+        metrics.record(&tally)
         logger.debug("retries sent", metadata: ["push.retries": "\(claims.count)", "push.applied": "\(result.applied)"])
         for id in Set(claims.map(\.requestID)) { await logCompletion(of: id) }
     }

@@ -7,6 +7,8 @@ public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
 import PushgateSQLite
+import Prometheus
+import Synchronization
 public import PushgateUDP
 import ServiceLifecycle
 public import UnixSignals
@@ -74,6 +76,10 @@ public struct Gateway: Sendable {
         public var udp: UDPIngress.BoundAddresses
         public var store: any PushStore
         public var intake: any NotificationIntake
+        /// The Prometheus text `GET /metrics` serves (this gateway's own registry).
+        public var metricsExposition: @Sendable () -> [UInt8] = { [] }
+        /// The HTTP API's bound port, once it listens (nil while it does not, or when it is off).
+        public var httpPort: @Sendable () -> Int? = { nil }
     }
 
     public var configuration: Configuration
@@ -95,6 +101,11 @@ public struct Gateway: Sendable {
         }
         defer { try? store.close() }
         guard !configuration.apps.isEmpty else { throw StartupError(description: "apps: at least one app is needed") }
+        // One registry per gateway (no global bootstrap): what GET /metrics serves.
+        let registry = PrometheusCollectorRegistry()
+        let metricsFactory = PrometheusMetricsFactory(registry: registry)
+        let httpPort = BoundPort()
+        var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
         var routes: [String: DeliveryRoute] = [:]
@@ -115,19 +126,24 @@ public struct Gateway: Sendable {
             } else {
                 var appLogger = Logger(label: "pushgate.apns")
                 appLogger[metadataKey: "push.app"] = "\(app.name)"
-                transport = try APNsClient(configuration: app.client, logger: appLogger)
+                let client = try APNsClient(
+                    configuration: app.client, logger: appLogger, metrics: APNsClientMetrics(factory: metricsFactory, app: app.name))
+                apnsClients.append(client)
+                transport = client
             }
             transports.append(transport)
             routes[app.name] = DeliveryRoute(client: transport, topic: app.topic)
         }
         let dispatcher = Dispatcher(
-            store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+            store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
+            metrics: DispatchMetrics(factory: metricsFactory))
         // pushd's datagrams name no app; they mean the only one, whatever it is called.
         let single = configuration.apps.count == 1 ? configuration.apps[0].name : nil
         let udpRegistry: any DeviceRegistry = single.map { SingleAppRegistry(base: store, app: $0) } ?? store
         let udpIntake: any NotificationIntake = single.map { SingleAppIntake(base: dispatcher, app: $0) } ?? dispatcher
         let udp = UDPIngress(
-            configuration: configuration.udp, registry: udpRegistry, intake: udpIntake, clock: clock, logger: Logger(label: "pushgate.udp"),
+            configuration: configuration.udp, registry: udpRegistry, intake: udpIntake, clock: clock,
+            observer: UDPIngressMetrics(factory: metricsFactory), logger: Logger(label: "pushgate.udp"),
             onBound: { bound in
                 logger.info(
                     "pushgate ready",
@@ -135,7 +151,10 @@ public struct Gateway: Sendable {
                         "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
                         "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
                     ])
-                await onReady(Running(udp: bound, store: store, intake: dispatcher))
+                await onReady(
+                    Running(
+                        udp: bound, store: store, intake: dispatcher, metricsExposition: { registry.emitToBuffer() },
+                        httpPort: { httpPort.value }))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
         services += [.init(service: dispatcher), .init(service: udp)]
@@ -147,9 +166,15 @@ public struct Gateway: Sendable {
             }
             http.apps = configuration.apps.map(\.name)
             let api: HTTPAPI
+            let apnsClients = apnsClients
             do {
                 api = try HTTPAPI(
-                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"))
+                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"),
+                    monitoring: .init(
+                        metricsFactory: metricsFactory, metricsExposition: { registry.emitToBuffer() },
+                        // Ready when some app can reach APNs (a legacy-only gateway has no HTTP/2 client to ask).
+                        apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } }),
+                    onBound: { port in httpPort.value = port })
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
@@ -176,5 +201,14 @@ public struct Gateway: Sendable {
     /// 127.0.0.0/8, ::1 and `localhost`.
     static func isLoopback(_ host: String) -> Bool {
         GatewayConfiguration.isLoopback(host)
+    }
+}
+
+/// The HTTP API's port once bound, shared between its `onBound` and `Running.httpPort`.
+private final class BoundPort: Sendable {
+    private let port = Mutex<Int?>(nil)
+    var value: Int? {
+        get { port.withLock { $0 } }
+        set { port.withLock { $0 = newValue } }
     }
 }

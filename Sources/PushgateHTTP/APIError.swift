@@ -15,6 +15,7 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
 
         static let malformedJSON = Code("malformed_json")
         static let notAnObject = Code("not_an_object")
+        static let duplicateKey = Code("duplicate_key")
         static let wrongType = Code("wrong_type")
         static let unknownField = Code("unknown_field")
         static let missingField = Code("missing_field")
@@ -33,6 +34,7 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         static let notFound = Code("not_found")
         static let methodNotAllowed = Code("method_not_allowed")
         static let storeUnavailable = Code("store_unavailable")
+        static let apnsUnavailable = Code("apns_unavailable")
         static let internalError = Code("internal_error")
     }
 
@@ -107,6 +109,7 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
 /// are logged here, where they are handled, and answered 503 without the backend's message.
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
+    let routes: RouteTable
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
@@ -116,6 +119,16 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as APIError {
             return error.response()
         } catch let error as any HTTPResponseError {
+            if error.status == .notFound, let allowed = routes.allowedMethods(path: request.uri.path) {
+                // The router answers 404 for a known path asked with a method it does not have.
+                let allow = allowed.map(\.rawValue).joined(separator: ", ")
+                var response = APIError(
+                    .methodNotAllowed, .methodNotAllowed, field: nil,
+                    message: "\(request.method) is not allowed here; use \(allow)"
+                ).response()
+                response.headers[.allow] = allow
+                return response
+            }
             return Self.translate(error.status).response()
         } catch let error as StoreError {
             logger.error(
@@ -145,5 +158,29 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 status, APIError.Code("http_\(status.code)"), field: nil,
                 message: status.reasonPhrase.isEmpty ? "request failed" : status.reasonPhrase)
         }
+    }
+}
+
+/// The API's path templates and their methods, matched segment by segment (`{name}` matches any one
+/// non-empty segment). `HEAD` is allowed wherever `GET` is, as the router does.
+struct RouteTable: Sendable {
+    private let routes: [(segments: [String], methods: [HTTPRequest.Method])]
+
+    init(_ paths: [(String, [HTTPRequest.Method])]) {
+        routes = paths.map { path, methods in
+            (path.split(separator: "/").map(String.init), methods.contains(.get) ? methods + [.head] : methods)
+        }
+    }
+
+    /// The methods of the first template `path` matches; nil when none does.
+    func allowedMethods(path: String) -> [HTTPRequest.Method]? {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        for route in routes where route.segments.count == segments.count {
+            let matches = zip(route.segments, segments).allSatisfy { template, segment in
+                template.hasPrefix("{") ? !segment.isEmpty : template == segment
+            }
+            if matches { return route.methods }
+        }
+        return nil
     }
 }

@@ -3,8 +3,9 @@ public import Hummingbird
 public import Logging
 public import PushgateCore
 
-/// The HTTP API (JSON under `/v1`, plus `/healthz` and `/readyz`) over the core ports: the device
-/// registry and delivery ledger of a `PushStore`, and a `NotificationIntake` for new notifications.
+/// The HTTP API (JSON under `/v1`, plus `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml`) over the
+/// core ports: the device registry and delivery ledger of a `PushStore`, and a `NotificationIntake` for
+/// new notifications.
 ///
 /// Nothing starts in `init`. ``buildApplication()`` returns the Hummingbird application, which is a
 /// `Service` (put it in the daemon's `ServiceGroup`: it binds in `run()` and serves until graceful
@@ -17,11 +18,13 @@ public struct HTTPAPI: Sendable {
     public let configuration: Configuration
     let handlers: APIHandlers
     let logger: Logger
+    let requestMetrics: HTTPRequestMetrics
     let onBound: @Sendable (Int) async -> Void
 
     /// - Parameters:
     ///   - clock: stamps registrations and notification requests.
     ///   - requestIDs: makes the id of each accepted notification request from its creation time.
+    ///   - monitoring: request metrics, the `/metrics` text and the APNs half of `/readyz`.
     ///   - onBound: called with the bound TCP port once the server listens (useful with port 0).
     public init(
         configuration: Configuration = .init(),
@@ -30,13 +33,15 @@ public struct HTTPAPI: Sendable {
         clock: any WallClock = SystemWallClock(),
         requestIDs: @escaping @Sendable (Date) -> PushgateCore.RequestID = { PushgateCore.RequestID.generate(at: $0) },
         logger: Logger = Logger(label: "pushgate.http"),
+        monitoring: Monitoring = Monitoring(),
         onBound: @escaping @Sendable (Int) async -> Void = { _ in }
     ) throws(HTTPAPIConfigurationError) {
         try configuration.validate()
         self.configuration = configuration
         self.handlers = APIHandlers(
             apps: AppNames(configuration.apps), store: store, intake: intake, clock: clock, requestIDs: requestIDs,
-            maximumBodyBytes: configuration.maximumBodyBytes, logger: logger)
+            maximumBodyBytes: configuration.maximumBodyBytes, monitoring: monitoring, logger: logger)
+        self.requestMetrics = HTTPRequestMetrics(factory: monitoring.metricsFactory)
         self.logger = logger
         self.onBound = onBound
     }
@@ -44,7 +49,9 @@ public struct HTTPAPI: Sendable {
     /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
     public func buildApplication() -> some ApplicationProtocol {
         let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: APIErrorMiddleware(logger: logger))
+        // Outermost, so that it counts the status the client gets.
+        router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
+        router.add(middleware: APIErrorMiddleware(logger: logger, routes: handlers.routeTable))
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(

@@ -28,6 +28,7 @@ struct APNsConnectionHandlerTests {
         func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) {}
         func providerToken() throws -> ProviderToken? { nil }
         func providerTokenRejectedAsExpired(_ token: ProviderToken) {}
+        func streamAnswered(roundTrip: TimeAmount) {}
     }
 
     final class Outcomes: APNsOutcomeReceiver, @unchecked Sendable {

@@ -38,6 +38,7 @@ func withAPI<R>(
     apps: [String] = ["default"],
     port: Int = 0,
     maximumBodyBytes: Int = HTTPAPI.Configuration.defaultMaximumBodyBytes,
+    monitoring: HTTPAPI.Monitoring = .init(),
     onBound: @escaping @Sendable (Int) async -> Void = { _ in },
     _ body: (APIFixture) async throws -> R
 ) async throws -> R {
@@ -52,7 +53,7 @@ func withAPI<R>(
     let api = try HTTPAPI(
         configuration: .init(host: "127.0.0.1", port: port, apps: apps, maximumBodyBytes: maximumBodyBytes),
         store: store, intake: StoringIntake(store: store), clock: clock, requestIDs: { ids.make($0) },
-        logger: logger, onBound: onBound)
+        logger: logger, monitoring: monitoring, onBound: onBound)
     return try await body(APIFixture(store: store, clock: clock, api: api))
 }
 
@@ -60,10 +61,25 @@ func withAPI<R>(
 func withRouterClient<R: Sendable>(
     apps: [String] = ["default"],
     maximumBodyBytes: Int = HTTPAPI.Configuration.defaultMaximumBodyBytes,
+    monitoring: HTTPAPI.Monitoring = .init(),
     _ test: @escaping @Sendable (any TestClientProtocol, APIFixture) async throws -> R
 ) async throws -> R {
-    try await withAPI(apps: apps, maximumBodyBytes: maximumBodyBytes) { fixture in
+    try await withAPI(apps: apps, maximumBodyBytes: maximumBodyBytes, monitoring: monitoring) { fixture in
         try await fixture.api.buildApplication().test(.router) { client in try await test(client, fixture) }
+    }
+}
+
+/// Runs `test` against the API in-process and then again over a live socket on port 0, each time on a
+/// fresh store: the same expectations hold for both transports.
+func withBothTransports(
+    apps: [String] = ["default"],
+    monitoring: HTTPAPI.Monitoring = .init(),
+    _ test: @escaping @Sendable (any TestClientProtocol, APIFixture, String) async throws -> Void
+) async throws {
+    for (name, kind) in [("in-process", TestingSetup.router), ("live", TestingSetup.live)] {
+        try await withAPI(apps: apps, monitoring: monitoring) { fixture in
+            try await fixture.api.buildApplication().test(kind) { client in try await test(client, fixture, name) }
+        }
     }
 }
 
@@ -76,10 +92,15 @@ extension TestClientProtocol {
     func send(
         _ method: HTTPRequest.Method, _ uri: String, json: String? = nil
     ) async throws -> TestResponse {
+        try await send(method, uri, bytes: json.map { Array($0.utf8) })
+    }
+
+    /// Sends raw body bytes (which need not be UTF-8), labelled as JSON.
+    func send(_ method: HTTPRequest.Method, _ uri: String, bytes: [UInt8]?) async throws -> TestResponse {
         try await execute(
             uri: uri, method: method,
-            headers: json == nil ? [:] : [.contentType: "application/json"],
-            body: json.map { ByteBuffer(string: $0) })
+            headers: bytes == nil ? [:] : [.contentType: "application/json"],
+            body: bytes.map { ByteBuffer(bytes: $0) })
     }
 }
 

@@ -24,6 +24,8 @@ protocol APNsConnectionDelegate: AnyObject, Sendable {
     /// The bearer token for new requests (token auth), or nil for certificate connections.
     func providerToken() throws -> ProviderToken?
     func providerTokenRejectedAsExpired(_ token: ProviderToken)
+    /// An answer arrived `roundTrip` after its request was written (for the latency histogram).
+    func streamAnswered(roundTrip: TimeAmount)
 }
 
 /// The per-connection engine: it speaks HTTP/2 itself over the TLS byte stream (see ``HTTP2Wire`` for
@@ -53,6 +55,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private struct InFlight {
         var request: PooledRequest
         var providerToken: ProviderToken?
+        var writtenAt: NIODeadline
         var status: Int?
         var apnsID: String?
         var apnsUniqueID: String?
@@ -404,6 +407,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
+        delegate.streamAnswered(roundTrip: now - entry.writtenAt)
 
         guard let status = entry.status else {
             entry.request.complete(.failed(.malformedResponse("no :status")))
@@ -585,7 +589,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)))
         }
 
-        var entry = InFlight(request: pooled, providerToken: token, sendWindow: initialStreamSendWindow)
+        var entry = InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: initialStreamSendWindow)
         let payload = notification.payload
         let length = payload.readableBytes
         if length <= connectionSendWindow, length <= entry.sendWindow, length <= peerMaximumFrameSize {

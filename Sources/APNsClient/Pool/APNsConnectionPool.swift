@@ -48,11 +48,14 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
     let configuration: Configuration
     let group: any EventLoopGroup
     let logger: Logger
+    let metrics: APNsClientMetrics
+    let reachability = APNsReachability()
 
-    init(configuration: Configuration, group: any EventLoopGroup, logger: Logger) {
+    init(configuration: Configuration, group: any EventLoopGroup, logger: Logger, metrics: APNsClientMetrics = .disabled) {
         self.configuration = configuration
         self.group = group
         self.logger = logger
+        self.metrics = metrics
         self.machine = APNsConnectionPoolStateMachine(configuration: configuration.pool, seed: UInt64.random(in: 1...UInt64.max))
     }
 
@@ -142,6 +145,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
 
     func connectionReady(_ id: Int, capacity: Int) {
         logger.debug("APNs connection ready", metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"])
+        metrics.connectionsOpened.increment()
+        reachability.connected()
         perform(lock.withLock { machine.connectionEstablished(id, availableStreams: capacity) })
     }
 
@@ -162,6 +167,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
             logger.debug("APNs connection closed", metadata: ["apns.connection_id": "\(id)"])
         } else {
             logger.warning("APNs connection failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"])
+            metrics.connectionFailures.increment()
+            reachability.failed()
         }
         perform(actions)
     }
@@ -189,17 +196,29 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
     }
 
     func providerToken() throws -> ProviderToken? {
-        try configuration.tokenSource?.providerToken()
+        guard let token = try configuration.tokenSource?.providerToken() else { return nil }
+        metrics.providerTokenHandedOut(token)
+        return token
     }
 
     func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+        metrics.providerTokensRejected.increment()
         configuration.tokenSource?.providerTokenRejectedAsExpired(token)
+    }
+
+    func streamAnswered(roundTrip: TimeAmount) {
+        metrics.streamAnswered(roundTrip: roundTrip)
     }
 
     // MARK: Actions
 
     private func tick() {
-        perform(lock.withLock { machine.tick(now: .now()) })
+        let (actions, queued, connections, active, leased) = lock.withLock {
+            (machine.tick(now: .now()), machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount)
+        }
+        // Gauges follow the pool at the tick's pace: nothing on the per-request path.
+        metrics.sampled(queued: queued, streamsInUse: leased, connections: connections, activeConnections: active)
+        perform(actions)
     }
 
     private func perform(_ actions: APNsConnectionPoolStateMachine<PooledRequest>.Actions) {
@@ -274,6 +293,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
                 guard let self else { return }
                 let description = APNsConnectionHandler.describe(error)
                 logger.warning("APNs connect failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"])
+                self.metrics.connectionFailures.increment()
+                self.reachability.failed()
                 let actions = self.lock.withLock { () -> APNsConnectionPoolStateMachine<PooledRequest>.Actions in
                     self.connections.removeValue(forKey: id)
                     return self.machine.connectionFailed(id, error: description)

@@ -1,8 +1,8 @@
 import Foundation
 
-/// A JSON document as decoded from a request body. Booleans and numbers stay apart (JSONDecoder will
-/// not read `1` as `true`), and integers stay exact when they fit in 64 bits.
-enum JSONValue: Hashable, Sendable, Codable {
+/// A JSON document as read from a request body (``StrictJSONReader``). Booleans and numbers stay apart,
+/// and integers stay exact when they fit in 64 bits.
+enum JSONValue: Hashable, Sendable, Encodable {
     case null
     case bool(Bool)
     case integer(Int64)
@@ -10,25 +10,6 @@ enum JSONValue: Hashable, Sendable, Codable {
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
-
-    init(from decoder: any Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if container.decodeNil() {
-            self = .null
-        } else if let value = try? container.decode(Bool.self) {
-            self = .bool(value)
-        } else if let value = try? container.decode(Int64.self) {
-            self = .integer(value)
-        } else if let value = try? container.decode(Double.self) {
-            self = .number(value)
-        } else if let value = try? container.decode(String.self) {
-            self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
-            self = .array(value)
-        } else {
-            self = .object(try container.decode([String: JSONValue].self))
-        }
-    }
 
     func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
@@ -55,12 +36,22 @@ enum JSONValue: Hashable, Sendable, Codable {
         }
     }
 
-    /// Parses a request body. Throws `APIError` 400 `malformed_json` when it is not JSON.
+    /// Parses a request body strictly (``StrictJSONReader``). Throws `APIError` 400 `malformed_json` when
+    /// it is not JSON, `duplicate_key` when an object names a key twice.
     static func parse(_ bytes: [UInt8]) throws(APIError) -> JSONValue {
+        let failure: StrictJSONReader.Failure
         do {
-            return try JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+            return try StrictJSONReader.read(bytes)
         } catch {
-            throw APIError(.badRequest, .malformedJSON, field: "body", message: "the body is not valid JSON")
+            failure = error
+        }
+        switch failure {
+        case .malformed(let why):
+            throw APIError(.badRequest, .malformedJSON, field: "body", message: "the body is not valid JSON: \(why)")
+        case .duplicateKey(let path):
+            throw APIError(
+                .badRequest, .duplicateKey, field: String(path.prefix(128)),
+                message: "\"\(path.prefix(128))\" appears twice; JSON objects must not repeat a key")
         }
     }
 

@@ -12,6 +12,7 @@ struct APIHandlers: Sendable {
     let clock: any WallClock
     let requestIDs: @Sendable (Date) -> PushgateCore.RequestID
     let maximumBodyBytes: Int
+    let monitoring: HTTPAPI.Monitoring
     let logger: Logger
 
     static let defaultPageSize = 100
@@ -20,6 +21,14 @@ struct APIHandlers: Sendable {
     func addRoutes(to router: Router<some RequestContext>) {
         router.get("healthz") { _, _ in JSONResponse.make(["status": "ok"]) }
         router.get("readyz") { _, _ in await readiness() }
+        router.get("openapi.yaml") { _, _ in try OpenAPIDocument.response() }
+        if let exposition = monitoring.metricsExposition {
+            router.get("metrics") { _, _ in
+                Response(
+                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: await exposition())))
+            }
+        }
 
         // The registry routes, per app; with one app, also without `/apps/{app}`.
         addRegistryRoutes(to: router.group("v1/apps/{app}"), fixedApp: nil)
@@ -31,6 +40,24 @@ struct APIHandlers: Sendable {
         router.get("v1/notifications/{id}") { _, context in
             try await report(id: context.parameters.get("id") ?? "")
         }
+    }
+
+    /// Every path the API serves, with its methods: `APIErrorMiddleware` answers 405 with `Allow` (not
+    /// the router's 404) for a known path asked with any other method, QUERY and made-up ones included.
+    var routeTable: RouteTable {
+        var paths: [(String, [HTTPRequest.Method])] = [
+            ("healthz", [.get]), ("readyz", [.get]), ("openapi.yaml", [.get]),
+            ("v1/notifications", [.post]), ("v1/notifications/{id}", [.get]),
+        ]
+        if monitoring.metricsExposition != nil { paths.append(("metrics", [.get])) }
+        for prefix in ["v1/apps/{app}/"] + (apps.implicit == nil ? [] : ["v1/"]) {
+            paths += [
+                (prefix + "groups/{group}/devices/{token}", [.put, .delete]),
+                (prefix + "groups/{group}/devices", [.get]),
+                (prefix + "devices/{token}", [.get, .delete]),
+            ]
+        }
+        return RouteTable(paths)
     }
 
     private func addRegistryRoutes<Context: RequestContext>(to group: RouterGroup<Context>, fixedApp: String?) {
@@ -123,16 +150,24 @@ struct APIHandlers: Sendable {
         return JSONResponse.make(ReportBody(report))
     }
 
-    /// Ready when the store answers a cheap query (a primary-key lookup).
+    /// Ready when the store answers a cheap query (a primary-key lookup) and an APNs connection is
+    /// possible (the gateway's answer, see `HTTPAPI.Monitoring.apnsReachable`).
     private func readiness() async -> Response {
         do {
             _ = try await store.request(Self.readinessProbeID)
-            return JSONResponse.make(["status": "ready"])
         } catch {
             logger.warning("readiness check failed: the store did not answer", metadata: [HTTPLogKey.error: "\(error)"])
             return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")
                 .response()
         }
+        guard await monitoring.apnsReachable() else {
+            logger.warning("readiness check failed: no APNs connection is possible")
+            return APIError(
+                .serviceUnavailable, .apnsUnavailable, field: nil,
+                message: "no APNs connection is possible: the last attempts to connect failed"
+            ).response()
+        }
+        return JSONResponse.make(["status": "ready"])
     }
 
     private static let readinessProbeID = try! PushgateCore.RequestID("readyz-probe")

@@ -1,0 +1,196 @@
+public import CoreMetrics
+import Foundation
+import PushgateCore
+import Synchronization
+
+/// The dispatcher's metrics: every APNs outcome by app, push type, status, reason and what the ledger
+/// made of it; devices invalidated by reason; the end-to-end latency (request accepted → APNs answer);
+/// notification requests and targets accepted.
+///
+/// Hot-path care: outcomes are tallied in a plain local value (``OutcomeTally``) while a chunk is
+/// delivered and added to the counters when the batch is recorded in the ledger, so a counter moves
+/// by a batch's worth in one atomic add, and only for outcomes that are durable. Counter objects are
+/// made once per label set and kept. The end-to-end latency is observed for one outcome in
+/// ``latencySampleInterval`` (a histogram observation takes a lock).
+///
+/// Labels never carry a device token, an apns-id or a request id. Reasons Apple may add later
+/// (`APNsReason.unknown`) are all counted as `unknown`, so a misbehaving server cannot grow the label set.
+public final class DispatchMetrics: Sendable {
+    /// Records nothing.
+    public static let disabled = DispatchMetrics(factory: NOOPMetricsHandler.instance)
+
+    public let latencySampleInterval: Int
+    private let factory: any MetricsFactory
+    private let outcomeCounters = Mutex<[OutcomeKey: Counter]>([:])
+    private let invalidationCounters = Mutex<[InvalidationKey: Counter]>([:])
+    private let latencyTimers = Mutex<[String: CoreMetrics.Timer]>([:])
+    private let intakeCounters = Mutex<[String: (requests: Counter, targets: Counter)]>([:])
+
+    public init(factory: any MetricsFactory, latencySampleInterval: Int = 16) {
+        self.factory = factory
+        self.latencySampleInterval = max(1, latencySampleInterval)
+    }
+
+    /// A tally for one batch of outcomes.
+    func tally() -> OutcomeTally { OutcomeTally(sampleInterval: latencySampleInterval) }
+
+    /// Adds a recorded batch to the counters and empties it.
+    func record(_ tally: inout OutcomeTally) {
+        for (key, count) in tally.outcomes {
+            counter(key).increment(by: count)
+        }
+        for (key, count) in tally.invalidations {
+            invalidationCounter(key).increment(by: count)
+        }
+        for (app, nanoseconds) in tally.latencies {
+            let timer = latencyTimer(app)
+            for value in nanoseconds { timer.recordNanoseconds(value) }
+        }
+        tally.removeAll()
+    }
+
+    /// A notification request was stored (`POST /v1/notifications` or a UDP datagram).
+    func requestAccepted(app: String, targets: Int) {
+        let counters = intakeCounters.withLock { cache in
+            if let counters = cache[app] { return counters }
+            let counters = (
+                Counter(label: "pushgate_notification_requests_total", dimensions: [("app", app)], factory: factory),
+                Counter(label: "pushgate_notification_targets_total", dimensions: [("app", app)], factory: factory)
+            )
+            cache[app] = counters
+            return counters
+        }
+        counters.requests.increment()
+        counters.targets.increment(by: targets)
+    }
+
+    private func counter(_ key: OutcomeKey) -> Counter {
+        outcomeCounters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = Counter(
+                label: "pushgate_notifications_total",
+                dimensions: [
+                    ("app", key.app), ("push_type", key.pushType.rawValue),
+                    ("status", key.status.map { "\($0)" } ?? "none"),
+                    ("reason", key.reason), ("result", key.result.rawValue),
+                ],
+                factory: factory
+            )
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func invalidationCounter(_ key: InvalidationKey) -> Counter {
+        invalidationCounters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = Counter(
+                label: "pushgate_devices_invalidated_total",
+                dimensions: [("app", key.app), ("reason", key.reason)],
+                factory: factory
+            )
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func latencyTimer(_ app: String) -> CoreMetrics.Timer {
+        latencyTimers.withLock { cache in
+            if let timer = cache[app] { return timer }
+            let timer = CoreMetrics.Timer(
+                label: "pushgate_notification_latency_seconds",
+                dimensions: [("app", app)],
+                factory: factory
+            )
+            cache[app] = timer
+            return timer
+        }
+    }
+}
+
+struct OutcomeKey: Hashable {
+    enum Result: String {
+        case accepted, failed, retry
+    }
+
+    var app: String
+    var pushType: PushType
+    var status: Int?
+    var reason: String
+    var result: Result
+}
+
+struct InvalidationKey: Hashable {
+    var app: String
+    var reason: String
+}
+
+/// Outcomes of one batch, counted locally (no lock, no atomic) until the batch is recorded.
+struct OutcomeTally {
+    let sampleInterval: Int
+    private(set) var outcomes: [OutcomeKey: Int64] = [:]
+    private(set) var invalidations: [InvalidationKey: Int64] = [:]
+    /// Sampled end-to-end latencies per app, in nanoseconds.
+    private(set) var latencies: [String: [Int64]] = [:]
+    private var seen = 0
+
+    init(sampleInterval: Int) {
+        self.sampleInterval = sampleInterval
+    }
+
+    var isEmpty: Bool { outcomes.isEmpty }
+
+    mutating func add(
+        _ outcome: APNsOutcome,
+        disposition: OutcomeDisposition,
+        request: NotificationRequest,
+        now: Date
+    ) {
+        let result: OutcomeKey.Result
+        switch disposition {
+        case .accepted: result = .accepted
+        case .failed(_, _, let invalidation):
+            result = .failed
+            if let invalidation {
+                invalidations[InvalidationKey(app: request.app, reason: Self.label(invalidation.reason)), default: 0] +=
+                    1
+            }
+        case .retry: result = .retry
+        }
+        let key = OutcomeKey(
+            app: request.app,
+            pushType: request.pushType,
+            status: outcome.status,
+            reason: Self.reasonLabel(outcome),
+            result: result
+        )
+        outcomes[key, default: 0] += 1
+        if outcome.status != nil {
+            if seen % sampleInterval == 0 {
+                let seconds = now.timeIntervalSince(request.createdAt)
+                latencies[request.app, default: []].append(Int64(max(0, seconds) * 1e9))
+            }
+            seen &+= 1
+        }
+    }
+
+    mutating func removeAll() {
+        outcomes.removeAll(keepingCapacity: true)
+        invalidations.removeAll(keepingCapacity: true)
+        latencies.removeAll(keepingCapacity: true)
+    }
+
+    /// `none` for an accepted answer, the APNs reason, the transport failure, or `status_N`; reasons
+    /// this build does not know are `unknown`.
+    static func reasonLabel(_ outcome: APNsOutcome) -> String {
+        if let reason = outcome.reason { return label(reason) }
+        if let failure = outcome.transportFailure { return failure.label }
+        if outcome.status == 200 { return "none" }
+        return outcome.status.map { "status_\($0)" } ?? "unknown"
+    }
+
+    static func label(_ reason: APNsReason) -> String {
+        if case .unknown = reason { return "unknown" }
+        return reason.rawValue
+    }
+}

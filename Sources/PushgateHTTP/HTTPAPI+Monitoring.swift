@@ -1,0 +1,27 @@
+public import CoreMetrics
+
+extension HTTPAPI {
+    /// What the API reports about itself and the gateway around it: its request metrics, the `/metrics`
+    /// exposition and the APNs half of `/readyz`. The API does not know the APNs client or the metrics
+    /// backend; the gateway hands them in as values and closures.
+    public struct Monitoring: Sendable {
+        /// Where the request metrics (`pushgate_http_requests_total`, `..._duration_seconds`) go. The
+        /// default records nothing.
+        public var metricsFactory: any MetricsFactory
+        /// The text `GET /metrics` answers (Prometheus exposition format). Nil: the route answers 404.
+        public var metricsExposition: (@Sendable () async -> [UInt8])?
+        /// The APNs half of readiness: true when at least one APNs connection is possible. `/readyz`
+        /// answers 503 `apns_unavailable` while it is false.
+        public var apnsReachable: @Sendable () async -> Bool
+
+        public init(
+            metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
+            metricsExposition: (@Sendable () async -> [UInt8])? = nil,
+            apnsReachable: @escaping @Sendable () async -> Bool = { true }
+        ) {
+            self.metricsFactory = metricsFactory
+            self.metricsExposition = metricsExposition
+            self.apnsReachable = apnsReachable
+        }
+    }
+}
