@@ -4,6 +4,7 @@ public import Logging
 public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
+public import PushgatePostgres
 import PushgateSQLite
 public import PushgateUDP
 import ServiceLifecycle
@@ -24,6 +25,15 @@ public struct Gateway: Sendable {
         public var http: HTTPAPI.Configuration? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
+        /// Where the registry and the ledger live: SQLite at `databasePath` unless set to PostgreSQL.
+        public var store: StoreLocation {
+            get { storeLocation ?? .sqlite(path: databasePath) }
+            set {
+                storeLocation = newValue
+                if case .sqlite(let path) = newValue { databasePath = path }
+            }
+        }
+        private var storeLocation: StoreLocation? = nil
 
         public init(
             databasePath: String, udp: UDPIngress.Configuration, client: APNsClient.Configuration, topic: Topic,
@@ -35,6 +45,13 @@ public struct Gateway: Sendable {
             self.topic = topic
             self.dispatcher = dispatcher
         }
+    }
+
+    /// The store: one SQLite file for one instance, or one PostgreSQL database that several instances
+    /// share (registry and work).
+    public enum StoreLocation: Sendable {
+        case sqlite(path: String)
+        case postgres(PostgresStore.Configuration)
     }
 
     /// A start-up problem (exit 78): names what is wrong.
@@ -60,17 +77,33 @@ public struct Gateway: Sendable {
     public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
         async throws
     {
-        let store: SQLiteStore
-        do {
-            store = try SQLiteStore(path: configuration.databasePath, logger: Logger(label: "pushgate.store"))
-        } catch {
-            throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
+        let store: any PushStore
+        var postgres: PostgresStore? = nil
+        let storeDescription: String
+        switch configuration.store {
+        case .sqlite(let path):
+            do {
+                store = try SQLiteStore(path: path, logger: Logger(label: "pushgate.store"))
+            } catch {
+                throw StartupError(description: "-d: cannot open the database \(path): \(error)")
+            }
+            storeDescription = path
+        case .postgres(let postgresConfiguration):
+            do {
+                postgres = try PostgresStore(configuration: postgresConfiguration, logger: Logger(label: "pushgate.store"))
+            } catch {
+                throw StartupError(description: "--store: \(error)")
+            }
+            store = postgres!
+            storeDescription = postgresConfiguration.redactedURL
         }
-        defer { try? store.close() }
+        defer { try? (store as? SQLiteStore)?.close() }
         let client = try APNsClient(configuration: configuration.client, logger: Logger(label: "pushgate.apns"))
         let dispatcher = Dispatcher(
             store: store, routes: [Registration.defaultApp: DeliveryRoute(client: client, topic: configuration.topic)],
             configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"))
+        // Other instances' new work (NOTIFY) wakes this dispatcher instead of its idle polling.
+        postgres?.onWorkAvailable { dispatcher.wakeUp() }
         let udp = UDPIngress(
             configuration: configuration.udp, registry: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.udp"),
             onBound: { bound in
@@ -83,6 +116,8 @@ public struct Gateway: Sendable {
                 await onReady(Running(udp: bound, store: store, intake: dispatcher))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: client), .init(service: dispatcher), .init(service: udp)]
+        // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
+        if let postgres { services.insert(.init(service: postgres), at: 0) }
         if let http = configuration.http {
             guard Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -102,13 +137,17 @@ public struct Gateway: Sendable {
             "pushgate starting",
             metadata: [
                 "apns.endpoint": "\(configuration.client.endpoint)", "push.topic": "\(configuration.topic)",
-                "push.database": "\(configuration.databasePath)",
+                "push.database": "\(storeDescription)",
             ])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
                 gracefulShutdownSignals: configuration.shutdownSignals, logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let error as StoreError where postgres != nil {
+            throw StartupError(description: "--store \(storeDescription): \(error.message)")
+        }
         logger.info("pushgate stopped")
     }
 

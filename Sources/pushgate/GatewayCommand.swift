@@ -8,6 +8,7 @@ import PushgateCore
 import PushgateDispatch
 import PushgateGateway
 import PushgateHTTP
+import PushgatePostgres
 import PushgateUDP
 import ServiceLifecycle
 
@@ -101,6 +102,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error.")
     var logLevel: String?
 
+    @Option(
+        name: .customLong("store"),
+        help: "A PostgreSQL database shared by several instances, postgres://user@host:port/database[?schema=NAME] (instead of -d). Password: in the URL, PUSHGATE_STORE_PASSWORD or --store-password-file.")
+    var store: String?
+
+    @Option(name: .customLong("store-password-file"), help: "Read the PostgreSQL password from this file (its first line).")
+    var storePasswordFile: String?
+
+    @Option(name: .customLong("chunk-size"), help: "Devices per unit of work an instance claims (default 20,000; with --store, 10,000).")
+    var chunkSize: Int?
+
+    @Option(name: .customLong("lease"), help: "Seconds a claimed unit of work stays with an instance that stopped renewing it (default 60; with --store, 30).")
+    var leaseSeconds: Int?
+
     func validate() throws {
         for (flag, port) in [("-g", registrationPort), ("-n", notificationPort)] where !(0...65535).contains(port) {
             throw ValidationError("\(flag): \(port) is not a port number")
@@ -113,6 +128,9 @@ struct GatewayCommand: AsyncParsableCommand {
         guard maximumStreams >= 1 else { throw ValidationError("--max-streams: at least 1") }
         if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
         if let logLevel, Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level: unknown level \(logLevel)") }
+        if let chunkSize, chunkSize < 1 { throw ValidationError("--chunk-size: at least 1") }
+        if let leaseSeconds, leaseSeconds < 3 { throw ValidationError("--lease: at least 3 seconds") }
+        if store == nil && storePasswordFile != nil { throw ValidationError("--store-password-file needs --store") }
         if simulator && (apnsHost != nil || authKey != nil) {
             throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
         }
@@ -193,10 +211,19 @@ struct GatewayCommand: AsyncParsableCommand {
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
         udpConfiguration.receiveBufferBytes = 64 << 20
+        var dispatcher = Dispatcher.Configuration(instanceID: InstanceID(instanceID))
+        let storeLocation = try storeLocation()
+        if case .postgres = storeLocation {
+            dispatcher.chunkSize = PostgresStore.defaultChunkSize
+            dispatcher.leaseDuration = PostgresStore.defaultLeaseDuration
+        }
+        if let chunkSize { dispatcher.chunkSize = chunkSize }
+        if let leaseSeconds { dispatcher.leaseDuration = .seconds(leaseSeconds) }
         var gateway = Gateway(
             configuration: .init(
                 databasePath: database, udp: udpConfiguration, client: clientConfiguration, topic: appTopic,
-                dispatcher: .init(instanceID: InstanceID(instanceID))))
+                dispatcher: dispatcher))
+        gateway.configuration.store = storeLocation
         if httpPort >= 0 {
             // Loopback only until API keys exist, whatever -l says (UDP follows -l, as in pushd).
             gateway.configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: httpPort)
@@ -206,6 +233,27 @@ struct GatewayCommand: AsyncParsableCommand {
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
         }
+    }
+
+    /// `-d PATH` (SQLite), or `--store URL` (PostgreSQL) with its password from, in order,
+    /// `--store-password-file`, `PUSHGATE_STORE_PASSWORD`, or the URL.
+    private func storeLocation() throws -> Gateway.StoreLocation {
+        guard let store else { return .sqlite(path: database) }
+        var configuration: PostgresStore.Configuration
+        do {
+            configuration = try PostgresStore.Configuration(url: store)
+        } catch let error as StoreError {
+            throw ConfigurationError("--store: \(error.message)")
+        }
+        if let storePasswordFile {
+            guard let contents = try? String(contentsOfFile: storePasswordFile, encoding: .utf8) else {
+                throw ConfigurationError("--store-password-file: cannot read \(storePasswordFile)")
+            }
+            configuration.password = String(contents.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        } else if let password = ProcessInfo.processInfo.environment["PUSHGATE_STORE_PASSWORD"] {
+            configuration.password = password
+        }
+        return .postgres(configuration)
     }
 
     // MARK: Detaching
