@@ -1,5 +1,5 @@
-public import Foundation
-public import PushgateCore
+import Foundation
+import PushgateCore
 
 extension PostgresStore {
     /// Where the store's database is and how to use it. Validated by ``PostgresStore/init(configuration:logger:)``'s

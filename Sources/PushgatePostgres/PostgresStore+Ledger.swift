@@ -46,7 +46,7 @@ extension PostgresStore {
                 throw StoreError.unknownGroup(app: request.app, group: missing)
             }
             let groupIDs = groups.map { known[$0]! }.sorted()
-            let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? 0
+            let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? Int64(0)
             var targetCount = try await Self.countDeviceTargets(
                 groupIDs: groupIDs, after: 0, through: bound, on: connection, logger: logger)
             var covered = [Bool]()

@@ -313,7 +313,7 @@ public final class PostgresStore: PushStore, Service {
 
 extension PostgresConnection {
     /// Every row of `query`, decoded.
-    func all<each Column: PostgresDecodable>(
+    func all<each Column: PostgresDecodable & Sendable>(
         _ query: PostgresQuery, as types: (repeat each Column).Type, logger: Logger
     ) async throws -> [(repeat each Column)] {
         var rows: [(repeat each Column)] = []
@@ -322,7 +322,7 @@ extension PostgresConnection {
     }
 
     /// The first row of `query`, decoded (nil if none).
-    func first<each Column: PostgresDecodable>(
+    func first<each Column: PostgresDecodable & Sendable>(
         _ query: PostgresQuery, as types: (repeat each Column).Type, logger: Logger
     ) async throws -> (repeat each Column)? {
         for try await row in try await self.query(query, logger: logger).decode(types) { return row }

@@ -131,7 +131,7 @@ struct MultiInstanceTests {
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let started = ContinuousClock.now
-            UDPSender(port: running[0].notificationPort).send(Self.broadcast)
+            try UDPSender(port: running[0].notificationPort).send(Self.broadcast)
             try await eventually("every device reached", timeout: .seconds(240)) { simulator.stats().devices >= Self.devices }
             let elapsed = ContinuousClock.now - started
             try await eventually("an instance reports the request done", timeout: .seconds(60)) {
@@ -168,7 +168,7 @@ struct MultiInstanceTests {
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let (survivor, victim) = (running[0], running[1])
-            UDPSender(port: survivor.notificationPort).send(Self.broadcast)
+            try UDPSender(port: survivor.notificationPort).send(Self.broadcast)
             try await eventually("both instances under way") {
                 let split = Self.split(simulator)
                 return split["instance-a"]! > 0 && split["instance-b"]! > 0 && simulator.stats().accepted >= 5_000
@@ -211,11 +211,11 @@ struct MultiInstanceTests {
 
             // A registration on instance A, a notification through instance B.
             let device = Self.token(42)
-            UDPSender(port: running[0].registrationPort).send(#"{"device": "\#(device)", "group": "shared"}"#)
+            try UDPSender(port: running[0].registrationPort).send(#"{"device": "\#(device)", "group": "shared"}"#)
             try await eventually("the registration is stored") {
                 (try? database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).membership")) == "1"
             }
-            UDPSender(port: running[1].notificationPort).send(#"{"groups": ["shared"], "type": "normal", "payload": {"aps": {"alert": "hi"}}}"#)
+            try UDPSender(port: running[1].notificationPort).send(#"{"groups": ["shared"], "type": "normal", "payload": {"aps": {"alert": "hi"}}}"#)
             try await eventually("the device is reached") { simulator.stats().devices == 1 }
 
             let versions = try database.psql("SELECT version FROM \(database.configuration.schema).pushgate_migration ORDER BY version")

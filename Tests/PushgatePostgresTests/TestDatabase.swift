@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import PushgateCore
 import PushgatePostgres
+import Testing
 
 /// The PostgreSQL server the tests run against: `PUSHGATE_TEST_POSTGRES_URL` (CI starts one with
 /// scripts/postgres-test-cluster.sh). Each test works in a schema of its own, dropped afterwards, so the
@@ -30,10 +31,10 @@ enum TestDatabase {
         let schema = freshSchemaName()
         do {
             let result = try await body(schema)
-            try await administer { client in try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
+            try await administer { client in _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
             return result
         } catch {
-            try? await administer { client in try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
+            _ = try? await administer { client in _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
             throw error
         }
     }
