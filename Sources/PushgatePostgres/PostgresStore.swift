@@ -149,9 +149,31 @@ public final class PostgresStore: PushStore, Service {
 
     /// Applies pending migrations under an advisory lock, so that instances starting together take turns;
     /// each migration is recorded with the time and the server process that applied it.
+    ///
+    /// On a connection of its own rather than the pool's: a refused login (wrong password, unknown
+    /// database) then fails at once with the server's reason, where the pool would retry until its
+    /// circuit breaker gives up with no reason.
     private func migrate() async throws {
+        var connectionConfiguration = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database,
+            tls: configuration.requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+        connectionConfiguration.options.additionalStartupParameters = [
+            ("search_path", configuration.schema), ("application_name", "pushgate"),
+        ]
+        let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+        do {
+            try await migrate(on: connection)
+            try? await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private func migrate(on connection: PostgresConnection) async throws {
         let schema = configuration.schema
-        try await client.withConnection { connection in
+        do {
             try await connection.query("BEGIN", logger: logger)
             do {
                 // One lock per schema: the key is the schema's hash, in pushgate's own lock namespace.
