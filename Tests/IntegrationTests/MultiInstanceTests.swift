@@ -13,7 +13,7 @@ import Glibc
 ///
 /// Each daemon signs with its own token key, so the simulator's records say which instance sent what.
 @Suite(
-    "Several gateway instances on one PostgreSQL database", .serialized, .timeLimit(.minutes(10)),
+    "Several gateway instances on one PostgreSQL database", .serialized, .timeLimit(.minutes(15)),
     .enabled(if: PostgresTestDatabase.isAvailable, "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"),
     .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
 struct MultiInstanceTests {
@@ -132,7 +132,7 @@ struct MultiInstanceTests {
             for instance in running { try await Self.waitUntilReady(instance) }
             let started = ContinuousClock.now
             try UDPSender(port: running[0].notificationPort).send(Self.broadcast)
-            try await eventually("every device reached", timeout: .seconds(240)) { simulator.stats().devices >= Self.devices }
+            try await eventually("every device reached", timeout: .seconds(400)) { simulator.stats().devices >= Self.devices }
             let elapsed = ContinuousClock.now - started
             try await eventually("an instance reports the request done", timeout: .seconds(60)) {
                 running.contains { $0.output.text.contains("notification request done") }
@@ -159,7 +159,7 @@ struct MultiInstanceTests {
         let database = try PostgresTestDatabase()
         defer { database.drop() }
         try await database.register(count: Self.devices, in: "all", token: Self.token)
-        try await Self.withSimulator(latencyMilliseconds: 10) { simulator, keyPaths in
+        try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
                 try Self.start(
                     name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: chunkSize,
@@ -179,8 +179,13 @@ struct MultiInstanceTests {
             let victimSent = Self.split(simulator)["instance-b"]!
             #expect(atKill < Self.devices, "the kill came too late to test anything")
 
-            try await eventually("every device reached by the survivor", timeout: .seconds(240)) {
-                simulator.stats().devices >= Self.devices
+            do {
+                try await eventually("every device reached by the survivor", timeout: .seconds(400)) {
+                    simulator.stats().devices >= Self.devices
+                }
+            } catch {
+                Issue.record("\(error): \(simulator.stats().devices) devices reached; survivor's log ends with:\n\(survivor.output.text.suffix(4_000))")
+                return
             }
             try await eventually("the survivor reports the request done", timeout: .seconds(60)) {
                 survivor.output.text.contains("notification request done")
