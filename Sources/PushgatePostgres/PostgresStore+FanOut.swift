@@ -8,7 +8,18 @@ import PushgateCore
 /// `(group_id, device_id)` with at most `limit` rows per group (a `LATERAL` subquery per group), and the
 /// per-group lists are merged and de-duplicated by the server: a page costs O(groups × limit) index
 /// reads whatever the size of the groups.
+///
+/// The device side of each join repeats the id range (PostgreSQL does not derive it through the join, and a
+/// merge join would otherwise scan devices from the first one), and ``preferOrderedIndexScans(on:)`` keeps
+/// the planner from a bitmap scan of a whole remaining range, which it picks when statistics are missing,
+/// e.g. right after a bulk registration.
 extension PostgresStore {
+    /// For the rest of the transaction: no bitmap scans, so that range queries with `ORDER BY … LIMIT`
+    /// walk the primary key in order and stop at the limit.
+    static func preferOrderedIndexScans(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.run("SELECT set_config('enable_bitmapscan', 'off', true)", logger: logger)
+    }
+
     /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
     /// `exhausted` is true when no more exist in the range after the last one returned.
     static func deviceTargets(
@@ -19,7 +30,8 @@ extension PostgresStore {
             rows = try await connection.all(
                 """
                 SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
-                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through) AND d.state = 0
+                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
+                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
                 ORDER BY m.device_id LIMIT \(limit)
                 """, as: (Int64, String).self, logger: logger)
         } else {
@@ -29,7 +41,8 @@ extension PostgresStore {
                     SELECT DISTINCT x.device_id FROM unnest(\(groupIDs)::BIGINT[]) AS g(id)
                     CROSS JOIN LATERAL (
                         SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
-                        WHERE m.group_id = g.id AND m.device_id > \(after) AND m.device_id <= \(through) AND d.state = 0
+                        WHERE m.group_id = g.id AND m.device_id > \(after) AND m.device_id <= \(through)
+                          AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
                         ORDER BY m.device_id LIMIT \(limit)
                     ) AS x
                     ORDER BY x.device_id LIMIT \(limit)
@@ -83,7 +96,8 @@ extension PostgresStore {
             count = try await connection.first(
                 """
                 SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
-                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through) AND d.state = 0
+                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
+                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
                 """, as: Int64.self, logger: logger)
         } else {
             count = try await connection.first(

@@ -214,6 +214,7 @@ extension PostgresStore {
 
             // 2. Cut the next chunk of the oldest request with uncut targets. Instances cutting the same
             //    broadcast take turns on its row lock (a cut takes milliseconds).
+            try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             while let candidate = try await connection.first(
                 "SELECT seq FROM request WHERE state < 2 AND NOT cut_done ORDER BY seq LIMIT 1", as: Int64.self, logger: logger)
             {
@@ -279,7 +280,8 @@ extension PostgresStore {
         guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
         let start = max(cursor, chunk.after)
         if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
-        return try await read { connection in
+        return try await transaction { connection in
+            try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             guard
                 let row = try await connection.first(
                     """
