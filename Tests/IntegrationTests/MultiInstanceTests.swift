@@ -214,7 +214,7 @@ struct MultiInstanceTests {
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
 
-            // A registration on instance A, a notification through instance B.
+            // A registration on instance A, a notification through instance B: B sees A's registry.
             let device = Self.token(42)
             try UDPSender(port: running[0].registrationPort).send(#"{"device": "\#(device)", "group": "shared"}"#)
             try await eventually("the registration is stored") {
@@ -229,7 +229,9 @@ struct MultiInstanceTests {
             #expect(versions == "1", "each migration recorded once")
             #expect(appliedBy.count == 1, "one instance migrated, the other found it done")
             #expect(running.allSatisfy { $0.process.isRunning }, "both instances run")
-            #expect(Self.split(simulator)["instance-b"] == 1, "instance B sent to the device registered through instance A")
+            // Instance B accepted a request for a group that only instance A was told about (an unknown group
+            // is rejected), and one of them delivered it: whichever claimed the chunk first.
+            #expect(Self.split(simulator).values.reduce(0, +) == 1, "the device registered through A, notified through B, reached once")
         }
     }
 }
