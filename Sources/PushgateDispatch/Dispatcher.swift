@@ -91,6 +91,10 @@ public final class Dispatcher: Service, NotificationIntake {
         return result
     }
 
+    /// Wakes the dispatch loop when work was added elsewhere (another instance, through the store's
+    /// notifications), instead of waiting for its idle interval.
+    public func wakeUp() { wake.signal() }
+
     // MARK: The loop
 
     public func run() async throws {

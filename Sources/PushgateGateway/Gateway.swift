@@ -6,6 +6,7 @@ import PushgateConfig
 public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
+public import PushgatePostgres
 import PushgateSQLite
 import Prometheus
 import Synchronization
@@ -47,6 +48,15 @@ public struct Gateway: Sendable {
         public var http: HTTPAPI.Configuration? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
+        /// Where the registry and the ledger live: SQLite at `databasePath` unless set to PostgreSQL.
+        public var store: StoreLocation {
+            get { storeLocation ?? .sqlite(path: databasePath) }
+            set {
+                storeLocation = newValue
+                if case .sqlite(let path) = newValue { databasePath = path }
+            }
+        }
+        private var storeLocation: StoreLocation? = nil
 
         public init(databasePath: String, udp: UDPIngress.Configuration, apps: [App], dispatcher: Dispatcher.Configuration) {
             self.databasePath = databasePath
@@ -64,6 +74,13 @@ public struct Gateway: Sendable {
                 databasePath: databasePath, udp: udp, apps: [App(name: Registration.defaultApp, topic: topic, client: client)],
                 dispatcher: dispatcher)
         }
+    }
+
+    /// The store: one SQLite file for one instance, or one PostgreSQL database that several instances
+    /// share (registry and work).
+    public enum StoreLocation: Sendable {
+        case sqlite(path: String)
+        case postgres(PostgresStore.Configuration)
     }
 
     /// A start-up problem (exit 78): names what is wrong.
@@ -93,13 +110,27 @@ public struct Gateway: Sendable {
     public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
         async throws
     {
-        let store: SQLiteStore
-        do {
-            store = try SQLiteStore(path: configuration.databasePath, logger: Logger(label: "pushgate.store"))
-        } catch {
-            throw StartupError(description: "-d: cannot open the database \(configuration.databasePath): \(error)")
+        let store: any PushStore
+        var postgres: PostgresStore? = nil
+        let storeDescription: String
+        switch configuration.store {
+        case .sqlite(let path):
+            do {
+                store = try SQLiteStore(path: path, logger: Logger(label: "pushgate.store"))
+            } catch {
+                throw StartupError(description: "-d: cannot open the database \(path): \(error)")
+            }
+            storeDescription = path
+        case .postgres(let postgresConfiguration):
+            do {
+                postgres = try PostgresStore(configuration: postgresConfiguration, logger: Logger(label: "pushgate.store"))
+            } catch {
+                throw StartupError(description: "--store: \(error)")
+            }
+            store = postgres!
+            storeDescription = postgresConfiguration.redactedURL
         }
-        defer { try? store.close() }
+        defer { try? (store as? SQLiteStore)?.close() }
         guard !configuration.apps.isEmpty else { throw StartupError(description: "apps: at least one app is needed") }
         // One registry per gateway (no global bootstrap): what GET /metrics serves.
         let registry = PrometheusCollectorRegistry()
@@ -137,6 +168,8 @@ public struct Gateway: Sendable {
         let dispatcher = Dispatcher(
             store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
             metrics: DispatchMetrics(factory: metricsFactory))
+        // Other instances' new work (NOTIFY) wakes this dispatcher instead of its idle polling.
+        postgres?.onWorkAvailable { dispatcher.wakeUp() }
         // pushd's datagrams name no app; they mean the only one, whatever it is called.
         let single = configuration.apps.count == 1 ? configuration.apps[0].name : nil
         let udpRegistry: any DeviceRegistry = single.map { SingleAppRegistry(base: store, app: $0) } ?? store
@@ -159,6 +192,8 @@ public struct Gateway: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
         services += [.init(service: dispatcher), .init(service: udp)]
         services += feedbackPollers.map { .init(service: $0) }
+        // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
+        if let postgres { services.insert(.init(service: postgres), at: 0) }
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -189,12 +224,16 @@ public struct Gateway: Sendable {
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
                 ])
         }
-        logger.info("pushgate starting", metadata: ["push.database": "\(configuration.databasePath)"])
+        logger.info("pushgate starting", metadata: ["push.database": "\(storeDescription)"])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
                 gracefulShutdownSignals: configuration.shutdownSignals, logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch let error as StoreError where postgres != nil {
+            throw StartupError(description: "--store \(storeDescription): \(error.message)")
+        }
         logger.info("pushgate stopped")
     }
 

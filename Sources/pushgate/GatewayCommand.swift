@@ -10,6 +10,7 @@ import PushgateCore
 import PushgateDispatch
 import PushgateGateway
 import PushgateHTTP
+import PushgatePostgres
 import PushgateUDP
 import ServiceLifecycle
 
@@ -109,6 +110,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error (default info).")
     var logLevel: String?
 
+    @Option(
+        name: .customLong("store"),
+        help: "A PostgreSQL database shared by several instances, postgres://user@host:port/database[?schema=NAME] (instead of -d). Password: in the URL, PUSHGATE_STORE_PASSWORD or --store-password-file.")
+    var store: String?
+
+    @Option(name: .customLong("store-password-file"), help: "Read the PostgreSQL password from this file (its first line).")
+    var storePasswordFile: String?
+
+    @Option(name: .customLong("chunk-size"), help: "Devices per unit of work an instance claims (default 20,000; with --store, 10,000).")
+    var chunkSize: Int?
+
+    @Option(name: .customLong("lease"), help: "Seconds a claimed unit of work stays with an instance that stopped renewing it (default 60; with --store, 30).")
+    var leaseSeconds: Int?
+
     @Option(help: "http2 (default), or legacy: Apple's binary interface (retired by Apple on 31 March 2021; for gateways and test rigs that still speak it).")
     var transport: String?
 
@@ -127,6 +142,8 @@ struct GatewayCommand: AsyncParsableCommand {
     var configArguments: [String] = []
 
     func validate() throws {
+        if let chunkSize, chunkSize < 1 { throw ValidationError("--chunk-size: at least 1") }
+        if let leaseSeconds, leaseSeconds < 3 { throw ValidationError("--lease: at least 3 seconds") }
         if simulator && (apnsHost != nil || authKey != nil) {
             throw ValidationError("--simulator brings its own APNs and credentials; drop --apns-host/--auth-key")
         }
@@ -283,11 +300,43 @@ struct GatewayCommand: AsyncParsableCommand {
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
         gateway.configuration.udp.receiveBufferBytes = 64 << 20
+        let storeLocation = try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path)
+        if case .postgres = storeLocation {
+            gateway.configuration.dispatcher.chunkSize = PostgresStore.defaultChunkSize
+            gateway.configuration.dispatcher.leaseDuration = PostgresStore.defaultLeaseDuration
+        }
+        if let chunkSize { gateway.configuration.dispatcher.chunkSize = chunkSize }
+        if let leaseSeconds { gateway.configuration.dispatcher.leaseDuration = .seconds(leaseSeconds) }
+        gateway.configuration.store = storeLocation
         do {
             try await gateway.run(logger: logger)
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
         }
+    }
+
+    /// `-d PATH` (SQLite), or `--store URL` / `store.url` (PostgreSQL) with its password from, in order,
+    /// `--store-password-file`, `PUSHGATE_STORE_PASSWORD`, or the URL.
+    private func storeLocation(url store: String?, path: String) throws -> Gateway.StoreLocation {
+        guard let store else {
+            if storePasswordFile != nil { throw ConfigurationError("--store-password-file: needs --store (or store.url)") }
+            return .sqlite(path: path)
+        }
+        var configuration: PostgresStore.Configuration
+        do {
+            configuration = try PostgresStore.Configuration(url: store)
+        } catch let error as StoreError {
+            throw ConfigurationError("--store: \(error.message)")
+        }
+        if let storePasswordFile {
+            guard let contents = try? String(contentsOfFile: storePasswordFile, encoding: .utf8) else {
+                throw ConfigurationError("--store-password-file: cannot read \(storePasswordFile)")
+            }
+            configuration.password = String(contents.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+        } else if let password = ProcessInfo.processInfo.environment["PUSHGATE_STORE_PASSWORD"] {
+            configuration.password = password
+        }
+        return .postgres(configuration)
     }
 
     // MARK: Detaching

@@ -1,0 +1,143 @@
+import Logging
+import PostgresNIO
+import PushgateCore
+
+/// Fan-out reads: the distinct devices of several groups, in device-id order, a page at a time.
+///
+/// As in the SQLite store, each target group is range-scanned on the membership primary key
+/// `(group_id, device_id)` with at most `limit` rows per group (a `LATERAL` subquery per group), and the
+/// per-group lists are merged and de-duplicated by the server: a page costs O(groups × limit) index
+/// reads whatever the size of the groups.
+///
+/// The device side of each join repeats the id range (PostgreSQL does not derive it through the join, and a
+/// merge join would otherwise scan devices from the first one), and ``preferOrderedIndexScans(on:)`` keeps
+/// the planner from a bitmap scan of a whole remaining range, which it picks when statistics are missing,
+/// e.g. right after a bulk registration.
+extension PostgresStore {
+    /// For the rest of the transaction: no bitmap scans, so that range queries with `ORDER BY … LIMIT`
+    /// walk the primary key in order and stop at the limit.
+    static func preferOrderedIndexScans(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.run("SELECT set_config('enable_bitmapscan', 'off', true)", logger: logger)
+    }
+
+    /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
+    /// `exhausted` is true when no more exist in the range after the last one returned.
+    static func deviceTargets(
+        groupIDs: [Int64], after: Int64, through: Int64, limit: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (targets: [(id: Int64, token: String)], exhausted: Bool) {
+        let rows: [(Int64, String)]
+        if groupIDs.count == 1 {
+            rows = try await connection.all(
+                """
+                SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
+                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
+                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                ORDER BY m.device_id LIMIT \(limit)
+                """, as: (Int64, String).self, logger: logger)
+        } else {
+            rows = try await connection.all(
+                """
+                SELECT u.device_id, d.token FROM (
+                    SELECT DISTINCT x.device_id FROM unnest(\(groupIDs)::BIGINT[]) AS g(id)
+                    CROSS JOIN LATERAL (
+                        SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
+                        WHERE m.group_id = g.id AND m.device_id > \(after) AND m.device_id <= \(through)
+                          AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                        ORDER BY m.device_id LIMIT \(limit)
+                    ) AS x
+                    ORDER BY x.device_id LIMIT \(limit)
+                ) AS u JOIN device d ON d.id = u.device_id
+                ORDER BY u.device_id
+                """, as: (Int64, String).self, logger: logger)
+        }
+        return (rows.map { (id: $0.0, token: $0.1) }, rows.count < limit)
+    }
+
+    /// How many member ids (valid or not) of `groupIDs` lie in `(after, through]`, counting at most
+    /// `limit`, and the highest of those counted: where the next chunk ends. Reads only the membership
+    /// index; sends two numbers back, not the ids.
+    static func cutMembers(
+        groupIDs: [Int64], after: Int64, through: Int64, limit: Int, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (count: Int, last: Int64?) {
+        let row: (Int64, Int64?)?
+        if groupIDs.count == 1 {
+            row = try await connection.first(
+                """
+                SELECT COUNT(*), MAX(device_id) FROM (
+                    SELECT device_id FROM membership
+                    WHERE group_id = \(groupIDs[0]) AND device_id > \(after) AND device_id <= \(through)
+                    ORDER BY device_id LIMIT \(limit)
+                ) AS s
+                """, as: (Int64, Int64?).self, logger: logger)
+        } else {
+            row = try await connection.first(
+                """
+                SELECT COUNT(*), MAX(device_id) FROM (
+                    SELECT DISTINCT x.device_id FROM unnest(\(groupIDs)::BIGINT[]) AS g(id)
+                    CROSS JOIN LATERAL (
+                        SELECT device_id FROM membership
+                        WHERE group_id = g.id AND device_id > \(after) AND device_id <= \(through)
+                        ORDER BY device_id LIMIT \(limit)
+                    ) AS x
+                    ORDER BY x.device_id LIMIT \(limit)
+                ) AS s
+                """, as: (Int64, Int64?).self, logger: logger)
+        }
+        return (Int(row?.0 ?? 0), row?.1)
+    }
+
+    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`.
+    static func countDeviceTargets(
+        groupIDs: [Int64], after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        guard !groupIDs.isEmpty, after < through else { return 0 }
+        let count: Int64?
+        if groupIDs.count == 1 {
+            count = try await connection.first(
+                """
+                SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
+                WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
+                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                """, as: Int64.self, logger: logger)
+        } else {
+            count = try await connection.first(
+                """
+                SELECT COUNT(*) FROM device d
+                WHERE d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                  AND EXISTS (SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[]))
+                """, as: Int64.self, logger: logger)
+        }
+        return Int(count ?? 0)
+    }
+
+    /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
+    /// not known as invalid for the app; ascending position, at most `limit`.
+    static func tokenTargets(
+        requestSeq: Int64, app: String, after: Int64, through: Int64, limit: Int, on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> (targets: [(position: Int64, token: String)], exhausted: Bool) {
+        let rows = try await connection.all(
+            """
+            SELECT rt.position, rt.token FROM request_token rt
+            LEFT JOIN device d ON d.app = \(app) AND d.token = rt.token
+            WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
+              AND (d.state IS NULL OR d.state = 0)
+            ORDER BY rt.position LIMIT \(limit)
+            """, as: (Int64, String).self, logger: logger)
+        return (rows.map { (position: $0.0, token: $0.1) }, rows.count < limit)
+    }
+
+    static func countTokenTargets(
+        requestSeq: Int64, app: String, after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger
+    ) async throws -> Int {
+        guard after < through else { return 0 }
+        let count = try await connection.first(
+            """
+            SELECT COUNT(*) FROM request_token rt
+            LEFT JOIN device d ON d.app = \(app) AND d.token = rt.token
+            WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
+              AND (d.state IS NULL OR d.state = 0)
+            """, as: Int64.self, logger: logger)
+        return Int(count ?? 0)
+    }
+}

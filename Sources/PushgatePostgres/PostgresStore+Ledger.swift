@@ -1,0 +1,538 @@
+public import Foundation
+import Logging
+import PostgresNIO
+public import PushgateCore
+
+/// Request states as stored (`request.state`), as in the SQLite store.
+enum StoredRequestState: Int64 {
+    case queued = 0, sending = 1, done = 2, expired = 3
+
+    var public_: RequestState {
+        switch self {
+        case .queued: .queued
+        case .sending: .sending
+        case .done: .done
+        case .expired: .expired
+        }
+    }
+}
+
+extension PostgresStore {
+    // MARK: - Requests
+
+    /// One REPEATABLE READ transaction: the device bound, the target count and the direct tokens' coverage
+    /// come from one snapshot, and the request is stored in the same transaction. Other instances are
+    /// told by `NOTIFY` when it commits.
+    public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
+        let groups = Self.distinct(request.groups)
+        let tokens = Self.distinct(request.devices)
+        guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
+        if let empty = groups.first(where: \.isEmpty) {
+            throw StoreError.unknownGroup(app: request.app, group: empty)
+        }
+        return try await transaction(isolation: "REPEATABLE READ") { connection in
+            if try await connection.first("SELECT seq FROM request WHERE id = \(request.id.value)", as: Int64.self, logger: logger) != nil {
+                throw StoreError.duplicateRequestID(request.id)
+            }
+            var known = [String: Int64]()
+            for (name, id) in try await connection.all(
+                "SELECT name, id FROM device_group WHERE app = \(request.app) AND name = ANY(\(groups)::TEXT[])",
+                as: (String, Int64).self, logger: logger)
+            {
+                known[name] = id
+            }
+            if let missing = groups.first(where: { known[$0] == nil }) {
+                throw StoreError.unknownGroup(app: request.app, group: missing)
+            }
+            let groupIDs = groups.map { known[$0]! }.sorted()
+            let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? Int64(0)
+            var targetCount = try await Self.countDeviceTargets(
+                groupIDs: groupIDs, after: 0, through: bound, on: connection, logger: logger)
+            var covered = [Bool]()
+            covered.reserveCapacity(tokens.count)
+            if !tokens.isEmpty {
+                for (_, deviceState, isCovered) in try await connection.all(
+                    """
+                    SELECT t.position, d.state::BIGINT,
+                        COALESCE(d.id <= \(bound) AND EXISTS (
+                            SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[])), FALSE)
+                    FROM unnest(\(tokens.map(\.hex))::TEXT[]) WITH ORDINALITY AS t(token, position)
+                    LEFT JOIN device d ON d.app = \(request.app) AND d.token = t.token
+                    ORDER BY t.position
+                    """, as: (Int64, Int64?, Bool).self, logger: logger)
+                {
+                    covered.append(isCovered)
+                    // A member of a target group is counted with its group; a known invalid device is skipped.
+                    if !isCovered && deviceState != 1 { targetCount += 1 }
+                }
+            }
+            let created = Millis.from(request.createdAt)
+            let done = targetCount == 0
+            let state = (done ? StoredRequestState.done : StoredRequestState.queued).rawValue
+            guard
+                let seq = try await connection.first(
+                    """
+                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
+                                         device_bound, token_count, target_count, state, finished_at, cut_done)
+                    VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
+                            \(Self.storedExpiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
+                            \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)), \(Int16(state)),
+                            \(done ? created : nil), \(done))
+                    ON CONFLICT (id) DO NOTHING
+                    RETURNING seq
+                    """, as: Int64.self, logger: logger)
+            else { throw StoreError.duplicateRequestID(request.id) }
+            if !groupIDs.isEmpty {
+                try await connection.run(
+                    "INSERT INTO request_group (request_seq, group_id) SELECT \(seq), g FROM unnest(\(groupIDs)::BIGINT[]) AS g",
+                    logger: logger)
+            }
+            if !tokens.isEmpty {
+                try await connection.run(
+                    """
+                    INSERT INTO request_token (request_seq, position, token, covered)
+                    SELECT \(seq), t.position, t.token, t.covered
+                    FROM unnest(\(tokens.map(\.hex))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
+                    """, logger: logger)
+            }
+            if !done { try await notifyWork(on: connection) }
+            return EnqueueResult(id: request.id, targetCount: targetCount)
+        }
+    }
+
+    public func request(_ id: RequestID) async throws -> NotificationRequest? {
+        try await transaction(isolation: "REPEATABLE READ") { connection in
+            guard
+                let row = try await connection.first(
+                    """
+                    SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at
+                    FROM request WHERE id = \(id.value)
+                    """, as: (Int64, String, String, Int64, Int64?, String?, Data, Int64).self, logger: logger)
+            else { return nil }
+            let groups = try await connection.all(
+                """
+                SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
+                WHERE rg.request_seq = \(row.0) ORDER BY g.name COLLATE "C"
+                """, as: String.self, logger: logger)
+            let tokens = try await connection.all(
+                "SELECT token FROM request_token WHERE request_seq = \(row.0) ORDER BY position", as: String.self, logger: logger)
+            do throws(ValidationError) {
+                return NotificationRequest(
+                    id: id, app: row.1, groups: groups,
+                    devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
+                    pushType: try PushType(validating: row.2), priority: try Priority(validating: Int(row.3)),
+                    expiration: Self.expiration(stored: row.4),
+                    collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
+                    payload: try Payload(jsonBytes: Array(row.6)), createdAt: Millis.date(row.7))
+            } catch {
+                throw StoreError.backend("stored request \(id) is malformed: \(error)")
+            }
+        }
+    }
+
+    /// Accepted counts are the request's own (retries) plus its chunks' (fan-out), kept apart so that
+    /// instances recording progress do not all update the request row.
+    public func report(_ id: RequestID) async throws -> DeliveryReport? {
+        try await transaction(isolation: "REPEATABLE READ") { connection in
+            guard
+                let row = try await connection.first(
+                    """
+                    SELECT r.seq, r.app, r.state::BIGINT, r.target_count, r.accepted, r.created_at, r.finished_at,
+                        r.last_apns_id, r.last_apns_at,
+                        (SELECT COALESCE(SUM(c.accepted), 0)::BIGINT FROM chunk c WHERE c.request_seq = r.seq),
+                        (SELECT COUNT(*) FROM retry t WHERE t.request_seq = r.seq)
+                    FROM request r WHERE r.id = \(id.value)
+                    """, as: (Int64, String, Int64, Int64, Int64, Int64, Int64?, String?, Int64?, Int64, Int64).self,
+                    logger: logger)
+            else { return nil }
+            var failedByReason = [String: Int]()
+            for (reason, count) in try await connection.all(
+                "SELECT reason, count FROM failure_count WHERE request_seq = \(row.0)", as: (String, Int64).self, logger: logger)
+            {
+                failedByReason[reason] = Int(count)
+            }
+            var lastAPNsID = row.7
+            if let latest = try await connection.first(
+                """
+                SELECT last_apns_id, last_apns_at FROM chunk
+                WHERE request_seq = \(row.0) AND last_apns_at IS NOT NULL
+                ORDER BY last_apns_at DESC, id DESC LIMIT 1
+                """, as: (String, Int64).self, logger: logger), latest.1 > (row.8 ?? Int64.min)
+            {
+                lastAPNsID = latest.0
+            }
+            return DeliveryReport(
+                id: id, app: row.1, state: Self.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
+                failedByReason: failedByReason, pendingRetries: Int(row.10), createdAt: Millis.date(row.5),
+                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID)
+        }
+    }
+
+    public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        return try await read { connection in
+            try await connection.all(
+                """
+                SELECT f.token, f.reason, f.status::BIGINT, f.failed_at FROM failure f JOIN request r ON r.seq = f.request_seq
+                WHERE r.id = \(id.value) AND f.token > \(after?.hex ?? "") ORDER BY f.token LIMIT \(limit)
+                """, as: (String, String, Int64?, Int64).self, logger: logger
+            ).map { row in
+                FailureEntry(token: try Self.token(row.0), reason: row.1, status: row.2.map { Int($0) }, at: Millis.date(row.3))
+            }
+        }
+    }
+
+    // MARK: - Chunks
+
+    public func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws
+        -> WorkChunk?
+    {
+        guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        return try await transaction { connection in
+            _ = try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger)
+
+            // 1. Take over a chunk whose holder stopped renewing its lease; rows another instance is
+            //    writing right now are skipped, not waited for.
+            if let row = try await connection.first(
+                """
+                WITH t AS (
+                    SELECT id FROM chunk WHERE state = 0 AND lease_expires_at <= \(nowMs)
+                    ORDER BY request_seq, id LIMIT 1 FOR UPDATE SKIP LOCKED
+                )
+                UPDATE chunk c SET owner = \(owner.value), lease_expires_at = \(leaseUntil), generation = c.generation + 1
+                FROM t, request r WHERE c.id = t.id AND r.seq = c.request_seq
+                RETURNING c.id, r.id, c.kind::BIGINT, c.range_after, c.range_through, c.progress, c.generation
+                """, as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self, logger: logger)
+            {
+                return WorkChunk(
+                    id: row.0, requestID: try Self.requestID(row.1), kind: Self.chunkKind(row.2), after: row.3, through: row.4,
+                    progress: row.5, leaseGeneration: row.6, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
+            }
+
+            // 2. Cut the next chunk of the oldest request with uncut targets. Instances cutting the same
+            //    broadcast take turns on its row lock (a cut takes milliseconds).
+            try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+            while let candidate = try await connection.first(
+                "SELECT seq FROM request WHERE state < 2 AND NOT cut_done ORDER BY seq LIMIT 1", as: Int64.self, logger: logger)
+            {
+                guard
+                    let row = try await connection.first(
+                        """
+                        SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
+                        FROM request WHERE seq = \(candidate) FOR UPDATE
+                        """, as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self, logger: logger),
+                    !row.5, row.6 < StoredRequestState.done.rawValue
+                else { continue }  // another instance finished cutting it meanwhile
+                let requestID = try Self.requestID(row.0)
+                let (bound, groupCut, tokenCut, tokenCount) = (row.1, row.2, row.3, row.4)
+                let groupIDs = try await connection.all(
+                    "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id", as: Int64.self,
+                    logger: logger)
+
+                let kind: WorkChunk.Kind
+                let after: Int64
+                let through: Int64
+                if tokenCut < tokenCount {
+                    // Direct tokens first: usually few, and cheap to cut (positions).
+                    kind = .directTokens
+                    after = tokenCut
+                    through = min(tokenCut + Int64(chunkSize), tokenCount)
+                    let cutDone = through == tokenCount && groupIDs.isEmpty
+                    try await connection.run(
+                        "UPDATE request SET token_cut = \(through), cut_done = \(cutDone), state = GREATEST(state, 1) WHERE seq = \(candidate)",
+                        logger: logger)
+                } else {
+                    let cut = try await Self.cutMembers(
+                        groupIDs: groupIDs, after: groupCut, through: bound, limit: chunkSize, on: connection, logger: logger)
+                    guard let last = cut.last else {
+                        try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)", logger: logger)
+                        try await Self.finishIfDone(requestSeq: candidate, nowMs: nowMs, on: connection, logger: logger)
+                        continue
+                    }
+                    kind = .deviceRange
+                    after = groupCut
+                    through = cut.count == chunkSize ? last : bound
+                    try await connection.run(
+                        "UPDATE request SET group_cut = \(through), cut_done = \(through >= bound), state = GREATEST(state, 1) WHERE seq = \(candidate)",
+                        logger: logger)
+                }
+                guard
+                    let chunkID = try await connection.first(
+                        """
+                        INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
+                        VALUES (\(candidate), \(kind == .deviceRange ? Int16(0) : Int16(1)), \(after), \(through), \(after), 0,
+                                \(owner.value), \(leaseUntil), 1)
+                        RETURNING id
+                        """, as: Int64.self, logger: logger)
+                else { throw StoreError.backend("inserting a chunk returned no id") }
+                return WorkChunk(
+                    id: chunkID, requestID: requestID, kind: kind, after: after, through: through, progress: after,
+                    leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
+            }
+            return nil
+        }
+    }
+
+    public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        let start = max(cursor, chunk.after)
+        if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
+        return try await transaction { connection in
+            try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+            guard
+                let row = try await connection.first(
+                    """
+                    SELECT c.request_seq, r.app,
+                        ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id)
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id)
+                    """, as: (Int64, String, [Int64]).self, logger: logger)
+            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+            let found: [(cursor: Int64, token: String)]
+            let exhausted: Bool
+            switch chunk.kind {
+            case .deviceRange:
+                let page = try await Self.deviceTargets(
+                    groupIDs: row.2, after: start, through: chunk.through, limit: limit, on: connection, logger: logger)
+                found = page.targets.map { ($0.id, $0.token) }
+                exhausted = page.exhausted
+            case .directTokens:
+                let page = try await Self.tokenTargets(
+                    requestSeq: row.0, app: row.1, after: start, through: chunk.through, limit: limit, on: connection,
+                    logger: logger)
+                found = page.targets.map { ($0.position, $0.token) }
+                exhausted = page.exhausted
+            }
+            var targets = [DeliveryTarget]()
+            targets.reserveCapacity(found.count)
+            for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try Self.token(hex))) }
+            let scanned = exhausted ? chunk.through : (targets.last?.cursor ?? chunk.through)
+            return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunk.through)
+        }
+    }
+
+    /// Locks the chunk row, checks the holder and generation, and writes the batch: counters on the chunk
+    /// row, failures and retries with one statement each, invalidations, the progress and the renewed lease.
+    public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+        async throws -> ProgressResult
+    {
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        let chunk = progress.chunk
+        return try await transaction { connection in
+            guard
+                let row = try await connection.first(
+                    """
+                    SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id) FOR UPDATE OF c
+                    """, as: (Int64, String?, Int64, Int64, Int64, String).self, logger: logger)
+            else { return .leaseLost }
+            let (seq, holder, generation, state, recorded, app) = row
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == 0 else { return .leaseLost }
+            let newProgress = progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
+
+            try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
+            if !progress.retries.isEmpty {
+                try await Self.scheduleRetries(progress.retries, requestSeq: seq, on: connection, logger: logger)
+                try await notifyWork(on: connection)
+            }
+            for invalidation in progress.invalidations {
+                _ = try await Self.invalidate(app: app, invalidation, at: now, on: connection, logger: logger)
+            }
+            try await connection.run(
+                """
+                UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(leaseUntil),
+                    state = \(progress.completesChunk ? Int16(1) : Int16(0)), accepted = accepted + \(Int64(progress.accepted)),
+                    last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
+                    last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
+                WHERE id = \(chunk.id)
+                """, logger: logger)
+            if progress.completesChunk {
+                try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
+                return .chunkCompleted
+            }
+            return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
+        }
+    }
+
+    // MARK: - Leases, expiry, wake-ups
+
+    public func releaseLeases(owner: InstanceID, now: Date) async throws -> Int {
+        let nowMs = Millis.from(now)
+        return try await transaction { connection in
+            // A new generation, so that late progress from the released holder is refused.
+            let chunks = try await connection.all(
+                """
+                UPDATE chunk SET lease_expires_at = LEAST(lease_expires_at, \(nowMs)), generation = generation + 1
+                WHERE owner = \(owner.value) AND state = 0 RETURNING id
+                """, as: Int64.self, logger: logger)
+            let retries = try await connection.all(
+                """
+                UPDATE retry SET owner = NULL, lease_expires_at = LEAST(lease_expires_at, \(nowMs)), generation = generation + 1
+                WHERE owner = \(owner.value) RETURNING attempt
+                """, as: Int64.self, logger: logger)
+            let released = chunks.count + retries.count
+            if released > 0 { try await notifyWork(on: connection) }
+            return released
+        }
+    }
+
+    public func expireOverdue(now: Date) async throws -> [RequestID] {
+        let nowMs = Millis.from(now)
+        return try await transaction { connection in try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger) }
+    }
+
+    public func nextWakeUp(after now: Date) async throws -> Date? {
+        try await read { connection in
+            guard
+                let row = try await connection.first(
+                    """
+                    SELECT (SELECT MIN(GREATEST(next_attempt_at, lease_expires_at)) FROM retry),
+                           (SELECT MIN(lease_expires_at) FROM chunk WHERE state = 0),
+                           (SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < 2 AND expiration > 0)
+                    """, as: (Int64?, Int64?, Int64?).self, logger: logger)
+            else { return nil }
+            return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
+        }
+    }
+
+    // MARK: - Inside transactions
+
+    /// A failure row per device (the first failure of a device in a request wins) and the counts by
+    /// reason, in one statement.
+    static func recordFailures(_ failures: [FailureEntry], requestSeq: Int64, on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        guard !failures.isEmpty else { return }
+        try await connection.run(
+            """
+            WITH inserted AS (
+                INSERT INTO failure (request_seq, token, reason, status, failed_at)
+                SELECT \(requestSeq), f.token, f.reason, NULLIF(f.status, -1), f.failed_at
+                FROM unnest(\(failures.map(\.token.hex))::TEXT[], \(failures.map(\.reason))::TEXT[],
+                            \(failures.map { Int64($0.status ?? -1) })::BIGINT[], \(failures.map { Millis.from($0.at) })::BIGINT[])
+                    AS f(token, reason, status, failed_at)
+                ON CONFLICT (request_seq, token) DO NOTHING
+                RETURNING reason
+            )
+            INSERT INTO failure_count (request_seq, reason, count)
+            SELECT \(requestSeq), reason, COUNT(*) FROM inserted GROUP BY reason
+            ON CONFLICT (request_seq, reason) DO UPDATE SET count = failure_count.count + excluded.count
+            """, logger: logger)
+    }
+
+    static func addFailureCount(_ count: Int, reason: String, requestSeq: Int64, on connection: PostgresConnection, logger: Logger)
+        async throws
+    {
+        guard count > 0 else { return }
+        try await connection.run(
+            """
+            INSERT INTO failure_count (request_seq, reason, count) VALUES (\(requestSeq), \(reason), \(Int64(count)))
+            ON CONFLICT (request_seq, reason) DO UPDATE SET count = failure_count.count + excluded.count
+            """, logger: logger)
+    }
+
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    ///
+    /// The request row is locked first: two instances completing its last two chunks at once then take
+    /// turns, and the second one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done.
+    static func finishIfDone(requestSeq: Int64, nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.run("SELECT 1 FROM request WHERE seq = \(requestSeq) FOR UPDATE", logger: logger)
+        try await connection.run(
+            """
+            UPDATE request SET state = 2, finished_at = \(nowMs)
+            WHERE seq = \(requestSeq) AND state < 2 AND cut_done
+              AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = \(requestSeq) AND state = 0)
+              AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
+            """, logger: logger)
+    }
+
+    /// Expires every unfinished request whose expiration is before `nowMs`. Requests another instance is
+    /// working on right now (row locked) are left for the next call.
+    static func expireOverdue(nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws -> [RequestID] {
+        let overdue = try await connection.all(
+            """
+            SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
+            WHERE state < 2 AND expiration > 0 AND expiration * 1000 < \(nowMs)
+            ORDER BY seq FOR UPDATE SKIP LOCKED
+            """, as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool).self, logger: logger)
+        var expired = [RequestID]()
+        for (seq, id, app, bound, groupCut, tokenCut, tokenCount, cutDone) in overdue {
+            // Pending retries: a failure row each.
+            var expiredCount = try await connection.all(
+                """
+                INSERT INTO failure (request_seq, token, reason, status, failed_at)
+                SELECT request_seq, token, \(FailureEntry.expiredReason), NULL, \(nowMs) FROM retry WHERE request_seq = \(seq)
+                ON CONFLICT (request_seq, token) DO NOTHING
+                RETURNING token
+                """, as: String.self, logger: logger
+            ).count
+            try await connection.run("DELETE FROM retry WHERE request_seq = \(seq)", logger: logger)
+
+            // Targets never sent: counted, without a row each.
+            let groupIDs = try await connection.all(
+                "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id", as: Int64.self, logger: logger)
+            for (kind, progress, through) in try await connection.all(
+                "SELECT kind::BIGINT, progress, range_through FROM chunk WHERE request_seq = \(seq) AND state = 0",
+                as: (Int64, Int64, Int64).self, logger: logger)
+            {
+                expiredCount +=
+                    kind == 0
+                    ? try await countDeviceTargets(groupIDs: groupIDs, after: progress, through: through, on: connection, logger: logger)
+                    : try await countTokenTargets(
+                        requestSeq: seq, app: app, after: progress, through: through, on: connection, logger: logger)
+            }
+            if !cutDone {
+                expiredCount += try await countTokenTargets(
+                    requestSeq: seq, app: app, after: tokenCut, through: tokenCount, on: connection, logger: logger)
+                expiredCount += try await countDeviceTargets(
+                    groupIDs: groupIDs, after: groupCut, through: bound, on: connection, logger: logger)
+            }
+            try await addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, on: connection, logger: logger)
+            try await connection.run(
+                "UPDATE chunk SET state = 1, generation = generation + 1 WHERE request_seq = \(seq) AND state = 0", logger: logger)
+            try await connection.run(
+                "UPDATE request SET state = 3, finished_at = \(nowMs), cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+            expired.append(try requestID(id))
+        }
+        return expired
+    }
+
+    // MARK: - Conversions
+
+    static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
+        var seen = Set<Element>()
+        return elements.filter { seen.insert($0).inserted }
+    }
+
+    /// NULL: storage policy (header omitted); 0: immediately; otherwise UNIX seconds.
+    static func storedExpiration(_ expiration: Expiration) -> Int64? {
+        switch expiration {
+        case .storagePolicy: nil
+        case .immediately: 0
+        case .at(let seconds): seconds
+        }
+    }
+
+    static func expiration(stored: Int64?) -> Expiration {
+        guard let stored else { return .storagePolicy }
+        return stored == 0 ? .immediately : .at(epochSeconds: stored)
+    }
+
+    static func requestState(_ raw: Int64) -> RequestState {
+        (StoredRequestState(rawValue: raw) ?? .queued).public_
+    }
+
+    /// A request id read back from the database (written from a validated ``RequestID``).
+    static func requestID(_ raw: String) throws -> RequestID {
+        do {
+            return try RequestID(raw)
+        } catch {
+            throw StoreError.backend("stored request id is malformed: \(error.message)")
+        }
+    }
+
+    static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
+}

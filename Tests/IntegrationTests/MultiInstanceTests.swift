@@ -1,0 +1,237 @@
+import APNsSimulator
+import Crypto
+import Foundation
+import PushgateCore
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Several `pushgate` daemons (child processes of the built binary) on one PostgreSQL database and one
+/// simulator: they share the registry and the work.
+///
+/// Each daemon signs with its own token key, so the simulator's records say which instance sent what.
+@Suite(
+    "Several gateway instances on one PostgreSQL database", .serialized, .timeLimit(.minutes(15)),
+    .enabled(if: PostgresTestDatabase.isAvailable, "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"),
+    .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+struct MultiInstanceTests {
+    static let devices = 20_000
+    static let teamID = "TEAM123456"
+    static let instances = [("instance-a", "KEYAAAAAAA"), ("instance-b", "KEYBBBBBBB")]
+
+    static func token(_ index: Int) -> String { String(format: "%064x", 0x0a11_0000 + index) }
+
+    struct Instance {
+        let name: String
+        let keyID: String
+        let process: Process
+        let output: OutputCollector
+        let registrationPort: Int
+        let notificationPort: Int
+    }
+
+    /// Starts `pushgate -f --store …` (password through the environment) without waiting for it.
+    static func start(
+        _ name: String, keyID: String, keyPath: String, database: PostgresTestDatabase, simulator: RunningAPNsSimulator,
+        chunkSize: Int, leaseSeconds: Int = 30
+    ) throws -> Instance {
+        let registrationPort = ExternalTools.freeTCPPort()
+        let notificationPort = ExternalTools.freeTCPPort()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
+        process.arguments = [
+            "-f", "--store", database.urlWithoutPassword, "--instance-id", name, "-l", "127.0.0.1",
+            "-g", "\(registrationPort)", "-n", "\(notificationPort)", "--http-port", "0",
+            "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key", keyPath,
+            "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
+            "--chunk-size", "\(chunkSize)", "--lease", "\(leaseSeconds)",
+        ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
+        var environment = ProcessInfo.processInfo.environment
+        environment["PUSHGATE_STORE_PASSWORD"] = database.password
+        process.environment = environment
+        let output = OutputCollector()
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        try process.run()
+        return Instance(
+            name: name, keyID: keyID, process: process, output: output, registrationPort: registrationPort,
+            notificationPort: notificationPort)
+    }
+
+    static func waitUntilReady(_ instance: Instance) async throws {
+        try await eventually("\(instance.name) is ready", timeout: .seconds(90)) {
+            if !instance.process.isRunning { throw ExternalTools.ToolError("\(instance.name) exited early:\n\(instance.output.text)") }
+            return instance.output.text.contains("pushgate ready")
+        }
+    }
+
+    /// A simulator that knows every instance's key, keeps a record of every notification, and answers
+    /// after `latency` on at most 50 streams per connection (so that a broadcast takes seconds).
+    static func withSimulator<R: Sendable>(
+        latencyMilliseconds: Int, _ body: @Sendable (RunningAPNsSimulator, [String: String]) async throws -> R
+    ) async throws -> R {
+        let directory = try TemporaryDirectory()
+        var configuration = APNsSimulator.Configuration()
+        var keyPaths = [String: String]()
+        for (_, keyID) in instances {
+            let key = P256.Signing.PrivateKey()
+            let path = directory.path("AuthKey_\(keyID).p8")
+            try key.pemRepresentation.write(toFile: path, atomically: true, encoding: .utf8)
+            keyPaths[keyID] = path
+            configuration.tokenKeys.append(ProviderTokenKey(keyID: keyID, teamID: teamID, publicKey: key.publicKey))
+        }
+        configuration.maxConcurrentStreams = 50
+        configuration.faults.latencyMilliseconds = latencyMilliseconds
+        configuration.recordLimit = devices * 2
+        configuration.logger = TestLogger.make("simulator")
+        return try await APNsSimulator.withRunning(configuration) { simulator in
+            let result = try await body(simulator, keyPaths)
+            _ = directory
+            return result
+        }
+    }
+
+    /// Accepted notifications per instance, from the key id in each recorded request's provider token.
+    static func split(_ simulator: RunningAPNsSimulator) -> [String: Int] {
+        var byKey = [String: Int]()
+        for record in simulator.notifications() {
+            byKey[keyID(ofAuthorization: record.headers["authorization"] ?? ""), default: 0] += 1
+        }
+        var byInstance = [String: Int]()
+        for (name, keyID) in instances { byInstance[name] = byKey[keyID] ?? 0 }
+        return byInstance
+    }
+
+    /// The `kid` of `bearer <JWT>`.
+    static func keyID(ofAuthorization value: String) -> String {
+        guard value.lowercased().hasPrefix("bearer "), let header = value.dropFirst(7).split(separator: ".").first else { return "?" }
+        var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        guard let data = Data(base64Encoded: base64),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let kid = object["kid"] as? String
+        else { return "?" }
+        return kid
+    }
+
+    static let broadcast = #"{"groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "to everyone"}}}"#
+
+    @Test("two instances share a broadcast to 20,000 devices: every device exactly once, both did part of the work")
+    func broadcastIsShared() async throws {
+        let database = try PostgresTestDatabase()
+        defer { database.drop() }
+        try await database.register(count: Self.devices, in: "all", token: Self.token)
+        try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
+            let running = try Self.instances.map { name, keyID in
+                try Self.start(name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000)
+            }
+            defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
+            for instance in running { try await Self.waitUntilReady(instance) }
+            let started = ContinuousClock.now
+            try UDPSender(port: running[0].notificationPort).send(Self.broadcast)
+            try await eventually("every device reached", timeout: .seconds(400)) { simulator.stats().devices >= Self.devices }
+            let elapsed = ContinuousClock.now - started
+            try await eventually("an instance reports the request done", timeout: .seconds(60)) {
+                running.contains { $0.output.text.contains("notification request done") }
+            }
+            let stats = simulator.stats()
+            let split = Self.split(simulator)
+            print(
+                "multi-instance broadcast: \(Self.devices) devices in \(elapsed), instance-a sent \(split["instance-a"]!), instance-b sent \(split["instance-b"]!), \(stats.duplicates) duplicates"
+            )
+            #expect(stats.devices == Self.devices, "every device reached")
+            #expect(stats.accepted == Self.devices, "no device twice")
+            #expect(stats.duplicates == 0)
+            #expect(split.values.reduce(0, +) == Self.devices, "every notification attributed to one instance")
+            #expect(split["instance-a"]! > 0 && split["instance-b"]! > 0, "both instances sent part of the broadcast")
+            for instance in running {
+                #expect(!instance.output.text.contains(":\(database.password)@"), "no password in the logs")
+            }
+        }
+    }
+
+    @Test("one of two instances killed (SIGKILL) mid-broadcast: the other finishes, nothing lost, duplicates within one chunk")
+    func survivorFinishesTheBroadcast() async throws {
+        let chunkSize = 2_000
+        let database = try PostgresTestDatabase()
+        defer { database.drop() }
+        try await database.register(count: Self.devices, in: "all", token: Self.token)
+        try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
+            let running = try Self.instances.map { name, keyID in
+                try Self.start(
+                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: chunkSize,
+                    leaseSeconds: 5)
+            }
+            defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
+            for instance in running { try await Self.waitUntilReady(instance) }
+            let (survivor, victim) = (running[0], running[1])
+            try UDPSender(port: survivor.notificationPort).send(Self.broadcast)
+            try await eventually("both instances under way") {
+                let split = Self.split(simulator)
+                return split["instance-a"]! > 0 && split["instance-b"]! > 0 && simulator.stats().accepted >= 5_000
+            }
+            kill(victim.process.processIdentifier, SIGKILL)
+            try await eventually("the victim exited", timeout: .seconds(30)) { !victim.process.isRunning }
+            let atKill = simulator.stats().accepted
+            let victimSent = Self.split(simulator)["instance-b"]!
+            #expect(atKill < Self.devices, "the kill came too late to test anything")
+
+            do {
+                try await eventually("every device reached by the survivor", timeout: .seconds(400)) {
+                    simulator.stats().devices >= Self.devices
+                }
+            } catch {
+                Issue.record("\(error): \(simulator.stats().devices) devices reached; survivor's log ends with:\n\(survivor.output.text.suffix(4_000))")
+                return
+            }
+            try await eventually("the survivor reports the request done", timeout: .seconds(60)) {
+                survivor.output.text.contains("notification request done")
+            }
+            let stats = simulator.stats()
+            let duplicates = stats.accepted - Self.devices
+            let takeovers = survivor.output.text.components(separatedBy: "taking over an unfinished chunk").count - 1
+            print(
+                "multi-instance crash: \(Self.devices) devices, chunks of \(chunkSize), \(atKill) reached when instance-b was killed (it had sent \(victimSent)), \(stats.devices) reached in the end, \(stats.accepted) deliveries, \(duplicates) duplicates, \(takeovers) chunk(s) taken over by instance-a"
+            )
+            #expect(stats.devices == Self.devices, "nothing lost")
+            #expect(duplicates >= 0)
+            #expect(duplicates <= chunkSize, "duplicates bounded by the dead instance's one chunk in flight")
+            #expect(stats.duplicates == duplicates)
+        }
+    }
+
+    @Test("two instances started at once on an empty database: the schema is migrated once, and both serve")
+    func concurrentStartMigratesOnce() async throws {
+        let database = try PostgresTestDatabase()
+        defer { database.drop() }
+        try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
+            let running = try Self.instances.map { name, keyID in
+                try Self.start(name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000)
+            }
+            defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
+            for instance in running { try await Self.waitUntilReady(instance) }
+
+            // A registration on instance A, a notification through instance B: B sees A's registry.
+            let device = Self.token(42)
+            try UDPSender(port: running[0].registrationPort).send(#"{"device": "\#(device)", "group": "shared"}"#)
+            try await eventually("the registration is stored") {
+                (try? database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).membership")) == "1"
+            }
+            try UDPSender(port: running[1].notificationPort).send(#"{"groups": ["shared"], "type": "normal", "payload": {"aps": {"alert": "hi"}}}"#)
+            try await eventually("the device is reached") { simulator.stats().devices == 1 }
+
+            let versions = try database.psql("SELECT version FROM \(database.configuration.schema).pushgate_migration ORDER BY version")
+            let appliedBy = running.filter { $0.output.text.contains("applied schema migration") }.map(\.name)
+            print("multi-instance start: migrations recorded \(versions.split(separator: "\n")), applied by \(appliedBy)")
+            #expect(versions == "1", "each migration recorded once")
+            #expect(appliedBy.count == 1, "one instance migrated, the other found it done")
+            #expect(running.allSatisfy { $0.process.isRunning }, "both instances run")
+            // Instance B accepted a request for a group that only instance A was told about (an unknown group
+            // is rejected), and one of them delivered it: whichever claimed the chunk first.
+            #expect(Self.split(simulator).values.reduce(0, +) == 1, "the device registered through A, notified through B, reached once")
+        }
+    }
+}
