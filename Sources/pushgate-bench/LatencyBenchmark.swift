@@ -177,7 +177,9 @@ struct LatencyBenchmark {
                 line("datagram → request at the simulator", Percentiles(toAPNs))
             }
             line("datagram → the gateway's 'done' line read here", Percentiles(toDoneLine))
-            var cpu = "  gateway CPU over the samples: \((gatewayBefore.flatMap { before in gatewayAfter.map { $0 - before } }).map(Format.cpu) ?? "?")"
+            var gatewayCPU: CPUTime? = nil
+            if let gatewayBefore, let gatewayAfter { gatewayCPU = gatewayAfter - gatewayBefore }
+            var cpu = "  gateway CPU over the samples: \(gatewayCPU.map(Format.cpu) ?? "?")"
             if let before = machineBefore, let after = machineAfter {
                 cpu += "; whole machine busy \(Format.seconds(after.busy - before.busy)) s"
             }

@@ -136,9 +136,12 @@ struct RegistrationBenchmark {
             line += "; INCOMPLETE: the count stopped moving at \(Format.milliseconds(seconds)) (datagrams lost, or rejected: see the gateway's warnings above)"
         }
         report.line(line)
-        var cpu = "  gateway CPU: \((gatewayBefore.flatMap { before in gatewayAfter.map { $0 - before } }).map(Format.cpu) ?? "?")"
-        if let before = machineBefore, let after = machineAfter, let gatewayBefore, let gatewayAfter {
-            let ours = (gatewayAfter - gatewayBefore).total + (ownAfter - ownBefore).total
+        var gatewayCPU: CPUTime? = nil
+        if let gatewayBefore, let gatewayAfter { gatewayCPU = gatewayAfter - gatewayBefore }
+        var cpu = "  gateway CPU: \(gatewayCPU.map(Format.cpu) ?? "?")"
+        if let gatewayCPU { cpu += " = \(Format.micro(gatewayCPU.total / Double(max(1, applied)) * 1e6)) µs/registration" }
+        if let before = machineBefore, let after = machineAfter, let gatewayCPU {
+            let ours = gatewayCPU.total + (ownAfter - ownBefore).total
             cpu += "; bench (sender + store reads) \(Format.seconds((ownAfter - ownBefore).total)) s; other CPU \(Format.seconds(max(0, (after.busy - before.busy) - ours))) s"
         }
         report.line(cpu)
