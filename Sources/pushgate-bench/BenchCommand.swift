@@ -11,7 +11,8 @@ struct BenchCommand: AsyncParsableCommand {
         commandName: "pushgate-bench",
         abstract: "Measure pushgate: the APNs client against the simulator, and the gateway end to end.",
         discussion: """
-            Build in release first: swift build -c release --product pushgate-bench --product pushgate. \
+            Build in release first: swift build -c release --product pushgate-bench, then the same with \
+            --product pushgate. \
             The client modes run in this process (or with --simulator-process); the gateway modes \
             (e2e, registrations, latency) start `pushgate gateway` from beside this binary as a child \
             process and measure it alone.
