@@ -2,30 +2,67 @@ import APNsClient
 import ArgumentParser
 import Foundation
 
-/// `pushgate-bench` (see docs/benchmarks.md): notifications per second of our APNs client against our simulator, and of
-/// h2load against the same simulator, printed as figures (STYLE §17: never pass/fail).
+/// `pushgate-bench` (see docs/benchmarks.md): figures, printed, never pass/fail (STYLE §17). The APNs
+/// client against the simulator (client, h2load, all), and the gateway end to end (e2e,
+/// registrations, latency).
 @main
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushgate-bench",
-        abstract: "Measure the APNs client against the simulator (and h2load against the same simulator).",
+        abstract: "Measure pushgate: the APNs client against the simulator, and the gateway end to end.",
         discussion: """
-            Modes: client (our client, default), h2load (the machine's HTTP/2 client ceiling against \
-            the same simulator), all (both, then a summary). Every run sends --count notifications to \
-            distinct device tokens; figures are printed, nothing passes or fails. In process, the \
-            simulator shares this process and its CPU figure; --simulator-process runs it as \
-            `pushgate simulate` beside this binary instead. Build both in release first: \
-            swift build -c release --product pushgate-bench && swift build -c release --product pushgate
-            """
+            Build in release first: swift build -c release --product pushgate-bench, then the same with \
+            --product pushgate. \
+            The client modes run in this process (or with --simulator-process); the gateway modes \
+            (e2e, registrations, latency) start `pushgate gateway` from beside this binary as a child \
+            process and measure it alone.
+            """,
+        subcommands: [
+            ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
+            LatencyCommand.self,
+        ],
+        defaultSubcommand: ClientCommand.self
     )
 
-    enum Mode: String, ExpressibleByArgument, CaseIterable, Codable {
+    enum Mode: String, CaseIterable, Codable {
         case client, h2load, all
     }
+}
 
-    @Argument(help: "client, h2load or all.")
-    var mode: Mode = .client
+/// `pushgate-bench client`: our APNs client against the simulator.
+struct ClientCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "client",
+        abstract: "Our APNs client against the simulator (the default mode)."
+    )
+    @OptionGroup var options: ClientBenchOptions
+    func run() async throws { try await options.run(mode: .client) }
+}
 
+/// `pushgate-bench h2load`: the machine's HTTP/2 client ceiling against the same simulator.
+struct H2LoadCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "h2load",
+        abstract: "h2load against the simulator: the machine's ceiling for an HTTP/2 client."
+    )
+    @OptionGroup var options: ClientBenchOptions
+    func run() async throws { try await options.run(mode: .h2load) }
+}
+
+/// `pushgate-bench all`: client, then h2load, then the summary with the ratios.
+struct AllCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "all",
+        abstract: "client, then h2load, then a summary with client / h2load."
+    )
+    @OptionGroup var options: ClientBenchOptions
+    func run() async throws { try await options.run(mode: .all) }
+}
+
+/// The options of the client modes. Every run sends --count notifications to distinct device
+/// tokens. In process, the simulator shares this process and its CPU figure; --simulator-process
+/// runs it as `pushgate simulate` beside this binary instead.
+struct ClientBenchOptions: ParsableArguments {
     @Option(help: "Notifications per run.")
     var count: Int = 200_000
 
@@ -120,7 +157,7 @@ struct BenchCommand: AsyncParsableCommand {
         return values.map { $0! }
     }
 
-    func run() async throws {
+    func run(mode: BenchCommand.Mode) async throws {
         ChildProcesses.installSignalHandlers()
         let options = BenchOptions(
             count: count, connections: try parsedConnections(), inFlight: inFlight, batch: batch, streams: streams,
@@ -162,15 +199,26 @@ struct BenchOptions: Sendable {
     var quietWait: Int
     var quietThreshold: Double
 
-    /// `pushgate` from the same build directory as this executable, unless overridden.
     func pushgateBinary() throws -> String {
-        if let pushgateBinaryOverride { return pushgateBinaryOverride }
+        try PushgateBinary.locate(override: pushgateBinaryOverride, neededFor: "--simulator-process")
+    }
+}
+
+enum PushgateBinary {
+    /// `pushgate` from the same build directory as this executable, unless overridden.
+    static func locate(override: String?, neededFor purpose: String) throws -> String {
+        if let override {
+            guard FileManager.default.isExecutableFile(atPath: override) else {
+                throw BenchError("--pushgate-binary: \(override) is not an executable file")
+            }
+            return override
+        }
         let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("pushgate").path
         guard FileManager.default.isExecutableFile(atPath: candidate) else {
             throw BenchError(
-                "--simulator-process needs the pushgate executable at \(candidate): build it with `swift build -c release --product pushgate`, or pass --pushgate-binary"
+                "\(purpose) needs the pushgate executable at \(candidate): build it with `swift build -c release --product pushgate`, or pass --pushgate-binary"
             )
         }
         return candidate

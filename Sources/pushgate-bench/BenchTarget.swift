@@ -210,6 +210,29 @@ final class SimulatorProcess: Sendable {
         throw BenchError("pushgate simulate printed no port within \(Int(timeout)) s")
     }
 
+    /// The port from `control API (HTTP/1.1) listening on http://HOST:PORT` (printed right after
+    /// the APNs port, when a control port was asked for).
+    func waitForControlPort(timeout: Double) async throws -> Int {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            let text = output.text.withLock { $0 }
+            for line in text.split(separator: "\n") {
+                guard let range = line.range(of: "control API (HTTP/1.1) listening on http://") else { continue }
+                let authority = line[range.upperBound...]
+                if let colon = authority.lastIndex(of: ":"),
+                    let port = Int(authority[authority.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                {
+                    return port
+                }
+            }
+            guard process.isRunning else {
+                throw BenchError("pushgate simulate exited (status \(process.terminationStatus)) before printing its control port")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw BenchError("pushgate simulate printed no control port within \(Int(timeout)) s")
+    }
+
     /// SIGTERM (a graceful stop), then SIGKILL after 5 s.
     func stop() async {
         if process.isRunning { process.terminate() }
@@ -225,15 +248,17 @@ final class SimulatorProcess: Sendable {
 /// Children to take down when the benchmark is interrupted (Ctrl-C, SIGTERM), so that no
 /// simulator or h2load outlives it. Atomics, because a signal handler reads them.
 enum ChildProcesses {
-    enum Role { case simulator, tool }
+    enum Role { case simulator, tool, gateway }
 
     private static let simulator = Atomic<Int32>(0)
     private static let tool = Atomic<Int32>(0)
+    private static let gateway = Atomic<Int32>(0)
 
     static func register(_ pid: Int32, as role: Role) {
         switch role {
         case .simulator: simulator.store(pid, ordering: .sequentiallyConsistent)
         case .tool: tool.store(pid, ordering: .sequentiallyConsistent)
+        case .gateway: gateway.store(pid, ordering: .sequentiallyConsistent)
         }
     }
 
@@ -259,6 +284,8 @@ enum ChildProcesses {
         if simulatorPID > 0 { kill(simulatorPID, SIGTERM) }
         let toolPID = tool.load(ordering: .sequentiallyConsistent)
         if toolPID > 0 { kill(toolPID, SIGTERM) }
+        let gatewayPID = gateway.load(ordering: .sequentiallyConsistent)
+        if gatewayPID > 0 { kill(gatewayPID, SIGTERM) }
     }
 }
 

@@ -1,0 +1,311 @@
+import ArgumentParser
+import Foundation
+
+/// `pushgate-bench e2e`: one broadcast through the whole gateway, from the UDP datagram to the last
+/// APNs answer.
+struct EndToEndCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "e2e",
+        abstract: "One broadcast to N devices through the gateway (a child process), against an APNs stand-in.",
+        discussion: """
+            Fills a fresh SQLite store with N devices in one group (directly, not through UDP), starts \
+            `pushgate simulate` (accept-all) and `pushgate gateway` against it, sends one notification \
+            request over UDP and measures until the simulator has accepted N notifications and the \
+            gateway has logged the request done. Then h2load against the same simulator, 1 connection.
+            """
+    )
+
+    @OptionGroup var gateway: GatewayBenchOptions
+
+    @Option(help: "Devices in the group.")
+    var devices: Int = 100_000
+
+    @Option(help: "Runs (each with a fresh copy of the filled store, a fresh simulator and a fresh gateway).")
+    var runs: Int = 1
+
+    @Option(name: .customLong("poll-ms"), help: "How often the simulator's accepted count is read, in milliseconds.")
+    var pollMilliseconds: Int = 10
+
+    @Option(name: .customLong("h2load"), help: "The h2load executable (Debian: nghttp2-client).")
+    var h2loadPath: String = "/usr/bin/h2load"
+
+    @Option(name: .customLong("h2load-streams"), help: "h2load -m: concurrent streams on its one connection.")
+    var h2loadStreams: Int = 100
+
+    @Flag(name: .customLong("no-h2load"), help: "Skip h2load.")
+    var noH2Load = false
+
+    func validate() throws {
+        guard devices >= 1 else { throw ValidationError("--devices must be at least 1") }
+        guard (1...20).contains(runs) else { throw ValidationError("--runs must be 1...20") }
+        guard (1...1_000).contains(pollMilliseconds) else { throw ValidationError("--poll-ms must be 1...1000") }
+        guard h2loadStreams >= 1 else { throw ValidationError("--h2load-streams must be at least 1") }
+    }
+
+    func run() async throws {
+        ChildProcesses.installSignalHandlers()
+        let report = Report(json: false)
+        do {
+            try await EndToEndBenchmark(command: self, report: report).run()
+        } catch let error as BenchError {
+            report.line("pushgate-bench e2e: \(error.description)")
+            throw ExitCode.failure
+        }
+    }
+}
+
+struct EndToEndRun: Sendable {
+    var devices: Int
+    /// Datagram sent → the first poll that saw the simulator's accepted count at N (nil: external
+    /// stand-in, or never reached).
+    var secondsToSimulatorCount: Double?
+    /// The last poll that still saw fewer: the last answer came between the two.
+    var secondsBeforeSimulatorCount: Double?
+    /// Datagram sent → this process read the gateway's `notification request done` line.
+    var secondsToDoneLine: Double?
+    /// `push.duration_s` of that line: the gateway's own stored-to-finished time.
+    var gatewayDuration: Double?
+    var gatewayAccepted: Int?
+    var gatewayFailed: Int?
+    var simulatorAccepted: Int?
+    var simulatorRejected: Int?
+    var connectionsOpened: Int?
+    /// Over datagram → done line (or the end of waiting).
+    var gatewayCPU: CPUTime?
+    var simulatorCPU: CPUTime?
+    var otherMachineCPUSeconds: Double?
+    var gatewayPeakRSSBytes: Int?
+    var h2load: H2LoadRunResult?
+    var incomplete: String?
+
+    /// The time the rate is computed from: the simulator's count when we have it, else the done line.
+    var seconds: Double? { secondsToSimulatorCount ?? secondsToDoneLine }
+    var notificationsPerSecond: Double? { seconds.map { Double(devices) / $0 } }
+}
+
+struct EndToEndBenchmark {
+    static let group = "bench"
+    static let datagram =
+        #"{"groups":["bench"],"type":"urgent","payload":"# + ClientBenchmark.payload + "}"
+
+    let command: EndToEndCommand
+    let report: Report
+
+    func run() async throws {
+        let options = command.gateway
+        let binary = try options.binary()
+        let work = try options.makeWorkDirectory()
+        defer { try? FileManager.default.removeItem(at: work) }
+        let key = try ThrowawayKey.make()
+        let keyPath = try key.write(in: work)
+
+        report.line("pushgate-bench e2e: \(Format.integer(command.devices)) devices in one group, \(command.runs) run(s)")
+        report.line("  gateway: \(binary) gateway -f -d <copy of the filled store> -l 127.0.0.1 -g 0 -n 0 --http-port=-1 --apns-host … --auth-key … \(options.gatewayArguments.joined(separator: " "))")
+        report.line("  stand-in: \(StandIn.describe(options))")
+        report.line("  datagram: \(Self.datagram)")
+        report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
+        report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
+
+        let template = work.appendingPathComponent("filled.db").path
+        let fill = try await StoreFill.fill(path: template, devices: command.devices, group: Self.group)
+        report.line(
+            "fill: \(Format.integer(fill.devices)) devices (\(Format.integer(fill.created)) created) in \(Format.seconds(fill.seconds)) s = \(Format.integer(Double(fill.devices) / fill.seconds))/s (SQLiteStore.register(batch:), 20,000 per transaction, synchronous=NORMAL)"
+        )
+
+        var runs: [EndToEndRun] = []
+        for index in 1...command.runs {
+            await options.waitForQuietMachine(report: report)
+            let database = work.appendingPathComponent("run-\(index).db").path
+            try StoreFill.copy(template, to: database)
+            let result = try await StandIn.with(options: options, workDirectory: work, keyPath: keyPath) { standIn in
+                try await runOnce(binary: binary, database: database, keyPath: keyPath, standIn: standIn)
+            }
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+            printRun(result, index: index)
+            runs.append(result)
+        }
+        summary(runs)
+    }
+
+    private func runOnce(binary: String, database: String, keyPath: String, standIn: StandIn) async throws -> EndToEndRun {
+        let options = command.gateway
+        let gateway = try GatewayProcess.start(
+            GatewayLaunch(
+                binary: binary, databasePath: database, apnsHost: standIn.authority, caPath: standIn.caPath,
+                authKeyPath: keyPath, topic: options.topic, extraArguments: options.gatewayArguments))
+        var result = EndToEndRun(devices: command.devices)
+        do {
+            let ports = try await gateway.waitForReady(timeout: 60)
+            let sender = try DatagramSender()
+            let datagram = Array(Self.datagram.utf8)
+            let devices = command.devices
+
+            let machineBefore = ProcessMetrics.machineCPU()
+            let ownBefore = ProcessMetrics.selfCPU()
+            let simulatorBefore = standIn.simulatorCPU()
+            let gatewayBefore = gateway.cpu()
+            let start = ContinuousClock.now
+            guard sender.send(datagram, port: ports.notification) else { throw BenchError("sendto failed for the notification datagram") }
+
+            let deadline = start + .seconds(options.timeout)
+            if let controlPort = standIn.controlPort {
+                var lastBelow = ContinuousClock.Instant.now
+                while ContinuousClock.now < deadline {
+                    let polledAt = ContinuousClock.now
+                    let stats = try ControlAPI.stats(port: controlPort)
+                    if stats.accepted + stats.rejected >= devices {
+                        result.secondsToSimulatorCount = (polledAt - start).seconds
+                        result.secondsBeforeSimulatorCount = (lastBelow - start).seconds
+                        break
+                    }
+                    lastBelow = polledAt
+                    try gateway.checkAlive("during the broadcast")
+                    try await Task.sleep(for: .milliseconds(command.pollMilliseconds))
+                }
+                if result.secondsToSimulatorCount == nil { result.incomplete = "the simulator did not count \(devices) answers in time" }
+            }
+            let remaining = max(1, (deadline - ContinuousClock.now).seconds)
+            if let done = try await gateway.waitForLines(containing: "notification request ", count: 1, timeout: remaining)?.first {
+                result.secondsToDoneLine = (done.arrivedAt - start).seconds
+                result.gatewayDuration = done.metadata("push.duration_s").flatMap(Double.init)
+                result.gatewayAccepted = done.metadata("push.accepted").flatMap(Int.init)
+                result.gatewayFailed = done.metadata("push.failed").flatMap(Int.init)
+                if !done.text.hasSuffix("notification request done") {
+                    result.incomplete = "the gateway logged: \(done.text)"
+                }
+            } else {
+                result.incomplete = (result.incomplete.map { $0 + "; " } ?? "") + "no 'notification request done' line within \(options.timeout) s"
+            }
+            let gatewayAfter = gateway.cpu()
+            let simulatorAfter = standIn.simulatorCPU()
+            let ownAfter = ProcessMetrics.selfCPU()
+            let machineAfter = ProcessMetrics.machineCPU()
+            result.gatewayPeakRSSBytes = gateway.peakRSS()
+            if let before = gatewayBefore, let after = gatewayAfter { result.gatewayCPU = after - before }
+            if let before = simulatorBefore, let after = simulatorAfter { result.simulatorCPU = after - before }
+            if let before = machineBefore, let after = machineAfter {
+                let ours = (result.gatewayCPU?.total ?? 0) + (result.simulatorCPU?.total ?? 0) + (ownAfter - ownBefore).total
+                result.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
+            }
+            if let stats = standIn.stats() {
+                result.simulatorAccepted = stats.accepted
+                result.simulatorRejected = stats.rejected
+                result.connectionsOpened = stats.connectionsOpened
+            }
+        } catch {
+            await gateway.stop()
+            throw error
+        }
+        await gateway.stop()
+
+        if !command.noH2Load {
+            if H2LoadBenchmark.isInstalled(command.h2loadPath) {
+                result.h2load = try await H2LoadBenchmark.run(
+                    options: h2loadOptions(), connections: 1,
+                    target: BenchTarget(
+                        host: standIn.host, port: standIn.port, caPath: standIn.caPath,
+                        placement: standIn.simulatorPID == nil ? .external : .process, simulatorPID: standIn.simulatorPID))
+            }
+        }
+        return result
+    }
+
+    /// What `H2LoadBenchmark` reads: the same count, topic and payload as the broadcast.
+    private func h2loadOptions() -> BenchOptions {
+        BenchOptions(
+            count: command.devices, connections: [1], inFlight: 1, batch: 1, streams: nil, clientThreads: 1, simulatorThreads: 1,
+            maxConcurrentStreams: command.gateway.maxConcurrentStreams, simulatorProcess: true, pushgateBinaryOverride: nil,
+            externalEndpoint: nil, ca: nil, topic: command.gateway.topic, warmup: 0, repetitions: 1, timeout: command.gateway.timeout,
+            h2loadPath: command.h2loadPath, h2loadStreams: command.h2loadStreams, quietWait: 0, quietThreshold: 1)
+    }
+
+    private func printRun(_ run: EndToEndRun, index: Int) {
+        var first = "run \(index)/\(command.runs): \(Format.integer(run.devices)) devices"
+        if let seconds = run.secondsToSimulatorCount {
+            first += " in \(Format.milliseconds(seconds)) (simulator count; last poll below N at \(Format.milliseconds(run.secondsBeforeSimulatorCount ?? 0)))"
+        }
+        if let rate = run.notificationsPerSecond { first += " = \(Format.integer(rate)) notifications/s" }
+        if let incomplete = run.incomplete { first += "; INCOMPLETE: \(incomplete)" }
+        report.line(first)
+        var done = "  gateway 'done' line read at \(run.secondsToDoneLine.map(Format.milliseconds) ?? "?")"
+        done += "; its push.duration_s \(run.gatewayDuration.map { String(format: "%.3f", $0) } ?? "?")"
+        done += ", accepted \(run.gatewayAccepted.map(Format.integer) ?? "?"), failed \(run.gatewayFailed.map(Format.integer) ?? "?")"
+        report.line(done)
+        var cpu = "  gateway CPU: \(run.gatewayCPU.map(Format.cpu) ?? "?")"
+        if let gatewayCPU = run.gatewayCPU { cpu += " = \(Format.micro(gatewayCPU.total / Double(run.devices) * 1e6)) µs/notification" }
+        cpu += "; simulator \(run.simulatorCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
+        if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
+        report.line(cpu)
+        report.line(
+            "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); connections used: \(run.connectionsOpened.map(String.init) ?? "?"); simulator accepted \(run.simulatorAccepted.map(Format.integer) ?? "?"), rejected \(run.simulatorRejected.map(Format.integer) ?? "?")"
+        )
+        if let h2load = run.h2load {
+            var line = "  h2load 1 connection -m \(h2load.streamsPerConnection): \(Format.integer(h2load.requestsPerSecond)) req/s (\(Format.seconds(h2load.seconds)) s, 2xx \(h2load.status2xx.map(Format.integer) ?? "?"))"
+            if let rate = run.notificationsPerSecond { line += "; gateway / h2load = \(Format.ratio(rate / h2load.requestsPerSecond))" }
+            report.line(line)
+        } else if !command.noH2Load {
+            report.line("  h2load: not installed at \(command.h2loadPath), skipped (Debian: apt-get install nghttp2-client)")
+        }
+    }
+
+    private func summary(_ runs: [EndToEndRun]) {
+        report.line("")
+        report.line("summary (\(runs.count) run(s), median (min-max)):")
+        let complete = runs.filter { $0.incomplete == nil && $0.seconds != nil }
+        if complete.count < runs.count { report.line("  \(runs.count - complete.count) run(s) INCOMPLETE, left out") }
+        guard !complete.isEmpty else { return }
+        let seconds = Spread(complete.compactMap(\.seconds))
+        let rates = Spread(complete.compactMap(\.notificationsPerSecond))
+        report.line("  devices: \(Format.integer(command.devices))")
+        report.line(
+            "  time to the last APNs answer: \(Format.milliseconds(seconds.median)) (\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
+        )
+        report.line("  notifications/s: \(Format.integer(rates.median)) (\(Format.integer(rates.minimum))-\(Format.integer(rates.maximum)))")
+        let user = Spread(complete.compactMap { $0.gatewayCPU?.user })
+        let system = Spread(complete.compactMap { $0.gatewayCPU?.system })
+        report.line(
+            "  gateway CPU user \(Format.seconds(user.median)) s (\(Format.seconds(user.minimum))-\(Format.seconds(user.maximum))), sys \(Format.seconds(system.median)) s (\(Format.seconds(system.minimum))-\(Format.seconds(system.maximum)))"
+        )
+        report.line("  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)")
+        let connections = Set(complete.compactMap(\.connectionsOpened)).sorted().map(String.init).joined(separator: ", ")
+        report.line("  connections used: \(connections.isEmpty ? "?" : connections)")
+        let h2load = complete.compactMap(\.h2load)
+        if !h2load.isEmpty {
+            let h2loadRates = Spread(h2load.map(\.requestsPerSecond))
+            report.line(
+                "  h2load, 1 connection: \(Format.integer(h2loadRates.median)) req/s (\(Format.integer(h2loadRates.minimum))-\(Format.integer(h2loadRates.maximum)))"
+            )
+            report.line("  gateway / h2load: \(Format.ratio(rates.median / h2loadRates.median)) (ratio of the medians)")
+        }
+    }
+}
+
+/// Facts about where the benchmark's files live and how busy the machine is.
+enum FileSystem {
+    /// The file system type of the mount holding `path` (tmpfs makes fsync free).
+    static func describe(_ path: String) -> String {
+        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return "file system unknown" }
+        var best: (mountPoint: String, type: String)? = nil
+        for line in mounts.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count >= 3 else { continue }
+            let mountPoint = String(fields[1])
+            let prefix = mountPoint.hasSuffix("/") ? mountPoint : mountPoint + "/"
+            if path == mountPoint || path.hasPrefix(prefix), mountPoint.count >= (best?.mountPoint.count ?? 0) {
+                best = (mountPoint, String(fields[2]))
+            }
+        }
+        return best.map { "\($0.type) mounted at \($0.mountPoint)" } ?? "file system unknown"
+    }
+
+    static func loadAverage() -> String? {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return nil }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
+    }
+}
+
+extension Format {
+    static func milliseconds(_ seconds: Double) -> String {
+        seconds >= 1 ? String(format: "%.3f s", seconds) : String(format: "%.2f ms", seconds * 1_000)
+    }
+}

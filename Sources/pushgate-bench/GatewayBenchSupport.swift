@@ -1,0 +1,235 @@
+import Foundation
+import Logging
+import PushgateCore
+import PushgateSQLite
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The device tokens the gateway benchmarks register: 32 bytes, distinct, derived from an index
+/// (so a run can name any of them without keeping a million strings).
+enum BenchDevices {
+    static func tokenHex(_ index: Int) -> String {
+        let digits = String(index, radix: 16)
+        return "be" + String(repeating: "0", count: 62 - digits.count) + digits
+    }
+
+    static func token(_ index: Int) throws -> DeviceToken {
+        do {
+            return try DeviceToken(hex: tokenHex(index))
+        } catch {
+            throw BenchError("device token \(index): \(error)")
+        }
+    }
+}
+
+/// Fills a SQLite store directly (not through UDP): `register(batch:)` in large batches, one
+/// transaction each, with `synchronous = NORMAL` (the fill is set-up, not what is measured).
+enum StoreFill {
+    struct Result: Sendable {
+        var devices: Int
+        var created: Int
+        var seconds: Double
+    }
+
+    static func fill(path: String, devices: Int, group: String, batchSize: Int = 20_000) async throws -> Result {
+        var configuration = SQLiteStore.Configuration()
+        configuration.synchronous = .normal
+        var logger = Logger(label: "pushgate.bench.fill")
+        logger.logLevel = .warning
+        let store = try SQLiteStore(path: path, configuration: configuration, logger: logger)
+        let start = ContinuousClock.now
+        let now = Date()
+        var created = 0
+        var next = 0
+        while next < devices {
+            let end = min(devices, next + batchSize)
+            var batch: [Registration] = []
+            batch.reserveCapacity(end - next)
+            for index in next..<end {
+                batch.append(Registration(token: try BenchDevices.token(index), group: group, at: now))
+            }
+            let results = try await store.register(batch: batch)
+            created += results.filter { $0 == .created }.count
+            next = end
+        }
+        try store.close()
+        return Result(devices: devices, created: created, seconds: (ContinuousClock.now - start).seconds)
+    }
+
+    /// Copies a filled database (and its WAL, if SQLite left one) to `destination`.
+    static func copy(_ source: String, to destination: String) throws {
+        let files = FileManager.default
+        for suffix in ["", "-wal"] where files.fileExists(atPath: source + suffix) {
+            try? files.removeItem(atPath: destination + suffix)
+            try files.copyItem(atPath: source + suffix, toPath: destination + suffix)
+        }
+    }
+}
+
+/// Counts a group's members in a store that another process (the gateway) writes, without
+/// rereading what it already counted: the group pages in device-id order, new devices get higher
+/// ids, and a full page's cursor is its last id; only the last, partial page is read again.
+final class GroupCounter {
+    private let store: SQLiteStore
+    private let group: String
+    private let pageSize = 10_000
+    private var cursor: GroupCursor?
+    /// Members up to and including `cursor`.
+    private var countedBeforeCursor = 0
+
+    init(path: String, group: String) throws {
+        var logger = Logger(label: "pushgate.bench.counter")
+        logger.logLevel = .warning
+        store = try SQLiteStore(path: path, logger: logger)
+        self.group = group
+    }
+
+    /// The group's member count now.
+    func count() async throws -> Int {
+        while true {
+            let page: GroupPage
+            do {
+                page = try await store.devices(app: Registration.defaultApp, group: group, after: cursor, limit: pageSize)
+            } catch let error as StoreError where error == StoreError.unknownGroup(app: Registration.defaultApp, group: group) {
+                return 0  // nothing registered yet
+            }
+            guard let next = page.next else { return countedBeforeCursor + page.devices.count }
+            countedBeforeCursor += page.devices.count
+            cursor = next
+        }
+    }
+
+    func close() { try? store.close() }
+}
+
+/// Sends UDP datagrams to 127.0.0.1, as a backend (or `nc -u`) would.
+final class DatagramSender {
+    private let fd: Int32
+
+    init() throws {
+        fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
+        // A large send buffer, so that a burst is limited by the receiver, not by us.
+        var size: Int32 = 8 << 20
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+    }
+
+    /// Sends one datagram; returns false when the kernel refused it.
+    @discardableResult
+    func send(_ bytes: [UInt8], port: Int) -> Bool {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let sent = bytes.withUnsafeBytes { buffer in
+            withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    sendto(fd, buffer.baseAddress, buffer.count, 0, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
+            }
+        }
+        return sent == bytes.count
+    }
+
+    deinit { close(fd) }
+}
+
+/// `GET` on the simulator's control API (HTTP/1.1, JSON), over a plain blocking socket: the
+/// answers are small and on loopback, and this keeps the benchmark free of an HTTP client stack.
+enum ControlAPI {
+    static func getJSON(port: Int, path: String, timeoutSeconds: Int = 5) throws -> [String: Any] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw BenchError("control API on port \(port): connect: \(String(cString: strerror(errno)))") }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        let written = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == request.count else { throw BenchError("control API: short write") }
+        var response: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let read = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if read > 0 {
+                response += buffer[0..<read]
+            } else if read == 0 {
+                break
+            } else {
+                throw BenchError("control API \(path): read: \(String(cString: strerror(errno)))")
+            }
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        guard let split = text.range(of: "\r\n\r\n") else { throw BenchError("control API \(path): no HTTP header end") }
+        let statusLine = text[..<split.lowerBound].split(separator: "\r\n").first ?? ""
+        guard statusLine.split(separator: " ").dropFirst().first == "200" else {
+            throw BenchError("control API \(path): \(statusLine)")
+        }
+        var body = String(text[split.upperBound...])
+        if text[..<split.lowerBound].lowercased().contains("transfer-encoding: chunked") {
+            body = Self.dechunk(body)
+        }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+            throw BenchError("control API \(path): not a JSON object: \(body.prefix(200))")
+        }
+        return object
+    }
+
+    private static func dechunk(_ body: String) -> String {
+        var rest = Substring(body)
+        var result = ""
+        while let lineEnd = rest.range(of: "\r\n"), let size = Int(rest[..<lineEnd.lowerBound], radix: 16), size > 0 {
+            let start = lineEnd.upperBound
+            let bytes = Array(rest[start...].utf8)
+            result += String(decoding: bytes.prefix(size), as: UTF8.self)
+            rest = Substring(String(decoding: bytes.dropFirst(size), as: UTF8.self)).dropFirst(2)
+        }
+        return result
+    }
+
+    /// The simulator's `GET /stats` counters that the benchmarks print.
+    struct Stats: Sendable {
+        var accepted: Int
+        var rejected: Int
+        var connectionsOpened: Int
+    }
+
+    static func stats(port: Int) throws -> Stats {
+        let json = try getJSON(port: port, path: "/stats")
+        func integer(_ key: String) -> Int { (json[key] as? NSNumber)?.intValue ?? (json[key] as? Int) ?? -1 }
+        return Stats(accepted: integer("accepted"), rejected: integer("rejected"), connectionsOpened: integer("connections_opened"))
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Nearest-rank percentiles over a sample.
+struct Percentiles: Sendable {
+    let sorted: [Double]
+
+    init(_ values: [Double]) { sorted = values.sorted() }
+
+    func value(_ fraction: Double) -> Double {
+        guard !sorted.isEmpty else { return .nan }
+        let rank = Int((fraction * Double(sorted.count)).rounded(.up))
+        return sorted[min(sorted.count, max(1, rank)) - 1]
+    }
+
+    var maximum: Double { sorted.last ?? .nan }
+    var mean: Double { sorted.isEmpty ? .nan : sorted.reduce(0, +) / Double(sorted.count) }
+}
