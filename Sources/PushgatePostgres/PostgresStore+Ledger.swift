@@ -4,19 +4,6 @@ import PostgresNIO
 public import PushgateCore
 
 /// Request states as stored (`request.state`), as in the SQLite store.
-enum StoredRequestState: Int64 {
-    case queued = 0, sending = 1, done = 2, expired = 3
-
-    var public_: RequestState {
-        switch self {
-        case .queued: .queued
-        case .sending: .sending
-        case .done: .done
-        case .expired: .expired
-        }
-    }
-}
-
 extension PostgresStore {
     // MARK: - Requests
 
@@ -25,8 +12,8 @@ extension PostgresStore {
     /// told by `NOTIFY` when it commits.
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
-        let groups = Self.distinct(request.groups)
-        let tokens = Self.distinct(request.devices)
+        let groups = StoredForm.distinct(request.groups)
+        let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
         if let empty = groups.first(where: \.isEmpty) {
             throw StoreError.unknownGroup(app: request.app, group: empty)
@@ -69,14 +56,14 @@ extension PostgresStore {
             }
             let created = Millis.from(request.createdAt)
             let done = targetCount == 0
-            let state = (done ? StoredRequestState.done : StoredRequestState.queued).rawValue
+            let state = (done ? StoredForm.RequestStateCode.done : StoredForm.RequestStateCode.queued).rawValue
             guard
                 let seq = try await connection.first(
                     """
                     INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
                                          device_bound, token_count, target_count, state, finished_at, cut_done)
                     VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
-                            \(Self.storedExpiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
+                            \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
                             \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)), \(Int16(state)),
                             \(done ? created : nil), \(done))
                     ON CONFLICT (id) DO NOTHING
@@ -122,7 +109,7 @@ extension PostgresStore {
                     id: id, app: row.1, groups: groups,
                     devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
                     pushType: try PushType(validating: row.2), priority: try Priority(validating: Int(row.3)),
-                    expiration: Self.expiration(stored: row.4),
+                    expiration: StoredForm.expiration(stored: row.4),
                     collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(row.6)), createdAt: Millis.date(row.7))
             } catch {
@@ -163,7 +150,7 @@ extension PostgresStore {
                 lastAPNsID = latest.0
             }
             return DeliveryReport(
-                id: id, app: row.1, state: Self.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
+                id: id, app: row.1, state: StoredForm.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
                 failedByReason: failedByReason, pendingRetries: Int(row.10), createdAt: Millis.date(row.5),
                 finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID)
         }
@@ -208,7 +195,7 @@ extension PostgresStore {
                 """, as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self, logger: logger)
             {
                 return WorkChunk(
-                    id: row.0, requestID: try Self.requestID(row.1), kind: Self.chunkKind(row.2), after: row.3, through: row.4,
+                    id: row.0, requestID: try StoredForm.requestID(row.1), kind: StoredForm.chunkKind(row.2), after: row.3, through: row.4,
                     progress: row.5, leaseGeneration: row.6, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
             }
 
@@ -224,9 +211,9 @@ extension PostgresStore {
                         SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
                         FROM request WHERE seq = \(candidate) FOR UPDATE
                         """, as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self, logger: logger),
-                    !row.5, row.6 < StoredRequestState.done.rawValue
+                    !row.5, row.6 < StoredForm.RequestStateCode.done.rawValue
                 else { continue }  // another instance finished cutting it meanwhile
-                let requestID = try Self.requestID(row.0)
+                let requestID = try StoredForm.requestID(row.0)
                 let (bound, groupCut, tokenCut, tokenCount) = (row.1, row.2, row.3, row.4)
                 let groupIDs = try await connection.all(
                     "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id", as: Int64.self,
@@ -495,44 +482,8 @@ extension PostgresStore {
                 "UPDATE chunk SET state = 1, generation = generation + 1 WHERE request_seq = \(seq) AND state = 0", logger: logger)
             try await connection.run(
                 "UPDATE request SET state = 3, finished_at = \(nowMs), cut_done = TRUE WHERE seq = \(seq)", logger: logger)
-            expired.append(try requestID(id))
+            expired.append(try StoredForm.requestID(id))
         }
         return expired
     }
-
-    // MARK: - Conversions
-
-    static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
-        var seen = Set<Element>()
-        return elements.filter { seen.insert($0).inserted }
-    }
-
-    /// NULL: storage policy (header omitted); 0: immediately; otherwise UNIX seconds.
-    static func storedExpiration(_ expiration: Expiration) -> Int64? {
-        switch expiration {
-        case .storagePolicy: nil
-        case .immediately: 0
-        case .at(let seconds): seconds
-        }
-    }
-
-    static func expiration(stored: Int64?) -> Expiration {
-        guard let stored else { return .storagePolicy }
-        return stored == 0 ? .immediately : .at(epochSeconds: stored)
-    }
-
-    static func requestState(_ raw: Int64) -> RequestState {
-        (StoredRequestState(rawValue: raw) ?? .queued).public_
-    }
-
-    /// A request id read back from the database (written from a validated ``RequestID``).
-    static func requestID(_ raw: String) throws -> RequestID {
-        do {
-            return try RequestID(raw)
-        } catch {
-            throw StoreError.backend("stored request id is malformed: \(error.message)")
-        }
-    }
-
-    static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
 }

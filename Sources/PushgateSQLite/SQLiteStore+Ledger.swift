@@ -3,26 +3,13 @@ import GRDB
 public import PushgateCore
 
 /// Request states as stored (`request.state`).
-enum StoredRequestState: Int64 {
-    case queued = 0, sending = 1, done = 2, expired = 3
-
-    var public_: RequestState {
-        switch self {
-        case .queued: .queued
-        case .sending: .sending
-        case .done: .done
-        case .expired: .expired
-        }
-    }
-}
-
 extension SQLiteStore {
     // MARK: - Requests
 
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
-        let groups = Self.distinct(request.groups)
-        let tokens = Self.distinct(request.devices)
+        let groups = StoredForm.distinct(request.groups)
+        let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
         if let empty = groups.first(where: \.isEmpty) {
             throw StoreError.unknownGroup(app: request.app, group: empty)
@@ -45,9 +32,9 @@ extension SQLiteStore {
                     """,
                 arguments: [
                     request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
-                    Self.storedExpiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
+                    StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
                     created, plan.bound, tokens.count, plan.targetCount,
-                    (done ? StoredRequestState.done : StoredRequestState.queued).rawValue, done ? created : nil, done,
+                    (done ? StoredForm.RequestStateCode.done : StoredForm.RequestStateCode.queued).rawValue, done ? created : nil, done,
                 ])
             let seq = db.lastInsertedRowID
             for groupID in plan.groupIDs {
@@ -136,7 +123,7 @@ extension SQLiteStore {
                 return NotificationRequest(
                     id: id, app: row[1], groups: groups, devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
                     pushType: try PushType(validating: pushTypeRaw), priority: try Priority(validating: row[3]),
-                    expiration: Self.expiration(stored: row[4]), collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
+                    expiration: StoredForm.expiration(stored: row[4]), collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(payload)), createdAt: Millis.date(row[7]))
             } catch {
                 throw StoreError.backend("stored request \(id) is malformed: \(error)")
@@ -165,7 +152,7 @@ extension SQLiteStore {
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
             let finishedAt: Int64? = row[6]
             return DeliveryReport(
-                id: id, app: row[1], state: Self.requestState(row[2]), targets: row[3], accepted: row[4],
+                id: id, app: row[1], state: StoredForm.requestState(row[2]), targets: row[3], accepted: row[4],
                 failedByReason: failedByReason, pendingRetries: pending, createdAt: Millis.date(row[5]),
                 finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7])
         }
@@ -215,7 +202,7 @@ extension SQLiteStore {
                     sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
                     arguments: [owner.value, leaseUntil, generation, chunkID])
                 return WorkChunk(
-                    id: chunkID, requestID: try Self.requestID(row[1]), kind: Self.chunkKind(row[2]), after: row[3],
+                    id: chunkID, requestID: try StoredForm.requestID(row[1]), kind: StoredForm.chunkKind(row[2]), after: row[3],
                     through: row[4], progress: row[5], leaseGeneration: generation,
                     leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
             }
@@ -229,7 +216,7 @@ extension SQLiteStore {
                     """)
             {
                 let seq: Int64 = row[0]
-                let requestID = try Self.requestID(row[1])
+                let requestID = try StoredForm.requestID(row[1])
                 let bound: Int64 = row[2]
                 let groupCut: Int64 = row[3]
                 let tokenCut: Int64 = row[4]
@@ -402,7 +389,7 @@ extension SQLiteStore {
                 try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
                 claims.append(
                     RetryClaim(
-                        requestID: try Self.requestID(row[1]), token: try Self.token(token), attempt: row[3],
+                        requestID: try StoredForm.requestID(row[1]), token: try Self.token(token), attempt: row[3],
                         lastReason: row[4], leaseGeneration: generation, leaseExpiresAt: Millis.date(leaseUntil)))
             }
             return claims
@@ -606,44 +593,8 @@ extension SQLiteStore {
             try db.execute(
                 sql: "UPDATE request SET state = 3, finished_at = ?, cut_done = 1 WHERE seq = ?",
                 arguments: [nowMs, seq])
-            expired.append(try Self.requestID(row[1]))
+            expired.append(try StoredForm.requestID(row[1]))
         }
         return expired
     }
-
-    // MARK: - Conversions
-
-    static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
-        var seen = Set<Element>()
-        return elements.filter { seen.insert($0).inserted }
-    }
-
-    /// NULL: storage policy (header omitted); 0: immediately; otherwise UNIX seconds.
-    static func storedExpiration(_ expiration: Expiration) -> Int64? {
-        switch expiration {
-        case .storagePolicy: nil
-        case .immediately: 0
-        case .at(let seconds): seconds
-        }
-    }
-
-    static func expiration(stored: Int64?) -> Expiration {
-        guard let stored else { return .storagePolicy }
-        return stored == 0 ? .immediately : .at(epochSeconds: stored)
-    }
-
-    static func requestState(_ raw: Int64) -> RequestState {
-        (StoredRequestState(rawValue: raw) ?? .queued).public_
-    }
-
-    /// A request id read back from the database (written from a validated ``RequestID``).
-    static func requestID(_ raw: String) throws -> RequestID {
-        do {
-            return try RequestID(raw)
-        } catch {
-            throw StoreError.backend("stored request id is malformed: \(error.message)")
-        }
-    }
-
-    static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
 }

@@ -1,0 +1,53 @@
+/// How the stores write ledger values into columns and read them back: one definition, so that an
+/// SQLite file and a PostgreSQL schema hold the same codes, and the two stores cannot drift apart.
+public enum StoredForm {
+    /// `request.state`.
+    public enum RequestStateCode: Int64, Sendable {
+        case queued = 0, sending = 1, done = 2, expired = 3
+
+        public var state: RequestState {
+            switch self {
+            case .queued: .queued
+            case .sending: .sending
+            case .done: .done
+            case .expired: .expired
+            }
+        }
+    }
+
+    public static func requestState(_ raw: Int64) -> RequestState {
+        (RequestStateCode(rawValue: raw) ?? .queued).state
+    }
+
+    /// NULL: storage policy (header omitted); 0: immediately; otherwise UNIX seconds.
+    public static func expiration(_ expiration: Expiration) -> Int64? {
+        switch expiration {
+        case .storagePolicy: nil
+        case .immediately: 0
+        case .at(let seconds): seconds
+        }
+    }
+
+    public static func expiration(stored: Int64?) -> Expiration {
+        guard let stored else { return .storagePolicy }
+        return stored == 0 ? .immediately : .at(epochSeconds: stored)
+    }
+
+    /// A request id read back from the database (written from a validated ``RequestID``).
+    public static func requestID(_ raw: String) throws -> RequestID {
+        do {
+            return try RequestID(raw)
+        } catch {
+            throw StoreError.backend("stored request id is malformed: \(error.message)")
+        }
+    }
+
+    /// `chunk.kind`: 0 device range, 1 direct tokens.
+    public static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
+
+    /// The elements in their first order, each once.
+    public static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
+        var seen = Set<Element>()
+        return elements.filter { seen.insert($0).inserted }
+    }
+}
