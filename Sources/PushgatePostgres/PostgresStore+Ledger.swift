@@ -165,7 +165,7 @@ extension PostgresStore {
                 WHERE r.id = \(id.value) AND f.token > \(after?.hex ?? "") ORDER BY f.token LIMIT \(limit)
                 """, as: (String, String, Int64?, Int64).self, logger: logger
             ).map { row in
-                FailureEntry(token: try Self.token(row.0), reason: row.1, status: row.2.map { Int($0) }, at: Millis.date(row.3))
+                FailureEntry(token: try StoredForm.deviceToken(row.0), reason: row.1, status: row.2.map { Int($0) }, at: Millis.date(row.3))
             }
         }
     }
@@ -292,11 +292,7 @@ extension PostgresStore {
                 found = page.targets.map { ($0.position, $0.token) }
                 exhausted = page.exhausted
             }
-            var targets = [DeliveryTarget]()
-            targets.reserveCapacity(found.count)
-            for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try Self.token(hex))) }
-            let scanned = exhausted ? chunk.through : (targets.last?.cursor ?? chunk.through)
-            return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunk.through)
+            return try StoredForm.targetPage(found: found, exhausted: exhausted, chunkThrough: chunk.through)
         }
     }
 

@@ -29,7 +29,7 @@ extension PostgresStore {
                 """, as: (Int64, Int64, String, String, Int64, String, Int64).self, logger: logger)
             return try rows.sorted { ($0.0, $0.1, $0.2) < ($1.0, $1.1, $1.2) }.map { row in
                 RetryClaim(
-                    requestID: try StoredForm.requestID(row.3), token: try Self.token(row.2), attempt: Int(row.4), lastReason: row.5,
+                    requestID: try StoredForm.requestID(row.3), token: try StoredForm.deviceToken(row.2), attempt: Int(row.4), lastReason: row.5,
                     leaseGeneration: row.6, leaseExpiresAt: Millis.date(leaseUntil))
             }
         }

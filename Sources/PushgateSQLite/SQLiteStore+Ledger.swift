@@ -170,7 +170,7 @@ extension SQLiteStore {
                     WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
                     """, arguments: [seq, after?.hex ?? "", limit]
             ).map { row in
-                FailureEntry(token: try Self.token(row[0]), reason: row[1], status: row[2], at: Millis.date(row[3]))
+                FailureEntry(token: try StoredForm.deviceToken(row[0]), reason: row[1], status: row[2], at: Millis.date(row[3]))
             }
         }
     }
@@ -299,11 +299,7 @@ extension SQLiteStore {
                 found = page.targets.map { ($0.position, $0.token) }
                 exhausted = page.exhausted
             }
-            var targets = [DeliveryTarget]()
-            targets.reserveCapacity(found.count)
-            for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try Self.token(hex))) }
-            let scanned = exhausted ? chunk.through : (targets.last?.cursor ?? chunk.through)
-            return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunk.through)
+            return try StoredForm.targetPage(found: found, exhausted: exhausted, chunkThrough: chunk.through)
         }
     }
 
@@ -389,7 +385,7 @@ extension SQLiteStore {
                 try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
                 claims.append(
                     RetryClaim(
-                        requestID: try StoredForm.requestID(row[1]), token: try Self.token(token), attempt: row[3],
+                        requestID: try StoredForm.requestID(row[1]), token: try StoredForm.deviceToken(token), attempt: row[3],
                         lastReason: row[4], leaseGeneration: generation, leaseExpiresAt: Millis.date(leaseUntil)))
             }
             return claims

@@ -91,7 +91,7 @@ extension SQLiteStore {
             members.reserveCapacity(min(rows.count, limit))
             for row in rows.prefix(limit) {
                 members.append(
-                    GroupMember(token: try Self.token(row[1]), state: Self.deviceState(row[2]), registeredAt: Millis.date(row[3])))
+                    GroupMember(token: try StoredForm.deviceToken(row[1]), state: Self.deviceState(row[2]), registeredAt: Millis.date(row[3])))
             }
             let next = rows.count > limit ? GroupCursor(String(rows[limit - 1][0] as Int64)) : nil
             return GroupPage(devices: members, next: next)
@@ -136,14 +136,6 @@ extension SQLiteStore {
     static func deviceState(_ raw: Int64) -> DeviceState { raw == 0 ? .valid : .invalid }
 
     /// A token read back from the database (written from a validated ``DeviceToken``).
-    static func token(_ hex: String) throws -> DeviceToken {
-        do {
-            return try DeviceToken(hex: hex)
-        } catch {
-            throw StoreError.backend("stored device token is malformed: \(error.message)")
-        }
-    }
-
     // MARK: - Registration
 
     private static func check(_ registration: Registration) throws {

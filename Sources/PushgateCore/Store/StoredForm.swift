@@ -50,4 +50,23 @@ public enum StoredForm {
         var seen = Set<Element>()
         return elements.filter { seen.insert($0).inserted }
     }
+
+    /// A device token read back from the database (written from a validated ``DeviceToken``).
+    public static func deviceToken(_ hex: String) throws -> DeviceToken {
+        do {
+            return try DeviceToken(hex: hex)
+        } catch {
+            throw StoreError.backend("stored device token is malformed: \(error.message)")
+        }
+    }
+
+    /// A chunk's page from the rows one query found after the cursor: `(cursor, token hex)` in cursor
+    /// order, and whether the query ran out of rows before its limit (then the whole chunk is scanned).
+    public static func targetPage(found: [(cursor: Int64, token: String)], exhausted: Bool, chunkThrough: Int64) throws -> TargetPage {
+        var targets = [DeliveryTarget]()
+        targets.reserveCapacity(found.count)
+        for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(hex))) }
+        let scanned = exhausted ? chunkThrough : (targets.last?.cursor ?? chunkThrough)
+        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunkThrough)
+    }
 }
