@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A fast APNs stand-in for benchmarks: haproxy (Debian's `haproxy` package), one thread,
+# answering every HTTP/2 POST itself with 200 and an apns-id, after reading the body.
+# This is the kind of stand-in the C pushd was measured against (see docs/benchmarks.md);
+# it costs far less CPU per request than our simulator, so the gateway's own speed shows.
+#
+#   scripts/haproxy-apns-standin.sh start [PORT]   prints: APNS_HOST=127.0.0.1:PORT APNS_CA=FILE STANDIN_ROOT=DIR
+#   scripts/haproxy-apns-standin.sh stop ROOT
+#
+# It accepts any provider token and any client (no client certificate is asked for), never
+# answers anything but 200, and listens on loopback only.
+set -euo pipefail
+
+command="${1:-}"
+case "$command" in
+start)
+    command -v haproxy >/dev/null || { echo "haproxy is not installed (apt-get install haproxy)" >&2; exit 1; }
+    port="${2:-0}"
+    if [ "$port" = 0 ]; then
+        port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    fi
+    root=$(mktemp -d /tmp/pushgate-haproxy.XXXXXX)
+    # A throwaway CA and a server certificate for 127.0.0.1 and localhost.
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+        -subj "/CN=pushgate bench stand-in CA" -keyout "$root/ca.key" -out "$root/ca.pem" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -subj "/CN=127.0.0.1" -keyout "$root/server.key" -out "$root/server.csr" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' > "$root/ext.cnf"
+    openssl x509 -req -in "$root/server.csr" -CA "$root/ca.pem" -CAkey "$root/ca.key" -CAcreateserial \
+        -days 2 -extfile "$root/ext.cnf" -out "$root/server.crt" 2>/dev/null
+    cat "$root/server.crt" "$root/server.key" > "$root/server.pem"
+    cat > "$root/haproxy.cfg" <<EOF
+global
+    nbthread 1
+    pidfile $root/haproxy.pid
+    tune.h2.max-concurrent-streams 1000
+defaults
+    mode http
+    timeout client 300s
+    timeout connect 5s
+    timeout server 300s
+    timeout http-request 300s
+frontend apns
+    bind 127.0.0.1:$port ssl crt $root/server.pem alpn h2
+    http-request wait-for-body time 1s
+    http-request return status 200 hdr apns-id "00000000-0000-0000-0000-000000000000"
+EOF
+    haproxy -D -f "$root/haproxy.cfg" >"$root/haproxy.log" 2>&1
+    echo "APNS_HOST=127.0.0.1:$port APNS_CA=$root/ca.pem STANDIN_ROOT=$root"
+    ;;
+stop)
+    root="${2:?usage: $0 stop ROOT}"
+    if [ -f "$root/haproxy.pid" ]; then kill "$(cat "$root/haproxy.pid")" 2>/dev/null || true; fi
+    rm -rf "$root"
+    ;;
+*)
+    echo "usage: $0 start [PORT] | stop ROOT" >&2
+    exit 64
+    ;;
+esac
