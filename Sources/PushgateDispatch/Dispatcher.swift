@@ -50,17 +50,20 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    private let store: any PushStore
+    let store: any PushStore
     private let routes: [String: DeliveryRoute]
-    private let configuration: Configuration
-    private let clock: any WallClock
-    private let logger: Logger
-    private let metrics: DispatchMetrics
+    let configuration: Configuration
+    let clock: any WallClock
+    let logger: Logger
+    let metrics: DispatchMetrics
+    /// Wakes the loop: new work, an outcome of a chunk under way, a page read or a record finished.
     private let wake = WakeSignal()
+    /// Set when a request was added (here or by another instance): there may be chunks to claim.
+    private let workAdded = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
     /// Prepared notifications per request: a request is immutable, so its wire form is built once.
     private let prepared = Mutex<[RequestID: (NotificationRequest, PreparedNotification)]>([:])
-    private let random = Mutex(SystemRandomNumberGenerator())
+    let random = Mutex(SystemRandomNumberGenerator())
 
     public init(
         store: any PushStore, routes: [String: DeliveryRoute], configuration: Configuration,
@@ -84,6 +87,7 @@ public final class Dispatcher: Service, NotificationIntake {
         }
         let result = try await store.enqueue(request)
         metrics.requestAccepted(app: request.app, targets: result.targetCount)
+        workAdded.store(true, ordering: .releasing)
         logger.debug(
             "notification request queued",
             metadata: ["push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)", "push.app": "\(request.app)"])
@@ -93,7 +97,10 @@ public final class Dispatcher: Service, NotificationIntake {
 
     /// Wakes the dispatch loop when work was added elsewhere (another instance, through the store's
     /// notifications), instead of waiting for its idle interval.
-    public func wakeUp() { wake.signal() }
+    public func wakeUp() {
+        workAdded.store(true, ordering: .releasing)
+        wake.signal()
+    }
 
     // MARK: The loop
 
@@ -115,38 +122,109 @@ public final class Dispatcher: Service, NotificationIntake {
 
     private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
+    /// Chunks under way at once, at most: the one being sent and those whose last answers are still
+    /// coming back. More would only spread the in-flight limit thinner.
+    static let maximumActiveChunks = 3
+
     private func loop() async throws {
+        var active: [ChunkDelivery] = []
+        var failure: (any Error)?
+        await withDiscardingTaskGroup { group in
+            do {
+                try await loop(active: &active, group: &group)
+            } catch {
+                failure = error
+            }
+            // Background reads and records end on their own; the group waits for them.
+        }
+        if let failure { throw failure }
+    }
+
+    private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async throws {
         var lastExpiry = Date.distantPast
-        while !isStopping {
+        var stopDeadline: ContinuousClock.Instant? = nil
+        /// False once a claim found nothing, until new work is announced: no claim per loop turn.
+        var mayHaveChunks = true
+        while true {
+            if workAdded.exchange(false, ordering: .acquiringAndReleasing) { mayHaveChunks = true }
+            if isStopping, stopDeadline == nil {
+                let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
+                stopDeadline = deadline
+                for delivery in active { delivery.stop(deadline: deadline) }
+            }
+            if stopDeadline != nil, active.isEmpty { return }
+
             let now = clock.now()
-            if now.timeIntervalSince(lastExpiry) >= 1 {
+            if stopDeadline == nil, now.timeIntervalSince(lastExpiry) >= 1 {
                 lastExpiry = now
                 for id in try await store.expireOverdue(now: now) {
                     logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
                     await logCompletion(of: id)
                 }
             }
-            if let chunk = try await store.claimChunk(
-                owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                chunkSize: configuration.chunkSize)
-            {
-                try await deliver(chunk)
+
+            // The next chunk starts as soon as everything of the current ones is sent.
+            var claimed = false
+            if stopDeadline == nil, active.isEmpty || (mayHaveChunks && active.count < Self.maximumActiveChunks && active.allSatisfy(\.isAllSent)) {
+                mayHaveChunks = false
+                if let chunk = try await store.claimChunk(
+                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
+                    chunkSize: configuration.chunkSize)
+                {
+                    claimed = true
+                    mayHaveChunks = true
+                    if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+                }
+            }
+            if active.isEmpty {
+                if claimed { continue }
+                if stopDeadline != nil { return }
+                let retries = try await store.claimRetries(
+                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
+                    limit: configuration.retryBatch)
+                if !retries.isEmpty {
+                    try await deliver(retries)
+                    continue
+                }
+                var timeout = configuration.idleInterval
+                if let next = try await store.nextWakeUp(after: now) {
+                    let seconds = max(0, next.timeIntervalSince(clock.now()))
+                    timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
+                }
+                await wake.wait(timeout: timeout)
                 continue
             }
-            let retries = try await store.claimRetries(
-                owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                limit: configuration.retryBatch)
-            if !retries.isEmpty {
-                try await deliver(retries)
+
+            var room = configuration.maximumInFlight - active.reduce(0) { $0 + $1.inFlight }
+            for delivery in active {
+                try delivery.advance(room: &room, group: &group, signal: wake)
+            }
+            for delivery in active where delivery.isDone && delivery.completedChunk {
+                let id = delivery.request.id
+                group.addTask { await self.logCompletion(of: id) }
+            }
+            active.removeAll(where: \.isDone)
+            if claimed { continue }
+            if active.isEmpty || (mayHaveChunks && active.allSatisfy(\.isAllSent) && active.count < Self.maximumActiveChunks && stopDeadline == nil) {
                 continue
             }
-            var timeout = configuration.idleInterval
-            if let next = try await store.nextWakeUp(after: now) {
-                let seconds = max(0, next.timeIntervalSince(clock.now()))
-                timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
-            }
-            await wake.wait(timeout: timeout)
+            await wake.wait(timeout: configuration.progressInterval)
         }
+    }
+
+    /// Prepares a claimed chunk for delivery, or fails its targets at once when it cannot be sent (an
+    /// app no longer configured).
+    private func startDelivery(of chunk: WorkChunk) async throws -> ChunkDelivery? {
+        guard let (request, notification) = try await requestAndNotification(chunk.requestID),
+            let route = routes[request.app]
+        else {
+            try await failWholeChunk(chunk, reason: "unknown_app")
+            return nil
+        }
+        if chunk.isTakeover {
+            logger.info("taking over an unfinished chunk", metadata: ["push.request_id": "\(chunk.requestID)", "push.chunk": "\(chunk.id)"])
+        }
+        return ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
     }
 
     private func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
@@ -168,124 +246,6 @@ public final class Dispatcher: Service, NotificationIntake {
     }
 
     // MARK: Chunks
-
-    /// Streams a chunk's targets into the APNs client and records outcomes as they come back.
-    private func deliver(_ chunk: WorkChunk) async throws {
-        guard let (request, notification) = try await requestAndNotification(chunk.requestID),
-            let route = routes[request.app]
-        else {
-            // Cannot be sent (unknown app after a configuration change): fail its targets for good.
-            try await failWholeChunk(chunk, reason: "unknown_app")
-            return
-        }
-        if chunk.isTakeover {
-            logger.info("taking over an unfinished chunk", metadata: ["push.request_id": "\(chunk.requestID)", "push.chunk": "\(chunk.id)"])
-        }
-        let collector = OutcomeCollector()
-        var pageCursor = chunk.progress
-        var buffered: ArraySlice<DeliveryTarget> = []
-        var scanEnded = false
-        /// Every target at or below this was sent (or skipped by the store's page).
-        var sentThrough = chunk.progress
-        var pending = PendingCursors()
-        var batch = ProgressBatch()
-        var tally = metrics.tally()
-        var lastRecord = ContinuousClock.now
-        var stopDeadline: ContinuousClock.Instant? = nil
-        /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
-        var submittedIDs: [UInt64] = []
-
-        while true {
-            for completed in collector.drain() {
-                let cursor = Int64(bitPattern: completed.tag)
-                if stopDeadline != nil, completed.outcome.transportFailure == .cancelled {
-                    // Withdrawn before it was sent: it stays pending, so progress stops before it
-                    // and the next run sends it.
-                    continue
-                }
-                pending.complete(cursor)
-                let disposition = random.withLock { generator in
-                    OutcomeDisposition.decide(
-                        completed.outcome, token: completed.token, attempt: 1, request: request, policy: configuration.retryPolicy,
-                        now: clock.now(), using: &generator)
-                }
-                batch.add(disposition, token: completed.token, at: clock.now())
-                tally.add(completed.outcome, disposition: disposition, request: request, now: clock.now())
-                logger.debug(
-                    "device outcome",
-                    metadata: ["push.request_id": "\(request.id)", "push.device": "\(completed.token.hex)", "apns.outcome": "\(completed.outcome)"])
-            }
-
-            if isStopping, stopDeadline == nil {
-                stopDeadline = .now + configuration.shutdownGracePeriod
-                // What is still queued in the client never reached APNs: take it back so that only
-                // streams on the wire are waited for.
-                let withdrawn = route.client.withdraw(submittedIDs)
-                logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
-            }
-            if stopDeadline == nil {
-                var room = configuration.maximumInFlight - collector.inFlight
-                while room > 0 {
-                    if buffered.isEmpty {
-                        if scanEnded { break }
-                        let page = try await store.targets(of: chunk, after: pageCursor, limit: configuration.pageSize)
-                        buffered = page.targets[...]
-                        pageCursor = page.scannedThrough
-                        scanEnded = page.isEnd
-                        if buffered.isEmpty {
-                            sentThrough = pageCursor
-                            continue
-                        }
-                    }
-                    let count = min(room, buffered.count)
-                    let slice = buffered.prefix(count)
-                    buffered.removeFirst(count)
-                    var requests: [APNsRequest] = []
-                    requests.reserveCapacity(count)
-                    for target in slice {
-                        pending.append(target.cursor)
-                        requests.append(
-                            APNsRequest(notification: notification, deviceToken: target.token, tag: UInt64(bitPattern: target.cursor), receiver: collector))
-                    }
-                    collector.willSend(count)
-                    submittedIDs.append(contentsOf: route.client.submit(requests))
-                    sentThrough = buffered.isEmpty ? pageCursor : buffered.first!.cursor - 1
-                    room -= count
-                }
-            }
-
-            let allSent = buffered.isEmpty && scanEnded
-            let inFlight = collector.inFlight
-            let finished = stopDeadline == nil && allSent && inFlight == 0 && pending.isEmpty
-            let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
-            let due = ContinuousClock.now - lastRecord >= configuration.progressInterval
-            if finished || stoppedWaiting || batch.count >= configuration.progressBatch || (due && (batch.count > 0 || ContinuousClock.now - lastRecord >= leaseRenewalInterval)) {
-                let through = pending.firstPending.map { $0 - 1 } ?? sentThrough
-                let result = try await store.recordProgress(
-                    batch.progress(for: chunk, through: through, completes: finished), owner: configuration.instanceID,
-                    now: clock.now(), leaseDuration: configuration.leaseDuration)
-                if case .leaseLost = result {} else { metrics.record(&tally) }
-                batch = ProgressBatch()
-                lastRecord = .now
-                switch result {
-                case .leaseLost:
-                    logger.warning("lost the lease of a chunk; another instance resumes it", metadata: ["push.chunk": "\(chunk.id)"])
-                    return
-                case .chunkCompleted:
-                    await logCompletion(of: request.id)
-                    return
-                case .recorded:
-                    break
-                }
-                if finished || stoppedWaiting { return }
-            }
-            if collector.inFlight >= configuration.maximumInFlight || allSent || stopDeadline != nil {
-                await collector.signal.wait(timeout: configuration.progressInterval)
-            }
-        }
-    }
-
-    private var leaseRenewalInterval: Duration { configuration.leaseDuration / 3 }
 
     private func failWholeChunk(_ chunk: WorkChunk, reason: String) async throws {
         var cursor = chunk.progress
@@ -373,66 +333,5 @@ public final class Dispatcher: Service, NotificationIntake {
                 "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)", "push.failed_by_reason": "\(failed)",
                 "push.duration_s": "\(String(format: "%.3f", duration))",
             ])
-    }
-}
-
-/// The cursors sent and not yet answered, in send order: the lowest one bounds the progress that may
-/// be recorded.
-struct PendingCursors {
-    private var order: [Int64] = []
-    private var head = 0
-    private var done: Set<Int64> = []
-
-    mutating func append(_ cursor: Int64) { order.append(cursor) }
-
-    mutating func complete(_ cursor: Int64) { done.insert(cursor) }
-
-    var isEmpty: Bool {
-        mutating get { advance(); return head == order.count }
-    }
-
-    var firstPending: Int64? {
-        mutating get {
-            advance()
-            return head < order.count ? order[head] : nil
-        }
-    }
-
-    private mutating func advance() {
-        while head < order.count, done.remove(order[head]) != nil { head += 1 }
-        if head > 4_096, head * 2 > order.count {
-            order.removeFirst(head)
-            head = 0
-        }
-    }
-}
-
-/// Outcomes gathered for one progress record.
-struct ProgressBatch {
-    var accepted = 0
-    var lastAPNsID: String?
-    var retries: [RetryEntry] = []
-    var failures: [FailureEntry] = []
-    var invalidations: [DeviceInvalidation] = []
-    private(set) var count = 0
-
-    mutating func add(_ disposition: OutcomeDisposition, token: DeviceToken, at now: Date) {
-        count += 1
-        switch disposition {
-        case .accepted(let apnsID):
-            accepted += 1
-            if let apnsID { lastAPNsID = apnsID }
-        case .failed(let reason, let status, let invalidation):
-            failures.append(FailureEntry(token: token, reason: reason, status: status, at: now))
-            if let invalidation { invalidations.append(invalidation) }
-        case .retry(let at, let reason):
-            retries.append(RetryEntry(token: token, attempt: 1, nextAttemptAt: at, reason: reason))
-        }
-    }
-
-    func progress(for chunk: WorkChunk, through: Int64, completes: Bool) -> ChunkProgress {
-        ChunkProgress(
-            chunk: chunk, through: through, accepted: accepted, lastAPNsID: lastAPNsID, retries: retries, failures: failures,
-            invalidations: invalidations, completesChunk: completes)
     }
 }

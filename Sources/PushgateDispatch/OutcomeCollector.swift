@@ -16,7 +16,12 @@ final class OutcomeCollector: APNsOutcomeReceiver {
         var inFlight = 0
     }
     private let state = Mutex(State())
-    let signal = WakeSignal()
+    /// Signalled on every outcome. Several collectors may share one, so that one loop waits for all.
+    let signal: WakeSignal
+
+    init(signal: WakeSignal = WakeSignal()) {
+        self.signal = signal
+    }
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
         state.withLock { state in

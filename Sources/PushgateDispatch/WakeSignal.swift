@@ -23,29 +23,40 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
+    /// Cancellation wakes the waiter once, like a signal. A task that is already cancelled still waits
+    /// (for a signal or the timeout): a loop winding down after cancellation must not spin and starve
+    /// the cooperative threads that the work it waits for runs on.
     func wait(timeout: Duration) async {
+        if Task.isCancelled {
+            await suspend(timeout: timeout)
+            return
+        }
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let generation = state.withLock { state -> UInt64? in
-                    if state.pending || Task.isCancelled {
-                        state.pending = false
-                        return nil
-                    }
-                    state.generation &+= 1
-                    state.waiter = continuation
-                    return state.generation
-                }
-                guard let generation else {
-                    continuation.resume()
-                    return
-                }
-                let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
-                DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max))))) {
-                    self.timeOut(generation)
-                }
-            }
+            await suspend(timeout: timeout)
         } onCancel: {
             self.signal()
+        }
+    }
+
+    private func suspend(timeout: Duration) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let generation = state.withLock { state -> UInt64? in
+                if state.pending {
+                    state.pending = false
+                    return nil
+                }
+                state.generation &+= 1
+                state.waiter = continuation
+                return state.generation
+            }
+            guard let generation else {
+                continuation.resume()
+                return
+            }
+            let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max))))) {
+                self.timeOut(generation)
+            }
         }
     }
 

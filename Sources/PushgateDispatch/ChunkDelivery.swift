@@ -1,0 +1,302 @@
+import APNsClient
+import Foundation
+import PushgateCore
+import Synchronization
+
+/// The result of store work started in the background (a page read ahead, a progress record). The
+/// dispatch loop picks it up the next time it looks, and keeps sending meanwhile.
+final class BackgroundResult<Value: Sendable>: Sendable {
+    private let slot = Mutex<Result<Value, any Error>?>(nil)
+
+    /// Starts `work` in `group`; when it ends, its result waits here and `signal` wakes the loop.
+    init(in group: inout DiscardingTaskGroup, signal: WakeSignal, _ work: @escaping @Sendable () async throws -> Value) {
+        group.addTask { [self] in
+            let result: Result<Value, any Error>
+            do { result = .success(try await work()) } catch { result = .failure(error) }
+            self.slot.withLock { $0 = result }
+            signal.signal()
+        }
+    }
+
+    /// The result once the work is done; nil while it runs.
+    var result: Result<Value, any Error>? { slot.withLock { $0 } }
+}
+
+/// One chunk on its way out: its targets read a page ahead, sent within the dispatcher's in-flight
+/// limit, its outcomes gathered and its progress recorded in the background while sending goes on.
+///
+/// Several can be under way at once: the next chunk is claimed and started as soon as every target of
+/// the current one is sent, so the pipeline never drains at a chunk boundary. Used only by the dispatch
+/// loop's task.
+final class ChunkDelivery {
+    let chunk: WorkChunk
+    let request: NotificationRequest
+    private let notification: PreparedNotification
+    private let route: DeliveryRoute
+    private unowned let dispatcher: Dispatcher
+    private let collector: OutcomeCollector
+
+    /// Read but not yet sent, in cursor order, from `bufferedHead` on.
+    private var buffered: [DeliveryTarget] = []
+    private var bufferedHead = 0
+    /// Where the next page read starts; every target at or below it has been read.
+    private var pageCursor: Int64
+    private var scanEnded = false
+    private var pageRead: BackgroundResult<TargetPage>?
+    /// Every target at or below this was sent (or skipped by the store's page).
+    private var sentThrough: Int64
+    private var order = SendOrder()
+    private var batch = ProgressBatch()
+    private var tally: OutcomeTally
+    private var lastRecord = ContinuousClock.now
+    /// The progress record under way; records of one chunk are strictly one after another.
+    private var recording: (result: BackgroundResult<ProgressResult>, last: Bool, tally: OutcomeTally)?
+    /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
+    private var submittedIDs: [UInt64] = []
+    private var stopDeadline: ContinuousClock.Instant?
+    private(set) var isDone = false
+    /// The store said this chunk's last record completed it (the request may be finished too).
+    private(set) var completedChunk = false
+
+    init(
+        chunk: WorkChunk, request: NotificationRequest, notification: PreparedNotification, route: DeliveryRoute,
+        dispatcher: Dispatcher, signal: WakeSignal
+    ) {
+        self.chunk = chunk
+        self.request = request
+        self.notification = notification
+        self.route = route
+        self.dispatcher = dispatcher
+        self.collector = OutcomeCollector(signal: signal)
+        self.pageCursor = chunk.progress
+        self.sentThrough = chunk.progress
+        self.tally = dispatcher.metrics.tally()
+    }
+
+    /// Every target has been handed to the client (none left to read or send).
+    var isAllSent: Bool { scanEnded && pageRead == nil && bufferedHead == buffered.count }
+
+    var inFlight: Int { collector.inFlight }
+
+    private var configuration: Dispatcher.Configuration { dispatcher.configuration }
+
+    /// Stop sending: take back what the client has not written yet, and wait for the rest at most
+    /// `deadline`.
+    func stop(deadline: ContinuousClock.Instant) {
+        guard stopDeadline == nil else { return }
+        stopDeadline = deadline
+        let withdrawn = route.client.withdraw(submittedIDs)
+        dispatcher.logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
+    }
+
+    /// Does whatever can be done now without waiting: picks up finished background work, gathers
+    /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
+    /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
+    func advance(room: inout Int, group: inout DiscardingTaskGroup, signal: WakeSignal) throws {
+        guard !isDone else { return }
+        try collectBackgroundWork()
+        if isDone { return }
+        gatherOutcomes()
+        if stopDeadline == nil {
+            send(room: &room)
+            readAhead(group: &group, signal: signal)
+        }
+        startRecordIfDue(group: &group, signal: signal)
+    }
+
+    private func collectBackgroundWork() throws {
+        if let read = pageRead, let result = read.result {
+            pageRead = nil
+            let page = try result.get()
+            if bufferedHead == buffered.count {
+                buffered.removeAll(keepingCapacity: true)
+                bufferedHead = 0
+                if page.targets.isEmpty { sentThrough = page.scannedThrough }
+            } else if bufferedHead > 0 {
+                buffered.removeFirst(bufferedHead)
+                bufferedHead = 0
+            }
+            buffered.append(contentsOf: page.targets)
+            pageCursor = page.scannedThrough
+            scanEnded = page.isEnd
+        }
+        if let (record, last, recordedTally) = recording, let result = record.result {
+            recording = nil
+            let outcome = try result.get()
+            if outcome != .leaseLost {
+                // Counted only once the ledger holds them, so metrics never run ahead of the ledger.
+                var counted = recordedTally
+                dispatcher.metrics.record(&counted)
+            }
+            switch outcome {
+            case .leaseLost:
+                dispatcher.logger.warning(
+                    "lost the lease of a chunk; another instance resumes it", metadata: ["push.chunk": "\(chunk.id)"])
+                isDone = true
+            case .chunkCompleted:
+                completedChunk = true
+                isDone = true
+            case .recorded:
+                if last { isDone = true }
+            }
+        }
+    }
+
+    private func gatherOutcomes() {
+        let completed = collector.drain()
+        guard !completed.isEmpty else { return }
+        let now = dispatcher.clock.now()
+        let stopping = stopDeadline != nil
+        dispatcher.random.withLock { generator in
+            for outcome in completed {
+                if stopping, outcome.outcome.transportFailure == .cancelled {
+                    // Withdrawn before it was sent: it stays pending, so progress stops before it and
+                    // the next run sends it.
+                    continue
+                }
+                order.complete(sequence: outcome.tag)
+                let disposition = OutcomeDisposition.decide(
+                    outcome.outcome, token: outcome.token, attempt: 1, request: request, policy: configuration.retryPolicy,
+                    now: now, using: &generator)
+                batch.add(disposition, token: outcome.token, at: now)
+                tally.add(outcome.outcome, disposition: disposition, request: request, now: now)
+            }
+        }
+        if dispatcher.logger.logLevel <= .debug {
+            for outcome in completed {
+                dispatcher.logger.debug(
+                    "device outcome",
+                    metadata: [
+                        "push.request_id": "\(request.id)", "push.device": "\(outcome.token.hex)", "apns.outcome": "\(outcome.outcome)",
+                    ])
+            }
+        }
+    }
+
+    private func send(room: inout Int) {
+        let available = buffered.count - bufferedHead
+        let count = min(room, available)
+        guard count > 0 else { return }
+        var requests: [APNsRequest] = []
+        requests.reserveCapacity(count)
+        for index in bufferedHead..<(bufferedHead + count) {
+            let target = buffered[index]
+            let sequence = order.append(target.cursor)
+            requests.append(APNsRequest(notification: notification, deviceToken: target.token, tag: sequence, receiver: collector))
+        }
+        bufferedHead += count
+        collector.willSend(count)
+        submittedIDs.append(contentsOf: route.client.submit(requests))
+        sentThrough = bufferedHead == buffered.count ? pageCursor : buffered[bufferedHead].cursor - 1
+        room -= count
+    }
+
+    /// Keeps one page read ahead of what is being sent, so that sending never waits for the store.
+    private func readAhead(group: inout DiscardingTaskGroup, signal: WakeSignal) {
+        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < configuration.pageSize else { return }
+        let (store, chunk, cursor, limit) = (dispatcher.store, chunk, pageCursor, configuration.pageSize)
+        pageRead = BackgroundResult(in: &group, signal: signal) {
+            try await store.targets(of: chunk, after: cursor, limit: limit)
+        }
+    }
+
+    private func startRecordIfDue(group: inout DiscardingTaskGroup, signal: WakeSignal) {
+        guard recording == nil else { return }
+        let inFlight = collector.inFlight
+        let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
+        let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
+        let sinceLast = ContinuousClock.now - lastRecord
+        let due = sinceLast >= configuration.progressInterval && (batch.count > 0 || sinceLast >= configuration.leaseDuration / 3)
+        guard finished || stoppedWaiting || batch.count >= configuration.progressBatch || due else { return }
+
+        let through = order.firstPending.map { $0 - 1 } ?? sentThrough
+        let progress = batch.progress(for: chunk, through: through, completes: finished)
+        let recordedTally = tally
+        tally = dispatcher.metrics.tally()
+        batch = ProgressBatch()
+        lastRecord = .now
+        let (store, owner, clock, lease) = (dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration)
+        recording = (
+            BackgroundResult(in: &group, signal: signal) {
+                try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
+            },
+            finished || stoppedWaiting,
+            recordedTally
+        )
+    }
+}
+
+/// The targets sent and not yet answered, in send order. A target's send sequence number is its tag
+/// in the client, so an answer finds its place without hashing; the oldest unanswered one bounds the
+/// progress that may be recorded.
+struct SendOrder {
+    private var cursors: [Int64] = []
+    private var answered: [Bool] = []
+    /// Sequence number of `cursors[0]`.
+    private var base: UInt64 = 0
+    private var head = 0
+
+    /// Appends a target's cursor; returns its sequence number.
+    mutating func append(_ cursor: Int64) -> UInt64 {
+        cursors.append(cursor)
+        answered.append(false)
+        return base + UInt64(cursors.count - 1)
+    }
+
+    mutating func complete(sequence: UInt64) {
+        guard sequence >= base else { return }
+        let index = Int(sequence - base)
+        if index < answered.count { answered[index] = true }
+    }
+
+    var isEmpty: Bool {
+        mutating get { advance(); return head == cursors.count }
+    }
+
+    var firstPending: Int64? {
+        mutating get {
+            advance()
+            return head < cursors.count ? cursors[head] : nil
+        }
+    }
+
+    private mutating func advance() {
+        while head < cursors.count, answered[head] { head += 1 }
+        if head > 4_096, head * 2 > cursors.count {
+            cursors.removeFirst(head)
+            answered.removeFirst(head)
+            base += UInt64(head)
+            head = 0
+        }
+    }
+}
+
+/// Outcomes gathered for one progress record.
+struct ProgressBatch {
+    var accepted = 0
+    var lastAPNsID: String?
+    var retries: [RetryEntry] = []
+    var failures: [FailureEntry] = []
+    var invalidations: [DeviceInvalidation] = []
+    private(set) var count = 0
+
+    mutating func add(_ disposition: OutcomeDisposition, token: DeviceToken, at now: Date) {
+        count += 1
+        switch disposition {
+        case .accepted(let apnsID):
+            accepted += 1
+            if let apnsID { lastAPNsID = apnsID }
+        case .failed(let reason, let status, let invalidation):
+            failures.append(FailureEntry(token: token, reason: reason, status: status, at: now))
+            if let invalidation { invalidations.append(invalidation) }
+        case .retry(let at, let reason):
+            retries.append(RetryEntry(token: token, attempt: 1, nextAttemptAt: at, reason: reason))
+        }
+    }
+
+    func progress(for chunk: WorkChunk, through: Int64, completes: Bool) -> ChunkProgress {
+        ChunkProgress(
+            chunk: chunk, through: through, accepted: accepted, lastAPNsID: lastAPNsID, retries: retries, failures: failures,
+            invalidations: invalidations, completesChunk: completes)
+    }
+}

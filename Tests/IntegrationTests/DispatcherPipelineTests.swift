@@ -1,0 +1,130 @@
+import APNsClient
+import Foundation
+import PushgateCore
+import PushgateDispatch
+import PushgateSQLite
+import Synchronization
+import Testing
+
+/// A transport that keeps every request until the test answers it, so that a test sees exactly what
+/// the dispatcher had handed over while earlier answers were still outstanding.
+final class HeldAnswersTransport: NotificationTransport {
+    private struct State {
+        var held: [APNsRequest] = []
+        var submitted = 0
+        var nextID: UInt64 = 0
+    }
+    private let state = Mutex(State())
+
+    func submit(_ requests: [APNsRequest]) -> [UInt64] {
+        state.withLock { state in
+            state.held.append(contentsOf: requests)
+            state.submitted += requests.count
+            defer { state.nextID += UInt64(requests.count) }
+            return (0..<UInt64(requests.count)).map { state.nextID + $0 }
+        }
+    }
+
+    func withdraw(_ ids: some Sequence<UInt64>) -> Int { 0 }
+
+    var submitted: Int { state.withLock { $0.submitted } }
+    var held: Int { state.withLock { $0.held.count } }
+
+    /// Answers every held request with 200, outside the lock (receivers may call back in).
+    func answerAll() {
+        let requests = state.withLock { state in
+            defer { state.held.removeAll() }
+            return state.held
+        }
+        for request in requests {
+            request.receiver.receive(.answered(status: 200, reason: nil, apnsID: nil, apnsUniqueID: nil, invalidatedAtMilliseconds: nil), for: request)
+        }
+    }
+}
+
+@Suite("Dispatcher: chunks overlap and pages are read ahead", .timeLimit(.minutes(2)))
+struct DispatcherPipelineTests {
+    static func token(_ number: Int) -> DeviceToken {
+        try! DeviceToken(hex: String(format: "%064x", 0x91_0000 + number))
+    }
+
+    @Test("the next chunk is claimed and sent while the previous chunk's answers are outstanding; every device is recorded once")
+    func chunksOverlap() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("pipeline.db"))
+        defer { try? store.close() }
+        let now = Date()
+        _ = try await store.register(batch: (1...250).map { Registration(token: Self.token($0), group: "all", at: now) })
+        let transport = HeldAnswersTransport()
+        var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
+        configuration.chunkSize = 100
+        configuration.pageSize = 30
+        configuration.maximumInFlight = 1_000
+        configuration.idleInterval = .milliseconds(50)
+        let dispatcher = Dispatcher(
+            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
+            configuration: configuration, logger: TestLogger.make("dispatch"))
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await dispatcher.run() }
+            let id = try RequestID("pipeline-250")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
+
+            // No answer has come back, yet more than one chunk (100 targets each) has been sent: the
+            // dispatcher did not wait for a chunk to drain before claiming the next one. Three chunks
+            // at most are under way, so all 250 go out.
+            try await eventually("all three chunks sent without any answer", timeout: .seconds(60)) { transport.submitted == 250 }
+            #expect(transport.held == 250)
+            let before = try #require(try await store.report(id))
+            #expect(before.accepted == 0)
+            #expect(before.state != .done)
+
+            transport.answerAll()
+            try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
+            let report = try #require(try await store.report(id))
+            #expect(report.accepted == 250)
+            #expect(report.failed == 0)
+            #expect(transport.submitted == 250)
+            group.cancelAll()
+        }
+    }
+
+    @Test("a fourth chunk waits until one of three under way is finished")
+    func atMostThreeChunks() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("pipeline.db"))
+        defer { try? store.close() }
+        let now = Date()
+        _ = try await store.register(batch: (1...400).map { Registration(token: Self.token($0), group: "all", at: now) })
+        let transport = HeldAnswersTransport()
+        var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
+        configuration.chunkSize = 100
+        configuration.pageSize = 40
+        configuration.maximumInFlight = 1_000
+        configuration.idleInterval = .milliseconds(50)
+        let dispatcher = Dispatcher(
+            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
+            configuration: configuration, logger: TestLogger.make("dispatch"))
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await dispatcher.run() }
+            let id = try RequestID("pipeline-400")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
+            try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted == 300 }
+            // Still 300 after the dispatcher has had every chance to go on: ask it to look again.
+            for _ in 0..<5 {
+                dispatcher.wakeUp()
+                await Task.yield()
+            }
+            #expect(transport.submitted == 300)
+            transport.answerAll()
+            try await eventually("the fourth chunk sent", timeout: .seconds(60)) { transport.submitted == 400 }
+            transport.answerAll()
+            try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
+            #expect(try await store.report(id)?.accepted == 400)
+            group.cancelAll()
+        }
+    }
+}
