@@ -86,6 +86,8 @@ public final class Dispatcher: Service, NotificationIntake {
             throw StoreError(code: StoreError.Code("unknown_app"), message: "unknown app \"\(request.app)\"")
         }
         let result = try await store.enqueue(request)
+        // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
+        _ = try? prepare(request)
         metrics.requestAccepted(app: request.app, targets: result.targetCount)
         workAdded.store(true, ordering: .releasing)
         logger.debug(
@@ -230,17 +232,25 @@ public final class Dispatcher: Service, NotificationIntake {
     private func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
         if let cached = prepared.withLock({ $0[id] }) { return cached }
         guard let request = try await store.request(id) else { return nil }
-        guard let route = routes[request.app] else {
+        guard routes[request.app] != nil else {
             logger.error("request for an app that is not configured", metadata: ["push.request_id": "\(id)", "push.app": "\(request.app)"])
             return nil
         }
+        return try prepare(request)
+    }
+
+    /// Builds a request's wire form once and keeps it for the chunks and retries that follow. Done at
+    /// intake too, so that the first chunk does not read back the request it was just given.
+    @discardableResult
+    private func prepare(_ request: NotificationRequest) throws -> (NotificationRequest, PreparedNotification)? {
+        guard let route = routes[request.app] else { return nil }
         let content = try NotificationContent(
             topic: route.topic, pushType: request.pushType, priority: request.priority, expiration: request.expiration,
             collapseID: request.collapseID, payload: request.payload)
         let entry = (request, PreparedNotification(content))
         prepared.withLock { cache in
             if cache.count > 1_000 { cache.removeAll() }
-            cache[id] = entry
+            cache[request.id] = entry
         }
         return entry
     }

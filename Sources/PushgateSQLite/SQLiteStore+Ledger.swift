@@ -183,7 +183,7 @@ extension SQLiteStore {
         guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
         let nowMs = Millis.from(now)
         let leaseUntil = nowMs + leaseDuration.milliseconds
-        return try await write { db in
+        return try await writeUnsynced { db in
             _ = try Self.expireOverdue(nowMs: nowMs, in: db)
 
             // 1. Take over a chunk whose holder stopped renewing its lease.
