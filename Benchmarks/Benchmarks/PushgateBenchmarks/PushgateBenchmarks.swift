@@ -5,6 +5,7 @@
 // Each benchmark runs `benchmark.scaledIterations` operations per measured sample, so the figures the
 // tool prints (marked `*`) are per operation. See ../../README.md for how to run and for measured numbers.
 
+import APNsWireMirror
 import Benchmark
 import Crypto
 import DispatchStepMirror
@@ -31,8 +32,9 @@ let notificationDatagram = Array(
 
 let fixedNow = Date(timeIntervalSince1970: 1_800_000_000)
 
-/// What the client builds once per request (`PreparedNotification`) and once per connection
-/// (`APNsConnectionHandler.pseudoHeaders`), rebuilt here from the same public inputs.
+/// What the client builds once per notification (`PreparedNotification`) and once per provider token,
+/// rebuilt here from the same public inputs; and, for the old-path benchmarks, the `HPACKHeaders` the
+/// client built before issue #7.
 struct RequestFixture: Sendable {
     let token: DeviceToken
     let content: NotificationContent
@@ -40,6 +42,13 @@ struct RequestFixture: Sendable {
     let sharedHeaders: HPACKHeaders
     let payload: ByteBuffer
     let authorization: String
+    let providerToken: ProviderToken
+    let notification: MirroredNotification
+    /// The same but for its `apns-collapse-id` and payload: a second notification on the same connection.
+    let otherNotification: MirroredNotification
+    /// 100 distinct devices, for a batch.
+    let batchTokens: [DeviceToken]
+    let authority = APNsEnvironment.production.host
 
     init() throws {
         token = try DeviceToken(hex: tokenHex)
@@ -65,7 +74,25 @@ struct RequestFixture: Sendable {
         payload = ByteBuffer(bytes: content.payload.bytes)
 
         let signer = try ProviderTokenSigner(privateKey: P256.Signing.PrivateKey(), keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
-        authorization = try signer.sign(issuedAt: fixedNow).authorizationHeaderValue
+        providerToken = try signer.sign(issuedAt: fixedNow)
+        authorization = providerToken.authorizationHeaderValue
+
+        notification = MirroredNotification(content)
+        otherNotification = MirroredNotification(
+            try NotificationContent(
+                topic: Topic("com.example.shop"), pushType: .alert, priority: .immediate,
+                expiration: .at(epochSeconds: 1_900_000_000), collapseID: CollapseID("sale-2042"),
+                payload: Payload(jsonString: payloadJSON.replacingOccurrences(of: "c-2041", with: "c-2042"))))
+        batchTokens = try (0..<100).map { index in
+            try DeviceToken(hex: String(tokenHex.dropLast(4)) + String(format: "%04x", index))
+        }
+    }
+
+    /// A connection's writer after SETTINGS, with the current provider token.
+    func connectedWriter() -> APNsRequestWriter {
+        var writer = APNsRequestWriter(authority: authority)
+        writer.use(providerToken)
+        return writer
     }
 
     /// The header block of one request, exactly as `APNsConnectionHandler.write(_:authorization:...)`
@@ -93,6 +120,47 @@ extension ByteBuffer {
     }
 }
 
+// MARK: - The mirrored writer's bytes, checked once before anything is measured
+
+struct WireMismatch: Error, CustomStringConvertible {
+    var description: String
+}
+
+/// Decodes what `APNsRequestWriter` writes for three requests (the shared block encoded with
+/// insertions, encoded again as indices and kept, then reused) with NIO's HPACK decoder, and checks
+/// frames and headers against what APNs must receive, so that no benchmark times wrong bytes.
+func verifyWireMirror(_ fixture: RequestFixture) throws {
+    var writer = fixture.connectedWriter()
+    var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    var expected: [(String, String)] = [
+        (":method", "POST"), (":scheme", "https"), (":path", fixture.token.requestPath), (":authority", fixture.authority),
+    ]
+    expected += fixture.content.headerFields.map { ($0.name, $0.value) }
+    expected.append(("authorization", fixture.authorization))
+
+    for (round, expectedStreamID) in [(1, 1), (2, 3), (3, 5)] as [(Int, UInt32)] {
+        var buffer = ByteBuffer()
+        let streamID = writer.writeRequest(to: fixture.token, of: fixture.notification, into: &buffer)
+        func frame(_ type: UInt8, _ flags: UInt8) throws -> ByteBuffer {
+            guard let length24 = buffer.readInteger(as: UInt8.self), let length16 = buffer.readInteger(as: UInt16.self),
+                buffer.readInteger(as: UInt8.self) == type, buffer.readInteger(as: UInt8.self) == flags,
+                buffer.readInteger(as: UInt32.self) == expectedStreamID,
+                let payload = buffer.readSlice(length: Int(length24) << 16 | Int(length16))
+            else { throw WireMismatch(description: "request \(round): frame header of type \(type)") }
+            return payload
+        }
+        var block = try frame(0x1, 0x4)
+        let data = try frame(0x0, 0x1)
+        let headers = try decoder.decodeHeaders(from: &block)
+        let decoded = headers.map { ($0.name, $0.value) }
+        guard streamID == expectedStreamID, buffer.readableBytes == 0, data == fixture.payload,
+            decoded.elementsEqual(expected, by: { $0 == $1 })
+        else {
+            throw WireMismatch(description: "request \(round): \(decoded.map { $0.0 }) (\(buffer.readableBytes) bytes left)")
+        }
+    }
+}
+
 let defaultMetrics: [BenchmarkMetric] = [.wallClock, .cpuTotal, .instructions, .mallocCountTotal, .throughput]
 
 let benchmarks: @Sendable () -> Void = {
@@ -103,15 +171,91 @@ let benchmarks: @Sendable () -> Void = {
     let fixture: RequestFixture
     do {
         fixture = try RequestFixture()
+        try verifyWireMirror(fixture)
     } catch {
         fatalError("benchmark fixture: \(error)")
     }
 
-    // MARK: HPACK
+    // MARK: APNs wire (the client's own HTTP/2 encoding)
+
+    // The code `APNsConnectionHandler.write(_:token:now:)` runs for each device, compiled from the
+    // client's own files (see APNsWireMirror). `verifyWireMirror` checked the bytes at start-up.
+
+    // (a) Steady state: one request's header block, the notification's shared block already encoded
+    // and reused (the case of every device after the first of a broadcast).
+    Benchmark("APNs wire: header block, shared block warm") { benchmark in
+        var writer = fixture.connectedWriter()
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        for _ in 0..<2 { writer.writeHeaderBlock(to: fixture.token, of: fixture.notification, into: &buffer) }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            writer.writeHeaderBlock(to: fixture.token, of: fixture.notification, into: &buffer)
+            blackHole(buffer.readableBytes)
+        }
+    }
+
+    // (b) The first request of a notification: its shared block is encoded (every field a lookup in
+    // the encoder's table, then the block kept). Two notifications alternate, so every request is
+    // the first of its notification since the last; their fields are already in the dynamic table
+    // (a connection that has sent them before), so the block is all indices and stays cacheable.
+    Benchmark("APNs wire: header block, shared block encoded (first request of a notification)") { benchmark in
+        var writer = fixture.connectedWriter()
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        let notifications = [fixture.notification, fixture.otherNotification]
+        for index in 0..<4 { writer.writeHeaderBlock(to: fixture.token, of: notifications[index & 1], into: &buffer) }
+        var index = 0
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            writer.writeHeaderBlock(to: fixture.token, of: notifications[index & 1], into: &buffer)
+            index &+= 1
+            blackHole(buffer.readableBytes)
+        }
+    }
+
+    // (c) One device's complete frames, HEADERS + DATA (payload copied), into a reused buffer.
+    Benchmark("APNs wire: HEADERS + DATA for one device, reused buffer") { benchmark in
+        var writer = fixture.connectedWriter()
+        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
+        for _ in 0..<2 { writer.writeRequest(to: fixture.token, of: fixture.notification, into: &buffer) }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            buffer.clear()
+            writer.writeRequest(to: fixture.token, of: fixture.notification, into: &buffer)
+            blackHole(buffer.readableBytes)
+        }
+    }
+
+    // (d) A batch of 100 devices (the pool's default stream limit) as `sendQueuedWork` writes it: one
+    // outbound buffer per batch, allocated at 16 KiB as the handler's `outboundBuffer` does (the
+    // buffer is handed to the channel at the flush, so the next batch starts a new one), grown to
+    // about 27 KiB. One operation here is the whole batch of 100.
+    Benchmark("APNs wire: batch of 100 devices into one new buffer (op = 100 requests)") { benchmark in
+        var writer = fixture.connectedWriter()
+        let allocator = ByteBufferAllocator()
+        var warm = allocator.buffer(capacity: 1024)
+        for _ in 0..<2 { writer.writeRequest(to: fixture.token, of: fixture.notification, into: &warm) }
+        let devices = fixture.batchTokens
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            var buffer = allocator.buffer(capacity: 16 * 1024)
+            for device in devices {
+                writer.writeRequest(to: device, of: fixture.notification, into: &buffer)
+            }
+            blackHole(buffer)
+        }
+    }
+
+    // MARK: Old path (NIOHTTP2, before issue #7), for comparison
+
+    // What the client ran before it spoke HTTP/2 itself: NIO's `HPACKEncoder`, `HTTP2Frame` values and
+    // `NIOHTTP2Handler`. Kept to show what the rewrite bought; the client no longer runs any of it.
+
 
     // The header block of one request, encoded by a connection's long-lived encoder (its dynamic
     // table warm, as on a real connection after the first request).
-    Benchmark("HPACK encode APNs request headers") { benchmark in
+    Benchmark("Old path: NIO HPACKEncoder, APNs request headers") { benchmark in
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
         var buffer = ByteBufferAllocator().buffer(capacity: 1024)
         let headers = fixture.requestHeaders()
@@ -123,44 +267,9 @@ let benchmarks: @Sendable () -> Void = {
             blackHole(buffer.readableBytes)
         }
     }
-
-    // The same block without Huffman coding: shows what Huffman-coding the per-request literals
-    // (`:path`, and the ~230-byte `authorization` that is identical for an hour) costs.
-    Benchmark("HPACK encode APNs request headers, no Huffman") { benchmark in
-        var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: false)
-        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
-        let headers = fixture.requestHeaders()
-        try? encoder.encode(headers: headers, to: &buffer)
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            buffer.clear()
-            try? encoder.encode(headers: headers, to: &buffer)
-            blackHole(buffer.readableBytes)
-        }
-    }
-
-    // The same block with `authorization` indexable (a one-byte dynamic-table hit after the first
-    // request), `:path` still a literal: an experiment, not what the client does.
-    Benchmark("HPACK encode APNs request headers, authorization indexed") { benchmark in
-        var encoder = HPACKEncoder(allocator: ByteBufferAllocator())
-        var buffer = ByteBufferAllocator().buffer(capacity: 1024)
-        var headers = fixture.pseudoHeaders
-        headers.add(name: ":path", value: fixture.token.requestPath, indexing: .nonIndexable)
-        headers.add(name: "authorization", value: fixture.authorization, indexing: .indexable)
-        headers.add(contentsOf: fixture.sharedHeaders)
-        try? encoder.encode(headers: headers, to: &buffer)
-        benchmark.startMeasurement()
-        for _ in benchmark.scaledIterations {
-            buffer.clear()
-            try? encoder.encode(headers: headers, to: &buffer)
-            blackHole(buffer.readableBytes)
-        }
-    }
-
-    // MARK: Frames
 
     // Building the header list and the two frame values for one device, as `write(...)` does.
-    Benchmark("Frames: build HEADERS + DATA for one device") { benchmark in
+    Benchmark("Old path: HTTP2Frame values, HEADERS + DATA for one device") { benchmark in
         var streamID = 1
         for _ in benchmark.scaledIterations {
             let id = HTTP2StreamID(streamID)
@@ -177,7 +286,7 @@ let benchmarks: @Sendable () -> Void = {
     // One notification through the client's `NIOHTTP2Handler` (same settings as the pool): the two
     // frames written and serialised to bytes (HPACK included), then the 200 answer parsed and the
     // stream closed. No TLS, no socket: an EmbeddedChannel.
-    Benchmark("HTTP/2 client: one notification, write + 200 answer") { benchmark in
+    Benchmark("Old path: NIOHTTP2Handler, one notification, write + 200 answer") { benchmark in
         let channel = EmbeddedChannel()
         do {
             try channel.pipeline.syncOperations.addHandler(
