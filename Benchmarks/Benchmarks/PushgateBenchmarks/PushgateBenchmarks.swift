@@ -3,7 +3,8 @@
 // datagram pays once (JWT signing, token and payload validation, datagram parsing).
 //
 // Each benchmark runs `benchmark.scaledIterations` operations per measured sample, so the figures the
-// tool prints (marked `*`) are per operation. See ../../README.md for how to run and for measured numbers.
+// tool prints (marked `*`) are per operation. See ../../README.md for how to run, and
+// ../../../docs/benchmarks.md (Micro-benchmarks) for measured numbers.
 
 import APNsWireMirror
 import Benchmark
@@ -57,14 +58,14 @@ struct RequestFixture: Sendable {
             expiration: .at(epochSeconds: 1_900_000_000), collapseID: CollapseID("sale-2041"),
             payload: Payload(jsonString: payloadJSON))
 
-        // APNsConnectionHandler.init
+        // Old path: APNsConnectionHandler.init before issue #7
         var pseudo = HPACKHeaders()
         pseudo.add(name: ":method", value: "POST")
         pseudo.add(name: ":scheme", value: "https")
         pseudo.add(name: ":authority", value: APNsEnvironment.production.host)
         pseudoHeaders = pseudo
 
-        // PreparedNotification.init
+        // Old path: PreparedNotification.init before issue #7
         var shared = HPACKHeaders()
         shared.reserveCapacity(8)
         for field in content.headerFields {
@@ -95,8 +96,8 @@ struct RequestFixture: Sendable {
         return writer
     }
 
-    /// The header block of one request, exactly as `APNsConnectionHandler.write(_:authorization:...)`
-    /// assembles it (no `apns-id`: the dispatcher lets APNs make one up).
+    /// Old path: the header list of one request as `APNsConnectionHandler.write` assembled it before
+    /// issue #7 (no `apns-id`: the dispatcher lets APNs make one up).
     @inline(__always)
     func requestHeaders() -> HPACKHeaders {
         var headers = pseudoHeaders
