@@ -25,13 +25,14 @@ let package = Package(
         // Code the root package does not export, compiled here from the root's own files (symbolic
         // links, so there is no copy to drift): the UDP datagram parser (`PushgateUDP` has no
         // product), the dispatcher's per-device decision (`OutcomeDisposition` is internal) and the
-        // APNs client's own HTTP/2 framing and HPACK encoder (internal to `APNsClient`).
+        // APNs client's own HTTP/2 framing, frame parser and HPACK encoder (internal to `APNsClient`).
         .target(
             name: "APNsWireMirror",
             dependencies: [
                 .product(name: "PushgateCore", package: "pushgate"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ],
             path: "Sources/APNsWireMirror",
             swiftSettings: swiftSettings

@@ -33,6 +33,9 @@ let notificationDatagram = Array(
 
 let fixedNow = Date(timeIntervalSince1970: 1_800_000_000)
 
+let answerHeaderName = "apns-id"
+let answerAPNsID = "5E1D3A4B-0C2F-4E8A-9B7D-6F1A2C3D4E5F"
+
 /// What the client builds once per notification (`PreparedNotification`) and once per provider token,
 /// rebuilt here from the same public inputs; and, for the old-path benchmarks, the `HPACKHeaders` the
 /// client built before issue #7.
@@ -49,6 +52,9 @@ struct RequestFixture: Sendable {
     let otherNotification: MirroredNotification
     /// 100 distinct devices, for a batch.
     let batchTokens: [DeviceToken]
+    /// 100 answers of 200 as a server sends them: HEADERS (END_STREAM | END_HEADERS) with `:status: 200`
+    /// (static index 8) and `apns-id` as a literal without indexing, on streams 1, 3, ... 199.
+    let answers: ByteBuffer
     let authority = APNsEnvironment.production.host
 
     init() throws {
@@ -87,6 +93,20 @@ struct RequestFixture: Sendable {
         batchTokens = try (0..<100).map { index in
             try DeviceToken(hex: String(tokenHex.dropLast(4)) + String(format: "%04x", index))
         }
+
+        var answers = ByteBuffer()
+        for index in 0..<100 {
+            var block = ByteBuffer()
+            block.writeInteger(0x88 as UInt8)
+            block.writeInteger(0x00 as UInt8)
+            block.writeInteger(UInt8(answerHeaderName.utf8.count))
+            block.writeString(answerHeaderName)
+            block.writeInteger(UInt8(answerAPNsID.utf8.count))
+            block.writeString(answerAPNsID)
+            answers.writeFrameHeader(length: block.readableBytes, type: 0x1, flags: 0x5, streamID: Int32(2 * index + 1))
+            answers.writeBuffer(&block)
+        }
+        self.answers = answers
     }
 
     /// A connection's writer after SETTINGS, with the current provider token.
@@ -129,7 +149,8 @@ struct WireMismatch: Error, CustomStringConvertible {
 
 /// Decodes what `APNsRequestWriter` writes for three requests (the shared block encoded with
 /// insertions, encoded again as indices and kept, then reused) with NIO's HPACK decoder, and checks
-/// frames and headers against what APNs must receive, so that no benchmark times wrong bytes.
+/// frames and headers against what APNs must receive; and reads the 100 answers of `fixture.answers`
+/// back with `APNsAnswerReader`. So no benchmark times wrong bytes.
 func verifyWireMirror(_ fixture: RequestFixture) throws {
     var writer = fixture.connectedWriter()
     var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
@@ -159,6 +180,16 @@ func verifyWireMirror(_ fixture: RequestFixture) throws {
         else {
             throw WireMismatch(description: "request \(round): \(decoded.map { $0.0 }) (\(buffer.readableBytes) bytes left)")
         }
+    }
+
+    var reader = APNsAnswerReader()
+    var bytes = fixture.answers
+    var streams: [UInt32] = []
+    try reader.read(&bytes) { answer in
+        if answer.status == 200, answer.apnsID == answerAPNsID { streams.append(answer.streamID) }
+    }
+    guard streams == Array(stride(from: 1, through: 199, by: 2)) else {
+        throw WireMismatch(description: "answers read: \(streams.count) of 100")
     }
 }
 
@@ -272,6 +303,27 @@ let benchmarks: @Sendable () -> Void = {
             }
             blackHole(buffer.readableBytes)
         }
+    }
+
+    // (e) The other half of a device's exchange: 100 answers (`:status: 200` and an `apns-id`, the
+    // HEADERS frame APNs sends for an accepted notification) arriving in one read, cut into frames by
+    // the client's parser and decoded as the handler does. One operation is the 100 answers.
+    Benchmark("APNs wire: read 100 answers of 200 from one read (op = 100 answers)", configuration: longOperation) { benchmark in
+        var reader = APNsAnswerReader()
+        let answers = fixture.answers
+        var warm = answers
+        var statusSum = 0
+        do {
+            try reader.read(&warm) { statusSum &+= $0.status ?? 0 }
+            benchmark.startMeasurement()
+            for _ in benchmark.scaledIterations {
+                var bytes = answers
+                try reader.read(&bytes) { statusSum &+= $0.status ?? 0 }
+            }
+        } catch {
+            fatalError("reading answers: \(error)")
+        }
+        blackHole(statusSum)
     }
 
     // MARK: Old path (NIOHTTP2, before issue #7), for comparison
