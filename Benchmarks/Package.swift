@@ -19,11 +19,24 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // Code the root package does not export, compiled here from the root's own files (symbolic
         // links, so there is no copy to drift): the UDP datagram parser (`PushgateUDP` has no
-        // product) and the dispatcher's per-device decision (`OutcomeDisposition` is internal).
+        // product), the dispatcher's per-device decision (`OutcomeDisposition` is internal) and the
+        // APNs client's own HTTP/2 framing, frame parser and HPACK encoder (internal to `APNsClient`).
+        .target(
+            name: "APNsWireMirror",
+            dependencies: [
+                .product(name: "PushgateCore", package: "pushgate"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Sources/APNsWireMirror",
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "UDPDatagramMirror",
             dependencies: [
@@ -53,6 +66,7 @@ let package = Package(
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 "UDPDatagramMirror",
                 "DispatchStepMirror",
+                "APNsWireMirror",
             ],
             path: "Benchmarks/PushgateBenchmarks",
             swiftSettings: swiftSettings,

@@ -1,0 +1,1 @@
+../../../Sources/APNsClient/HTTP2/HTTP2Wire.swift
