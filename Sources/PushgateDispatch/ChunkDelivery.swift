@@ -107,18 +107,7 @@ final class ChunkDelivery {
     private func collectBackgroundWork() throws {
         if let read = pageRead, let result = read.result {
             pageRead = nil
-            let page = try result.get()
-            if bufferedHead == buffered.count {
-                buffered.removeAll(keepingCapacity: true)
-                bufferedHead = 0
-                if page.targets.isEmpty { sentThrough = page.scannedThrough }
-            } else if bufferedHead > 0 {
-                buffered.removeFirst(bufferedHead)
-                bufferedHead = 0
-            }
-            buffered.append(contentsOf: page.targets)
-            pageCursor = page.scannedThrough
-            scanEnded = page.isEnd
+            accept(try result.get())
         }
         if let (record, last, recordedTally) = recording, let result = record.result {
             recording = nil
@@ -140,6 +129,21 @@ final class ChunkDelivery {
                 if last { isDone = true }
             }
         }
+    }
+
+    /// Appends a page of targets to what waits to be sent.
+    func accept(_ page: TargetPage) {
+        if bufferedHead == buffered.count {
+            buffered.removeAll(keepingCapacity: true)
+            bufferedHead = 0
+            if page.targets.isEmpty { sentThrough = page.scannedThrough }
+        } else if bufferedHead > 0 {
+            buffered.removeFirst(bufferedHead)
+            bufferedHead = 0
+        }
+        buffered.append(contentsOf: page.targets)
+        pageCursor = page.scannedThrough
+        scanEnded = page.isEnd
     }
 
     private func gatherOutcomes() {

@@ -226,7 +226,11 @@ public final class Dispatcher: Service, NotificationIntake {
         if chunk.isTakeover {
             logger.info("taking over an unfinished chunk", metadata: ["push.request_id": "\(chunk.requestID)", "push.chunk": "\(chunk.id)"])
         }
-        return ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
+        let delivery = ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
+        // The first page is read here rather than in the background: one hand-over less between a
+        // request's arrival and its first send.
+        delivery.accept(try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize))
+        return delivery
     }
 
     private func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
