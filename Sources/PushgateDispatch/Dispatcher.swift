@@ -148,7 +148,8 @@ public final class Dispatcher: Service, NotificationIntake {
         /// False once a claim found nothing, until new work is announced: no claim per loop turn.
         var mayHaveChunks = true
         while true {
-            if workAdded.exchange(false, ordering: .acquiringAndReleasing) { mayHaveChunks = true }
+            let newWork = workAdded.exchange(false, ordering: .acquiringAndReleasing)
+            if newWork { mayHaveChunks = true }
             if isStopping, stopDeadline == nil {
                 let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
                 stopDeadline = deadline
@@ -157,12 +158,8 @@ public final class Dispatcher: Service, NotificationIntake {
             if stopDeadline != nil, active.isEmpty { return }
 
             let now = clock.now()
-            if stopDeadline == nil, now.timeIntervalSince(lastExpiry) >= 1 {
-                lastExpiry = now
-                for id in try await store.expireOverdue(now: now) {
-                    logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
-                    await logCompletion(of: id)
-                }
+            if stopDeadline == nil, !newWork, active.allSatisfy(\.isAllSent) {
+                try await expireOverdueRequests(now: now, last: &lastExpiry)
             }
 
             // The next chunk starts as soon as everything of the current ones is sent.
@@ -211,6 +208,17 @@ public final class Dispatcher: Service, NotificationIntake {
                 continue
             }
             await wake.wait(timeout: configuration.progressInterval)
+        }
+    }
+
+    /// Expires overdue requests, at most once a second. Called only while idle or waiting for answers,
+    /// not between a new request and its first send.
+    private func expireOverdueRequests(now: Date, last: inout Date) async throws {
+        guard now.timeIntervalSince(last) >= 1 else { return }
+        last = now
+        for id in try await store.expireOverdue(now: now) {
+            logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
+            await logCompletion(of: id)
         }
     }
 
