@@ -1,0 +1,134 @@
+import NIOHTTP2
+
+/// A connection's open streams by stream id, with what the connection keeps about each.
+///
+/// Every notification passes through here twice (written, answered), so this avoids what a
+/// `Dictionary<HTTP2StreamID, Stream>` costs per operation: hashing the key, and copying the entry
+/// out and back (a retain and a release of each of its references) on every read-modify-write.
+/// A client's stream ids are odd and only increase, and at most the stream limit are open at once,
+/// so stream `id` lives in slot `(id / 2) % ring.count`. A stream still open when its slot comes
+/// round again (a slow answer among fast ones) moves to a small overflow dictionary; when that
+/// happens often, the ring is too small for the stream limit and doubles.
+struct InFlightStreams<Stream> {
+    private struct Slot {
+        var id: HTTP2StreamID
+        var stream: Stream
+    }
+
+    private var ring: [Slot?]
+    private var overflow: [HTTP2StreamID: Stream] = [:]
+    private(set) var count = 0
+    /// The ring stops growing here (a stream limit far above any server's); beyond it, the overflow takes the rest.
+    static var maximumRingSize: Int { 1 << 16 }
+
+    var isEmpty: Bool { count == 0 }
+    var ringSize: Int { ring.count }
+    var overflowCount: Int { overflow.count }
+
+    /// - Parameter ringSize: rounded up to a power of two.
+    init(ringSize: Int = 256) {
+        var size = 1
+        while size < ringSize { size <<= 1 }
+        ring = Array(repeating: nil, count: size)
+    }
+
+    private func slotIndex(_ id: HTTP2StreamID) -> Int {
+        Int(Int32(id) >> 1) & (ring.count - 1)
+    }
+
+    func contains(_ id: HTTP2StreamID) -> Bool {
+        if ring[slotIndex(id)]?.id == id { return true }
+        return !overflow.isEmpty && overflow.index(forKey: id) != nil
+    }
+
+    /// Adds a stream that is not here yet. Stream ids must increase from one insert to the next.
+    mutating func insert(_ stream: Stream, for id: HTTP2StreamID) {
+        assert(!contains(id), "stream \(id) inserted twice")
+        let index = slotIndex(id)
+        if let occupant = ring[index].take() {
+            overflow[occupant.id] = occupant.stream
+            if overflow.count > ring.count / 4, ring.count < Self.maximumRingSize {
+                ring[index] = Slot(id: id, stream: stream)
+                count += 1
+                grow()
+                return
+            }
+        }
+        ring[index] = Slot(id: id, stream: stream)
+        count += 1
+    }
+
+    mutating func remove(_ id: HTTP2StreamID) -> Stream? {
+        let index = slotIndex(id)
+        if ring[index]?.id == id {
+            count -= 1
+            return ring[index].take()!.stream
+        }
+        guard !overflow.isEmpty, let stream = overflow.removeValue(forKey: id) else { return nil }
+        count -= 1
+        return stream
+    }
+
+    /// Changes the stream in place; nil when there is no such stream.
+    @inline(__always) @discardableResult
+    mutating func update<Result>(_ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result) rethrows -> Result? {
+        let index = slotIndex(id)
+        if ring[index]?.id == id { return try body(&ring[index]!.stream) }
+        guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
+        return try body(&overflow.values[position])
+    }
+
+    /// Reads the stream without copying it out; nil when there is no such stream.
+    @inline(__always)
+    func read<Result>(_ id: HTTP2StreamID, _ body: (borrowing Stream) throws -> Result) rethrows -> Result? {
+        let index = slotIndex(id)
+        if let slot = ring[index], slot.id == id { return try body(slot.stream) }
+        guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
+        return try body(overflow.values[position])
+    }
+
+    /// Every stream, in no particular order.
+    mutating func updateAll(_ body: (HTTP2StreamID, inout Stream) throws -> Void) rethrows {
+        for index in ring.indices where ring[index] != nil {
+            try body(ring[index]!.id, &ring[index]!.stream)
+        }
+        for position in overflow.indices {
+            try body(overflow.keys[position], &overflow.values[position])
+        }
+    }
+
+    /// The ids of the streams for which `predicate` holds, in increasing order.
+    func ids(where predicate: (borrowing Stream) throws -> Bool) rethrows -> [HTTP2StreamID] {
+        var result: [HTTP2StreamID] = []
+        for case let slot? in ring where try predicate(slot.stream) { result.append(slot.id) }
+        for (id, stream) in overflow where try predicate(stream) { result.append(id) }
+        return result.sorted()
+    }
+
+    /// Empties the table and returns what it held, by increasing stream id.
+    mutating func removeAll() -> [(id: HTTP2StreamID, stream: Stream)] {
+        var result: [(id: HTTP2StreamID, stream: Stream)] = []
+        result.reserveCapacity(count)
+        for index in ring.indices {
+            if let slot = ring[index].take() { result.append((slot.id, slot.stream)) }
+        }
+        for (id, stream) in overflow { result.append((id, stream)) }
+        overflow.removeAll()
+        count = 0
+        result.sort { $0.id < $1.id }
+        return result
+    }
+
+    /// Doubles the ring and moves overflowed streams back into it where their slot is free; of two
+    /// streams that share a slot, the newer one takes it (the older one is the likelier straggler).
+    private mutating func grow() {
+        let old = removeAll()
+        ring = Array(repeating: nil, count: ring.count * 2)
+        for (id, stream) in old {
+            let index = slotIndex(id)
+            if let occupant = ring[index].take() { overflow[occupant.id] = occupant.stream }
+            ring[index] = Slot(id: id, stream: stream)
+        }
+        count = old.count
+    }
+}
