@@ -145,8 +145,8 @@ struct HPACKAnswerReaderTests {
             }
         }
         if huffman {
-            // NIO Huffman-codes every literal string: only blocks of static indices are taken.
-            #expect(taken > 50)
+            // NIO Huffman-codes every literal string: only blocks of static indices alone are taken.
+            #expect(taken > 10)
             #expect(declined > 2_000)
         } else {
             #expect(taken > 1_000)
