@@ -620,8 +620,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
         HPACKRequestEncoder.writePath(deviceHex: request.deviceToken.hex, into: &outboundBuffer)
         writeSharedHeaders(of: notification)
-        if token != nil, let authorization = authorizationBlock?.bytes {
-            outboundBuffer.writeImmutableBuffer(authorization)
+        if token != nil, authorizationBlock != nil {
+            outboundBuffer.writeImmutableBuffer(authorizationBlock!.bytes)
         }
         if let apnsID = request.apnsID {
             HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &outboundBuffer)
@@ -652,8 +652,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
     /// encoded once per notification, and again only when the HPACK table changed in between.
     private func writeSharedHeaders(of notification: PreparedNotification) {
-        if let cached = sharedBlock, cached.notification === notification, cached.generation == encoder.generation {
-            outboundBuffer.writeImmutableBuffer(cached.bytes)
+        // Compared field by field: binding the cached tuple would retain and release its references per request.
+        if sharedBlock?.notification === notification, sharedBlock?.generation == encoder.generation {
+            outboundBuffer.writeImmutableBuffer(sharedBlock!.bytes)
             return
         }
         let generation = encoder.generation

@@ -10,7 +10,7 @@ import NIOHTTP2
 /// round again (a slow answer among fast ones) moves to a small overflow dictionary; when that
 /// happens often, the ring is too small for the stream limit and doubles.
 struct InFlightStreams<Stream> {
-    private struct Slot {
+    fileprivate struct Slot {
         var id: HTTP2StreamID
         var stream: Stream
     }
@@ -58,6 +58,7 @@ struct InFlightStreams<Stream> {
         count += 1
     }
 
+    @discardableResult
     mutating func remove(_ id: HTTP2StreamID) -> Stream? {
         let index = slotIndex(id)
         if ring[index]?.id == id {
@@ -132,3 +133,6 @@ struct InFlightStreams<Stream> {
         count = old.count
     }
 }
+
+extension InFlightStreams: Sendable where Stream: Sendable {}
+extension InFlightStreams.Slot: Sendable where Stream: Sendable {}
