@@ -372,18 +372,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         var answerAPNsID: String?
         inFlight.update(streamID) { stream in
             if fields.hasStatus { stream.status = fields.status }
-            guard let bytes = fields.apnsID?.readableBytesView else { return }
-            if let sent = stream.request.request.apnsID?.value, bytes.elementsEqual(sent.utf8) {
+            guard let bytes = fields.apnsID else { return }
+            if let sent = stream.request.request.apnsID?.value, Self.bytes(bytes, equal: sent) {
                 stream.apnsID = sent
-            } else if let lastAnswerAPNsID, bytes.elementsEqual(lastAnswerAPNsID.utf8) {
+            } else if let lastAnswerAPNsID, Self.bytes(bytes, equal: lastAnswerAPNsID) {
                 stream.apnsID = lastAnswerAPNsID
             } else {
-                let id = String(decoding: bytes, as: UTF8.self)
+                let id = String(decoding: bytes.readableBytesView, as: UTF8.self)
                 stream.apnsID = id
                 answerAPNsID = id
             }
         }
         if let answerAPNsID { self.lastAnswerAPNsID = answerAPNsID }
+    }
+
+    private static func bytes(_ buffer: ByteBuffer, equal string: String) -> Bool {
+        buffer.withUnsafeReadableBytes { bytes in
+            var string = string
+            return string.withUTF8 { utf8 in utf8.count == bytes.count && utf8.elementsEqual(bytes) }
+        }
     }
 
     private func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) {
