@@ -149,11 +149,11 @@ struct APNsConnectionHandlerTests {
         func literal(_ string: String) -> [UInt8] { [UInt8(string.utf8.count)] + Array(string.utf8) }
         let first = "aaaaaaaa-0000-4000-8000-000000000001"
         let second = "bbbbbbbb-0000-4000-8000-000000000002"
-        // Stream 1: `apns-id` with incremental indexing (dynamic entry 62): the decoder's path.
+        // Stream 1: `apns-id` with incremental indexing (dynamic entry 62): read without the decoder, which is given the insertion.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 1, [0x88, 0x40] + literal("apns-id") + literal(first)))
         // Stream 3: a literal without indexing: read without the decoder.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 3, [0x88, 0x00] + literal("apns-id") + literal(second)))
-        // Stream 5: dynamic index 62 must still be stream 1's id.
+        // Stream 5: dynamic index 62 (the decoder's path) must still be stream 1's id.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 5, [0x88, 0xbe]))
         // Stream 7: the request's own id echoed.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 7, [0x88, 0x00] + literal("apns-id") + literal(sentID.value)))

@@ -242,7 +242,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             machine.frameRead(now: now)
             let id = HTTP2StreamID(Int32(streamID))
             if let fields = HPACKAnswerReader.read(block, maximumHeaderListSize: decoder.maxHeaderListSize) {
-                // The block leaves the HPACK table as it is, so the decoder need not see it.
+                // The decoder sees only what changes its table (even for a stream we no longer track).
+                if var insertions = fields.tableInsertions { _ = try decoder.decodeHeaders(from: &insertions) }
                 guard inFlight.contains(id) else { return }
                 readHeaders(fields, streamID: id)
             } else {

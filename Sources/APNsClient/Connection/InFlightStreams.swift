@@ -10,60 +10,62 @@ import NIOHTTP2
 /// round again (a slow answer among fast ones) moves to a small overflow dictionary; when that
 /// happens often, the ring is too small for the stream limit and doubles.
 struct InFlightStreams<Stream> {
-    fileprivate struct Slot {
-        var id: HTTP2StreamID
-        var stream: Stream
-    }
-
-    private var ring: [Slot?]
+    /// Which stream each slot holds (0: none), apart from the streams themselves, so that finding
+    /// a stream never copies one (a copy retains and releases every reference it holds).
+    private var slotIDs: [Int32]
+    private var slots: [Stream?]
     private var overflow: [HTTP2StreamID: Stream] = [:]
     private(set) var count = 0
     /// The ring stops growing here (a stream limit far above any server's); beyond it, the overflow takes the rest.
     static var maximumRingSize: Int { 1 << 16 }
 
     var isEmpty: Bool { count == 0 }
-    var ringSize: Int { ring.count }
+    var ringSize: Int { slots.count }
     var overflowCount: Int { overflow.count }
 
     /// - Parameter ringSize: rounded up to a power of two.
     init(ringSize: Int = 256) {
         var size = 1
         while size < ringSize { size <<= 1 }
-        ring = Array(repeating: nil, count: size)
+        slotIDs = Array(repeating: 0, count: size)
+        slots = Array(repeating: nil, count: size)
     }
 
     private func slotIndex(_ id: HTTP2StreamID) -> Int {
-        Int(Int32(id) >> 1) & (ring.count - 1)
+        Int(Int32(id) >> 1) & (slots.count - 1)
     }
 
     func contains(_ id: HTTP2StreamID) -> Bool {
-        if ring[slotIndex(id)]?.id == id { return true }
+        if slotIDs[slotIndex(id)] == Int32(id) { return true }
         return !overflow.isEmpty && overflow.index(forKey: id) != nil
     }
 
     /// Adds a stream that is not here yet. Stream ids must increase from one insert to the next.
     mutating func insert(_ stream: Stream, for id: HTTP2StreamID) {
-        assert(!contains(id), "stream \(id) inserted twice")
+        assert(Int32(id) > 0 && !contains(id), "stream \(id) inserted twice")
         let index = slotIndex(id)
-        if let occupant = ring[index].take() {
-            overflow[occupant.id] = occupant.stream
-            if overflow.count > ring.count / 4, ring.count < Self.maximumRingSize {
-                ring[index] = Slot(id: id, stream: stream)
+        if slotIDs[index] != 0 {
+            overflow[HTTP2StreamID(slotIDs[index])] = slots[index].take()
+            if overflow.count > slots.count / 4, slots.count < Self.maximumRingSize {
+                slotIDs[index] = Int32(id)
+                slots[index] = stream
                 count += 1
                 grow()
                 return
             }
         }
-        ring[index] = Slot(id: id, stream: stream)
+        slotIDs[index] = Int32(id)
+        slots[index] = stream
         count += 1
     }
 
     @discardableResult
     mutating func remove(_ id: HTTP2StreamID) -> Stream? {
         let index = slotIndex(id)
-        if ring[index]?.id == id {
+        if slotIDs[index] == Int32(id) {
             count -= 1
-            return ring[index].take()!.stream
+            slotIDs[index] = 0
+            return slots[index].take()
         }
         guard !overflow.isEmpty, let stream = overflow.removeValue(forKey: id) else { return nil }
         count -= 1
@@ -74,7 +76,7 @@ struct InFlightStreams<Stream> {
     @inline(__always) @discardableResult
     mutating func update<Result>(_ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result) rethrows -> Result? {
         let index = slotIndex(id)
-        if ring[index]?.id == id { return try body(&ring[index]!.stream) }
+        if slotIDs[index] == Int32(id) { return try body(&slots[index]!) }
         guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
         return try body(&overflow.values[position])
     }
@@ -83,15 +85,15 @@ struct InFlightStreams<Stream> {
     @inline(__always)
     func read<Result>(_ id: HTTP2StreamID, _ body: (borrowing Stream) throws -> Result) rethrows -> Result? {
         let index = slotIndex(id)
-        if let slot = ring[index], slot.id == id { return try body(slot.stream) }
+        if slotIDs[index] == Int32(id) { return try body(slots[index]!) }
         guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
         return try body(overflow.values[position])
     }
 
     /// Every stream, in no particular order.
     mutating func updateAll(_ body: (HTTP2StreamID, inout Stream) throws -> Void) rethrows {
-        for index in ring.indices where ring[index] != nil {
-            try body(ring[index]!.id, &ring[index]!.stream)
+        for index in slots.indices where slotIDs[index] != 0 {
+            try body(HTTP2StreamID(slotIDs[index]), &slots[index]!)
         }
         for position in overflow.indices {
             try body(overflow.keys[position], &overflow.values[position])
@@ -101,7 +103,9 @@ struct InFlightStreams<Stream> {
     /// The ids of the streams for which `predicate` holds, in increasing order.
     func ids(where predicate: (borrowing Stream) throws -> Bool) rethrows -> [HTTP2StreamID] {
         var result: [HTTP2StreamID] = []
-        for case let slot? in ring where try predicate(slot.stream) { result.append(slot.id) }
+        for index in slots.indices where slotIDs[index] != 0 {
+            if try predicate(slots[index]!) { result.append(HTTP2StreamID(slotIDs[index])) }
+        }
         for (id, stream) in overflow where try predicate(stream) { result.append(id) }
         return result.sorted()
     }
@@ -110,8 +114,9 @@ struct InFlightStreams<Stream> {
     mutating func removeAll() -> [(id: HTTP2StreamID, stream: Stream)] {
         var result: [(id: HTTP2StreamID, stream: Stream)] = []
         result.reserveCapacity(count)
-        for index in ring.indices {
-            if let slot = ring[index].take() { result.append((slot.id, slot.stream)) }
+        for index in slots.indices where slotIDs[index] != 0 {
+            result.append((HTTP2StreamID(slotIDs[index]), slots[index].take()!))
+            slotIDs[index] = 0
         }
         for (id, stream) in overflow { result.append((id, stream)) }
         overflow.removeAll()
@@ -124,15 +129,16 @@ struct InFlightStreams<Stream> {
     /// streams that share a slot, the newer one takes it (the older one is the likelier straggler).
     private mutating func grow() {
         let old = removeAll()
-        ring = Array(repeating: nil, count: ring.count * 2)
+        slotIDs = Array(repeating: 0, count: slots.count * 2)
+        slots = Array(repeating: nil, count: slots.count * 2)
         for (id, stream) in old {
             let index = slotIndex(id)
-            if let occupant = ring[index].take() { overflow[occupant.id] = occupant.stream }
-            ring[index] = Slot(id: id, stream: stream)
+            if slotIDs[index] != 0 { overflow[HTTP2StreamID(slotIDs[index])] = slots[index].take() }
+            slotIDs[index] = Int32(id)
+            slots[index] = stream
         }
         count = old.count
     }
 }
 
 extension InFlightStreams: Sendable where Stream: Sendable {}
-extension InFlightStreams.Slot: Sendable where Stream: Sendable {}

@@ -1,18 +1,22 @@
 import NIOCore
 
 /// Reads what an APNs client needs from an answer's header block (`:status`, `apns-id`,
-/// `apns-unique-id`) without building a header list, for the blocks that leave the HPACK decoder's
-/// state alone.
+/// `apns-unique-id`) without building a header list, for the blocks whose meaning does not depend on
+/// the HPACK dynamic table.
 ///
-/// Nearly every answer is `:status: 200` plus an `apns-id`; a stateless encoder (haproxy's, for one)
-/// sends that as a static index and a literal without indexing. Decoding such a block with
-/// `HPACKDecoder` builds an array and a String per field, then the handler compares names as Strings:
-/// about a tenth of the client's CPU per notification. A block made only of static-table indices and
-/// literals that are not indexed, with no table size update and no Huffman-coded string, cannot change
-/// the dynamic table (RFC 7541 §3.2, §6.2.2, §6.2.3), so reading it here instead of in the decoder
-/// keeps both ends' tables in step. Anything else (a dynamic index, a literal with incremental
-/// indexing, a size update, a Huffman string, a malformed or oversized block) yields nil, and the
-/// caller decodes the block with `HPACKDecoder` as before, which also reports what is malformed.
+/// Nearly every answer is `:status: 200` plus an `apns-id`; haproxy, for one, sends a static index,
+/// a literal `apns-id` without indexing and `content-length: 0` with incremental indexing. Decoding
+/// such a block with `HPACKDecoder` builds an array and a String per field, then the handler compares
+/// names as Strings: about a tenth of the client's CPU per notification.
+///
+/// A block made only of static-table indices and literals (static or literal names, no Huffman-coded
+/// string), with no table size update, reads the same whatever the dynamic table holds. Its only
+/// effect on the table is to insert its literals with incremental indexing (RFC 7541 §6.2.1), in
+/// order; ``Fields/tableInsertions`` holds exactly those bytes, and the caller must give them to its
+/// `HPACKDecoder` so that the decoder's table changes as the server's encoder's did. Anything else (a
+/// dynamic index, a size update, a Huffman string, insertions not in one run, a malformed or oversized
+/// block) yields nil: the caller decodes the whole block with `HPACKDecoder`, which also reports what
+/// is malformed.
 enum HPACKAnswerReader {
     /// The fields the client reads. The `apns-id` stays bytes (a slice of the block) so the caller can
     /// reuse a String it already has for the same id.
@@ -23,6 +27,8 @@ enum HPACKAnswerReader {
         var status: Int?
         var apnsID: ByteBuffer?
         var apnsUniqueID: String?
+        /// The block's literals with incremental indexing, one run of them: for the caller's decoder.
+        var tableInsertions: ByteBuffer?
     }
 
     /// - Parameter maximumHeaderListSize: the decoder's limit; a larger list is left to the decoder to reject.
@@ -30,7 +36,9 @@ enum HPACKAnswerReader {
         var fields = Fields()
         var listSize = 0
         var bytes = block
+        var insertions: Range<Int>? = nil
         while let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self) {
+            let fieldStart = bytes.readerIndex
             let nameLength: Int
             let valueLength: Int
             if first & 0x80 != 0 {
@@ -42,9 +50,11 @@ enum HPACKAnswerReader {
                 }
                 nameLength = staticNameLength(index)
                 valueLength = staticValueLength(index)
-            } else if first & 0xe0 == 0x00 {
-                // §6.2.2 without indexing (0000xxxx) and §6.2.3 never indexed (0001xxxx).
-                guard let nameIndex = readInteger(prefixBits: 4, from: &bytes) else { return nil }
+            } else if first & 0xe0 == 0x00 || first & 0xc0 == 0x40 {
+                // §6.2.2 without indexing (0000xxxx), §6.2.3 never indexed (0001xxxx), §6.2.1 with
+                // incremental indexing (01xxxxxx).
+                let indexing = first & 0xc0 == 0x40
+                guard let nameIndex = readInteger(prefixBits: indexing ? 6 : 4, from: &bytes) else { return nil }
                 let name: Name
                 if nameIndex == 0 {
                     guard let literal = readRawString(from: &bytes), literal.readableBytes > 0 else { return nil }
@@ -57,6 +67,15 @@ enum HPACKAnswerReader {
                 }
                 guard let value = readRawString(from: &bytes) else { return nil }
                 valueLength = value.readableBytes
+                if indexing {
+                    if let run = insertions {
+                        // Fields in between would have to be cut out; rare enough to leave to the decoder.
+                        guard run.upperBound == fieldStart else { return nil }
+                        insertions = run.lowerBound..<bytes.readerIndex
+                    } else {
+                        insertions = fieldStart..<bytes.readerIndex
+                    }
+                }
                 switch name {
                 case .status:
                     fields.hasStatus = true
@@ -69,12 +88,13 @@ enum HPACKAnswerReader {
                     break
                 }
             } else {
-                // §6.2.1 incremental indexing (01xxxxxx) or §6.3 a table size update (001xxxxx).
+                // §6.3 a table size update (001xxxxx).
                 return nil
             }
             listSize += nameLength + valueLength + 32
             guard listSize <= maximumHeaderListSize else { return nil }
         }
+        if let insertions { fields.tableInsertions = block.getSlice(at: insertions.lowerBound, length: insertions.count) }
         return fields
     }
 
