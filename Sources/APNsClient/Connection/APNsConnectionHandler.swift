@@ -616,41 +616,45 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// One request: HEADERS, then as much of its DATA as flow control allows now.
     private func write(_ pooled: PooledRequest, token: ProviderToken?, now: NIODeadline) {
+        // Written into a local buffer, handed back at the end: each access to the stored property
+        // would cost a dynamic exclusivity check.
+        var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
         let streamID = machine.openStream(now: now)
         let request = pooled.request
         let notification = request.notification
-        let headerIndex = outboundBuffer.writerIndex
-        HTTP2Wire.writeFrameHeader(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-        let blockStart = outboundBuffer.writerIndex
-        encoder.writePendingSizeUpdate(into: &outboundBuffer)
-        outboundBuffer.writeInteger(0x83 as UInt8)  // :method POST (static 3)
-        outboundBuffer.writeInteger(0x87 as UInt8)  // :scheme https (static 7)
+        let headerIndex = buffer.writerIndex
+        HTTP2Wire.writeFrameHeaderBatched(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &buffer)
+        let blockStart = buffer.writerIndex
+        encoder.writePendingSizeUpdate(into: &buffer)
         // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
-        HPACKRequestEncoder.writePath(deviceHex: request.deviceToken.hex, into: &outboundBuffer)
-        writeSharedHeaders(of: notification)
+        HPACKRequestEncoder.writeMethodSchemeAndPath(device: request.deviceToken, into: &buffer)
+        writeSharedHeaders(of: notification, into: &buffer)
         if token != nil, authorizationBlock != nil {
-            outboundBuffer.writeImmutableBuffer(authorizationBlock!.bytes)
+            buffer.writeImmutableBuffer(authorizationBlock!.bytes)
         }
         if let apnsID = request.apnsID {
-            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &outboundBuffer)
+            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
         }
-        let blockLength = outboundBuffer.writerIndex - blockStart
-        if blockLength <= peerMaximumFrameSize {
-            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &outboundBuffer)
+        let blockLength = buffer.writerIndex - blockStart
+        let maximumFrameSize = peerMaximumFrameSize
+        if blockLength <= maximumFrameSize {
+            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &buffer)
         } else {
-            splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)))
+            Self.splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)), maximumFrameSize: maximumFrameSize, in: &buffer)
         }
 
         let payload = notification.payload
         let length = payload.readableBytes
-        if length <= connectionSendWindow, length <= initialStreamSendWindow, length <= peerMaximumFrameSize {
-            HTTP2Wire.writeFrameHeader(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-            outboundBuffer.writeImmutableBuffer(payload)
+        let streamWindow = initialStreamSendWindow
+        if length <= connectionSendWindow, length <= streamWindow, length <= maximumFrameSize {
+            HTTP2Wire.writeFrameHeaderBatched(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &buffer)
+            buffer.writeImmutableBuffer(payload)
+            outbound = buffer
             connectionSendWindow -= length
-            inFlight.insert(
-                InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: initialStreamSendWindow - length), for: streamID)
+            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length), for: streamID)
         } else {
-            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: initialStreamSendWindow), for: streamID)
+            outbound = buffer
+            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow), for: streamID)
             extras[streamID, default: StreamExtras()].unsentPayload = payload
             blockedStreams.append(streamID)
             sendBlockedData()
@@ -659,10 +663,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
     /// encoded once per notification, and again only when the HPACK table changed in between.
-    private func writeSharedHeaders(of notification: PreparedNotification) {
+    private func writeSharedHeaders(of notification: PreparedNotification, into buffer: inout ByteBuffer) {
         // Compared field by field: binding the cached tuple would retain and release its references per request.
         if sharedBlock?.notification === notification, sharedBlock?.generation == encoder.generation {
-            outboundBuffer.writeImmutableBuffer(sharedBlock!.bytes)
+            buffer.writeImmutableBuffer(sharedBlock!.bytes)
             return
         }
         let generation = encoder.generation
@@ -671,25 +675,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         for (name, value) in notification.headerFields {
             encoder.writeIndexable(name: name, value: value, into: &block)
         }
-        outboundBuffer.writeImmutableBuffer(block)
+        buffer.writeImmutableBuffer(block)
         // Reusable only if encoding it changed nothing: the next device's block will be all indices.
         sharedBlock = encoder.generation == generation ? (notification, generation, block) : nil
     }
 
     /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
     /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
-    private func splitHeaderBlock(headerIndex: Int, streamID: UInt32) {
-        var block = outboundBuffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: outboundBuffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
-        outboundBuffer.moveWriterIndex(to: headerIndex)
+    private static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer) {
+        var block = buffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
+        buffer.moveWriterIndex(to: headerIndex)
         var first = true
         while block.readableBytes > 0 || first {
-            let length = min(block.readableBytes, peerMaximumFrameSize)
+            let length = min(block.readableBytes, maximumFrameSize)
             var piece = block.readSlice(length: length)!
             let last = block.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
                 length: length, type: first ? .headers : .continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, streamID: streamID,
-                into: &outboundBuffer)
-            outboundBuffer.writeBuffer(&piece)
+                into: &buffer)
+            buffer.writeBuffer(&piece)
             first = false
         }
     }

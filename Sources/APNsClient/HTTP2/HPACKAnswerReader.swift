@@ -102,15 +102,15 @@ enum HPACKAnswerReader {
         case status, apnsID, apnsUniqueID, other
 
         init(_ literal: ByteBuffer) {
-            let view = literal.readableBytesView
-            if view.elementsEqual(":status".utf8) {
-                self = .status
-            } else if view.elementsEqual("apns-id".utf8) {
-                self = .apnsID
-            } else if view.elementsEqual("apns-unique-id".utf8) {
-                self = .apnsUniqueID
-            } else {
-                self = .other
+            self = literal.withUnsafeReadableBytes { bytes in
+                func equals(_ name: StaticString) -> Bool {
+                    name.withUTF8Buffer { $0.count == bytes.count && $0.elementsEqual(bytes) }
+                }
+                switch bytes.count {
+                case 7: return equals("apns-id") ? .apnsID : equals(":status") ? .status : .other
+                case 14: return equals("apns-unique-id") ? .apnsUniqueID : .other
+                default: return .other
+                }
             }
         }
     }
