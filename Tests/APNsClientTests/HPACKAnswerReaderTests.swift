@@ -45,10 +45,13 @@ struct HPACKAnswerReaderTests {
         #expect(fields.apnsUniqueID == nil)
     }
 
-    @Test("an error answer: `:status` as a never-indexed literal with an indexed name, `apns-unique-id`, other fields skipped")
+    @Test(
+        "an error answer: `:status` as a never-indexed literal with an indexed name, `apns-unique-id`, other fields skipped"
+    )
     func statelessError() throws {
         let bytes: [UInt8] =
-            [0x18] + literal("410") + [0x10] + literal("apns-unique-id") + literal(uuid) + [0x0f, 0x10] + literal("application/json")
+            [0x18] + literal("410") + [0x10] + literal("apns-unique-id") + literal(uuid) + [0x0f, 0x10]
+            + literal("application/json")
             + [0x00] + literal("apns-id") + literal(uuid)
         let fields = try #require(read(bytes))
         #expect(fields == Fields(hasStatus: true, status: 410, apnsID: ByteBuffer(string: uuid), apnsUniqueID: uuid))
@@ -80,7 +83,10 @@ struct HPACKAnswerReaderTests {
         #expect(read([0x88, 0xbe]) == nil, "dynamic index 62")
         #expect(read([0x80]) == nil, "index 0")
         #expect(read([0x0f, 0x34] + literal("x")) == nil, "name index 67 (dynamic)")
-        #expect(read([0x00, 0x87, 0x1d, 0xa9, 0x9c, 0xf6, 0x1b, 0x0d, 0x9d] + literal(uuid)) == nil, "Huffman-coded name")
+        #expect(
+            read([0x00, 0x87, 0x1d, 0xa9, 0x9c, 0xf6, 0x1b, 0x0d, 0x9d] + literal(uuid)) == nil,
+            "Huffman-coded name"
+        )
         #expect(read([0x00] + literal("apns-id") + [0x80 | 3, 1, 2, 3]) == nil, "Huffman-coded value")
         #expect(read([0x00] + literal("apns-id") + [36] + Array(uuid.utf8.prefix(10))) == nil, "truncated value")
         #expect(read([0x00, 0x00] + literal(uuid)) == nil, "empty literal name")
@@ -90,8 +96,14 @@ struct HPACKAnswerReaderTests {
         var many: [UInt8] = []
         // 600 = 127 + 89 + 3 * 128 (RFC 7541 §5.1).
         for _ in 0..<30 { many += [0x00] + literal("x-padding") + [0x7f, 0x80 | 89, 3] + Array(big.utf8) }
-        #expect(HPACKAnswerReader.read(ByteBuffer(bytes: many), maximumHeaderListSize: 16_384) == nil, "list above the decoder's limit")
-        #expect(HPACKAnswerReader.read(ByteBuffer(bytes: many), maximumHeaderListSize: 1 << 20) != nil, "the same list under a higher limit")
+        #expect(
+            HPACKAnswerReader.read(ByteBuffer(bytes: many), maximumHeaderListSize: 16_384) == nil,
+            "list above the decoder's limit"
+        )
+        #expect(
+            HPACKAnswerReader.read(ByteBuffer(bytes: many), maximumHeaderListSize: 1 << 20) != nil,
+            "the same list under a higher limit"
+        )
     }
 
     /// SplitMix64, so that a failure replays.
@@ -111,7 +123,10 @@ struct HPACKAnswerReaderTests {
     /// the reader takes it. If the reader ever took a block whose effect on the table it did not hand
     /// over, the second decoder would fall out of step and decode later blocks (which refer to dynamic
     /// entries) differently.
-    @Test("thousands of random answers from NIO's encoder: the reader agrees with the decoder, and the handler's decoder stays in step", arguments: [false, true])
+    @Test(
+        "thousands of random answers from NIO's encoder: the reader agrees with the decoder, and the handler's decoder stays in step",
+        arguments: [false, true]
+    )
     func oracle(huffman: Bool) throws {
         var random = SeededGenerator(state: huffman ? 11 : 12)
         var encoder = HPACKEncoder(allocator: ByteBufferAllocator(), useHuffmanEncoding: huffman)
@@ -139,12 +154,24 @@ struct HPACKAnswerReaderTests {
             func indexing() -> HPACKIndexing {
                 stateless ? indexings[1 + Int(random.next() % 2)] : indexings[Int(random.next() % 3)]
             }
-            headers.add(name: ":status", value: statuses[Int(random.next() % UInt64(statuses.count))], indexing: indexing())
-            if random.next() % 5 != 0 { headers.add(name: "apns-id", value: ids[Int(random.next() % UInt64(ids.count))], indexing: indexing()) }
-            if random.next() % 10 == 0 { headers.add(name: "apns-unique-id", value: ids[Int(random.next() % 3)], indexing: indexing()) }
-            if random.next() % 4 == 0 { headers.add(name: "content-type", value: "application/json", indexing: indexing()) }
+            headers.add(
+                name: ":status",
+                value: statuses[Int(random.next() % UInt64(statuses.count))],
+                indexing: indexing()
+            )
+            if random.next() % 5 != 0 {
+                headers.add(name: "apns-id", value: ids[Int(random.next() % UInt64(ids.count))], indexing: indexing())
+            }
+            if random.next() % 10 == 0 {
+                headers.add(name: "apns-unique-id", value: ids[Int(random.next() % 3)], indexing: indexing())
+            }
+            if random.next() % 4 == 0 {
+                headers.add(name: "content-type", value: "application/json", indexing: indexing())
+            }
             if random.next() % 6 == 0 { headers.add(name: "server", value: "stand-in", indexing: indexing()) }
-            if random.next() % 20 == 0 { headers.add(name: ":status", value: statuses[Int(random.next() % 3)], indexing: indexing()) }
+            if random.next() % 20 == 0 {
+                headers.add(name: ":status", value: statuses[Int(random.next() % 3)], indexing: indexing())
+            }
 
             var block = ByteBuffer()
             try encoder.encode(headers: headers, to: &block)

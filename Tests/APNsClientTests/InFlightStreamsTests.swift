@@ -19,7 +19,11 @@ struct InFlightStreamsTests {
         }
     }
 
-    func expectSame(_ table: InFlightStreams<Int>, _ model: [HTTP2StreamID: Int], probing ids: some Sequence<HTTP2StreamID>) {
+    func expectSame(
+        _ table: InFlightStreams<Int>,
+        _ model: [HTTP2StreamID: Int],
+        probing ids: some Sequence<HTTP2StreamID>
+    ) {
         #expect(table.count == model.count)
         #expect(table.isEmpty == model.isEmpty)
         for id in ids {
@@ -46,7 +50,9 @@ struct InFlightStreamsTests {
             } else if !model.isEmpty {
                 let keys = model.keys.sorted()
                 // The oldest stream is rarely the one answered, so some straggle far behind.
-                let pick = keys.count == 1 || random.next() % 50 == 0 ? keys[0] : keys[1 + Int(random.next() % UInt64(keys.count - 1))]
+                let pick =
+                    keys.count == 1 || random.next() % 50 == 0
+                    ? keys[0] : keys[1 + Int(random.next() % UInt64(keys.count - 1))]
                 if random.next() % 4 == 0 {
                     table.update(pick) { $0 += 1 }
                     model[pick]! += 1
@@ -55,7 +61,11 @@ struct InFlightStreamsTests {
                 }
             }
             if step % 997 == 0 {
-                expectSame(table, model, probing: stride(from: max(1, nextID - 200), to: nextID + 4, by: 1).map { HTTP2StreamID($0) })
+                expectSame(
+                    table,
+                    model,
+                    probing: stride(from: max(1, nextID - 200), to: nextID + 4, by: 1).map { HTTP2StreamID($0) }
+                )
             }
         }
         expectSame(table, model, probing: stride(from: 1, to: nextID + 4, by: 1).map { HTTP2StreamID($0) })

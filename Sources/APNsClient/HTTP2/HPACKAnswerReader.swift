@@ -43,7 +43,9 @@ enum HPACKAnswerReader {
             let valueLength: Int
             if first & 0x80 != 0 {
                 // §6.1 indexed field: only the static table's entries are known without the decoder.
-                guard let index = readInteger(prefixBits: 7, from: &bytes), index >= 1, index <= staticTableCount else { return nil }
+                guard let index = readInteger(prefixBits: 7, from: &bytes), index >= 1, index <= staticTableCount else {
+                    return nil
+                }
                 if let status = staticStatus(index) {
                     fields.hasStatus = true
                     fields.status = status
@@ -94,7 +96,9 @@ enum HPACKAnswerReader {
             listSize += nameLength + valueLength + 32
             guard listSize <= maximumHeaderListSize else { return nil }
         }
-        if let insertions { fields.tableInsertions = block.getSlice(at: insertions.lowerBound, length: insertions.count) }
+        if let insertions {
+            fields.tableInsertions = block.getSlice(at: insertions.lowerBound, length: insertions.count)
+        }
         return fields
     }
 

@@ -7,7 +7,13 @@ import PushgateCore
 extension HTTP2Wire {
     /// The same 9 bytes as ``writeFrameHeader(length:type:flags:streamID:into:)``, in two writes instead of five.
     @inline(__always)
-    static func writeFrameHeaderBatched(length: Int, type: FrameType, flags: UInt8, streamID: UInt32, into buffer: inout ByteBuffer) {
+    static func writeFrameHeaderBatched(
+        length: Int,
+        type: FrameType,
+        flags: UInt8,
+        streamID: UInt32,
+        into buffer: inout ByteBuffer
+    ) {
         let streamID = streamID & 0x7fff_ffff
         let head =
             UInt64(truncatingIfNeeded: length & 0xff_ffff) << 40 | UInt64(type.rawValue) << 32 | UInt64(flags) << 24
