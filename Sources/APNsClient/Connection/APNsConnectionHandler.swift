@@ -553,7 +553,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard available > 0 || releasedSinceLastPull > 0 else { return }
         let released = releasedSinceLastPull
         releasedSinceLastPull = 0
-        let batch = delegate.pull(connection: connectionID, released: released, maximum: available)
+        var batch = delegate.pull(connection: connectionID, released: released, maximum: available)
         guard !batch.isEmpty else { return }
 
         let token: ProviderToken?
@@ -577,7 +577,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
         let now = context.eventLoop.now
         if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
-        for request in batch {
+        // Moved out of the array one by one (in order), not copied: a copy retains every reference a
+        // request holds, and releases them again when the array goes.
+        batch.reverse()
+        while let request = batch.popLast() {
             write(request, token: token, now: now)
             if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
                 context.write(wrapOutboundOut(outbound!), promise: nil)
@@ -615,24 +618,23 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// One request: HEADERS, then as much of its DATA as flow control allows now.
-    private func write(_ pooled: PooledRequest, token: ProviderToken?, now: NIODeadline) {
+    private func write(_ pooled: consuming PooledRequest, token: ProviderToken?, now: NIODeadline) {
         // Written into a local buffer, handed back at the end: each access to the stored property
         // would cost a dynamic exclusivity check.
         var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
         let streamID = machine.openStream(now: now)
-        let request = pooled.request
-        let notification = request.notification
+        let notification = pooled.request.notification
         let headerIndex = buffer.writerIndex
         HTTP2Wire.writeFrameHeaderBatched(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &buffer)
         let blockStart = buffer.writerIndex
         encoder.writePendingSizeUpdate(into: &buffer)
         // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
-        HPACKRequestEncoder.writeMethodSchemeAndPath(device: request.deviceToken, into: &buffer)
+        HPACKRequestEncoder.writeMethodSchemeAndPath(device: pooled.request.deviceToken, into: &buffer)
         writeSharedHeaders(of: notification, into: &buffer)
         if token != nil, authorizationBlock != nil {
             buffer.writeImmutableBuffer(authorizationBlock!.bytes)
         }
-        if let apnsID = request.apnsID {
+        if let apnsID = pooled.request.apnsID {
             HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
         }
         let blockLength = buffer.writerIndex - blockStart
