@@ -115,6 +115,62 @@ struct APNsConnectionHandlerTests {
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
+    @Test("answers read without the HPACK decoder and answers decoded by it share one table: an id indexed by one is found by a later one")
+    func answersKeepTheHPACKTableInStep() throws {
+        let channel = EmbeddedChannel()
+        let delegate = Delegate()
+        let handler = APNsConnectionHandler(
+            connectionID: 1, delegate: delegate,
+            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        var parser = HTTP2FrameParser()
+        _ = try clientFrames(channel, parser: &parser)
+        try channel.writeInbound(serverFrame(0x4, [0, 0x3, 0, 0, 0, 10]))
+
+        let outcomes = Outcomes()
+        let notification = PreparedNotification(
+            try NotificationContent(
+                topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: Payload(jsonString: #"{"aps":{}}"#)))
+        let sentID = try APNsID("11111111-2222-4333-8444-555555555555")
+        delegate.work = try (1...5).map { index in
+            PooledRequest(
+                request: APNsRequest(
+                    notification: notification, deviceToken: try DeviceToken(hex: String(repeating: "0\(index)", count: 32)),
+                    apnsID: index == 4 ? sentID : nil, tag: UInt64(index), receiver: outcomes),
+                poolRequestID: UInt64(index), deadline: .now() + .seconds(60))
+        }
+        handler.wake()
+        let requests = try clientFrames(channel, parser: &parser).filter {
+            if case .headers = $0 { return true } else { return false }
+        }
+        #expect(requests.count == 5)
+
+        func literal(_ string: String) -> [UInt8] { [UInt8(string.utf8.count)] + Array(string.utf8) }
+        let first = "aaaaaaaa-0000-4000-8000-000000000001"
+        let second = "bbbbbbbb-0000-4000-8000-000000000002"
+        // Stream 1: `apns-id` with incremental indexing (dynamic entry 62): read without the decoder, which is given the insertion.
+        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 1, [0x88, 0x40] + literal("apns-id") + literal(first)))
+        // Stream 3: a literal without indexing: read without the decoder.
+        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 3, [0x88, 0x00] + literal("apns-id") + literal(second)))
+        // Stream 5: dynamic index 62 (the decoder's path) must still be stream 1's id.
+        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 5, [0x88, 0xbe]))
+        // Stream 7: the request's own id echoed.
+        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 7, [0x88, 0x00] + literal("apns-id") + literal(sentID.value)))
+        // Stream 9: 410 as a literal, its reason in DATA.
+        try channel.writeInbound(
+            serverFrame(0x1, flags: 0x4, stream: 9, [0x08] + literal("410") + [0x00] + literal("apns-id") + literal(second)))
+        try channel.writeInbound(serverFrame(0x0, flags: 0x1, stream: 9, Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8)))
+
+        #expect(outcomes.received.map(\.apnsID) == [first, second, first, sentID.value, second])
+        #expect(outcomes.received.map(\.status) == [200, 200, 200, 200, 410])
+        #expect(outcomes.received.last?.outcomeClass == .rejected)
+        #expect(outcomes.received.last?.reason == .unregistered)
+        #expect(outcomes.received.last?.invalidatedAtMilliseconds == 1_700_000_000_000)
+        #expect(channel.isActive)
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+
     @Test("a frame the server must not send: GOAWAY with PROTOCOL_ERROR, then the connection closes")
     func protocolErrorClosesWithGoAway() throws {
         let channel = EmbeddedChannel()

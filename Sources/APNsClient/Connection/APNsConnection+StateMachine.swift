@@ -82,7 +82,8 @@ public struct APNsConnectionStateMachine: Sendable {
     /// otherwise, but Apple says not to assume a number and to allow only one stream on a token
     /// connection until a token has been accepted, so we start at one until SETTINGS arrive.
     private var remoteMaximumStreams: Int = 1
-    private var openStreams: Set<HTTP2StreamID> = []
+    /// A set of ids, kept in the handler's kind of table: a stream opens and closes per notification.
+    private var openStreams = InFlightStreams<Void>()
     /// Int, not `HTTP2StreamID`: it passes `Int32.max` when the last id is used.
     private var nextStreamID = 1
     private var lastRequestActivity: NIODeadline
@@ -146,7 +147,7 @@ public struct APNsConnectionStateMachine: Sendable {
         precondition(availableStreams > 0, "no stream available")
         let id = HTTP2StreamID(Int32(nextStreamID))
         nextStreamID += 2
-        openStreams.insert(id)
+        openStreams.insert((), for: id)
         lastRequestActivity = now
         return id
     }
@@ -183,7 +184,7 @@ public struct APNsConnectionStateMachine: Sendable {
             return .none
         }
         state = .goingAway(lastStreamID: lastStreamID)
-        let unprocessed = openStreams.filter { $0 > lastStreamID }.sorted()
+        let unprocessed = openStreams.ids(where: { _ in true }).filter { $0 > lastStreamID }
         for id in unprocessed { openStreams.remove(id) }
         let closeNow = openStreams.isEmpty
         if closeNow { state = .closing }
@@ -237,9 +238,7 @@ public struct APNsConnectionStateMachine: Sendable {
     /// The channel is gone. Returns the streams that were still open: they got no answer.
     public mutating func channelClosed() -> [HTTP2StreamID] {
         state = .closed
-        let remaining = openStreams.sorted()
-        openStreams.removeAll()
-        return remaining
+        return openStreams.removeAll().map(\.id)
     }
 
     /// The earliest time at which `tick` could return something other than `.none`; lets the

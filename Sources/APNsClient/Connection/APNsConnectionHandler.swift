@@ -51,17 +51,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         var logger: Logger
     }
 
-    /// A request written to a stream, and what has arrived of its answer so far.
+    /// A request written to a stream, and what has arrived of its answer so far: what every stream
+    /// needs. It is read and changed in place (see ``InFlightStreams``); the rest is in ``StreamExtras``.
     private struct InFlight {
         var request: PooledRequest
         var providerToken: ProviderToken?
         var writtenAt: NIODeadline
         var status: Int?
         var apnsID: String?
+        /// Flow control: what the server lets us send on this stream.
+        var sendWindow: Int
+    }
+
+    /// What only some streams have: an error answer's body, an `apns-unique-id` (development
+    /// only), DATA still waiting for window. Kept apart so that the common stream does not carry
+    /// (and retain and release) them.
+    private struct StreamExtras {
         var apnsUniqueID: String?
         var body: ByteBuffer?
-        /// Flow control: what the server lets us send on this stream, and the payload not sent yet.
-        var sendWindow: Int
+        /// The payload not sent yet.
         var unsentPayload: ByteBuffer?
     }
 
@@ -78,7 +86,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private let delegate: any APNsConnectionDelegate
     private let configuration: Configuration
     private var machine: APNsConnectionStateMachine
-    private var inFlight: [HTTP2StreamID: InFlight] = [:]
+    private var inFlight = InFlightStreams<InFlight>()
+    private var extras: [HTTP2StreamID: StreamExtras] = [:]
+    /// The last answer's `apns-id`, reused while answers repeat it (a stand-in that always answers the same id).
+    private var lastAnswerAPNsID: String?
     private var releasedSinceLastPull = 0
     private var context: ChannelHandlerContext?
     private var tickTask: RepeatedTask?
@@ -166,8 +177,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         tickTask = nil
         let wasReady = everReady
         _ = machine.channelClosed()
-        let abandoned = inFlight
-        inFlight.removeAll()
+        let abandoned = inFlight.removeAll()
+        extras.removeAll()
         blockedStreams.removeAll()
         outbound = nil
         if !abandoned.isEmpty {
@@ -176,7 +187,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         // Written but unanswered: APNs may or may not have processed them, so they go back to the
         // caller as retryable rather than being resent behind its back. (A request whose DATA never
         // left is no different: its HEADERS did.)
-        for entry in abandoned.values {
+        for (_, entry) in abandoned {
             var outcome = APNsOutcome.failed(.connectionLost)
             if let goAwayReason {
                 outcome.reason = goAwayReason
@@ -229,18 +240,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         switch frame {
         case .headers(let streamID, var block, let endStream):
             machine.frameRead(now: now)
-            // Decoded even for a stream we no longer track: the HPACK table must stay in step.
-            let headers = try decoder.decodeHeaders(from: &block)
             let id = HTTP2StreamID(Int32(streamID))
-            guard inFlight[id] != nil else { return }
-            readHeaders(headers, streamID: id)
+            if let fields = HPACKAnswerReader.read(block, maximumHeaderListSize: decoder.maxHeaderListSize) {
+                // The decoder sees only what changes its table (even for a stream we no longer track).
+                if var insertions = fields.tableInsertions { _ = try decoder.decodeHeaders(from: &insertions) }
+                guard inFlight.contains(id) else { return }
+                readHeaders(fields, streamID: id)
+            } else {
+                // Decoded even for a stream we no longer track: the HPACK table must stay in step.
+                let headers = try decoder.decodeHeaders(from: &block)
+                guard inFlight.contains(id) else { return }
+                readHeaders(headers, streamID: id)
+            }
             if endStream { finishStream(id, now: now) }
         case .data(let streamID, var data, let endStream, let flowControlledLength):
             machine.frameRead(now: now)
             unacknowledgedInboundBytes += flowControlledLength
             let id = HTTP2StreamID(Int32(streamID))
-            guard inFlight[id] != nil else { return }
-            if data.readableBytes > 0 { inFlight[id]!.body.setOrWriteBuffer(&data) }
+            guard inFlight.contains(id) else { return }
+            if data.readableBytes > 0 { extras[id, default: StreamExtras()].body.setOrWriteBuffer(&data) }
             if endStream { finishStream(id, now: now) }
         case .rstStream(let streamID, let code):
             machine.frameRead(now: now)
@@ -266,9 +284,12 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 guard connectionSendWindow <= HTTP2Wire.maximumWindowSize else {
                     throw HTTP2ConnectionError(code: .flowControlError, message: "connection window above 2^31-1")
                 }
-            } else if let id = Optional(HTTP2StreamID(Int32(streamID))), inFlight[id] != nil {
-                inFlight[id]!.sendWindow += Int(increment)
-                guard inFlight[id]!.sendWindow <= HTTP2Wire.maximumWindowSize else {
+            } else {
+                let window = inFlight.update(HTTP2StreamID(Int32(streamID))) { stream in
+                    stream.sendWindow += Int(increment)
+                    return stream.sendWindow
+                }
+                if let window, window > HTTP2Wire.maximumWindowSize {
                     throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(streamID) above 2^31-1")
                 }
             }
@@ -291,9 +312,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 // RFC 9113 §6.9.2: the change applies to every open stream's window, even below zero.
                 let delta = Int(value) - initialStreamSendWindow
                 initialStreamSendWindow = Int(value)
-                for id in inFlight.keys {
-                    inFlight[id]!.sendWindow += delta
-                    guard inFlight[id]!.sendWindow <= HTTP2Wire.maximumWindowSize else {
+                try inFlight.updateAll { id, stream in
+                    stream.sendWindow += delta
+                    guard stream.sendWindow <= HTTP2Wire.maximumWindowSize else {
                         throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(id) above 2^31-1")
                     }
                 }
@@ -336,11 +357,40 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     private func readHeaders(_ headers: HPACKHeaders, streamID: HTTP2StreamID) {
         for (name, value, _) in headers {
             switch name {
-            case ":status": inFlight[streamID]!.status = Int(value)
-            case "apns-id": inFlight[streamID]!.apnsID = value
-            case "apns-unique-id": inFlight[streamID]!.apnsUniqueID = value
+            case ":status": inFlight.update(streamID) { $0.status = Int(value) }
+            case "apns-id": inFlight.update(streamID) { $0.apnsID = value }
+            case "apns-unique-id": extras[streamID, default: StreamExtras()].apnsUniqueID = value
             default: continue
             }
+        }
+    }
+
+    /// The same for a block read by ``HPACKAnswerReader``, with the `apns-id` String reused when the
+    /// answer echoes the request's id or repeats the previous answer's.
+    private func readHeaders(_ fields: HPACKAnswerReader.Fields, streamID: HTTP2StreamID) {
+        if let uniqueID = fields.apnsUniqueID { extras[streamID, default: StreamExtras()].apnsUniqueID = uniqueID }
+        let lastAnswerAPNsID = self.lastAnswerAPNsID
+        var answerAPNsID: String?
+        inFlight.update(streamID) { stream in
+            if fields.hasStatus { stream.status = fields.status }
+            guard let bytes = fields.apnsID else { return }
+            if let sent = stream.request.request.apnsID?.value, Self.bytes(bytes, equal: sent) {
+                stream.apnsID = sent
+            } else if let lastAnswerAPNsID, Self.bytes(bytes, equal: lastAnswerAPNsID) {
+                stream.apnsID = lastAnswerAPNsID
+            } else {
+                let id = String(decoding: bytes.readableBytesView, as: UTF8.self)
+                stream.apnsID = id
+                answerAPNsID = id
+            }
+        }
+        if let answerAPNsID { self.lastAnswerAPNsID = answerAPNsID }
+    }
+
+    private static func bytes(_ buffer: ByteBuffer, equal string: String) -> Bool {
+        buffer.withUnsafeReadableBytes { bytes in
+            var string = string
+            return string.withUTF8 { utf8 in utf8.count == bytes.count && utf8.elementsEqual(bytes) }
         }
     }
 
@@ -372,9 +422,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             var retry: [PooledRequest] = []
             retry.reserveCapacity(unprocessed.count)
             for id in unprocessed {
-                if let entry = inFlight.removeValue(forKey: id) { retry.append(entry.request) }
+                if let entry = inFlight.remove(id) { retry.append(entry.request) }
+                extras[id] = nil
             }
-            if !retry.isEmpty { blockedStreams.removeAll { inFlight[$0] == nil } }
+            if !retry.isEmpty { blockedStreams.removeAll { !inFlight.contains($0) } }
             releasedSinceLastPull += retry.count
             if !retry.isEmpty { delegate.requeue(retry, because: .goAway) }
             if closeNow { context?.close(promise: nil) }
@@ -384,8 +435,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     private func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
-        guard let entry = inFlight.removeValue(forKey: streamID) else { return }
-        if entry.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
+        guard let entry = inFlight.remove(streamID) else { return }
+        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
         if code == HTTP2Wire.ErrorCode.refusedStream.rawValue {
@@ -399,8 +450,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// The answer is complete: classify it and hand it over (or resend it when the answer says the
     /// connection, not the notification, was at fault).
     private func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
-        guard let entry = inFlight.removeValue(forKey: streamID) else { return }
-        if entry.unsentPayload != nil {
+        guard let entry = inFlight.remove(streamID) else { return }
+        let extra = extras.isEmpty ? nil : extras.removeValue(forKey: streamID)
+        if extra?.unsentPayload != nil {
             // Answered before we finished sending (an early error answer): stop sending its DATA.
             blockedStreams.removeAll { $0 == streamID }
             writeReset(streamID, code: .noError)
@@ -415,11 +467,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
         var reason: APNsReason? = nil
         var timestamp: Int64? = nil
-        if status != 200, let body = entry.body {
+        if status != 200, let body = extra?.body {
             (reason, timestamp) = Self.parseErrorBody(body)
         }
         let outcome = APNsOutcome.answered(
-            status: status, reason: reason, apnsID: entry.apnsID, apnsUniqueID: entry.apnsUniqueID,
+            status: status, reason: reason, apnsID: entry.apnsID, apnsUniqueID: extra?.apnsUniqueID,
             invalidatedAtMilliseconds: timestamp)
 
         switch reason {
@@ -501,7 +553,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard available > 0 || releasedSinceLastPull > 0 else { return }
         let released = releasedSinceLastPull
         releasedSinceLastPull = 0
-        let batch = delegate.pull(connection: connectionID, released: released, maximum: available)
+        var batch = delegate.pull(connection: connectionID, released: released, maximum: available)
         guard !batch.isEmpty else { return }
 
         let token: ProviderToken?
@@ -525,7 +577,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
         let now = context.eventLoop.now
         if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
-        for request in batch {
+        // Moved out of the array one by one (in order), not copied: a copy retains every reference a
+        // request holds, and releases them again when the array goes.
+        batch.reverse()
+        while let request = batch.popLast() {
             write(request, token: token, now: now)
             if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
                 context.write(wrapOutboundOut(outbound!), promise: nil)
@@ -563,44 +618,46 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// One request: HEADERS, then as much of its DATA as flow control allows now.
-    private func write(_ pooled: PooledRequest, token: ProviderToken?, now: NIODeadline) {
+    private func write(_ pooled: consuming PooledRequest, token: ProviderToken?, now: NIODeadline) {
+        // Written into a local buffer, handed back at the end: each access to the stored property
+        // would cost a dynamic exclusivity check.
+        var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
         let streamID = machine.openStream(now: now)
-        let request = pooled.request
-        let notification = request.notification
-        let headerIndex = outboundBuffer.writerIndex
-        HTTP2Wire.writeFrameHeader(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-        let blockStart = outboundBuffer.writerIndex
-        encoder.writePendingSizeUpdate(into: &outboundBuffer)
-        outboundBuffer.writeInteger(0x83 as UInt8)  // :method POST (static 3)
-        outboundBuffer.writeInteger(0x87 as UInt8)  // :scheme https (static 7)
+        let notification = pooled.request.notification
+        let headerIndex = buffer.writerIndex
+        HTTP2Wire.writeFrameHeaderBatched(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &buffer)
+        let blockStart = buffer.writerIndex
+        encoder.writePendingSizeUpdate(into: &buffer)
         // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
-        HPACKRequestEncoder.writePath(deviceHex: request.deviceToken.hex, into: &outboundBuffer)
-        writeSharedHeaders(of: notification)
-        if token != nil, let authorization = authorizationBlock?.bytes {
-            outboundBuffer.writeImmutableBuffer(authorization)
+        HPACKRequestEncoder.writeMethodSchemeAndPath(device: pooled.request.deviceToken, into: &buffer)
+        writeSharedHeaders(of: notification, into: &buffer)
+        if token != nil, authorizationBlock != nil {
+            buffer.writeImmutableBuffer(authorizationBlock!.bytes)
         }
-        if let apnsID = request.apnsID {
-            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &outboundBuffer)
+        if let apnsID = pooled.request.apnsID {
+            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
         }
-        let blockLength = outboundBuffer.writerIndex - blockStart
-        if blockLength <= peerMaximumFrameSize {
-            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &outboundBuffer)
+        let blockLength = buffer.writerIndex - blockStart
+        let maximumFrameSize = peerMaximumFrameSize
+        if blockLength <= maximumFrameSize {
+            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &buffer)
         } else {
-            splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)))
+            Self.splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)), maximumFrameSize: maximumFrameSize, in: &buffer)
         }
 
-        var entry = InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: initialStreamSendWindow)
         let payload = notification.payload
         let length = payload.readableBytes
-        if length <= connectionSendWindow, length <= entry.sendWindow, length <= peerMaximumFrameSize {
-            HTTP2Wire.writeFrameHeader(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-            outboundBuffer.writeImmutableBuffer(payload)
+        let streamWindow = initialStreamSendWindow
+        if length <= connectionSendWindow, length <= streamWindow, length <= maximumFrameSize {
+            HTTP2Wire.writeFrameHeaderBatched(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &buffer)
+            buffer.writeImmutableBuffer(payload)
+            outbound = buffer
             connectionSendWindow -= length
-            entry.sendWindow -= length
-            inFlight[streamID] = entry
+            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length), for: streamID)
         } else {
-            entry.unsentPayload = payload
-            inFlight[streamID] = entry
+            outbound = buffer
+            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow), for: streamID)
+            extras[streamID, default: StreamExtras()].unsentPayload = payload
             blockedStreams.append(streamID)
             sendBlockedData()
         }
@@ -608,9 +665,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
     /// encoded once per notification, and again only when the HPACK table changed in between.
-    private func writeSharedHeaders(of notification: PreparedNotification) {
-        if let cached = sharedBlock, cached.notification === notification, cached.generation == encoder.generation {
-            outboundBuffer.writeImmutableBuffer(cached.bytes)
+    private func writeSharedHeaders(of notification: PreparedNotification, into buffer: inout ByteBuffer) {
+        // Compared field by field: binding the cached tuple would retain and release its references per request.
+        if sharedBlock?.notification === notification, sharedBlock?.generation == encoder.generation {
+            buffer.writeImmutableBuffer(sharedBlock!.bytes)
             return
         }
         let generation = encoder.generation
@@ -619,25 +677,25 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         for (name, value) in notification.headerFields {
             encoder.writeIndexable(name: name, value: value, into: &block)
         }
-        outboundBuffer.writeImmutableBuffer(block)
+        buffer.writeImmutableBuffer(block)
         // Reusable only if encoding it changed nothing: the next device's block will be all indices.
         sharedBlock = encoder.generation == generation ? (notification, generation, block) : nil
     }
 
     /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
     /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
-    private func splitHeaderBlock(headerIndex: Int, streamID: UInt32) {
-        var block = outboundBuffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: outboundBuffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
-        outboundBuffer.moveWriterIndex(to: headerIndex)
+    private static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer) {
+        var block = buffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
+        buffer.moveWriterIndex(to: headerIndex)
         var first = true
         while block.readableBytes > 0 || first {
-            let length = min(block.readableBytes, peerMaximumFrameSize)
+            let length = min(block.readableBytes, maximumFrameSize)
             var piece = block.readSlice(length: length)!
             let last = block.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
                 length: length, type: first ? .headers : .continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, streamID: streamID,
-                into: &outboundBuffer)
-            outboundBuffer.writeBuffer(&piece)
+                into: &buffer)
+            buffer.writeBuffer(&piece)
             first = false
         }
     }
@@ -645,11 +703,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Sends waiting DATA, oldest stream first, as far as the windows allow.
     private func sendBlockedData() {
         while let streamID = blockedStreams.first {
-            guard var entry = inFlight[streamID], var payload = entry.unsentPayload else {
+            guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }), var payload = extras[streamID]?.unsentPayload else {
                 blockedStreams.removeFirst()
                 continue
             }
-            let length = min(payload.readableBytes, connectionSendWindow, entry.sendWindow, peerMaximumFrameSize)
+            let length = min(payload.readableBytes, connectionSendWindow, sendWindow, peerMaximumFrameSize)
             if length <= 0, payload.readableBytes > 0 { return }
             var piece = payload.readSlice(length: length)!
             let done = payload.readableBytes == 0
@@ -657,9 +715,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 length: length, type: .data, flags: done ? HTTP2Wire.Flag.endStream : 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
             outboundBuffer.writeBuffer(&piece)
             connectionSendWindow -= length
-            entry.sendWindow -= length
-            entry.unsentPayload = done ? nil : payload
-            inFlight[streamID] = entry
+            inFlight.update(streamID) { $0.sendWindow -= length }
+            extras[streamID]!.unsentPayload = done ? nil : payload
             if done { blockedStreams.removeFirst() }
         }
     }
@@ -671,10 +728,11 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// Abandons a request the caller cancelled: resets its stream and frees it.
     func cancel(poolRequestID: UInt64) -> Bool {
-        guard let context, let (streamID, entry) = inFlight.first(where: { $0.value.request.poolRequestID == poolRequestID }) else {
+        guard let context, let streamID = inFlight.ids(where: { $0.request.poolRequestID == poolRequestID }).first,
+            let entry = abandon(streamID)
+        else {
             return false
         }
-        abandon(streamID)
         // Free the stream in the pool's books before the caller hears about it.
         sendQueuedWork()
         flushOutbound(context: context)
@@ -682,13 +740,15 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         return true
     }
 
-    /// Resets the stream and frees it; the caller completes the request afterwards.
-    private func abandon(_ streamID: HTTP2StreamID) {
-        guard let context, let entry = inFlight.removeValue(forKey: streamID) else { return }
-        if entry.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
+    /// Resets the stream and frees it; the caller completes the request (returned) afterwards.
+    @discardableResult
+    private func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
+        guard let context, let entry = inFlight.remove(streamID) else { return nil }
+        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
         releasedSinceLastPull += 1
         writeReset(streamID, code: .cancel)
         closeStreamInMachine(streamID, now: context.eventLoop.now)
+        return entry
     }
 
     /// Retire the connection for shutdown: finish open streams, then close.
@@ -703,14 +763,13 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard let context else { return }
         let now = context.eventLoop.now
         if !inFlight.isEmpty {
-            var expired: [(HTTP2StreamID, InFlight)] = []
-            for (id, entry) in inFlight where entry.request.deadline <= now { expired.append((id, entry)) }
-            if !expired.isEmpty {
-                for (id, _) in expired { abandon(id) }
+            let expiredIDs = inFlight.ids(where: { $0.request.deadline <= now })
+            if !expiredIDs.isEmpty {
+                let expired = expiredIDs.compactMap { abandon($0) }
                 // Free the streams in the pool's books before the callers hear about them.
                 sendQueuedWork()
                 flushOutbound(context: context)
-                for (_, entry) in expired { entry.request.complete(.failed(.deadlineExceeded)) }
+                for entry in expired { entry.request.complete(.failed(.deadlineExceeded)) }
             }
         }
         switch machine.tick(now: now) {
