@@ -48,29 +48,39 @@ struct DispatcherPipelineTests {
         try! DeviceToken(hex: String(format: "%064x", 0x91_0000 + number))
     }
 
-    @Test("the next chunk is claimed and sent while the previous chunk's answers are outstanding; every device is recorded once")
-    func chunksOverlap() async throws {
+    /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to a
+    /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
+    static func withBroadcast(
+        devices: Int, chunkSize: Int, pageSize: Int,
+        _ body: (HeldAnswersTransport, SQLiteStore, RequestID) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory()
         let store = try SQLiteStore(path: directory.path("pipeline.db"))
         defer { try? store.close() }
         let now = Date()
-        _ = try await store.register(batch: (1...250).map { Registration(token: Self.token($0), group: "all", at: now) })
+        _ = try await store.register(batch: (1...devices).map { Registration(token: token($0), group: "all", at: now) })
         let transport = HeldAnswersTransport()
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
-        configuration.chunkSize = 100
-        configuration.pageSize = 30
+        configuration.chunkSize = chunkSize
+        configuration.pageSize = pageSize
         configuration.maximumInFlight = 1_000
         configuration.idleInterval = .milliseconds(50)
         let dispatcher = Dispatcher(
             store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
             configuration: configuration, logger: TestLogger.make("dispatch"))
-
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }
-            let id = try RequestID("pipeline-250")
+            let id = try RequestID("pipeline-\(devices)")
             _ = try await dispatcher.submit(
                 NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
+            try await body(transport, store, id)
+            group.cancelAll()
+        }
+    }
 
+    @Test("the next chunk is claimed and sent while the previous chunk's answers are outstanding; every device is recorded once")
+    func chunksOverlap() async throws {
+        try await Self.withBroadcast(devices: 250, chunkSize: 100, pageSize: 30) { transport, store, id in
             // No answer has come back, yet more than one chunk (100 targets each) has been sent: the
             // dispatcher did not wait for a chunk to drain before claiming the next one. Three chunks
             // at most are under way, so all 250 go out.
@@ -86,36 +96,15 @@ struct DispatcherPipelineTests {
             #expect(report.accepted == 250)
             #expect(report.failed == 0)
             #expect(transport.submitted == 250)
-            group.cancelAll()
         }
     }
 
-    @Test("a fourth chunk waits until one of three under way is finished")
+    @Test("with three chunks under way and no answer, a fourth waits; it goes out once answers come back")
     func atMostThreeChunks() async throws {
-        let directory = try TemporaryDirectory()
-        let store = try SQLiteStore(path: directory.path("pipeline.db"))
-        defer { try? store.close() }
-        let now = Date()
-        _ = try await store.register(batch: (1...400).map { Registration(token: Self.token($0), group: "all", at: now) })
-        let transport = HeldAnswersTransport()
-        var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
-        configuration.chunkSize = 100
-        configuration.pageSize = 40
-        configuration.maximumInFlight = 1_000
-        configuration.idleInterval = .milliseconds(50)
-        let dispatcher = Dispatcher(
-            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
-            configuration: configuration, logger: TestLogger.make("dispatch"))
-
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await dispatcher.run() }
-            let id = try RequestID("pipeline-400")
-            _ = try await dispatcher.submit(
-                NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
+        try await Self.withBroadcast(devices: 400, chunkSize: 100, pageSize: 40) { transport, store, id in
             try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted == 300 }
-            // Still 300 after the dispatcher has had every chance to go on: ask it to look again.
+            // Give the dispatcher every chance to go on: it is woken and the test yields.
             for _ in 0..<5 {
-                dispatcher.wakeUp()
                 await Task.yield()
             }
             #expect(transport.submitted == 300)
@@ -124,7 +113,6 @@ struct DispatcherPipelineTests {
             transport.answerAll()
             try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
             #expect(try await store.report(id)?.accepted == 400)
-            group.cancelAll()
         }
     }
 }
