@@ -36,6 +36,18 @@ struct APNsConnectionHandlerTests {
         func receive(_ outcome: APNsOutcome, for request: APNsRequest) { received.append(outcome) }
     }
 
+    /// A handler on a connected `EmbeddedChannel`, as the pool sets one up; its preface is unread.
+    func connectedHandler() throws -> (EmbeddedChannel, Delegate, APNsConnectionHandler) {
+        let channel = EmbeddedChannel()
+        let delegate = Delegate()
+        let handler = APNsConnectionHandler(
+            connectionID: 1, delegate: delegate,
+            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        return (channel, delegate, handler)
+    }
+
     func serverFrame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8]) -> ByteBuffer {
         var buffer = ByteBuffer()
         HTTP2Wire.writeFrameHeader(length: payload.count, type: HTTP2Wire.FrameType(rawValue: type)!, flags: flags, streamID: stream, into: &buffer)
@@ -56,13 +68,7 @@ struct APNsConnectionHandlerTests {
 
     @Test("a 25-byte payload through a 10-byte stream window: DATA waits for WINDOW_UPDATE; PING and SETTINGS are acknowledged")
     func flowControlAndAcknowledgements() throws {
-        let channel = EmbeddedChannel()
-        let delegate = Delegate()
-        let handler = APNsConnectionHandler(
-            connectionID: 1, delegate: delegate,
-            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let (channel, delegate, handler) = try connectedHandler()
         var parser = HTTP2FrameParser()
         let opening = try clientFrames(channel, parser: &parser)
         guard case .settings(let settings) = opening.first else {
@@ -117,13 +123,7 @@ struct APNsConnectionHandlerTests {
 
     @Test("answers read without the HPACK decoder and answers decoded by it share one table: an id indexed by one is found by a later one")
     func answersKeepTheHPACKTableInStep() throws {
-        let channel = EmbeddedChannel()
-        let delegate = Delegate()
-        let handler = APNsConnectionHandler(
-            connectionID: 1, delegate: delegate,
-            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let (channel, delegate, handler) = try connectedHandler()
         var parser = HTTP2FrameParser()
         _ = try clientFrames(channel, parser: &parser)
         try channel.writeInbound(serverFrame(0x4, [0, 0x3, 0, 0, 0, 10]))
@@ -173,13 +173,7 @@ struct APNsConnectionHandlerTests {
 
     @Test("a frame the server must not send: GOAWAY with PROTOCOL_ERROR, then the connection closes")
     func protocolErrorClosesWithGoAway() throws {
-        let channel = EmbeddedChannel()
-        let delegate = Delegate()
-        let handler = APNsConnectionHandler(
-            connectionID: 1, delegate: delegate,
-            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
-        try channel.pipeline.syncOperations.addHandler(handler)
-        try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let (channel, delegate, _) = try connectedHandler()
         var parser = HTTP2FrameParser()
         _ = try clientFrames(channel, parser: &parser)
         try channel.writeInbound(serverFrame(0x5, flags: 0x4, stream: 1, [0, 0, 0, 2]))  // PUSH_PROMISE
