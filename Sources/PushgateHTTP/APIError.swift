@@ -50,17 +50,15 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// A rule of the core vocabulary (token, push type, payload...) broken by the request: 400.
+    /// A rule of the core vocabulary (token, push type, payload...) broken by the request: 400; an app
+    /// this API does not serve: 404.
     init(_ error: ValidationError) {
-        self.init(.badRequest, Code(error.code.rawValue), field: error.field, message: error.message)
+        let status: HTTPResponse.Status = error.code == .unknownApp ? .notFound : .badRequest
+        self.init(status, Code(error.code.rawValue), field: error.field, message: error.message)
     }
 
     static func unknownApp(_ app: String, field: String = "app") -> APIError {
-        APIError(.notFound, .unknownApp, field: field, message: "no app named \"\(app.prefix(64))\" is served here")
-    }
-
-    static func wrongType(_ field: String, expected: String, got value: JSONValue) -> APIError {
-        APIError(.badRequest, .wrongType, field: field, message: "\(field) must be \(expected), got \(value.kindName)")
+        APIError(AppNames.unknown(app, field: field))
     }
 
     static func missing(_ field: String) -> APIError {

@@ -195,7 +195,7 @@ struct APIHandlers: Sendable {
 
     private func groupName(_ context: some RequestContext) throws(APIError) -> String {
         let name = Self.pathParameter(context, "group")
-        try Names.validateGroup(name, field: "group")
+        try validated { () throws(ValidationError) in try RequestNames.validateGroup(name, field: "group") }
         return name
     }
 
