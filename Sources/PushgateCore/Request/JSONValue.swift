@@ -30,12 +30,22 @@ package struct JSONNumber: Hashable, Sendable {
     package var isInteger: Bool
     /// The value, when `isInteger` and it fits in 64 bits; nil otherwise.
     package var integerValue: Int64?
+
+    package init(isInteger: Bool, integerValue: Int64?) {
+        self.isInteger = isInteger
+        self.integerValue = integerValue
+    }
 }
 
 package struct JSONObject: Hashable, Sendable {
     package var members: [JSONMember]
     /// Where the object is in the parsed bytes, from its `{` to its `}` inclusive.
     package var byteRange: Range<Int>
+
+    package init(members: [JSONMember], byteRange: Range<Int>) {
+        self.members = members
+        self.byteRange = byteRange
+    }
 
     package subscript(key: String) -> JSONValue? {
         for member in members where member.key == key { return member.value }
@@ -46,6 +56,11 @@ package struct JSONObject: Hashable, Sendable {
 package struct JSONMember: Hashable, Sendable {
     package var key: String
     package var value: JSONValue
+
+    package init(key: String, value: JSONValue) {
+        self.key = key
+        self.value = value
+    }
 }
 
 /// Why the bytes are not acceptable JSON.

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// The C pushd's `type` of a notification request, and what it means for APNs.
 public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {

@@ -1,4 +1,4 @@
-public import Foundation
+package import Foundation
 
 /// A registration, as every ingress reads it: `{"device": "<hex token>", "group": "<name>"}` as the C
 /// pushd reads it, plus the optional extension keys `"app"` (a string; default
