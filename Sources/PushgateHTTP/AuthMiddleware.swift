@@ -12,9 +12,11 @@ extension APIError.Code {
 /// and the other top-level routes stay open (probes and scrapers carry no keys).
 ///
 /// The app a request acts on: the `{app}` of `/v1/apps/{app}/...`; the only app for the app-less
-/// routes; the body's `app` for `POST /v1/notifications`; the stored request's app for
-/// `GET /v1/notifications/{id}`. When it cannot be told (a malformed body, an unknown id), the request
-/// goes on and the route answers with its own error, which names nothing of another app.
+/// routes; the body's `app` for `POST /v1/notifications`, read by the route's own strict reader and rule
+/// (`NotificationBody.app`), so both see the same app; the stored request's app for
+/// `GET /v1/notifications/{id}`. A body whose app cannot be told (not strict JSON, a repeated key, `app`
+/// not a string, no `app` while several apps are served) is refused here with the error the route would
+/// give. Only a report id that names no stored request acts on no app: it goes on to the route's 404.
 struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
     let keyring: APIKeyring
     let apps: AppNames
@@ -66,12 +68,7 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
         if parts.count == 2, parts[1] == "notifications", request.method == .post {
             // Read once and put back, so the route reads the same bytes.
             let body = try await request.collectBody(upTo: maximumBodyBytes)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-            else {
-                return nil
-            }
-            if let app = object["app"] as? String { return app }
-            return object["app"] == nil ? apps.implicit : nil
+            return try NotificationBody.app(Array(body.readableBytesView), apps: apps)
         }
         if parts.count == 3, parts[1] == "notifications" {
             guard let id = try? PushgateCore.RequestID(String(parts[2]), field: "id"),

@@ -15,12 +15,17 @@ enum NotificationBody {
         }
     }
 
-    /// The app the body acts on, read by the same rules as ``parse(_:apps:id:receivedAt:)`` (which checks
-    /// the app first): the body is refused with the error `parse` would give when the app cannot be told.
+    /// The app the body acts on, read by the same reader as ``parse(_:apps:id:receivedAt:)`` (which checks
+    /// the app first): the app it names, served or not (an access check refuses another app before the
+    /// route says it is unknown), or the only app when it names none. Throws the error `parse` would give
+    /// when the app cannot be told.
     static func app(_ bytes: [UInt8], apps: AppNames) throws(APIError) -> String {
         try validated { () throws(ValidationError) in
             try bytes.withRequestBytes { raw throws(ValidationError) in
-                try NotificationRequestSchema.app(raw, dialect: .body, app: apps.resolve)
+                try NotificationRequestSchema.app(raw, dialect: .body) { name throws(ValidationError) in
+                    if let name { return name }
+                    return try apps.resolve(nil)
+                }
             }
         }
     }
