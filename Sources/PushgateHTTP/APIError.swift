@@ -108,6 +108,8 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
     let routes: RouteTable
+    /// Store failures are logged at most once per second per route and code, with a count.
+    let storeFailures: SharedFailureStorm<String>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
@@ -129,9 +131,14 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return Self.translate(error.status).response()
         } catch let error as StoreError {
-            logger.error(
-                "store failed while serving a request",
-                metadata: [HTTPLogKey.route: "\(context.endpointPath ?? "?")", HTTPLogKey.error: "\(error)"])
+            let route = context.endpointPath ?? "?"
+            if let count = storeFailures.record("\(route) \(error.code)") {
+                logger.error(
+                    "store failed while serving a request",
+                    metadata: [
+                        HTTPLogKey.route: "\(route)", HTTPLogKey.error: "\(error)", HTTPLogKey.repeated: "\(count)",
+                    ])
+            }
             return APIError(
                 .serviceUnavailable, .storeUnavailable, field: nil, message: "the store could not answer; try again"
             ).response()

@@ -51,7 +51,9 @@ public struct HTTPAPI: Sendable {
         let router = Router(context: BasicRequestContext.self)
         // Outermost, so that it counts the status the client gets.
         router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
-        router.add(middleware: APIErrorMiddleware(logger: logger, routes: handlers.routeTable))
+        router.add(
+            middleware: APIErrorMiddleware(
+                logger: logger, routes: handlers.routeTable, storeFailures: SharedFailureStorm(clock: handlers.clock)))
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(
@@ -87,4 +89,6 @@ enum HTTPLogKey {
     static let status = "http.status"
     static let error = "http.error"
     static let requestID = "push.request_id"
+    /// How many times the failure happened since its last line (one line per second at most).
+    static let repeated = "http.repeated"
 }

@@ -59,7 +59,10 @@ struct ScopedKeyBodyTests {
             // A route that accepts whatever reaches it: only the access check stands between the key and
             // the other app.
             let router = Router(context: BasicRequestContext.self)
-            router.add(middleware: APIErrorMiddleware(logger: Logger(label: "test"), routes: RouteTable([])))
+            router.add(
+                middleware: APIErrorMiddleware(
+                    logger: Logger(label: "test"), routes: RouteTable([]),
+                    storeFailures: SharedFailureStorm(clock: fixture.clock)))
             router.add(
                 middleware: APIKeyMiddleware(
                     keyring: APIKeyring(TestKeys.configured), apps: AppNames(["news", "weather"]),

@@ -1,4 +1,5 @@
 public import Foundation
+import Synchronization
 
 /// Turns a storm of identical failures into one log line per interval with a count: the first failure
 /// of a kind is logged at once; the same kind again within `interval` of the last line is only counted,
@@ -30,5 +31,23 @@ public struct FailureStorm<Kind: Hashable & Sendable>: Sendable {
         let count = (windows[kind]?.suppressed ?? 0) + 1
         windows[kind] = (now, 0)
         return .log(count: count)
+    }
+}
+
+/// A ``FailureStorm`` behind a lock, on an injected clock: for a log shared by concurrent tasks.
+public final class SharedFailureStorm<Kind: Hashable & Sendable>: Sendable {
+    private let storm: Mutex<FailureStorm<Kind>>
+    private let clock: any WallClock
+
+    public init(clock: any WallClock, interval: TimeInterval = 1) {
+        self.storm = Mutex(FailureStorm(interval: interval))
+        self.clock = clock
+    }
+
+    /// A failure of `kind` now: the count to report on a line, or nil to only count it.
+    public func record(_ kind: Kind) -> Int? {
+        let now = clock.now()
+        guard case .log(let count) = storm.withLock({ $0.record(kind, now: now) }) else { return nil }
+        return count
     }
 }

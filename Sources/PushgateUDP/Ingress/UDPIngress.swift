@@ -48,7 +48,7 @@ public final class UDPIngress: Service, Sendable {
     private let binding = BindingState()
     private let onBound: @Sendable (BoundAddresses) async -> Void
     /// Store failures, one warning line per second and kind (`FailureStorm`).
-    private let storeFailures = Mutex(FailureStorm<String>())
+    private let storeFailures: SharedFailureStorm<String>
 
     /// - Parameters:
     ///   - registry: where registrations are written (``DeviceRegistry/register(batch:)``, ``DeviceRegistry/unassign(app:token:group:)``).
@@ -77,6 +77,7 @@ public final class UDPIngress: Service, Sendable {
         self.logger = logger
         self.counters = UDPIngressCounters(observer: observer)
         self.onBound = onBound
+        self.storeFailures = SharedFailureStorm(clock: clock)
     }
 
     /// The counters so far: datagrams received, applied and rejected by reason, per port.
@@ -469,8 +470,7 @@ public final class UDPIngress: Service, Sendable {
     /// A warning about a store failure, at most one line per second per `kind`, with the count since the
     /// last line (`udp.repeated`); the metadata is the failure that writes the line.
     private func logStoreFailure(_ message: Logger.Message, kind: String, metadata: Logger.Metadata) {
-        let now = clock.now()
-        guard case .log(let count) = storeFailures.withLock({ $0.record(kind, now: now) }) else { return }
+        guard let count = storeFailures.record(kind) else { return }
         var metadata = metadata
         if count > 1 { metadata["udp.repeated"] = "\(count)" }
         logger.warning(message, metadata: metadata)
