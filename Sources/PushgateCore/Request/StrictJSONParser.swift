@@ -1,6 +1,6 @@
-/// The strict JSON parser (RFC 8259) of every ingress (UDP datagrams, HTTP bodies): no extensions (no comments, no trailing commas,
-/// no NaN, no leading zeros, no byte order mark), UTF-8 only and validated, duplicate keys rejected at
-/// every level, nesting bounded, nothing but whitespace after the value.
+/// The strict JSON parser (RFC 8259) of every ingress (UDP datagrams, HTTP bodies): no extensions (no
+/// comments, no trailing commas, no NaN, no leading zeros, no byte order mark), UTF-8 only and validated,
+/// duplicate keys rejected at every level, nesting bounded, nothing but whitespace after the value.
 ///
 /// Numbers are not converted to `Double`: they are classified (integer or not) and integers that fit in
 /// 64 bits are read exactly. The input is never copied except for strings with escapes.
