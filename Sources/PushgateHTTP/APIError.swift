@@ -51,9 +51,14 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     /// A rule of the core vocabulary (token, push type, payload...) broken by the request: 400; an app
-    /// this API does not serve: 404.
+    /// this API does not serve: 404; an app the API key may not act on: 403.
     init(_ error: ValidationError) {
-        let status: HTTPResponse.Status = error.code == .unknownApp ? .notFound : .badRequest
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .unknownApp: .notFound
+            case .forbiddenApp: .forbidden
+            default: .badRequest
+            }
         self.init(status, Code(error.code.rawValue), field: error.field, message: error.message)
     }
 

@@ -48,7 +48,7 @@ public struct HTTPAPI: Sendable {
 
     /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
     public func buildApplication() -> some ApplicationProtocol {
-        let router = Router(context: BasicRequestContext.self)
+        let router = Router(context: APIRequestContext.self)
         // Outermost, so that it counts the status the client gets.
         router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
         router.add(
@@ -57,8 +57,7 @@ public struct HTTPAPI: Sendable {
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store,
-                    maximumBodyBytes: configuration.maximumBodyBytes))
+                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store))
         }
         handlers.addRoutes(to: router)
         let logger = self.logger

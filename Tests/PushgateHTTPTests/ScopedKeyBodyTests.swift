@@ -1,6 +1,5 @@
 import Foundation
 import Hummingbird
-import Logging
 import HummingbirdTesting
 import PushgateCore
 import Testing
@@ -50,64 +49,33 @@ struct ScopedKeyBodyTests {
         }
     }
 
-    @Test(
-        "the access check alone refuses every ambiguous body, even in front of a route that would take it",
-        arguments: ambiguous.indices)
-    func checkRefusesOnItsOwn(index: Int) async throws {
-        let (name, bytes) = Self.ambiguous[index]
-        try await withKeyedAPI { fixture in
-            // A route that accepts whatever reaches it: only the access check stands between the key and
-            // the other app.
-            let router = Router(context: BasicRequestContext.self)
-            router.add(
-                middleware: APIErrorMiddleware(
-                    logger: Logger(label: "test"), routes: RouteTable([]),
-                    storeFailures: SharedFailureStorm(clock: fixture.clock)))
-            router.add(
-                middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(TestKeys.configured), apps: AppNames(["news", "weather"]),
-                    store: fixture.store, maximumBodyBytes: 4096))
-            router.post("v1/notifications") { _, _ in Response(status: .accepted) }
-            try await Application(router: router).test(.router) { client async throws in
-                let response = try await client.execute(
-                    uri: "/v1/notifications", method: .post,
-                    headers: [.authorization: "Bearer \(TestKeys.news)", .contentType: "application/json"],
-                    body: ByteBuffer(bytes: bytes))
-                #expect([.badRequest, .forbidden].contains(response.status), "\(name): \(response.status)")
-                let own = Array(#"{"app": "news", \#(Self.rest)}"#.utf8)
-                let allowed = try await client.execute(
-                    uri: "/v1/notifications", method: .post,
-                    headers: [.authorization: "Bearer \(TestKeys.news)"], body: ByteBuffer(bytes: own))
-                #expect(allowed.status == .accepted, "the key's own app passes")
-            }
-        }
-    }
-
-    @Test("the app the access check sees is the app the route stores, or both refuse with the same error")
-    func sameAppAsTheRoute() throws {
+    @Test("the route's one strict parse refuses another app (403) and every ambiguous body (400 or 403)")
+    func oneParseDecides() throws {
         let apps = AppNames(["news", "weather"])
         let id = try PushgateCore.RequestID("req-1")
-        let valid = [
-            Array(#"{"app": "news", \#(Self.rest)}"#.utf8),
-            Array(#"{"app": "weather", \#(Self.rest)}"#.utf8),
-            Array(#" {"\u0077eather": 1, "app": "weather"} "#.utf8),
-        ]
-        for bytes in Self.ambiguous.map(\.bytes) + valid {
-            let parsed: Result<String, APIError> = Result { () throws(APIError) in
-                try NotificationBody.parse(bytes, apps: apps, id: id, receivedAt: APIFixture.start).app
-            }
-            let checked: Result<String, APIError> = Result { () throws(APIError) in
-                try NotificationBody.app(bytes, apps: apps)
-            }
-            switch (parsed, checked) {
-            case (.success(let stored), .success(let seen)): #expect(stored == seen)
-            case (.failure(let route), .failure(let check)): #expect(route == check)
-            case (.failure, .success(let seen)):
-                // The check may pass a body the route then refuses for another field, never another app.
-                #expect(["news", "weather"].contains(seen))
-            case (.success(let stored), .failure(let check)):
-                Issue.record("the check refused (\(check)) a body the route stores for \(stored)")
+        func parse(_ bytes: [UInt8], scope: String?) throws(APIError) -> NotificationRequest {
+            try NotificationBody.parse(bytes, apps: apps, scope: scope, id: id, receivedAt: APIFixture.start)
+        }
+        for (name, bytes) in Self.ambiguous {
+            do {
+                let accepted = try parse(bytes, scope: "news")
+                Issue.record("\(name): accepted for \(accepted.app)")
+            } catch {
+                #expect([.badRequest, .forbidden].contains(error.status), "\(name): \(error)")
             }
         }
+        let weather = Array(#"{"app": "weather", \#(Self.rest)}"#.utf8)
+        #expect(throws: APIError(.forbidden, APIError.Code("forbidden_app"), field: "app", message: "")) {
+            try parse(weather, scope: "news")
+        }
+        #expect(throws: APIError(.forbidden, APIError.Code("forbidden_app"), field: "app", message: "")) {
+            try parse(Array(#"{"app": "maps", \#(Self.rest)}"#.utf8), scope: "news")
+        }
+        #expect(try parse(weather, scope: nil).app == "weather")
+        #expect(try parse(Array(#"{"app": "news", \#(Self.rest)}"#.utf8), scope: "news").app == "news")
+        let single = AppNames(["news"])
+        let implicit = try NotificationBody.parse(
+            Array("{\(Self.rest)}".utf8), apps: single, scope: "news", id: id, receivedAt: APIFixture.start)
+        #expect(implicit.app == "news", "with one app, a body that names none is that app's")
     }
 }

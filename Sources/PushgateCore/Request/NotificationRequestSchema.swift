@@ -43,17 +43,6 @@ package enum NotificationRequestSchema {
     /// app on UDP, the served apps over HTTP). Throws to refuse the request.
     package typealias AppRule = (String?) throws(ValidationError) -> String
 
-    /// The request's app alone, read with the same rules as ``read(_:dialect:id:receivedAt:app:)``,
-    /// which checks the app before any other field: what an access check needs to know.
-    package static func app(
-        _ bytes: UnsafeRawBufferPointer,
-        dialect: RequestDialect,
-        app rule: AppRule
-    ) throws(ValidationError) -> String {
-        let document = try RequestDocument(parsing: bytes, allowedKeys: allowedKeys, dialect: dialect)
-        return try rule(try document.string("app"))
-    }
-
     /// Field checks run in a fixed order (after the JSON and key checks of ``RequestDocument``), so the
     /// reason reported for a request with several problems is stable: app, groups, devices, type,
     /// push_type, priority, expiration, key, payload, then the rules between fields (targets, priority
