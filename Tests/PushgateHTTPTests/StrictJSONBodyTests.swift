@@ -58,8 +58,10 @@ struct StrictJSONBodyTests {
     func payloadForwardedAsSent() async throws {
         try await withRouterClient { client, fixture in
             let payload =
-                #"{ "z": null, "s": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "i": -9007199254740993, "f": 2.5e-3, "a": true }"#
-            let response = try await client.send(.post, "/v1/notifications", json: #"{\#(Self.d), "payload": \#(payload)}"#)
+                #"{ "z": null, "s": "caf\u00e9 \ud83d\ude00 \"q\" \\ \/", "i": -9007199254740993, "f": 2.5e-3,"#
+                + #"  "a": true }"#
+            let body = #"{\#(Self.d), "payload": \#(payload)}"#
+            let response = try await client.send(.post, "/v1/notifications", json: body)
             #expect(response.status == .accepted)
             let stored = try #require(try await fixture.store.request(PushgateCore.RequestID("req-1")))
             #expect(stored.payload.bytes == Array(payload.utf8))
