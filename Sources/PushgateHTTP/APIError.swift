@@ -50,17 +50,20 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 
-    /// A rule of the core vocabulary (token, push type, payload...) broken by the request: 400.
+    /// A rule of the core vocabulary (token, push type, payload...) broken by the request: 400; an app
+    /// this API does not serve: 404; an app the API key may not act on: 403.
     init(_ error: ValidationError) {
-        self.init(.badRequest, Code(error.code.rawValue), field: error.field, message: error.message)
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .unknownApp: .notFound
+            case .forbiddenApp: .forbidden
+            default: .badRequest
+            }
+        self.init(status, Code(error.code.rawValue), field: error.field, message: error.message)
     }
 
     static func unknownApp(_ app: String, field: String = "app") -> APIError {
-        APIError(.notFound, .unknownApp, field: field, message: "no app named \"\(app.prefix(64))\" is served here")
-    }
-
-    static func wrongType(_ field: String, expected: String, got value: JSONValue) -> APIError {
-        APIError(.badRequest, .wrongType, field: field, message: "\(field) must be \(expected), got \(value.kindName)")
+        APIError(AppNames.unknown(app, field: field))
     }
 
     static func missing(_ field: String) -> APIError {
@@ -110,6 +113,8 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
 struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
     let routes: RouteTable
+    /// Store failures are logged at most once per second per route and code, with a count.
+    let storeFailures: SharedFailureStorm<String>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
         async throws -> Response
@@ -131,9 +136,14 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             }
             return Self.translate(error.status).response()
         } catch let error as StoreError {
-            logger.error(
-                "store failed while serving a request",
-                metadata: [HTTPLogKey.route: "\(context.endpointPath ?? "?")", HTTPLogKey.error: "\(error)"])
+            let route = context.endpointPath ?? "?"
+            if let count = storeFailures.record("\(route) \(error.code)") {
+                logger.error(
+                    "store failed while serving a request",
+                    metadata: [
+                        HTTPLogKey.route: "\(route)", HTTPLogKey.error: "\(error)", HTTPLogKey.repeated: "\(count)",
+                    ])
+            }
             return APIError(
                 .serviceUnavailable, .storeUnavailable, field: nil, message: "the store could not answer; try again"
             ).response()

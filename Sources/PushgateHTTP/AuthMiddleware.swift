@@ -4,7 +4,18 @@ import PushgateCore
 
 extension APIError.Code {
     static let unauthorized = APIError.Code("unauthorized")
-    static let forbiddenApp = APIError.Code("forbidden_app")
+}
+
+extension ValidationError.Code {
+    /// The API key is limited to another app than the one the request acts on (403).
+    static let forbiddenApp = ValidationError.Code("forbidden_app")
+}
+
+extension ValidationError {
+    /// A request for another app than `scope`, the one its API key may act on.
+    static func forbiddenApp(scope: String) -> ValidationError {
+        ValidationError(code: .forbiddenApp, field: "app", message: "this API key may act on app \"\(scope)\" only")
+    }
 }
 
 /// Guards everything under `/v1` when API keys are configured: 401 without a known bearer key, 403
@@ -12,14 +23,15 @@ extension APIError.Code {
 /// and the other top-level routes stay open (probes and scrapers carry no keys).
 ///
 /// The app a request acts on: the `{app}` of `/v1/apps/{app}/...`; the only app for the app-less
-/// routes; the body's `app` for `POST /v1/notifications`; the stored request's app for
-/// `GET /v1/notifications/{id}`. When it cannot be told (a malformed body, an unknown id), the request
-/// goes on and the route answers with its own error, which names nothing of another app.
-struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
+/// routes; the stored request's app for `GET /v1/notifications/{id}` (an id that names no stored
+/// request acts on no app: it goes on to the route's 404). For `POST /v1/notifications` the app is in the
+/// body: the key's app goes to the route in the context (`AppScopedContext.appScope`), and the route
+/// refuses another app from its own strict parse of the body (`NotificationBody`), so there is one parse
+/// and one reading of `app`, and a body whose app cannot be told is refused by that parse.
+struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
     let keyring: APIKeyring
     let apps: AppNames
     let store: any PushStore
-    let maximumBodyBytes: Int
 
     func handle(
         _ request: Request,
@@ -38,14 +50,13 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
         case .allowed(app: nil):
             return try await next(request, context)
         case .allowed(app: let scope?):
-            var request = request
-            if let app = try await app(of: &request), app != scope {
-                throw APIError(
-                    .forbidden,
-                    .forbiddenApp,
-                    field: "app",
-                    message: "this API key may act on app \"\(scope)\" only"
-                )
+            if Self.appIsInBody(request) {
+                var context = context
+                context.appScope = scope
+                return try await next(request, context)
+            }
+            if let app = try await app(of: request), app != scope {
+                throw APIError(ValidationError.forbiddenApp(scope: scope))
             }
             return try await next(request, context)
         }
@@ -57,21 +68,17 @@ struct APIKeyMiddleware<Context: RequestContext>: RouterMiddleware {
         return response
     }
 
-    /// The app the request acts on, when it can be told.
-    private func app(of request: inout Request) async throws -> String? {
+    /// `POST /v1/notifications`: the route reads the app from the body.
+    private static func appIsInBody(_ request: Request) -> Bool {
+        request.method == .post && request.uri.path.split(separator: "/") == ["v1", "notifications"]
+    }
+
+    /// The app the request acts on, from its path (or the stored request it names); nil when it acts on no
+    /// app.
+    private func app(of request: Request) async throws -> String? {
         let parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
         if parts.count >= 3, parts[1] == "apps" {
             return String(parts[2]).removingPercentEncoding ?? String(parts[2])
-        }
-        if parts.count == 2, parts[1] == "notifications", request.method == .post {
-            // Read once and put back, so the route reads the same bytes.
-            let body = try await request.collectBody(upTo: maximumBodyBytes)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
-            else {
-                return nil
-            }
-            if let app = object["app"] as? String { return app }
-            return object["app"] == nil ? apps.implicit : nil
         }
         if parts.count == 3, parts[1] == "notifications" {
             guard let id = try? PushgateCore.RequestID(String(parts[2]), field: "id"),

@@ -48,15 +48,16 @@ public struct HTTPAPI: Sendable {
 
     /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
     public func buildApplication() -> some ApplicationProtocol {
-        let router = Router(context: BasicRequestContext.self)
+        let router = Router(context: APIRequestContext.self)
         // Outermost, so that it counts the status the client gets.
         router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
-        router.add(middleware: APIErrorMiddleware(logger: logger, routes: handlers.routeTable))
+        router.add(
+            middleware: APIErrorMiddleware(
+                logger: logger, routes: handlers.routeTable, storeFailures: SharedFailureStorm(clock: handlers.clock)))
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store,
-                    maximumBodyBytes: configuration.maximumBodyBytes))
+                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store))
         }
         handlers.addRoutes(to: router)
         let logger = self.logger
@@ -87,4 +88,6 @@ enum HTTPLogKey {
     static let status = "http.status"
     static let error = "http.error"
     static let requestID = "push.request_id"
+    /// How many times the failure happened since its last line (one line per second at most).
+    static let repeated = "http.repeated"
 }

@@ -40,6 +40,21 @@ struct IngressQueueStateMachineTests {
         #expect(machine.nextBatch(waiter: "c").isSuspended)
     }
 
+    @Test("while the store fails every read is held, below capacity too, until it recovers")
+    func storeFailureHoldsReads() {
+        var machine = Machine(capacity: 4, batchLimit: 3)
+        machine.received(1)
+        #expect(machine.nextBatch(waiter: "c").batch == [1])
+        machine.storeFailed()
+        #expect(machine.readRequested("socket A") == .hold)
+        machine.received(2)
+        #expect(machine.nextBatch(waiter: "c").batch == [2], "what was read still goes to the consumer")
+        #expect(machine.readRequested("socket B") == .hold)
+        #expect(machine.storeRecovered() == ["socket A", "socket B"])
+        #expect(machine.readRequested("socket A") == .read)
+        #expect(machine.storeRecovered().isEmpty, "nothing is held any more")
+    }
+
     @Test("reads are held at capacity and resumed once a batch is taken")
     func backPressure() {
         var machine = Machine(capacity: 4, batchLimit: 3)

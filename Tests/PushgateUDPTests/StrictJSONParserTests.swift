@@ -1,4 +1,5 @@
 import Testing
+import PushgateCore
 
 @testable import PushgateUDP
 
@@ -101,6 +102,9 @@ struct StrictJSONParserTests {
         let nested = rejects(Array(#"{"payload":{"aps":{"alert":"x","alert":"y"}}}"#.utf8))
         #expect(nested?.kind == .duplicateKey("alert"))
         #expect(nested?.topLevelKey == "payload")
+        #expect(nested?.path == ["payload", "aps", "alert"])
+        // Arrays add nothing to the path.
+        #expect(rejects(Array(#"{"p":{"l":[{"k":1,"k":2}]}}"#.utf8))?.path == ["p", "l", "k"])
         // Keys equal after unescaping are the same key.
         #expect(rejects(Array(#"{"a":1,"\u0061":2}"#.utf8))?.kind == .duplicateKey("a"))
         // Large objects use a set: still detected.

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import PushgateCore
 import PushgateUDP
@@ -27,6 +28,7 @@ struct UDPIngressTests {
         registry: FakeRegistry = FakeRegistry(),
         intake: FakeIntake = FakeIntake(knownGroups: ["Choom"]),
         configuration: UDPIngress.Configuration = loopback,
+        logger: Logger = Logger(label: "pushgate.udp.test"),
         _ body: (Running) async throws -> Void
     ) async throws {
         let observer = WaitingObserver()
@@ -37,7 +39,8 @@ struct UDPIngressTests {
             intake: intake,
             clock: ManualWallClock(Self.start),
             makeRequestID: { _ in try! RequestID("req-\(ids.add(1, ordering: .relaxed).newValue)") },
-            observer: observer
+            observer: observer,
+            logger: logger
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingress.run() }
@@ -159,6 +162,50 @@ struct UDPIngressTests {
             #expect(registry.memberships.count == 3)
             #expect(!registry.memberships.contains { $0.token == poisoned })
         }
+    }
+
+    @Test("a transient store error is retried until stored: nothing lost, in order; a permanent one is not")
+    func transientStoreErrorsAreRetried() async throws {
+        let intake = FakeIntake(knownGroups: ["Choom"])
+        intake.failNext([.backend("disk full"), .backend("disk full"), .backend("disk full")])
+        var configuration = Self.loopback
+        configuration.storeRetryBackoff = Backoff(base: .milliseconds(1), cap: .milliseconds(2))
+        try await withIngress(intake: intake, configuration: configuration) { running in
+            for number in 1...5 {
+                try running.notify(#"{"groups": ["Choom"], "key": "n\#(number)", "payload": {"n": \#(number)}}"#)
+            }
+            #expect(await running.observer.wait { $0.notification.applied == 5 })
+            #expect(intake.requests.map(\.id.value) == (1...5).map { "req-\($0)" })
+            #expect(intake.requests.map { $0.collapseID?.value } == (1...5).map { "n\($0)" })
+            #expect(intake.attempts == 8, "three failed attempts, then one per request")
+            #expect(running.ingress.statistics.notification.rejectedTotal == 0)
+
+            intake.failNext([.unknownGroup(app: "default", group: "Choom")])
+            try running.notify(#"{"groups": ["Choom"], "payload": {}}"#)
+            #expect(await running.observer.wait { $0.notification.rejectedTotal == 1 })
+            #expect(intake.attempts == 9, "a permanent error is not retried")
+            #expect(running.ingress.statistics.notification.rejected == ["unknown_group": 1])
+        }
+    }
+
+    @Test("a storm of identical store failures writes one warning line per second, with a count")
+    func storeFailureStormIsOneLine() async throws {
+        let registry = FakeRegistry()
+        let poisoned = try DeviceToken(hex: "dead" + String(repeating: "0", count: 60))
+        registry.failRegistrations(of: poisoned)
+        let lines = CapturingLogHandler.Lines()
+        let logger = Logger(label: "pushgate.udp.test") { _ in CapturingLogHandler(lines: lines) }
+        try await withIngress(registry: registry, logger: logger) { running in
+            for _ in 1...50 {
+                try running.register(#"{"device": "\#(poisoned.hex)", "group": "g"}"#)
+            }
+            #expect(await running.observer.wait { $0.registration.rejectedTotal == 50 })
+        }
+        // The ingress's clock does not move: every failure falls in the first second.
+        let warnings = lines.all.filter { $0.level == .warning && $0.message == "Datagram not applied" }
+        #expect(warnings.count == 1)
+        let everything = lines.all.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
+        #expect(!everything.contains(poisoned.hex), "no full device token in any line, debug included")
     }
 
     @Test("register and remove are applied in arrival order, across apps")

@@ -18,7 +18,7 @@ struct APIHandlers: Sendable {
     static let defaultPageSize = 100
     static let maximumPageSize = 1000
 
-    func addRoutes(to router: Router<some RequestContext>) {
+    func addRoutes(to router: Router<some AppScopedContext>) {
         router.get("healthz") { _, _ in JSONResponse.make(["status": "ok"]) }
         router.get("readyz") { _, _ in await readiness() }
         router.get("openapi.yaml") { _, _ in try OpenAPIDocument.response() }
@@ -36,7 +36,7 @@ struct APIHandlers: Sendable {
             addRegistryRoutes(to: router.group("v1"), fixedApp: implicit)
         }
 
-        router.post("v1/notifications") { request, _ in try await submit(request) }
+        router.post("v1/notifications") { request, context in try await submit(request, scope: context.appScope) }
         router.get("v1/notifications/{id}") { _, context in
             try await report(id: context.parameters.get("id") ?? "")
         }
@@ -124,10 +124,12 @@ struct APIHandlers: Sendable {
         return JSONResponse.make(GroupPageBody(page))
     }
 
-    private func submit(_ request: Request) async throws -> Response {
+    /// `scope`: the one app the API key may act on (nil: any).
+    private func submit(_ request: Request, scope: String?) async throws -> Response {
         let bytes = try await body(of: request)
         let now = clock.now()
-        let notification = try NotificationBody.parse(bytes, apps: apps, id: requestIDs(now), receivedAt: now)
+        let notification = try NotificationBody.parse(
+            bytes, apps: apps, scope: scope, id: requestIDs(now), receivedAt: now)
         let result: EnqueueResult
         do {
             result = try await intake.submit(notification)
@@ -195,7 +197,7 @@ struct APIHandlers: Sendable {
 
     private func groupName(_ context: some RequestContext) throws(APIError) -> String {
         let name = Self.pathParameter(context, "group")
-        try Names.validateGroup(name, field: "group")
+        try validated { () throws(ValidationError) in try RequestNames.validateGroup(name, field: "group") }
         return name
     }
 

@@ -31,39 +31,28 @@ public enum RegistrationCommand: Hashable, Sendable {
     }
 }
 
-/// The registration datagram: `{"device": "<hex token>", "group": "<name>"}`, as the C pushd reads it,
-/// plus the optional extension keys `"app"` (a string; default ``Registration/defaultApp``) and
-/// `"remove"` (a boolean; `true` unassigns the device from the group instead).
+/// The registration datagram (port 7734): the core's registration (`RegistrationSchema`, `docs/udp.md`),
+/// with its errors worded for the UDP port.
 ///
-/// Pure: no I/O, no clock (the receive time is passed in). Any problem rejects the whole datagram with a
-/// `ValidationError` naming the field; see `docs/udp.md` for the codes.
+/// Pure: no I/O, no clock (the receive time is passed in).
 public enum RegistrationDatagram {
-    public static let allowedKeys: Set<String> = ["device", "group", "app", "remove"]
+    public static var allowedKeys: Set<String> { RegistrationSchema.allowedKeys }
 
     public static func parse(_ bytes: [UInt8], receivedAt: Date) throws(ValidationError) -> RegistrationCommand {
-        try bytes.withDatagramBytes { raw throws(ValidationError) in try parse(raw, receivedAt: receivedAt) }
+        try bytes.withRequestBytes { raw throws(ValidationError) in try parse(raw, receivedAt: receivedAt) }
     }
 
     public static func parse(_ buffer: ByteBuffer, receivedAt: Date) throws(ValidationError) -> RegistrationCommand {
-        let result: Result<RegistrationCommand, ValidationError> = buffer.withUnsafeReadableBytes { raw in
-            do throws(ValidationError) { return .success(try parse(raw, receivedAt: receivedAt)) } catch {
-                return .failure(error)
-            }
-        }
-        return try result.get()
+        try buffer.withRequestBytes { raw throws(ValidationError) in try parse(raw, receivedAt: receivedAt) }
     }
 
     static func parse(_ bytes: UnsafeRawBufferPointer, receivedAt: Date) throws(ValidationError) -> RegistrationCommand
     {
-        let object = try DatagramObject(parsing: bytes, allowedKeys: allowedKeys)
-        let app = try object.string("app") ?? Registration.defaultApp
-        try DatagramNames.validateApp(app)
-        let token = try DeviceToken(hex: try object.requiredString("device"), field: "device")
-        let group = try object.requiredString("group")
-        try DatagramNames.validateGroup(group)
-        if try object.bool("remove") == true {
-            return .unassign(app: app, token: token, group: group)
+        let fields = try RegistrationSchema.read(bytes, dialect: .datagram, receivedAt: receivedAt)
+        let registration = fields.registration
+        if fields.remove {
+            return .unassign(app: registration.app, token: registration.token, group: registration.group)
         }
-        return .register(Registration(app: app, token: token, group: group, at: receivedAt))
+        return .register(registration)
     }
 }

@@ -9,6 +9,8 @@
 /// - When `capacity` elements are pending, the next socket read is held (``readRequested(_:)`` answers
 ///   `.hold`), so datagrams queue in the kernel's receive buffer instead of in memory; the held readers
 ///   are handed back to be resumed as soon as a batch is taken and the queue is below capacity again.
+/// - While the store fails (``storeFailed()`` until ``storeRecovered()``), every read is held, whatever
+///   the queue holds: what was read waits for the store, and the rest waits in the kernel.
 /// - ``finish()`` ends intake: the consumer still gets what is pending, then `nil`.
 struct IngressQueueStateMachine<Element, Waiter, Reader> {
     let capacity: Int
@@ -18,6 +20,7 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
     private var waiter: Waiter?
     private var heldReaders: [Reader] = []
     private var finished = false
+    private var storeFailing = false
 
     init(capacity: Int, batchLimit: Int) {
         precondition(capacity > 0 && batchLimit > 0)
@@ -56,7 +59,7 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
 
     /// The channel wants to read more datagrams.
     mutating func readRequested(_ reader: Reader) -> ReadAction {
-        guard pending.count >= capacity, !finished else { return .read }
+        guard pending.count >= capacity || storeFailing, !finished else { return .read }
         heldReaders.append(reader)
         return .hold
     }
@@ -110,8 +113,19 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
         return batch
     }
 
+    /// A store call failed and will be retried: hold every read until ``storeRecovered()``.
+    mutating func storeFailed() {
+        storeFailing = true
+    }
+
+    /// The store answers again: the held readers, to resume if there is room.
+    mutating func storeRecovered() -> [Reader] {
+        storeFailing = false
+        return releaseReadersIfRoom()
+    }
+
     private mutating func releaseReadersIfRoom() -> [Reader] {
-        guard pending.count < capacity, !heldReaders.isEmpty else { return [] }
+        guard pending.count < capacity, !storeFailing, !heldReaders.isEmpty else { return [] }
         defer { heldReaders = [] }
         return heldReaders
     }

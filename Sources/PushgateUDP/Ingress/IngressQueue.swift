@@ -50,6 +50,16 @@ final class IngressQueue<Element: Sendable>: Sendable {
         }
     }
 
+    /// From the consumer: a store call failed and will be retried; reads are held until it recovers.
+    func storeFailed() {
+        machine.withLock { $0.storeFailed() }
+    }
+
+    /// From the consumer: the store answers again; held reads resume if there is room.
+    func storeRecovered() {
+        for resume in machine.withLock({ $0.storeRecovered() }) { resume() }
+    }
+
     /// Intake stopped: the consumer drains what is pending, then gets nil.
     func finish() {
         let (action, readers) = machine.withLock { $0.finish() }

@@ -1,3 +1,4 @@
+public import PushgateCore
 extension UDPIngress {
     /// How the UDP listener binds and batches. The defaults are the C pushd's ports and address, with a
     /// far larger receive buffer (pushd's 8 KiB dropped 80-98 % of a burst).
@@ -28,6 +29,9 @@ extension UDPIngress {
         public var pendingRegistrationLimit: Int = 20_000
         /// The same for notification requests (each is submitted on its own transaction).
         public var pendingNotificationLimit: Int = 1_000
+        /// The delays between attempts to store a notification request after a transient store error
+        /// (`StoreFailureKind`); it is retried until stored, with the sockets unread meanwhile.
+        public var storeRetryBackoff = Backoff(base: .milliseconds(100), multiplier: 2, cap: .seconds(5))
 
         public init(
             host: String = "localhost",

@@ -47,6 +47,8 @@ public final class UDPIngress: Service, Sendable {
     private let counters: UDPIngressCounters
     private let binding = BindingState()
     private let onBound: @Sendable (BoundAddresses) async -> Void
+    /// Store failures, one warning line per second and kind (`FailureStorm`).
+    private let storeFailures: SharedFailureStorm<String>
 
     /// - Parameters:
     ///   - registry: where registrations are written (``DeviceRegistry/register(batch:)``, ``DeviceRegistry/unassign(app:token:group:)``).
@@ -75,6 +77,7 @@ public final class UDPIngress: Service, Sendable {
         self.logger = logger
         self.counters = UDPIngressCounters(observer: observer)
         self.onBound = onBound
+        self.storeFailures = SharedFailureStorm(clock: clock)
     }
 
     /// The counters so far: datagrams received, applied and rejected by reason, per port.
@@ -257,7 +260,7 @@ public final class UDPIngress: Service, Sendable {
             describe: { command in
                 [
                     UDPIngressMetadata.app: "\(command.app)",
-                    UDPIngressMetadata.device: "\(command.token.hex)",
+                    UDPIngressMetadata.device: "\(command.token.shortened)",
                     UDPIngressMetadata.group: "\(command.group)",
                     "udp.action": "\(command.isRemoval ? "unassign" : "register")",
                 ]
@@ -371,8 +374,9 @@ public final class UDPIngress: Service, Sendable {
                 return
             }
             // One bad registration must not cost the others: apply them one by one.
-            logger.warning(
+            logStoreFailure(
                 "Registration batch failed; applying its registrations one at a time",
+                kind: "registration-batch",
                 metadata: [UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)"]
             )
             for registration in registrations { await write([registration]) }
@@ -395,19 +399,54 @@ public final class UDPIngress: Service, Sendable {
 
     private func submitNotifications(from queue: IngressQueue<NotificationRequest>) async {
         while let batch = await queue.nextBatch() {
-            for request in batch {
-                var metadata: Logger.Metadata = [
-                    UDPIngressMetadata.requestID: "\(request.id)", UDPIngressMetadata.app: "\(request.app)",
-                    "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
-                ]
-                do {
-                    let result = try await intake.submit(request)
-                    counters.applied(on: .notification, count: 1)
-                    metadata["push.targets"] = "\(result.targetCount)"
-                    logger.debug("Notification request stored", metadata: metadata)
-                } catch {
-                    storeRejected(error, port: .notification, metadata: metadata)
-                }
+            for request in batch { await submit(request, queue: queue) }
+        }
+    }
+
+    /// Submits one request, retrying a transient store error (`StoreFailureKind`) with back-off until it
+    /// is stored; meanwhile the sockets are not read. Gives up only when the ingress task is cancelled.
+    private func submit(_ request: NotificationRequest, queue: IngressQueue<NotificationRequest>) async {
+        var metadata: Logger.Metadata = [
+            UDPIngressMetadata.requestID: "\(request.id)", UDPIngressMetadata.app: "\(request.app)",
+            "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
+        ]
+        var retries = 0
+        var generator = SystemRandomNumberGenerator()
+        defer { if retries > 0 { queue.storeRecovered() } }
+        while true {
+            let failure: any Error
+            do {
+                let result = try await intake.submit(request)
+                counters.applied(on: .notification, count: 1)
+                metadata["push.targets"] = "\(result.targetCount)"
+                logger.debug("Notification request stored", metadata: metadata)
+                return
+            } catch {
+                failure = error
+            }
+            if retries > 0, (failure as? StoreError)?.code == .duplicateRequestID {
+                // An earlier attempt was stored, though its answer was lost.
+                counters.applied(on: .notification, count: 1)
+                return
+            }
+            guard StoreFailureKind(classifying: failure) == .transient else {
+                storeRejected(failure, port: .notification, metadata: metadata)
+                return
+            }
+            retries += 1
+            if retries == 1 { queue.storeFailed() }
+            logStoreFailure(
+                "Store failed; the notification request will be retried, socket reads are held meanwhile",
+                kind: "notification-retry",
+                metadata: metadata.merging(
+                    [UDPIngressMetadata.error: "\(failure)", "udp.retries": "\(retries)"]
+                ) { $1 }
+            )
+            do {
+                try await Task.sleep(for: configuration.storeRetryBackoff.delay(forAttempt: retries, using: &generator))
+            } catch {
+                storeRejected(failure, port: .notification, metadata: metadata)
+                return
             }
         }
     }
@@ -425,7 +464,16 @@ public final class UDPIngress: Service, Sendable {
         }
         metadata[UDPIngressMetadata.reason] = "\(reason)"
         counters.rejected(on: port, reason: reason)
-        logger.warning("Datagram not applied", metadata: metadata)
+        logStoreFailure("Datagram not applied", kind: "\(port)/\(reason)", metadata: metadata)
+    }
+
+    /// A warning about a store failure, at most one line per second per `kind`, with the count since the
+    /// last line (`udp.repeated`); the metadata is the failure that writes the line.
+    private func logStoreFailure(_ message: Logger.Message, kind: String, metadata: Logger.Metadata) {
+        guard let count = storeFailures.record(kind) else { return }
+        var metadata = metadata
+        if count > 1 { metadata["udp.repeated"] = "\(count)" }
+        logger.warning(message, metadata: metadata)
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PushgateCore
 import PushgateUDP
 import Synchronization
@@ -104,14 +105,27 @@ final class FakeRegistry: DeviceRegistry {
 final class FakeIntake: NotificationIntake {
     private let knownGroups: Set<String>
     private let stored = Mutex<[NotificationRequest]>([])
+    private let failures = Mutex<(next: [StoreError], attempts: Int)>(([], 0))
 
     init(knownGroups: Set<String>) {
         self.knownGroups = knownGroups
     }
 
     var requests: [NotificationRequest] { stored.withLock { $0 } }
+    /// Every call of `submit`, failed ones included.
+    var attempts: Int { failures.withLock { $0.attempts } }
+
+    /// The next calls of `submit` throw these, one each, before anything else is checked.
+    func failNext(_ errors: [StoreError]) {
+        failures.withLock { $0.next += errors }
+    }
 
     func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
+        let failure = failures.withLock { state -> StoreError? in
+            state.attempts += 1
+            return state.next.isEmpty ? nil : state.next.removeFirst()
+        }
+        if let failure { throw failure }
         if let unknown = request.groups.first(where: { !knownGroups.contains($0) }) {
             throw StoreError.unknownGroup(app: request.app, group: unknown)
         }
@@ -241,5 +255,27 @@ final class WaitingObserver: UDPIngressObserver {
             return readyIDs.compactMap { state.waiters.removeValue(forKey: $0)?.continuation }
         }
         for continuation in ready { continuation.resume(returning: true) }
+    }
+}
+
+/// A log handler that keeps every line, for tests that count them.
+struct CapturingLogHandler: LogHandler {
+    final class Lines: Sendable {
+        private let lines = Mutex<[(level: Logger.Level, message: String, metadata: Logger.Metadata)]>([])
+        func append(_ line: (Logger.Level, String, Logger.Metadata)) { lines.withLock { $0.append(line) } }
+        var all: [(level: Logger.Level, message: String, metadata: Logger.Metadata)] { lines.withLock { $0 } }
+    }
+
+    let lines: Lines
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .debug
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        lines.append((event.level, "\(event.message)", metadata.merging(event.metadata ?? [:]) { $1 }))
     }
 }

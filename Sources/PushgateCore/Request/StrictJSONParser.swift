@@ -1,94 +1,25 @@
-/// A parsed JSON value, as the strict parser below produces it.
-///
-/// Objects keep their members in document order (there are no duplicates: the parser rejects them)
-/// and the byte range they occupy in the input, so that a notification's payload can be passed on as
-/// the bytes the sender wrote instead of being re-serialised.
-enum JSONValue: Hashable, Sendable {
-    case null
-    case bool(Bool)
-    case number(JSONNumber)
-    case string(String)
-    case array([JSONValue])
-    case object(JSONObject)
-
-    /// The JSON type's name, for messages ("expected an integer, got a string").
-    var kindName: String {
-        switch self {
-        case .null: "null"
-        case .bool: "a boolean"
-        case .number(let number): number.isInteger ? "an integer" : "a fractional number"
-        case .string: "a string"
-        case .array: "an array"
-        case .object: "an object"
-        }
-    }
-}
-
-/// A JSON number, classified without converting it to a floating-point value.
-struct JSONNumber: Hashable, Sendable {
-    /// True when the literal has neither a fraction nor an exponent (`12`, `-3`; not `1.0`, not `1e3`).
-    var isInteger: Bool
-    /// The value, when `isInteger` and it fits in 64 bits; nil otherwise.
-    var integerValue: Int64?
-}
-
-struct JSONObject: Hashable, Sendable {
-    var members: [JSONMember]
-    /// Where the object is in the parsed bytes, from its `{` to its `}` inclusive.
-    var byteRange: Range<Int>
-
-    subscript(key: String) -> JSONValue? {
-        for member in members where member.key == key { return member.value }
-        return nil
-    }
-}
-
-struct JSONMember: Hashable, Sendable {
-    var key: String
-    var value: JSONValue
-}
-
-/// Why the bytes are not acceptable JSON. `topLevelKey` is the member of the root object whose value
-/// was being parsed (nil at the root itself), so the caller can name the field.
-struct JSONParseError: Error, Hashable, Sendable {
-    enum Kind: Hashable, Sendable {
-        /// Not JSON (RFC 8259): a syntax error, invalid UTF-8, a control character in a string, a lone
-        /// surrogate escape, trailing bytes after the value.
-        case malformed
-        /// An object names the same key twice (`key` is the repeated one).
-        case duplicateKey(String)
-        /// Objects and arrays nested deeper than ``StrictJSONParser/maximumDepth``.
-        case tooDeep
-    }
-
-    var kind: Kind
-    var message: String
-    /// Byte offset of the problem.
-    var offset: Int
-    var topLevelKey: String?
-}
-
-/// A small, strict JSON parser (RFC 8259) for datagrams: no extensions (no comments, no trailing commas,
-/// no NaN, no leading zeros, no byte order mark), UTF-8 only and validated, duplicate keys rejected at
-/// every level, nesting bounded, nothing but whitespace after the value.
+/// The strict JSON parser (RFC 8259) of every ingress (UDP datagrams, HTTP bodies): no extensions (no
+/// comments, no trailing commas, no NaN, no leading zeros, no byte order mark), UTF-8 only and validated,
+/// duplicate keys rejected at every level, nesting bounded, nothing but whitespace after the value.
 ///
 /// Numbers are not converted to `Double`: they are classified (integer or not) and integers that fit in
 /// 64 bits are read exactly. The input is never copied except for strings with escapes.
-struct StrictJSONParser: ~Copyable {
+package struct StrictJSONParser: ~Copyable {
     /// Deeper nesting than any real payload needs; bounds the parser's recursion.
-    static let maximumDepth = 64
+    package static let maximumDepth = 64
 
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
     private var depth = 0
-    private var topLevelKey: String?
+    /// Keys of the objects being parsed, outermost first (see ``JSONParseError/path``).
+    private var path: [String] = []
 
     private init(bytes: UnsafeRawBufferPointer) {
         self.bytes = bytes
     }
 
     /// Parses one JSON text that spans all of `bytes` (surrounding whitespace allowed).
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: UnsafeRawBufferPointer) throws(JSONParseError) -> JSONValue {
         var parser = StrictJSONParser(bytes: bytes)
         parser.skipWhitespace()
         let value = try parser.parseValue()
@@ -99,7 +30,7 @@ struct StrictJSONParser: ~Copyable {
         return value
     }
 
-    static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
         // `withUnsafeBytes` is not typed-throws: carry the error out as a result.
         let result: Result<JSONValue, JSONParseError> = bytes.withUnsafeBytes { raw in
             do throws(JSONParseError) { return .success(try parse(raw)) } catch { return .failure(error) }
@@ -159,7 +90,7 @@ struct StrictJSONParser: ~Copyable {
                     kind: .duplicateKey(key),
                     message: "duplicate key \"\(Self.quoteShort(key))\"",
                     offset: keyOffset,
-                    topLevelKey: depth == 1 ? key : topLevelKey
+                    path: path + [key]
                 )
             }
             seen?.insert(key)
@@ -167,9 +98,9 @@ struct StrictJSONParser: ~Copyable {
             guard peek() == UInt8(ascii: ":") else { throw error(.malformed, "expected ':' after an object key") }
             index += 1
             skipWhitespace()
-            if depth == 1 { topLevelKey = key }
+            path.append(key)
             let value = try parseValue()
-            if depth == 1 { topLevelKey = nil }
+            path.removeLast()
             members.append(JSONMember(key: key, value: value))
             skipWhitespace()
             switch peek() {
@@ -404,7 +335,7 @@ struct StrictJSONParser: ~Copyable {
             kind: kind,
             message: "\(message) at byte \(offset)",
             offset: offset,
-            topLevelKey: topLevelKey
+            path: path
         )
     }
 
@@ -417,7 +348,7 @@ struct StrictJSONParser: ~Copyable {
     }
 
     /// A user-supplied string cut short for a message.
-    static func quoteShort(_ text: String, limit: Int = 32) -> String {
+    package static func quoteShort(_ text: String, limit: Int = 32) -> String {
         var result = ""
         for scalar in text.unicodeScalars.prefix(limit) {
             result.unicodeScalars.append(scalar.value < 0x20 || scalar.value == 0x7f ? "?" : scalar)

@@ -1,0 +1,140 @@
+package import Foundation
+
+/// The C pushd's `type` of a notification request, and what it means for APNs.
+public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {
+    case background
+    case normal
+    case urgent
+
+    /// As the C pushd sends it: background → `background`, normal and urgent → `alert`.
+    public var pushType: PushType {
+        switch self {
+        case .background: .background
+        case .normal, .urgent: .alert
+        }
+    }
+
+    /// As the C pushd sends it: only urgent is 10.
+    public var priority: Priority {
+        switch self {
+        case .background, .normal: .conservePower
+        case .urgent: .immediate
+        }
+    }
+}
+
+/// A notification request, as every ingress reads it (the UDP notification port, `POST /v1/notifications`):
+/// `{"groups": [..], "type": "background"|"normal"|"urgent", "expiration": <unix s>, "key": "<collapse id>",
+/// "payload": {...}}`, as the C pushd reads it, plus the optional extension keys `"devices"` (tokens to
+/// target directly), `"app"`, `"push_type"` (overrides the push type `type` implies) and `"priority"`
+/// (1, 5 or 10; overrides the priority `type` implies).
+///
+/// The payload is kept as the bytes the sender wrote (from its `{` to its `}`), never re-serialised.
+/// Pure: the request id and the receive time are passed in. Any problem rejects the whole request with
+/// a `ValidationError` naming the field, worded by the ingress's ``RequestDialect``.
+///
+/// A new field is added here: its key in ``allowedKeys`` and its reading in ``read(_:dialect:id:receivedAt:app:)``.
+package enum NotificationRequestSchema {
+    package static let allowedKeys: Set<String> = [
+        "groups", "type", "expiration", "key", "payload", "devices", "app", "push_type", "priority",
+    ]
+
+    /// Decides the request's app from its `app` member (nil when absent); the ingress's rule (a default
+    /// app on UDP, the served apps over HTTP). Throws to refuse the request.
+    package typealias AppRule = (String?) throws(ValidationError) -> String
+
+    /// Field checks run in a fixed order (after the JSON and key checks of ``RequestDocument``), so the
+    /// reason reported for a request with several problems is stable: app, groups, devices, type,
+    /// push_type, priority, expiration, key, payload, then the rules between fields (targets, priority
+    /// allowed for the push type, payload size for the push type).
+    package static func read(
+        _ bytes: UnsafeRawBufferPointer,
+        dialect: RequestDialect,
+        id: RequestID,
+        receivedAt: Date,
+        app rule: AppRule
+    ) throws(ValidationError) -> NotificationRequest {
+        let document = try RequestDocument(parsing: bytes, allowedKeys: allowedKeys, dialect: dialect)
+        let app = try rule(try document.string("app"))
+        let groups = try uniqueGroups(document.stringArray("groups") ?? [])
+        let devices = try uniqueDevices(document.stringArray("devices") ?? [])
+        let type = try pushdType(document.string("type"))
+        let pushType =
+            try document.string("push_type").map { raw throws(ValidationError) in
+                try PushType(validating: raw, field: "push_type")
+            } ?? type.pushType
+        let explicitPriority = try document.integer("priority").map { raw throws(ValidationError) in
+            try Priority(validating: Int(exactly: raw) ?? -1, field: "priority")
+        }
+        let expiration = try Expiration(validating: try document.integer("expiration") ?? 0, field: "expiration")
+        let collapseID = try document.string("key").map { raw throws(ValidationError) in
+            try CollapseID(raw, field: "key")
+        }
+        guard let payloadBytes = try document.objectBytes("payload", in: bytes) else {
+            throw RequestDocument.missing("payload")
+        }
+
+        guard !groups.isEmpty || !devices.isEmpty else {
+            throw ValidationError(
+                code: .noTargets,
+                field: "groups",
+                message: "a notification needs at least one group or device"
+            )
+        }
+        let priority = explicitPriority ?? type.priority
+        guard pushType.allows(priority) else {
+            throw ValidationError(
+                code: .invalidPriority,
+                field: explicitPriority == nil ? "type" : "priority",
+                message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))"
+            )
+        }
+        let payload = try Payload(jsonBytes: payloadBytes, field: "payload")
+        try payload.validate(for: pushType, field: "payload")
+
+        return NotificationRequest(
+            id: id,
+            app: app,
+            groups: groups,
+            devices: devices,
+            pushType: pushType,
+            priority: priority,
+            expiration: expiration,
+            collapseID: collapseID,
+            payload: payload,
+            createdAt: receivedAt
+        )
+    }
+
+    private static func uniqueGroups(_ names: [String]) throws(ValidationError) -> [String] {
+        var seen = Set<String>()
+        var groups: [String] = []
+        for name in names {
+            try RequestNames.validateGroup(name, field: "groups")
+            if seen.insert(name).inserted { groups.append(name) }
+        }
+        return groups
+    }
+
+    private static func uniqueDevices(_ tokens: [String]) throws(ValidationError) -> [DeviceToken] {
+        var seen = Set<DeviceToken>()
+        var devices: [DeviceToken] = []
+        for hex in tokens {
+            let token = try DeviceToken(hex: hex, field: "devices")
+            if seen.insert(token).inserted { devices.append(token) }
+        }
+        return devices
+    }
+
+    private static func pushdType(_ raw: String?) throws(ValidationError) -> PushdNotificationType {
+        guard let raw else { return .background }
+        guard let known = PushdNotificationType(rawValue: raw) else {
+            throw ValidationError(
+                code: .unknownType,
+                field: "type",
+                message: "unknown type \"\(StrictJSONParser.quoteShort(raw))\"; expected background, normal or urgent"
+            )
+        }
+        return known
+    }
+}
