@@ -3,7 +3,7 @@ import PackageDescription
 
 // Targets are split by purity and dependency (STYLE.md §13):
 //   PushgateCore   pure domain + APNs vocabulary + JWT + retry policy (swift-crypto only)
-//   APNsClient     HTTP/2 + TLS engine talking to APNs (NIO), depends on PushgateCore
+//   APNsHTTP2      the APNs HTTP/2 plug-in of PushTransport (main type `APNsClient`), depends on PushgateCore
 //   APNsSimulator  an independent APNs on loopback; deliberately does NOT import PushgateCore so
 //                  that its validation, written from Apple's documentation, cannot share a bug
 //                  with the client's
@@ -22,7 +22,7 @@ let package = Package(
         .executable(name: "pushgate", targets: ["pushgate"]),
         .library(name: "PushgateCore", targets: ["PushgateCore"]),
         .library(name: "PushTransport", targets: ["PushTransport"]),
-        .library(name: "APNsClient", targets: ["APNsClient"]),
+        .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
     ],
     dependencies: [
@@ -53,7 +53,7 @@ let package = Package(
         ),
         // The transport layer: the neutral types (NotificationTransport, APNsRequest, Endpoint, TrustRoots,
         // ClientCertificate), the pool state machine and its one driver, one TLS set-up, one bootstrap.
-        // APNsClient (HTTP/2) and APNsLegacy (binary) are plug-ins owning only their codec and handler.
+        // APNsHTTP2 and APNsLegacy (binary) are plug-ins owning only their codec and handler.
         .target(
             name: "PushTransport",
             dependencies: [
@@ -69,7 +69,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .target(
-            name: "APNsClient",
+            name: "APNsHTTP2",
             dependencies: [
                 "PushgateCore",
                 "PushTransport",
@@ -183,7 +183,7 @@ let package = Package(
             name: "PushgateDispatch",
             dependencies: [
                 "PushgateCore",
-                "APNsClient", "PushTransport",
+                "APNsHTTP2", "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -196,7 +196,7 @@ let package = Package(
         .target(
             name: "PushgateConfig",
             dependencies: [
-                "PushgateCore", "APNsClient", "PushTransport",
+                "PushgateCore", "APNsHTTP2", "PushTransport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -208,7 +208,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsClient", "PushTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
                 "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -223,7 +223,7 @@ let package = Package(
             name: "pushgate-bench",
             dependencies: [
                 "PushgateCore",
-                "APNsClient", "PushTransport",
+                "APNsHTTP2", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgatePostgres",
@@ -238,7 +238,7 @@ let package = Package(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
-                "APNsClient", "PushTransport",
+                "APNsHTTP2", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
@@ -261,9 +261,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "APNsClientTests",
+            name: "APNsHTTP2Tests",
             dependencies: [
-                "APNsClient", "PushTransport", "PushgateCore",
+                "APNsHTTP2", "PushTransport", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -276,6 +276,8 @@ let package = Package(
             dependencies: [
                 "PushTransport", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -341,7 +343,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "APNsHTTP2", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -100,7 +100,8 @@ public final class LegacySender: NotificationTransport, Service {
                 connectTimeout: TimeAmount(configuration.connectTimeout),
                 requestTimeout: TimeAmount(configuration.requestTimeout),
                 maximumResends: configuration.maximumResends,
-                tickInterval: tickInterval
+                tickInterval: tickInterval,
+                assumedStreamsPerConnection: configuration.windowSize
             ),
             plugin: LegacyPlugin(
                 quietTime: TimeAmount(configuration.confirmationQuietTime),
@@ -125,6 +126,9 @@ public final class LegacySender: NotificationTransport, Service {
     public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
         pool.withdraw(poolRequestIDs: Set(ids))
     }
+
+    /// `maximumConnections` times `windowSize`: what the connections may hold unconfirmed at once.
+    public var inFlightCapacity: Int { pool.inFlightCapacity }
 
     /// Queued, connections, and notifications written but not yet confirmed.
     public var statistics: Statistics {

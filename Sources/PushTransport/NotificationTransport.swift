@@ -12,5 +12,9 @@ public protocol NotificationTransport: AnyObject, Sendable {
     /// Takes back those of `ids` that are still queued. Returns how many were taken back.
     @discardableResult
     func withdraw(_ ids: some Sequence<UInt64>) -> Int
+
+    /// Requests this transport can usefully have unanswered at once now: the connections it may open times
+    /// the streams each may carry (the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by configuration).
+    var inFlightCapacity: Int { get }
 }
 

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 package import NIOCore
 package import NIOSSL
 package import PushgateCore
+import Synchronization
 
 /// The pool of connections of one transport: one set of credentials, one endpoint, one plug-in (APNs
 /// over HTTP/2, the legacy binary protocol, ...) that owns the codec and connection handler.
@@ -25,11 +26,14 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         /// fate unknown) is sent again before it fails with the plug-in's failure.
         package var maximumResends: Int
         package var tickInterval: TimeAmount
+        /// What a connection is taken to carry until one reports its own capacity (for `inFlightCapacity`).
+        package var assumedStreamsPerConnection: Int
 
         package init(
             endpoint: Endpoint, tlsContext: NIOSSLContext, pool: Machine.Configuration, connectTimeout: TimeAmount,
-            requestTimeout: TimeAmount, maximumResends: Int, tickInterval: TimeAmount
+            requestTimeout: TimeAmount, maximumResends: Int, tickInterval: TimeAmount, assumedStreamsPerConnection: Int
         ) {
+            self.assumedStreamsPerConnection = assumedStreamsPerConnection
             self.endpoint = endpoint
             self.tlsContext = tlsContext
             self.pool = pool
@@ -57,6 +61,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     package let group: any EventLoopGroup
     package let logger: Logger
     package let reachability = Reachability()
+    /// The capacity the latest connection reported (SETTINGS, or the plug-in's window): read without the lock.
+    private let streamsPerConnection: Synchronization.Atomic<Int>
 
     package init(configuration: Configuration, plugin: Plugin, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
@@ -64,6 +70,13 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         self.group = group
         self.logger = logger
         self.machine = Machine(configuration: configuration.pool, seed: UInt64.random(in: 1...UInt64.max))
+        self.streamsPerConnection = Synchronization.Atomic(configuration.assumedStreamsPerConnection)
+    }
+
+    /// Requests the pool can have unanswered at once: the connections it may open times what the latest
+    /// connection said it carries. Cheap (one atomic load); follows SETTINGS changes.
+    package var inFlightCapacity: Int {
+        configuration.pool.maximumConnections * streamsPerConnection.load(ordering: .relaxed)
     }
 
     package func start() {
@@ -158,10 +171,12 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
             metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"])
         plugin.connectionOpened()
         reachability.connected()
+        streamsPerConnection.store(capacity, ordering: .relaxed)
         perform(lock.withLock { machine.connectionEstablished(id, availableStreams: capacity) })
     }
 
     package func connectionCapacityChanged(_ id: Int, capacity: Int) {
+        streamsPerConnection.store(capacity, ordering: .relaxed)
         perform(lock.withLock { machine.capacityChanged(id, capacity: capacity) })
     }
 

@@ -481,7 +481,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             if !entry.request.retriedAfterExpiredToken {
                 var retry = entry.request
                 retry.retriedAfterExpiredToken = true
-                delegate.requeue([retry], because: .streamRefused)
+                delegate.requeue([retry], because: .expiredProviderToken)
                 return
             }
         case .shutdown?, .idleTimeout?, .tooManyProviderTokenUpdates?:

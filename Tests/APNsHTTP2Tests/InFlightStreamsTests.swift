@@ -1,7 +1,7 @@
 import NIOHTTP2
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 /// The table must behave exactly like a dictionary keyed by stream id, whatever order streams are
 /// answered in; a plain `Dictionary` is the model.

@@ -2,7 +2,7 @@ import NIOCore
 import PushgateCore
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 /// The batched writes must produce exactly the bytes of the plain ones they replace.
 @Suite("Batched HTTP/2 and HPACK writes")

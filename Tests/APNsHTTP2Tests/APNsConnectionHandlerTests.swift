@@ -7,7 +7,7 @@ import NIOHTTP2
 import PushgateCore
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 /// The handler on an `EmbeddedChannel`, with the server's side written by hand: what only a hostile or
 /// unusual server would do (tiny flow-control windows, pings) is checked here, byte by byte.

@@ -1,7 +1,7 @@
 import NIOCore
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 @Suite("HTTP/2 frame parser")
 struct HTTP2FrameParserTests {

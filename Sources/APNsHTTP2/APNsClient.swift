@@ -67,7 +67,8 @@ public final class APNsClient: Sendable {
                     reconnectBaseDelay: configuration.reconnectBaseDelay,
                     reconnectMaximumDelay: configuration.reconnectMaximumDelay),
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
-                maximumResends: configuration.maximumUnprocessedAttempts, tickInterval: configuration.tickInterval),
+                maximumResends: configuration.maximumUnprocessedAttempts, tickInterval: configuration.tickInterval,
+                assumedStreamsPerConnection: plugin.connection.maximumStreams.map { min($0, 1000) } ?? 1000),
             plugin: plugin, group: group, logger: logger)
         pool.start()
     }
@@ -133,6 +134,11 @@ public final class APNsClient: Sendable {
     /// False while APNs cannot be reached: the last connection attempt failed and none succeeded since.
     /// True before any attempt (connections open on demand) and while a connection is up. For `/readyz`.
     public var isAPNsReachable: Bool { pool.reachability.isReachable }
+
+    /// Requests worth having unanswered at once: `maximumConnections` times the streams per connection
+    /// (the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by configuration; APNs's 1,000 assumed until
+    /// a connection says). One atomic load.
+    public var inFlightCapacity: Int { pool.inFlightCapacity }
 
     /// Queue length, connections (all, usable) and requests in flight: for metrics and tests.
     public var statistics: Statistics {

@@ -10,7 +10,7 @@ import X509
 /// it reads HEADERS and DATA frames per stream ID, keeps each stream's request in a dictionary,
 /// and answers by writing HEADERS (plus DATA for error bodies) frames, flushing once per read
 /// burst. Decisions about GOAWAY and dropping live in `SimulatorConnectionStateMachine`.
-final class APNsConnectionHandler: ChannelDuplexHandler {
+final class SimulatorConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = HTTP2Frame
     typealias OutboundIn = HTTP2Frame
     typealias OutboundOut = HTTP2Frame

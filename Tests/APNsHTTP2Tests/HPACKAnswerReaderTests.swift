@@ -2,7 +2,7 @@ import NIOCore
 import NIOHPACK
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 /// The reader may only take blocks that leave the HPACK table alone, and must then read what NIO's
 /// `HPACKDecoder` would. NIO's encoder and decoder are the oracle.

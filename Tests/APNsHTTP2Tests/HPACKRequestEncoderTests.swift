@@ -2,7 +2,7 @@ import NIOCore
 import NIOHPACK
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 /// The encoder's model of the dynamic table must match a real decoder's, block after block; NIO's
 /// `HPACKDecoder` is the oracle.

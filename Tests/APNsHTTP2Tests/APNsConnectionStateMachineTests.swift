@@ -2,7 +2,7 @@ import NIOCore
 import NIOHTTP2
 import Testing
 
-@testable import APNsClient
+@testable import APNsHTTP2
 
 @Suite("APNs connection state machine")
 struct APNsConnectionStateMachineTests {
