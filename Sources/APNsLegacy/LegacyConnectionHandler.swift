@@ -119,7 +119,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             "apns.legacy.status": "\(response.status)", "apns.legacy.identifier": "\(response.identifier)",
             "apns.legacy.delivered": "\(action.delivered.count)", "apns.legacy.resent": "\(action.resend.count)",
         ]
-        if let failed = action.failed { metadata["push.device"] = "\(failed.request.request.deviceToken.hex)" }
+        if let failed = action.failed { metadata["push.device"] = "\(failed.request.request.deviceToken.shortened)" }
         if action.identifierUnknown {
             logger.warning(
                 "legacy error response for an identifier no longer in the window (answered after the quiet time?); resending the window",

@@ -54,7 +54,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// A request written to a stream, and what has arrived of its answer so far: what every stream
     /// needs. It is read and changed in place (see ``InFlightStreams``); the rest is in ``StreamExtras``.
-    private struct InFlight {
+    struct InFlight {
         var request: PooledRequest
         var providerToken: ProviderToken?
         var writtenAt: NIODeadline
@@ -67,7 +67,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// What only some streams have: an error answer's body, an `apns-unique-id` (development
     /// only), DATA still waiting for window. Kept apart so that the common stream does not carry
     /// (and retain and release) them.
-    private struct StreamExtras {
+    struct StreamExtras {
         var apnsUniqueID: String?
         var body: ByteBuffer?
         /// The payload not sent yet.
@@ -84,45 +84,45 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     static let outboundWriteThreshold = 256 * 1024
 
     let connectionID: Int
-    private let delegate: any APNsConnectionDelegate
-    private let configuration: Configuration
-    private var machine: APNsConnectionStateMachine
-    private var inFlight = InFlightStreams<InFlight>()
-    private var extras: [HTTP2StreamID: StreamExtras] = [:]
+    let delegate: any APNsConnectionDelegate
+    let configuration: Configuration
+    var machine: APNsConnectionStateMachine
+    var inFlight = InFlightStreams<InFlight>()
+    var extras: [HTTP2StreamID: StreamExtras] = [:]
     /// The last answer's `apns-id`, reused while answers repeat it (a stand-in that always answers the same id).
-    private var lastAnswerAPNsID: String?
-    private var releasedSinceLastPull = 0
-    private var context: ChannelHandlerContext?
-    private var tickTask: RepeatedTask?
-    private var everReady = false
-    private var prefaceSent = false
-    private var lastError: String?
+    var lastAnswerAPNsID: String?
+    var releasedSinceLastPull = 0
+    var context: ChannelHandlerContext?
+    var tickTask: RepeatedTask?
+    var everReady = false
+    var prefaceSent = false
+    var lastError: String?
     /// GOAWAY's debug data, when it carried an APNs reason (e.g. `BadCertificateEnvironment`).
-    private var goAwayReason: APNsReason?
-    private var logger: Logger
+    var goAwayReason: APNsReason?
+    var logger: Logger
 
     // HTTP/2 state
-    private var parser = HTTP2FrameParser()
-    private var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-    private var encoder = HPACKRequestEncoder()
+    var parser = HTTP2FrameParser()
+    var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    var encoder = HPACKRequestEncoder()
     /// Frames written since the last flush.
-    private var outbound: ByteBuffer?
+    var outbound: ByteBuffer?
     /// Connection-level inbound flow control: consumed since our last WINDOW_UPDATE.
-    private var unacknowledgedInboundBytes = 0
-    private var connectionSendWindow = HTTP2Wire.defaultInitialWindowSize
-    private var initialStreamSendWindow = HTTP2Wire.defaultInitialWindowSize
-    private var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    var unacknowledgedInboundBytes = 0
+    var connectionSendWindow = HTTP2Wire.defaultInitialWindowSize
+    var initialStreamSendWindow = HTTP2Wire.defaultInitialWindowSize
+    var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
     /// Streams whose DATA waits for window, oldest first. New streams wait until it is empty.
-    private var blockedStreams: Deque<HTTP2StreamID> = []
+    var blockedStreams: Deque<HTTP2StreamID> = []
     /// The last notification's shared header block and the table generation it was encoded at.
-    private var sharedBlock: (notification: PreparedNotification, generation: UInt64, bytes: ByteBuffer)?
+    var sharedBlock: (notification: PreparedNotification, generation: UInt64, bytes: ByteBuffer)?
     /// The `authorization` literal of the current provider token (it changes hourly).
-    private var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
+    var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
 
     /// Token bucket for `requestsPerSecond`: whole requests we may still start, refilled over time.
-    private var rateTokens: Double = 0
-    private var rateRefilledAt: NIODeadline?
-    private var rateWakeScheduled = false
+    var rateTokens: Double = 0
+    var rateRefilledAt: NIODeadline?
+    var rateWakeScheduled = false
 
     init(connectionID: Int, delegate: any APNsConnectionDelegate, configuration: Configuration, now: NIODeadline) {
         self.connectionID = connectionID
@@ -158,7 +158,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// RFC 9113 §3.4: the preface, our SETTINGS, and a larger connection window for answers. TLS
     /// holds the bytes until its handshake is done.
-    private func sendPreface(context: ChannelHandlerContext) {
+    func sendPreface(context: ChannelHandlerContext) {
         guard !prefaceSent else { return }
         prefaceSent = true
         var buffer = context.channel.allocator.buffer(capacity: 64)
@@ -237,7 +237,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
-    private func handle(_ frame: HTTP2InboundFrame, now: NIODeadline, context: ChannelHandlerContext) throws {
+    func handle(_ frame: HTTP2InboundFrame, now: NIODeadline, context: ChannelHandlerContext) throws {
         switch frame {
         case .headers(let streamID, var block, let endStream):
             machine.frameRead(now: now)
@@ -301,7 +301,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// A server SETTINGS frame: apply it, acknowledge it, and tell the state machine.
-    private func apply(_ settings: [(parameter: UInt16, value: UInt32)], now: NIODeadline) throws {
+    func apply(_ settings: [(parameter: UInt16, value: UInt32)], now: NIODeadline) throws {
         var maximum: Int? = nil
         for (parameter, value) in settings {
             switch HTTP2Wire.Setting(rawValue: parameter) {
@@ -342,7 +342,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     /// RFC 9113 §5.4.1: GOAWAY with the error, then close.
-    private func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
+    func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
         lastError = error.description
         logger.debug("HTTP/2 protocol error from the server", metadata: ["apns.error": "\(error)"])
         let message = Array(error.message.utf8.prefix(256))
@@ -355,7 +355,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         context.close(promise: nil)
     }
 
-    private func readHeaders(_ headers: HPACKHeaders, streamID: HTTP2StreamID) {
+    func readHeaders(_ headers: HPACKHeaders, streamID: HTTP2StreamID) {
         for (name, value, _) in headers {
             switch name {
             case ":status": inFlight.update(streamID) { $0.status = Int(value) }
@@ -368,7 +368,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// The same for a block read by ``HPACKAnswerReader``, with the `apns-id` String reused when the
     /// answer echoes the request's id or repeats the previous answer's.
-    private func readHeaders(_ fields: HPACKAnswerReader.Fields, streamID: HTTP2StreamID) {
+    func readHeaders(_ fields: HPACKAnswerReader.Fields, streamID: HTTP2StreamID) {
         if let uniqueID = fields.apnsUniqueID { extras[streamID, default: StreamExtras()].apnsUniqueID = uniqueID }
         let lastAnswerAPNsID = self.lastAnswerAPNsID
         var answerAPNsID: String?
@@ -388,14 +388,14 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         if let answerAPNsID { self.lastAnswerAPNsID = answerAPNsID }
     }
 
-    private static func bytes(_ buffer: ByteBuffer, equal string: String) -> Bool {
+    static func bytes(_ buffer: ByteBuffer, equal string: String) -> Bool {
         buffer.withUnsafeReadableBytes { bytes in
             var string = string
             return string.withUTF8 { utf8 in utf8.count == bytes.count && utf8.elementsEqual(bytes) }
         }
     }
 
-    private func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) {
+    func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) {
         switch machine.settingsReceived(maximumConcurrentStreams: maximumConcurrentStreams, now: now) {
         case .becameReady:
             everReady = true
@@ -409,8 +409,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
-    private func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline) {
-        if debugData.readableBytes > 0, let reason = Self.reason(fromJSON: debugData) { goAwayReason = reason }
+    func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline) {
+        if debugData.readableBytes > 0, let reason = APNsErrorBody(parsing: debugData.readableBytesView).reason { goAwayReason = reason }
         logger.debug(
             "GOAWAY received",
             metadata: [
@@ -435,7 +435,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         }
     }
 
-    private func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
+    func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
         guard let entry = inFlight.remove(streamID) else { return }
         if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
         releasedSinceLastPull += 1
@@ -450,7 +450,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     /// The answer is complete: classify it and hand it over (or resend it when the answer says the
     /// connection, not the notification, was at fault).
-    private func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
+    func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
         guard let entry = inFlight.remove(streamID) else { return }
         let extra = extras.isEmpty ? nil : extras.removeValue(forKey: streamID)
         if extra?.unsentPayload != nil {
@@ -469,7 +469,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         var reason: APNsReason? = nil
         var timestamp: Int64? = nil
         if status != 200, let body = extra?.body {
-            (reason, timestamp) = Self.parseErrorBody(body)
+            let parsed = APNsErrorBody(parsing: body.readableBytesView)
+            (reason, timestamp) = (parsed.reason, parsed.timestamp)
         }
         let outcome = APNsOutcome.answered(
             status: status, reason: reason, apnsID: entry.apnsID, apnsUniqueID: extra?.apnsUniqueID,
@@ -499,268 +500,27 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         entry.request.complete(outcome)
     }
 
-    private func closeStreamInMachine(_ streamID: HTTP2StreamID, now: NIODeadline) {
+    func closeStreamInMachine(_ streamID: HTTP2StreamID, now: NIODeadline) {
         if machine.streamClosed(streamID, now: now) == .closeConnection {
             flushAndClose()
         }
     }
 
-    private func retire(because reason: APNsReason) {
+    func retire(because reason: APNsReason) {
         logger.debug("retiring connection", metadata: ["apns.reason": "\(reason)"])
         delegate.connectionRetiring(connectionID)
         if machine.closeRequested() { flushAndClose() }
     }
 
-    private func flushAndClose() {
+    func flushAndClose() {
         guard let context else { return }
         flushOutbound(context: context)
         context.close(promise: nil)
     }
 
-    // MARK: Outbound
-
-    private var outboundBuffer: ByteBuffer {
-        get { outbound ?? ByteBuffer() }
-        _modify {
-            if outbound == nil { outbound = context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer() }
-            yield &outbound!
-        }
-    }
-
-    private func flushOutbound(context: ChannelHandlerContext) {
-        if let buffer = outbound, buffer.readableBytes > 0 {
-            outbound = nil
-            context.write(wrapOutboundOut(buffer), promise: nil)
-        }
-        context.flush()
-    }
-
-    /// Called on the event loop when the pool has work for this connection.
-    func wake() {
-        guard let context else { return }
-        sendQueuedWork()
-        flushOutbound(context: context)
-    }
-
-    /// Returns released requests to the pool and writes as many new ones as there are free streams.
-    /// Does not flush: the caller flushes once for the whole batch.
-    private func sendQueuedWork() {
-        guard let context else { return }
-        // While some DATA waits for window, new streams would only wait behind it.
-        var available = blockedStreams.isEmpty ? machine.availableStreams : 0
-        if let rate = configuration.requestsPerSecond, available > 0 {
-            available = min(available, rateAllowance(rate: rate, now: context.eventLoop.now, context: context))
-        }
-        guard available > 0 || releasedSinceLastPull > 0 else { return }
-        let released = releasedSinceLastPull
-        releasedSinceLastPull = 0
-        var batch = delegate.pull(connection: connectionID, released: released, maximum: available)
-        guard !batch.isEmpty else { return }
-
-        let token: ProviderToken?
-        do {
-            token = try delegate.providerToken()
-        } catch {
-            // Signing failed (a broken key): no request can succeed; answer them all.
-            let outcome = APNsOutcome(
-                outcomeClass: .rejected, reason: .invalidProviderToken,
-                transportFailure: .malformedResponse("provider token could not be signed"))
-            for request in batch { request.complete(outcome) }
-            releasedSinceLastPull += batch.count
-            return
-        }
-        if let token, authorizationBlock?.token != token {
-            // One literal per token (hourly), not one per request.
-            var bytes = ByteBuffer()
-            HPACKRequestEncoder.writeNotIndexed(
-                staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: token.authorizationHeaderValue, into: &bytes)
-            authorizationBlock = (token, bytes)
-        }
-        let now = context.eventLoop.now
-        if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
-        // Moved out of the array one by one (in order), not copied: a copy retains every reference a
-        // request holds, and releases them again when the array goes.
-        batch.reverse()
-        while let request = batch.popLast() {
-            write(request, token: token, now: now)
-            if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
-                context.write(wrapOutboundOut(outbound!), promise: nil)
-                outbound = nil
-            }
-        }
-        if machine.streamIDsExhausted {
-            logger.debug("stream ids exhausted; retiring the connection")
-            delegate.connectionRetiring(connectionID)
-            if machine.closeRequested() { flushAndClose() }
-        }
-    }
-
-    /// Refills the bucket (capacity: one second's worth) and returns how many requests may start now.
-    /// With none allowed, schedules a wake-up for when the next one is.
-    private func rateAllowance(rate: Int, now: NIODeadline, context: ChannelHandlerContext) -> Int {
-        let capacity = Double(rate)
-        if let last = rateRefilledAt {
-            rateTokens = min(capacity, rateTokens + Double((now - last).nanoseconds) / 1e9 * capacity)
-        } else {
-            rateTokens = 1
-        }
-        rateRefilledAt = now
-        let allowed = Int(rateTokens.rounded(.down))
-        if allowed == 0, !rateWakeScheduled {
-            rateWakeScheduled = true
-            let wait = TimeAmount.nanoseconds(Int64((1 - rateTokens) / capacity * 1e9) + 1)
-            let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: wait) {
-                loopBound.value.rateWakeScheduled = false
-                loopBound.value.wake()
-            }
-        }
-        return allowed
-    }
-
-    /// One request: HEADERS, then as much of its DATA as flow control allows now.
-    private func write(_ pooled: consuming PooledRequest, token: ProviderToken?, now: NIODeadline) {
-        // Written into a local buffer, handed back at the end: each access to the stored property
-        // would cost a dynamic exclusivity check.
-        var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
-        let streamID = machine.openStream(now: now)
-        let notification = pooled.request.notification
-        let headerIndex = buffer.writerIndex
-        HTTP2Wire.writeFrameHeaderBatched(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &buffer)
-        let blockStart = buffer.writerIndex
-        encoder.writePendingSizeUpdate(into: &buffer)
-        // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
-        HPACKRequestEncoder.writeMethodSchemeAndPath(device: pooled.request.deviceToken, into: &buffer)
-        writeSharedHeaders(of: notification, into: &buffer)
-        if token != nil, authorizationBlock != nil {
-            buffer.writeImmutableBuffer(authorizationBlock!.bytes)
-        }
-        if let apnsID = pooled.request.apnsID {
-            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
-        }
-        let blockLength = buffer.writerIndex - blockStart
-        let maximumFrameSize = peerMaximumFrameSize
-        if blockLength <= maximumFrameSize {
-            HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &buffer)
-        } else {
-            Self.splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)), maximumFrameSize: maximumFrameSize, in: &buffer)
-        }
-
-        let payload = notification.payload
-        let length = payload.readableBytes
-        let streamWindow = initialStreamSendWindow
-        if length <= connectionSendWindow, length <= streamWindow, length <= maximumFrameSize {
-            HTTP2Wire.writeFrameHeaderBatched(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &buffer)
-            buffer.writeImmutableBuffer(payload)
-            outbound = buffer
-            connectionSendWindow -= length
-            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length), for: streamID)
-        } else {
-            outbound = buffer
-            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow), for: streamID)
-            extras[streamID, default: StreamExtras()].unsentPayload = payload
-            blockedStreams.append(streamID)
-            sendBlockedData()
-        }
-    }
-
-    /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
-    /// encoded once per notification, and again only when the HPACK table changed in between.
-    private func writeSharedHeaders(of notification: PreparedNotification, into buffer: inout ByteBuffer) {
-        // Compared field by field: binding the cached tuple would retain and release its references per request.
-        if sharedBlock?.notification === notification, sharedBlock?.generation == encoder.generation {
-            buffer.writeImmutableBuffer(sharedBlock!.bytes)
-            return
-        }
-        let generation = encoder.generation
-        var block = ByteBuffer()
-        encoder.writeIndexable(name: ":authority", value: configuration.authority, into: &block)
-        for (name, value) in notification.headerFields {
-            encoder.writeIndexable(name: name, value: value, into: &block)
-        }
-        buffer.writeImmutableBuffer(block)
-        // Reusable only if encoding it changed nothing: the next device's block will be all indices.
-        sharedBlock = encoder.generation == generation ? (notification, generation, block) : nil
-    }
-
-    /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
-    /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
-    private static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer) {
-        var block = buffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
-        buffer.moveWriterIndex(to: headerIndex)
-        var first = true
-        while block.readableBytes > 0 || first {
-            let length = min(block.readableBytes, maximumFrameSize)
-            var piece = block.readSlice(length: length)!
-            let last = block.readableBytes == 0
-            HTTP2Wire.writeFrameHeader(
-                length: length, type: first ? .headers : .continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, streamID: streamID,
-                into: &buffer)
-            buffer.writeBuffer(&piece)
-            first = false
-        }
-    }
-
-    /// Sends waiting DATA, oldest stream first, as far as the windows allow.
-    private func sendBlockedData() {
-        while let streamID = blockedStreams.first {
-            guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }), var payload = extras[streamID]?.unsentPayload else {
-                blockedStreams.removeFirst()
-                continue
-            }
-            let length = min(payload.readableBytes, connectionSendWindow, sendWindow, peerMaximumFrameSize)
-            if length <= 0, payload.readableBytes > 0 { return }
-            var piece = payload.readSlice(length: length)!
-            let done = payload.readableBytes == 0
-            HTTP2Wire.writeFrameHeader(
-                length: length, type: .data, flags: done ? HTTP2Wire.Flag.endStream : 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-            outboundBuffer.writeBuffer(&piece)
-            connectionSendWindow -= length
-            inFlight.update(streamID) { $0.sendWindow -= length }
-            extras[streamID]!.unsentPayload = done ? nil : payload
-            if done { blockedStreams.removeFirst() }
-        }
-    }
-
-    private func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
-        HTTP2Wire.writeFrameHeader(length: 4, type: .rstStream, flags: 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
-        outboundBuffer.writeInteger(code.rawValue)
-    }
-
-    /// Abandons a request the caller cancelled: resets its stream and frees it.
-    func cancel(poolRequestID: UInt64) -> Bool {
-        guard let context, let streamID = inFlight.ids(where: { $0.request.poolRequestID == poolRequestID }).first,
-            let entry = abandon(streamID)
-        else {
-            return false
-        }
-        // Free the stream in the pool's books before the caller hears about it.
-        sendQueuedWork()
-        flushOutbound(context: context)
-        entry.request.complete(.failed(.cancelled))
-        return true
-    }
-
-    /// Resets the stream and frees it; the caller completes the request (returned) afterwards.
-    @discardableResult
-    private func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
-        guard let context, let entry = inFlight.remove(streamID) else { return nil }
-        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
-        releasedSinceLastPull += 1
-        writeReset(streamID, code: .cancel)
-        closeStreamInMachine(streamID, now: context.eventLoop.now)
-        return entry
-    }
-
-    /// Retire the connection for shutdown: finish open streams, then close.
-    func closeGracefully() {
-        guard context != nil else { return }
-        if machine.closeRequested() { flushAndClose() }
-    }
-
     // MARK: Timer
 
-    private func tick() {
+    func tick() {
         guard let context else { return }
         let now = context.eventLoop.now
         if !inFlight.isEmpty {
@@ -791,22 +551,5 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             delegate.connectionRetiring(connectionID)
             context.close(promise: nil)
         }
-    }
-
-    // MARK: Parsing
-
-    /// `{"reason":"...","timestamp":1234}` → the reason and the 410 timestamp in ms.
-    static func parseErrorBody(_ body: ByteBuffer) -> (APNsReason?, Int64?) {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any] else {
-            return (nil, nil)
-        }
-        let reason = (object["reason"] as? String).map(APNsReason.init(rawValue:))
-        var timestamp: Int64? = nil
-        if let number = object["timestamp"] as? NSNumber { timestamp = number.int64Value }
-        return (reason, timestamp)
-    }
-
-    static func reason(fromJSON buffer: ByteBuffer) -> APNsReason? {
-        parseErrorBody(buffer).0
     }
 }
