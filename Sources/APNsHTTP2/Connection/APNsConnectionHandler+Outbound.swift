@@ -38,8 +38,8 @@ extension APNsConnectionHandler {
         guard let context else { return }
         // While some DATA waits for window, new streams would only wait behind it.
         var available = blockedStreams.isEmpty ? machine.availableStreams : 0
-        if let rate = configuration.requestsPerSecond, available > 0 {
-            available = min(available, rateAllowance(rate: rate, now: context.eventLoop.now, context: context))
+        if rateLimiter != nil, available > 0 {
+            available = min(available, rateAllowance(now: context.eventLoop.now, context: context))
         }
         guard available > 0 || releasedSinceLastPull > 0 else { return }
         let released = releasedSinceLastPull
@@ -67,7 +67,7 @@ extension APNsConnectionHandler {
             authorizationBlock = (token, bytes)
         }
         let now = context.eventLoop.now
-        if configuration.requestsPerSecond != nil { rateTokens -= Double(batch.count) }
+        rateLimiter?.spend(batch.count)
         // Moved out of the array one by one (in order), not copied: a copy retains every reference a
         // request holds, and releases them again when the array goes.
         batch.reverse()
@@ -87,20 +87,15 @@ extension APNsConnectionHandler {
 
     /// Refills the bucket (capacity: one second's worth) and returns how many requests may start now.
     /// With none allowed, schedules a wake-up for when the next one is.
-    func rateAllowance(rate: Int, now: NIODeadline, context: ChannelHandlerContext) -> Int {
-        let capacity = Double(rate)
-        if let last = rateRefilledAt {
-            rateTokens = min(capacity, rateTokens + Double((now - last).nanoseconds) / 1e9 * capacity)
-        } else {
-            rateTokens = 1
-        }
-        rateRefilledAt = now
-        let allowed = Int(rateTokens.rounded(.down))
+    /// What the rate limiter allows now; when nothing, a wake-up once it allows one.
+    func rateAllowance(now: NIODeadline, context: ChannelHandlerContext) -> Int {
+        guard var limiter = rateLimiter else { return Int.max }
+        let allowed = limiter.allowance(now: now)
+        rateLimiter = limiter
         if allowed == 0, !rateWakeScheduled {
             rateWakeScheduled = true
-            let wait = TimeAmount.nanoseconds(Int64((1 - rateTokens) / capacity * 1e9) + 1)
             let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
-            context.eventLoop.scheduleTask(in: wait) {
+            context.eventLoop.scheduleTask(in: limiter.waitForNext) {
                 loopBound.value.rateWakeScheduled = false
                 loopBound.value.wake()
             }

@@ -119,15 +119,15 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// The `authorization` literal of the current provider token (it changes hourly).
     var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
 
-    /// Token bucket for `requestsPerSecond`: whole requests we may still start, refilled over time.
-    var rateTokens: Double = 0
-    var rateRefilledAt: NIODeadline?
+    /// `requestsPerSecond` as a token bucket (nil: no limit).
+    var rateLimiter: RateLimiter?
     var rateWakeScheduled = false
 
     init(connectionID: Int, delegate: any APNsConnectionDelegate, configuration: Configuration, now: NIODeadline) {
         self.connectionID = connectionID
         self.delegate = delegate
         self.configuration = configuration
+        self.rateLimiter = configuration.requestsPerSecond.map(RateLimiter.init(rate:))
         self.machine = APNsConnectionStateMachine(configuration: configuration.connection, now: now)
         self.logger = configuration.logger
         self.logger[metadataKey: "apns.connection_id"] = "\(connectionID)"
