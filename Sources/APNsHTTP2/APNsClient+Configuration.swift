@@ -29,6 +29,10 @@ extension APNsClient {
         /// The C pushd's `-r`: new requests per second per connection (nil: no limit). Under sustained
         /// load the pool opens more connections, up to `maximumConnections`.
         public var maximumNotificationsPerSecondPerConnection: Int? = nil
+        /// The most requests waiting for a connection. `submit` answers those beyond it at once with the
+        /// retryable transport failure `queueFull` (push-back: the caller keeps them and submits later);
+        /// a caller that keeps at most `inFlightCapacity` unanswered never meets it.
+        public var maximumQueuedRequests: Int = 100_000
         /// No request waits longer than this for its answer, queued time included.
         public var requestTimeout: TimeAmount = .seconds(30)
         public var connectTimeout: TimeAmount = .seconds(10)

@@ -65,7 +65,8 @@ public final class APNsClient: Sendable {
                 pool: .init(
                     maximumConnections: configuration.maximumConnections,
                     reconnectBaseDelay: configuration.reconnectBaseDelay,
-                    reconnectMaximumDelay: configuration.reconnectMaximumDelay),
+                    reconnectMaximumDelay: configuration.reconnectMaximumDelay,
+                    maximumQueued: configuration.maximumQueuedRequests),
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
                 maximumResends: configuration.maximumUnprocessedAttempts, tickInterval: configuration.tickInterval,
                 assumedStreamsPerConnection: plugin.connection.maximumStreams.map { min($0, 1000) } ?? 1000),
@@ -90,7 +91,8 @@ public final class APNsClient: Sendable {
     }
 
     /// Queues requests; each outcome goes to its request's receiver exactly once. Never blocks.
-    /// Returns ids usable with `cancel(_:)`.
+    /// Beyond `maximumQueuedRequests` waiting, the excess is answered at once with `.failed(.queueFull)`
+    /// (retryable). Returns ids usable with `cancel(_:)`, one per request.
     @discardableResult
     public func submit(_ requests: [APNsRequest]) -> [UInt64] {
         pool.submit(requests)

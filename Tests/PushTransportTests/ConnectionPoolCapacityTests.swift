@@ -95,3 +95,35 @@ struct ConnectionPoolGrowthTests {
         #expect(machine.queuedCount == 1)
     }
 }
+
+@Suite("Connection pool state machine: bounded queue, deadline order")
+struct ConnectionPoolBoundTests {
+    typealias Machine = ConnectionPoolStateMachine<TestRequest>
+    let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
+
+    @Test("beyond maximumQueued, the excess fails at once as queueFull; what was queued stays")
+    func excessIsPushedBack() {
+        var machine = Machine(configuration: .init(maximumConnections: 1, maximumQueued: 3))
+        let requests = (0..<5).map { TestRequest(poolRequestID: UInt64($0), deadline: now + .seconds(30)) }
+        let actions = machine.submit(requests)
+        #expect(actions.connect == 0)
+        #expect(actions.fail.map(\.0.poolRequestID) == [3, 4])
+        #expect(actions.fail.allSatisfy { $0.1 == .queueFull })
+        #expect(machine.queuedCount == 3)
+    }
+
+    @Test("a tick before the earliest queued deadline touches nothing; expiry then recomputes it")
+    func expiresByEarliestDeadline() {
+        var machine = Machine(configuration: .init(maximumConnections: 1))
+        _ = machine.submit([
+            TestRequest(poolRequestID: 0, deadline: now + .seconds(30)),
+            TestRequest(poolRequestID: 1, deadline: now + .seconds(5)),
+        ])
+        #expect(machine.earliestQueuedDeadline == now + .seconds(5))
+        #expect(machine.tick(now: now + .seconds(4)).fail.isEmpty)
+        let expired = machine.tick(now: now + .seconds(5))
+        #expect(expired.fail.map(\.0.poolRequestID) == [1])
+        #expect(machine.earliestQueuedDeadline == now + .seconds(30))
+        #expect(machine.queuedCount == 1)
+    }
+}

@@ -248,6 +248,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
             case .deadlineExceeded: request.complete(.failed(.deadlineExceeded))
             case .shutdown: request.complete(.failed(.shutdown))
             case .connectFailed(let why): request.complete(.failed(.connectFailed(why)))
+            case .queueFull: request.complete(.failed(.queueFull))
             }
         }
         if let id = actions.connect { connect(id) }

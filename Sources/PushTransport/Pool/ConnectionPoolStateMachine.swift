@@ -23,12 +23,17 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         /// First reconnect delay after a failure, doubled per failure, capped, with full jitter.
         package var reconnectBaseDelay: TimeAmount
         package var reconnectMaximumDelay: TimeAmount
+        /// The most requests waiting for a connection. Beyond it, `submit` fails the excess at once
+        /// (`queueFull`: the caller keeps them and tries again later) instead of queueing without limit.
+        package var maximumQueued: Int
 
         package init(
             maximumConnections: Int = 4, reconnectBaseDelay: TimeAmount = .milliseconds(100),
-            reconnectMaximumDelay: TimeAmount = .seconds(30)
+            reconnectMaximumDelay: TimeAmount = .seconds(30), maximumQueued: Int = 100_000
         ) {
             precondition(maximumConnections >= 1)
+            precondition(maximumQueued >= 1)
+            self.maximumQueued = maximumQueued
             self.maximumConnections = maximumConnections
             self.reconnectBaseDelay = reconnectBaseDelay
             self.reconnectMaximumDelay = reconnectMaximumDelay
@@ -63,6 +68,8 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     package enum FailureReason: Sendable, Hashable {
         case deadlineExceeded
         case shutdown
+        /// The queue was at `maximumQueued`.
+        case queueFull
         /// Every connection attempt failed; the last error, safe to log.
         case connectFailed(String)
     }
@@ -82,6 +89,8 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     private var reconnectScheduled = false
     private var lifecycle: LifecycleState = .running
     private var random: SplitMix64
+    /// No queued request expires before this (a lower bound: ticks before it look at nothing).
+    package private(set) var earliestQueuedDeadline: NIODeadline = .distantFuture
 
     package init(configuration: Configuration, seed: UInt64 = 0x5eed) {
         self.configuration = configuration
@@ -109,8 +118,21 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
             actions.fail = requests.map { ($0, .shutdown) }
             return actions
         }
-        queue.append(contentsOf: requests)
-        return dispatchQueuedWork()
+        var actions = Actions()
+        for request in requests {
+            if queue.count >= configuration.maximumQueued {
+                actions.fail.append((request, .queueFull))
+            } else {
+                queue.append(request)
+                earliestQueuedDeadline = min(earliestQueuedDeadline, request.deadline)
+            }
+        }
+        let dispatched = dispatchQueuedWork()
+        guard !actions.fail.isEmpty else { return dispatched }
+        actions.wake = dispatched.wake
+        actions.connect = dispatched.connect
+        actions.connectAfter = dispatched.connectAfter
+        return actions
     }
 
     /// Requests that were taken by a connection but never processed by the server (GOAWAY above the last
@@ -121,7 +143,10 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
             actions.fail = requests.map { ($0, .shutdown) }
             return actions
         }
-        for request in requests.reversed() { queue.prepend(request) }
+        for request in requests.reversed() {
+            queue.prepend(request)
+            earliestQueuedDeadline = min(earliestQueuedDeadline, request.deadline)
+        }
         return dispatchQueuedWork()
     }
 
@@ -234,19 +259,22 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     /// The periodic check: fails queued requests whose deadline passed.
     package mutating func tick(now: NIODeadline) -> Actions {
         var actions = Actions()
-        // Most ticks find nothing expired: look before rebuilding the queue.
-        guard queue.contains(where: { $0.deadline <= now }) else { return actions }
+        // Most ticks find nothing expired and look at nothing: only the earliest deadline is compared.
+        guard earliestQueuedDeadline <= now else { return actions }
         var kept = Deque<Request>()
         kept.reserveCapacity(queue.count)
+        var earliest = NIODeadline.distantFuture
         let connectFailed = connections.isEmpty && consecutiveFailures > 0
         for request in queue {
             if request.deadline <= now {
                 actions.fail.append((request, connectFailed ? .connectFailed(lastConnectError ?? "unknown") : .deadlineExceeded))
             } else {
                 kept.append(request)
+                earliest = min(earliest, request.deadline)
             }
         }
         queue = kept
+        earliestQueuedDeadline = earliest
         return actions
     }
 

@@ -20,6 +20,8 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
     case cancelled
     /// The client is shutting down.
     case shutdown
+    /// The transport's queue was full: not sent; submit it again later (push-back, never queued).
+    case queueFull
     /// The answer was not a valid APNs response (no `:status`, unparseable body).
     case malformedResponse(String)
 
@@ -34,6 +36,7 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         case .deadlineExceeded: "deadline_exceeded"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
+        case .queueFull: "queue_full"
         case .malformedResponse(let why): "malformed_response(\(why))"
         }
     }
@@ -50,6 +53,7 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         case .deadlineExceeded: "deadline_exceeded"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
+        case .queueFull: "queue_full"
         case .malformedResponse: "malformed_response"
         }
     }
