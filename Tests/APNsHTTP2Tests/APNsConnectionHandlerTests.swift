@@ -26,7 +26,10 @@ struct APNsConnectionHandlerTests {
             work.removeFirst(taken.count)
             return taken
         }
-        func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) {}
+        var requeued: [APNsTransportFailure] = []
+        func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) {
+            requeued += requests.map { _ in failure }
+        }
         func providerToken() throws -> ProviderToken? { nil }
         func providerTokenRejectedAsExpired(_ token: ProviderToken) {}
         func streamAnswered(roundTrip: TimeAmount) {}
@@ -169,6 +172,33 @@ struct APNsConnectionHandlerTests {
         #expect(outcomes.received.last?.reason == .unregistered)
         #expect(outcomes.received.last?.invalidatedAtMilliseconds == 1_700_000_000_000)
         #expect(channel.isActive)
+        _ = try channel.finish(acceptAlreadyClosed: true)
+    }
+
+    @Test("ExpiredProviderToken: the request is sent again once, labelled expiredProviderToken (not streamRefused)")
+    func expiredProviderTokenResendHasItsOwnLabel() throws {
+        let (channel, delegate, handler) = try connectedHandler()
+        var parser = HTTP2FrameParser()
+        _ = try clientFrames(channel, parser: &parser)
+        try channel.writeInbound(serverFrame(0x4, [0, 0x3, 0, 0, 0, 10]))
+        let outcomes = Outcomes()
+        let notification = PreparedNotification(
+            try NotificationContent(
+                topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: Payload(jsonString: #"{"aps":{}}"#)))
+        delegate.work = [
+            PooledRequest(
+                request: APNsRequest(
+                    notification: notification, deviceToken: try DeviceToken(hex: String(repeating: "01", count: 32)),
+                    receiver: outcomes),
+                poolRequestID: 1, deadline: .now() + .seconds(60))
+        ]
+        handler.wake()
+        _ = try clientFrames(channel, parser: &parser)
+        func literal(_ string: String) -> [UInt8] { [UInt8(string.utf8.count)] + Array(string.utf8) }
+        try channel.writeInbound(serverFrame(0x1, flags: 0x4, stream: 1, [0x08] + literal("403")))
+        try channel.writeInbound(serverFrame(0x0, flags: 0x1, stream: 1, Array(#"{"reason":"ExpiredProviderToken"}"#.utf8)))
+        #expect(delegate.requeued == [.expiredProviderToken])
+        #expect(outcomes.received.isEmpty, "resent, not answered")
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
