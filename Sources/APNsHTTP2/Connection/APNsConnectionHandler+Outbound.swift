@@ -124,7 +124,7 @@ extension APNsConnectionHandler {
             HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
         }
         let blockLength = buffer.writerIndex - blockStart
-        let maximumFrameSize = peerMaximumFrameSize
+        let maximumFrameSize = windows.peerMaximumFrameSize
         if blockLength <= maximumFrameSize {
             HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &buffer)
         } else {
@@ -133,12 +133,12 @@ extension APNsConnectionHandler {
 
         let payload = notification.payload
         let length = payload.readableBytes
-        let streamWindow = initialStreamSendWindow
-        if length <= connectionSendWindow, length <= streamWindow, length <= maximumFrameSize {
+        let streamWindow = windows.initialStreamSend
+        if windows.sendable(length, streamWindow: streamWindow) == length {
             HTTP2Wire.writeFrameHeaderBatched(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &buffer)
             buffer.writeImmutableBuffer(payload)
             outbound = buffer
-            connectionSendWindow -= length
+            windows.sent(length)
             inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length), for: streamID)
         } else {
             outbound = buffer
@@ -193,14 +193,14 @@ extension APNsConnectionHandler {
                 blockedStreams.removeFirst()
                 continue
             }
-            let length = min(payload.readableBytes, connectionSendWindow, sendWindow, peerMaximumFrameSize)
+            let length = windows.sendable(payload.readableBytes, streamWindow: sendWindow)
             if length <= 0, payload.readableBytes > 0 { return }
             var piece = payload.readSlice(length: length)!
             let done = payload.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
                 length: length, type: .data, flags: done ? HTTP2Wire.Flag.endStream : 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
             outboundBuffer.writeBuffer(&piece)
-            connectionSendWindow -= length
+            windows.sent(length)
             inFlight.update(streamID) { $0.sendWindow -= length }
             extras[streamID]!.unsentPayload = done ? nil : payload
             if done { blockedStreams.removeFirst() }

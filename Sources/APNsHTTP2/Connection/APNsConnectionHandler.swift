@@ -108,10 +108,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     /// Frames written since the last flush.
     var outbound: ByteBuffer?
     /// Connection-level inbound flow control: consumed since our last WINDOW_UPDATE.
-    var unacknowledgedInboundBytes = 0
-    var connectionSendWindow = HTTP2Wire.defaultInitialWindowSize
-    var initialStreamSendWindow = HTTP2Wire.defaultInitialWindowSize
-    var peerMaximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    var windows = FlowControlWindows()
     /// Streams whose DATA waits for window, oldest first. New streams wait until it is empty.
     var blockedStreams: Deque<HTTP2StreamID> = []
     /// The last notification's shared header block and the table generation it was encoded at.
@@ -256,7 +253,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             if endStream { finishStream(id, now: now) }
         case .data(let streamID, var data, let endStream, let flowControlledLength):
             machine.frameRead(now: now)
-            unacknowledgedInboundBytes += flowControlledLength
+            windows.received(flowControlledLength)
             let id = HTTP2StreamID(Int32(streamID))
             guard inFlight.contains(id) else { return }
             if data.readableBytes > 0 { extras[id, default: StreamExtras()].body.setOrWriteBuffer(&data) }
@@ -281,10 +278,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         case .windowUpdate(let streamID, let increment):
             machine.frameRead(now: now)
             if streamID == 0 {
-                connectionSendWindow += Int(increment)
-                guard connectionSendWindow <= HTTP2Wire.maximumWindowSize else {
-                    throw HTTP2ConnectionError(code: .flowControlError, message: "connection window above 2^31-1")
-                }
+                try windows.connectionWindowUpdate(increment)
             } else {
                 let window = inFlight.update(HTTP2StreamID(Int32(streamID))) { stream in
                     stream.sendWindow += Int(increment)
@@ -311,8 +305,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 encoder.peerAllowsTableSize(Int(value))
             case .initialWindowSize?:
                 // RFC 9113 §6.9.2: the change applies to every open stream's window, even below zero.
-                let delta = Int(value) - initialStreamSendWindow
-                initialStreamSendWindow = Int(value)
+                let delta = windows.initialStreamWindowChanged(to: value)
                 try inFlight.updateAll { id, stream in
                     stream.sendWindow += delta
                     guard stream.sendWindow <= HTTP2Wire.maximumWindowSize else {
@@ -320,7 +313,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                     }
                 }
             case .maxFrameSize?:
-                peerMaximumFrameSize = Int(value)
+                windows.peerMaximumFrameSize = Int(value)
             default:
                 break
             }
@@ -331,10 +324,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        if unacknowledgedInboundBytes >= 32_768 {
+        if let increment = windows.takeAcknowledgement() {
             HTTP2Wire.writeFrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0, into: &outboundBuffer)
-            outboundBuffer.writeInteger(UInt32(unacknowledgedInboundBytes))
-            unacknowledgedInboundBytes = 0
+            outboundBuffer.writeInteger(UInt32(increment))
         }
         sendQueuedWork()
         flushOutbound(context: context)
