@@ -59,8 +59,12 @@ extension APNsClient {
 
         func makeTLSContext() throws -> NIOSSLContext {
             let certificate: ClientCertificate?
-            if case .certificate(let credentials) = authentication { certificate = credentials } else { certificate = nil }
-            return try TransportTLS.makeContext(trustRoots: trustRoots, certificate: certificate, applicationProtocols: ["h2"])
+            switch authentication {
+            case .certificate(let credentials): certificate = credentials
+            case .token: certificate = nil
+            }
+            return try TransportTLS.makeContext(
+                trustRoots: trustRoots, certificate: certificate, applicationProtocols: ["h2"])
         }
     }
 }

@@ -160,7 +160,8 @@ public struct FeedbackPoller: Service {
         group: any EventLoopGroup
     ) async throws -> ([LegacyFeedbackTuple], String?) {
         let endpoint = configuration.endpoint
-        let channel = try await TransportBootstrap.make(group: group, connectTimeout: TimeAmount(configuration.connectTimeout))
+        let connectTimeout = TimeAmount(configuration.connectTimeout)
+        let channel = try await TransportBootstrap.make(group: group, connectTimeout: connectTimeout)
             .connect(host: endpoint.host, port: endpoint.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try TransportBootstrap.addTLS(to: channel, endpoint: endpoint, context: tlsContext)

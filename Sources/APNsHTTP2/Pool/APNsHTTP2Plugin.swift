@@ -53,7 +53,8 @@ struct APNsHTTP2Plugin: TransportPlugin {
     func connectionFailed() { metrics.connectionFailures.increment() }
 
     func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
-        metrics.sampled(queued: queued, streamsInUse: inFlight, connections: connections, activeConnections: activeConnections)
+        metrics.sampled(
+            queued: queued, streamsInUse: inFlight, connections: connections, activeConnections: activeConnections)
     }
 }
 

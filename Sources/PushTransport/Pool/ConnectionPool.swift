@@ -138,7 +138,9 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     }
 
     package var statistics: (queued: Int, connections: Int, active: Int, leased: Int) {
-        lock.withLock { (machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount) }
+        lock.withLock {
+            (machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount)
+        }
     }
 
     // MARK: Shutdown
@@ -189,7 +191,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     package func connectionClosed(_ id: Int, everReady: Bool, error: String?) {
         let actions = lock.withLock { () -> Machine.Actions in
             connections.removeValue(forKey: id)
-            return everReady ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
+            return everReady
+                ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
         }
         if everReady {
             logger.debug("\(plugin.serviceName) connection closed", metadata: ["apns.connection_id": "\(id)"])
@@ -229,7 +232,10 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
 
     private func tick() {
         let (actions, queued, connections, active, leased) = lock.withLock {
-            (machine.tick(now: .now()), machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount)
+            (
+                machine.tick(now: .now()), machine.queuedCount, machine.connectionCount,
+                machine.activeConnectionCount, machine.leasedCount
+            )
         }
         // Gauges follow the pool at the tick's pace: nothing on the per-request path.
         plugin.sampled(queued: queued, inFlight: leased, connections: connections, activeConnections: active)
