@@ -3,7 +3,7 @@ import PackageDescription
 
 // Targets are split by purity and dependency (STYLE.md §13):
 //   PushgateCore   pure domain + APNs vocabulary + JWT + retry policy (swift-crypto only)
-//   APNsClient     HTTP/2 + TLS engine talking to APNs (NIO), depends on PushgateCore
+//   APNsHTTP2      the APNs HTTP/2 plug-in of PushTransport (main type `APNsClient`), depends on PushgateCore
 //   APNsSimulator  an independent APNs on loopback; deliberately does NOT import PushgateCore so
 //                  that its validation, written from Apple's documentation, cannot share a bug
 //                  with the client's
@@ -21,7 +21,8 @@ let package = Package(
     products: [
         .executable(name: "pushgate", targets: ["pushgate"]),
         .library(name: "PushgateCore", targets: ["PushgateCore"]),
-        .library(name: "APNsClient", targets: ["APNsClient"]),
+        .library(name: "PushTransport", targets: ["PushTransport"]),
+        .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
     ],
     dependencies: [
@@ -50,10 +51,28 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The transport layer: the neutral types (NotificationTransport, APNsRequest, Endpoint, TrustRoots,
+        // ClientCertificate), the pool state machine and its one driver, one TLS set-up, one bootstrap.
+        // APNsHTTP2 and APNsLegacy (binary) are plug-ins owning only their codec and handler.
         .target(
-            name: "APNsClient",
+            name: "PushTransport",
             dependencies: [
                 "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "APNsHTTP2",
+            dependencies: [
+                "PushgateCore",
+                "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -121,7 +140,7 @@ let package = Package(
             name: "APNsLegacy",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -164,7 +183,7 @@ let package = Package(
             name: "PushgateDispatch",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsHTTP2", "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -177,7 +196,7 @@ let package = Package(
         .target(
             name: "PushgateConfig",
             dependencies: [
-                "PushgateCore", "APNsClient",
+                "PushgateCore", "APNsHTTP2", "PushTransport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -189,7 +208,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsClient", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
                 "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -204,7 +223,7 @@ let package = Package(
             name: "pushgate-bench",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsHTTP2", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgatePostgres",
@@ -219,7 +238,7 @@ let package = Package(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsHTTP2", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
@@ -242,13 +261,23 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
-            name: "APNsClientTests",
+            name: "APNsHTTP2Tests",
             dependencies: [
-                "APNsClient", "PushgateCore",
+                "APNsHTTP2", "PushTransport", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushTransportTests",
+            dependencies: [
+                "PushTransport", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -286,7 +315,7 @@ let package = Package(
         .testTarget(
             name: "APNsLegacyTests",
             dependencies: [
-                "APNsLegacy", "PushgateCore", "APNsClient",
+                "APNsLegacy", "PushgateCore", "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -315,7 +344,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "APNsHTTP2", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),

@@ -1,9 +1,9 @@
-import APNsClient
 import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
 import PushgateCore
+import PushTransport
 
 /// What a legacy connection handler needs from its pool.
 protocol LegacyConnectionDelegate: AnyObject, Sendable {
@@ -104,7 +104,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        lastError = LegacyTLS.describe(error)
+        lastError = TransportTLS.describe(error)
         logger.debug("legacy connection error", metadata: ["apns.error": "\(lastError ?? "")"])
         context.close(promise: nil)
     }
@@ -119,7 +119,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
             "apns.legacy.status": "\(response.status)", "apns.legacy.identifier": "\(response.identifier)",
             "apns.legacy.delivered": "\(action.delivered.count)", "apns.legacy.resent": "\(action.resend.count)",
         ]
-        if let failed = action.failed { metadata["push.device"] = "\(failed.request.request.deviceToken.hex)" }
+        if let failed = action.failed { metadata["push.device"] = "\(failed.request.request.deviceToken.shortened)" }
         if action.identifierUnknown {
             logger.warning(
                 "legacy error response for an identifier no longer in the window (answered after the quiet time?); resending the window",
@@ -145,7 +145,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     /// Pool shutdown: write nothing new; close once everything written is confirmed.
-    func closeWhenConfirmed() {
+    func closeGracefully() {
         closeRequested = true
         retire()
         if window.unconfirmedCount == 0 { context?.close(promise: nil) }

@@ -169,7 +169,7 @@ public struct APNsSimulator: Service {
                         )
                     )
                     try sync.addHandler(
-                        APNsConnectionHandler(
+                        SimulatorConnectionHandler(
                             core: core,
                             rawFrames: rawFrames,
                             connectionID: core.makeConnectionID(),

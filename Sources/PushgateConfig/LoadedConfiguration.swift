@@ -1,4 +1,5 @@
-public import APNsClient
+public import APNsHTTP2
+public import PushTransport
 import Crypto
 public import Foundation
 public import PushgateCore

@@ -1,4 +1,5 @@
-import APNsClient
+import APNsHTTP2
+import PushTransport
 import Foundation
 import PushgateCore
 import Synchronization

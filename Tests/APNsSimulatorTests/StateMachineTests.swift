@@ -265,9 +265,9 @@ struct CertificateTests {
     @Test func aClientCertificateNamesItsTopicInTheSubjectUID() throws {
         let authority = try SimulatorCertificateAuthority()
         let client = try authority.issueClientCertificate(topic: "com.example.uid")
-        #expect(APNsConnectionHandler.bundleID(ofDER: try der(client.certificatePEM)) == "com.example.uid")
+        #expect(SimulatorConnectionHandler.bundleID(ofDER: try der(client.certificatePEM)) == "com.example.uid")
         let server = try authority.issueServerCertificate()
-        #expect(APNsConnectionHandler.bundleID(ofDER: try der(server.certificatePEM)) == nil)
+        #expect(SimulatorConnectionHandler.bundleID(ofDER: try der(server.certificatePEM)) == nil)
     }
 
     @Test func anAuthorityRoundTripsThroughPEM() throws {

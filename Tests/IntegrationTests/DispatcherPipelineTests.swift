@@ -1,4 +1,5 @@
-import APNsClient
+import APNsHTTP2
+import PushTransport
 import Foundation
 import PushgateCore
 import PushgateDispatch
@@ -26,6 +27,8 @@ final class HeldAnswersTransport: NotificationTransport {
     }
 
     func withdraw(_ ids: some Sequence<UInt64>) -> Int { 0 }
+
+    var inFlightCapacity: Int { 2_000 }
 
     var submitted: Int { state.withLock { $0.submitted } }
     var held: Int { state.withLock { $0.held.count } }

@@ -1,4 +1,4 @@
-import APNsClient
+import APNsHTTP2
 import APNsSimulator
 import Crypto
 import Foundation

@@ -9,7 +9,7 @@ final class SimulatorCore: Sendable {
     /// A live connection, reachable from other threads to apply settings or drop it.
     struct LiveConnection: Sendable {
         let eventLoop: any EventLoop
-        let handler: NIOLoopBound<APNsConnectionHandler>
+        let handler: NIOLoopBound<SimulatorConnectionHandler>
     }
 
     private struct FaultState: Sendable {
@@ -136,7 +136,7 @@ final class SimulatorCore: Sendable {
         self.forEachConnection { $0.dropNow() }
     }
 
-    private func forEachConnection(_ body: @escaping @Sendable (APNsConnectionHandler) -> Void) {
+    private func forEachConnection(_ body: @escaping @Sendable (SimulatorConnectionHandler) -> Void) {
         let live = self.connections.withLock { Array($0.values) }
         for connection in live {
             let handler = connection.handler

@@ -5,6 +5,9 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
     case goAway
     /// The stream was reset with REFUSED_STREAM: APNs never processed it.
     case streamRefused
+    /// APNs answered `ExpiredProviderToken`: the request was resent with a fresh token (and failed with
+    /// this when its resends were spent).
+    case expiredProviderToken
     /// The stream was reset by the server for another reason (HTTP/2 error code name).
     case streamReset(String)
     /// The connection closed before the answer arrived. APNs may or may not have processed it.
@@ -17,6 +20,8 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
     case cancelled
     /// The client is shutting down.
     case shutdown
+    /// The transport's queue was full: not sent; submit it again later (push-back, never queued).
+    case queueFull
     /// The answer was not a valid APNs response (no `:status`, unparseable body).
     case malformedResponse(String)
 
@@ -24,12 +29,14 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .goAway: "goaway"
         case .streamRefused: "stream_refused"
+        case .expiredProviderToken: "expired_provider_token"
         case .streamReset(let code): "stream_reset(\(code))"
         case .connectionLost: "connection_lost"
         case .connectFailed(let why): "connect_failed(\(why))"
         case .deadlineExceeded: "deadline_exceeded"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
+        case .queueFull: "queue_full"
         case .malformedResponse(let why): "malformed_response(\(why))"
         }
     }
@@ -39,12 +46,14 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .goAway: "goaway"
         case .streamRefused: "stream_refused"
+        case .expiredProviderToken: "expired_provider_token"
         case .streamReset: "stream_reset"
         case .connectionLost: "connection_lost"
         case .connectFailed: "connect_failed"
         case .deadlineExceeded: "deadline_exceeded"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
+        case .queueFull: "queue_full"
         case .malformedResponse: "malformed_response"
         }
     }
