@@ -147,7 +147,19 @@ enum PostgresSchema {
                     PRIMARY KEY (request_seq, reason)
                 )
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "unknown groups of a request",
+            statements: [
+                """
+                CREATE TABLE request_unknown_group (
+                    request_seq BIGINT NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
+                    position BIGINT NOT NULL,
+                    name TEXT NOT NULL,
+                    PRIMARY KEY (request_seq, position)
+                )
+                """
+            ]),
     ]
 
     /// The latest schema version this build knows.

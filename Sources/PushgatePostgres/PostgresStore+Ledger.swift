@@ -15,9 +15,6 @@ extension PostgresStore {
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        if let empty = groups.first(where: \.isEmpty) {
-            throw StoreError.unknownGroup(app: request.app, group: empty)
-        }
         return try await transaction(isolation: "REPEATABLE READ") { connection in
             if try await connection.first("SELECT seq FROM request WHERE id = \(request.id.value)", as: Int64.self, logger: logger) != nil {
                 throw StoreError.duplicateRequestID(request.id)
@@ -29,10 +26,9 @@ extension PostgresStore {
             {
                 known[name] = id
             }
-            if let missing = groups.first(where: { known[$0] == nil }) {
-                throw StoreError.unknownGroup(app: request.app, group: missing)
-            }
-            let groupIDs = groups.map { known[$0]! }.sorted()
+            let resolved = try TargetGroups.resolve(
+                app: request.app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
+            let groupIDs = resolved.ids
             let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? Int64(0)
             var targetCount = try await Self.countDeviceTargets(
                 groupIDs: groupIDs, after: 0, through: bound, on: connection, logger: logger)
@@ -83,8 +79,15 @@ extension PostgresStore {
                     FROM unnest(\(tokens.map(\.hex))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
                     """, logger: logger)
             }
+            if !resolved.unknown.isEmpty {
+                try await connection.run(
+                    """
+                    INSERT INTO request_unknown_group (request_seq, position, name)
+                    SELECT \(seq), t.position, t.name FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
+                    """, logger: logger)
+            }
             if !done { try await notifyWork(on: connection) }
-            return EnqueueResult(id: request.id, targetCount: targetCount)
+            return EnqueueResult(id: request.id, targetCount: targetCount, unknownGroups: resolved.unknown)
         }
     }
 
@@ -149,10 +152,13 @@ extension PostgresStore {
             {
                 lastAPNsID = latest.0
             }
+            let unknownGroups = try await connection.all(
+                "SELECT name FROM request_unknown_group WHERE request_seq = \(row.0) ORDER BY position",
+                as: String.self, logger: logger)
             return DeliveryReport(
                 id: id, app: row.1, state: StoredForm.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
                 failedByReason: failedByReason, pendingRetries: Int(row.10), createdAt: Millis.date(row.5),
-                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID)
+                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID, unknownGroups: unknownGroups)
         }
     }
 
@@ -296,8 +302,16 @@ extension PostgresStore {
         }
     }
 
-    /// Locks the chunk row, checks the holder and generation, and writes the batch: counters on the chunk
-    /// row, failures and retries with one statement each, invalidations, the progress and the renewed lease.
+    /// Locks the request row, then the chunk row (the lock order of every ledger transaction: request,
+    /// then its chunks or retries), checks the holder and generation, and writes the batch: counters on
+    /// the chunk row, failures and retries with one statement each, invalidations, the progress and the
+    /// renewed lease.
+    ///
+    /// The request lock is shared (`FOR KEY SHARE`: progress of many chunks goes on at once, and it is
+    /// what the foreign keys from `failure` and `retry` take anyway) unless the batch completes the chunk:
+    /// then `finishIfDone` needs it exclusive, and taking it exclusive from the start avoids two holders
+    /// of the shared lock each waiting to upgrade. `expireOverdue` (request `FOR UPDATE`, then chunks)
+    /// waits for, or skips, such a transaction instead of deadlocking with it.
     public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
         async throws -> ProgressResult
     {
@@ -305,7 +319,12 @@ extension PostgresStore {
         let leaseUntil = nowMs + leaseDuration.milliseconds
         let chunk = progress.chunk
         return try await transaction { connection in
+            // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
             guard
+                let requestSeq = try await connection.first(
+                    "SELECT request_seq FROM chunk WHERE id = \(chunk.id)", as: Int64.self, logger: logger),
+                try await Self.lockRequest(
+                    requestSeq, exclusive: progress.completesChunk, on: connection, logger: logger),
                 let row = try await connection.first(
                     """
                     SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
@@ -417,12 +436,25 @@ extension PostgresStore {
             """, logger: logger)
     }
 
+    /// Locks a request row: `FOR UPDATE` when `exclusive`, else `FOR KEY SHARE`. False if it is gone.
+    /// Every transaction that locks chunk or retry rows of a request locks the request first.
+    static func lockRequest(_ seq: Int64, exclusive: Bool, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        let sql: PostgresQuery =
+            exclusive
+            ? "SELECT seq FROM request WHERE seq = \(seq) FOR UPDATE"
+            : "SELECT seq FROM request WHERE seq = \(seq) FOR KEY SHARE"
+        return try await connection.first(sql, as: Int64.self, logger: logger) != nil
+    }
+
     /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
     ///
-    /// The request row is locked first: two instances completing its last two chunks at once then take
-    /// turns, and the second one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done.
+    /// The caller holds the request row `FOR UPDATE` (taken before any chunk or retry row): two instances
+    /// completing its last two chunks at once then take turns, and the second one's check (a new
+    /// snapshot, READ COMMITTED) sees the first one's chunk done.
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.run("SELECT 1 FROM request WHERE seq = \(requestSeq) FOR UPDATE", logger: logger)
+        _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
         try await connection.run(
             """
             UPDATE request SET state = 2, finished_at = \(nowMs)

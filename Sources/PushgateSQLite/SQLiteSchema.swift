@@ -24,8 +24,18 @@ import GRDB
 ///                 generation                       -- only devices waiting for another attempt
 /// failure         (request_seq, token), reason, status, failed_at   -- only devices that failed for good
 /// failure_count   (request_seq, reason), count      -- includes targets expired without a row
+/// request_unknown_group (request_seq, position, name) -- groups named that the app did not have (v2)
 /// ```
 enum SQLiteSchema {
+    static let unknownGroupTable = """
+        CREATE TABLE request_unknown_group (
+            request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            PRIMARY KEY (request_seq, position)
+        ) WITHOUT ROWID
+        """
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: registry and ledger") { db in
@@ -133,6 +143,9 @@ enum SQLiteSchema {
                         PRIMARY KEY (request_seq, reason)
                     ) WITHOUT ROWID;
                     """)
+        }
+        migrator.registerMigration("v2: unknown groups of a request") { db in
+            try db.execute(sql: SQLiteSchema.unknownGroupTable)
         }
         return migrator
     }

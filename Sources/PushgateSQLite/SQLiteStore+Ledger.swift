@@ -11,9 +11,6 @@ extension SQLiteStore {
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        if let empty = groups.first(where: \.isEmpty) {
-            throw StoreError.unknownGroup(app: request.app, group: empty)
-        }
         // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
         // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
         // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
@@ -41,18 +38,24 @@ extension SQLiteStore {
                 try db.execute(
                     sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)", arguments: [seq, groupID])
             }
+            for (index, name) in plan.unknownGroups.enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
+                    arguments: [seq, index + 1, name])
+            }
             let insertToken = try db.cachedStatement(
                 sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)")
             for (index, token) in tokens.enumerated() {
                 try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
             }
-            return EnqueueResult(id: request.id, targetCount: plan.targetCount)
+            return EnqueueResult(id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
         }
     }
 
     /// A request's targets as resolved when it is stored.
     struct TargetPlan: Sendable {
         var groupIDs: [Int64]
+        var unknownGroups: [String]
         /// The highest device id: devices created later are not targets.
         var bound: Int64
         /// Per direct token: a member of a target group within the bound, so the group fan-out covers it.
@@ -61,13 +64,12 @@ extension SQLiteStore {
     }
 
     static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan {
-        var groupIDs = [Int64]()
+        var known = [String: Int64]()
         for group in groups {
-            guard let groupID = try groupID(app: app, name: group, in: db) else {
-                throw StoreError.unknownGroup(app: app, group: group)
-            }
-            groupIDs.append(groupID)
+            if let groupID = try groupID(app: app, name: group, in: db) { known[group] = groupID }
         }
+        let resolved = try TargetGroups.resolve(app: app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
+        let groupIDs = resolved.ids
         let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
         var targetCount = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
         var covered = [Bool]()
@@ -94,7 +96,8 @@ extension SQLiteStore {
             covered.append(isCovered)
             if counts { targetCount += 1 }
         }
-        return TargetPlan(groupIDs: groupIDs, bound: bound, covered: covered, targetCount: targetCount)
+        return TargetPlan(
+            groupIDs: groupIDs, unknownGroups: resolved.unknown, bound: bound, covered: covered, targetCount: targetCount)
     }
 
     public func request(_ id: RequestID) async throws -> NotificationRequest? {
@@ -151,10 +154,13 @@ extension SQLiteStore {
             let pending =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
             let finishedAt: Int64? = row[6]
+            let unknownGroups = try String.fetchAll(
+                db, sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position",
+                arguments: [seq])
             return DeliveryReport(
                 id: id, app: row[1], state: StoredForm.requestState(row[2]), targets: row[3], accepted: row[4],
                 failedByReason: failedByReason, pendingRetries: pending, createdAt: Millis.date(row[5]),
-                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7])
+                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7], unknownGroups: unknownGroups)
         }
     }
 

@@ -10,7 +10,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public init(_ rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
-        /// A notification request names a group the app does not have. Nothing of the request was stored.
+        /// A group the app does not have: listed, or a notification request whose groups are all unknown
+        /// and that names no device. Nothing of the request was stored.
         public static let unknownGroup = Code("unknown_group")
         /// A notification request names neither a group nor a device.
         public static let noTargets = Code("no_targets")
