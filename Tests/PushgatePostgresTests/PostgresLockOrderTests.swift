@@ -5,7 +5,7 @@ import Testing
 
 /// Progress is recorded in the background while claims and housekeeping expire requests, on one
 /// instance or several. Both lock a request and its chunks; with opposite orders PostgreSQL aborts one of
-/// them as a deadlock (SQLSTATE 40P01), which surfaces as a backend error.
+/// them as a deadlock (SQLSTATE 40P01): the store runs the transaction again, and counts it.
 @Suite("PostgreSQL store: one lock order", .enabled(if: TestDatabase.isAvailable, TestDatabase.skipReason))
 struct PostgresLockOrderTests {
     static let base: Int64 = 1_800_000_000
@@ -59,6 +59,7 @@ struct PostgresLockOrderTests {
                     #expect(report.accepted + report.failed == devices, "round \(round): \(report)")
                     #expect(report.pendingRetries == 0, "round \(round)")
                 }
+                #expect(store.deadlocksRetried == 0, "transactions aborted as deadlocks")
             }
         }
     }
