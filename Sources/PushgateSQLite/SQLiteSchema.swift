@@ -25,6 +25,7 @@ import GRDB
 /// failure         (request_seq, token), reason, status, failed_at   -- only devices that failed for good
 /// failure_count   (request_seq, reason), count      -- includes targets expired without a row
 /// request_unknown_group (request_seq, position, name) -- groups named that the app did not have (v2)
+/// instance        id, holder, expires_at           -- one live process per instance id (v3)
 /// ```
 enum SQLiteSchema {
     static let unknownGroupTable = """
@@ -146,6 +147,10 @@ enum SQLiteSchema {
         }
         migrator.registerMigration("v2: unknown groups of a request") { db in
             try db.execute(sql: SQLiteSchema.unknownGroupTable)
+        }
+        migrator.registerMigration("v3: instance heartbeats") { db in
+            try db.execute(
+                sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
         }
         return migrator
     }

@@ -19,6 +19,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let duplicateRequestID = Code("duplicate_request_id")
         /// An argument breaks the operation's contract (negative limit, empty app or group name...).
         public static let invalidArgument = Code("invalid_argument")
+        /// Another live process holds this instance id (see ``InstanceLeases``).
+        public static let instanceIDInUse = Code("instance_id_in_use")
         /// The backend failed (I/O error, corrupt row). `debugDescription` carries the backend's message.
         public static let backend = Code("backend")
     }
@@ -46,6 +48,12 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public static func invalidArgument(_ message: String) -> StoreError {
         StoreError(code: .invalidArgument, message: message)
+    }
+
+    public static func instanceIDInUse(_ id: InstanceID) -> StoreError {
+        StoreError(
+            code: .instanceIDInUse,
+            message: "instance id \"\(id)\" is held by another live process: give each instance its own id")
     }
 
     public static func backend(_ message: String) -> StoreError {
