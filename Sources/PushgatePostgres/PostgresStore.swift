@@ -40,7 +40,7 @@ public final class PostgresStore: PushStore, Service {
         var postgres = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
-            tls: configuration.requiresTLS ? .require(.makeClientConfiguration()) : .disable)
+            tls: configuration.tlsMode.clientConfiguration().map { .require($0) } ?? .disable)
         postgres.options.maximumConnections = configuration.maximumConnections
         // Every connection resolves table names in the configured schema.
         postgres.options.additionalStartupParameters = [
@@ -162,7 +162,7 @@ public final class PostgresStore: PushStore, Service {
         var connectionConfiguration = PostgresConnection.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
-            tls: configuration.requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+            tls: try configuration.tlsMode.clientConfiguration().map { .require(try NIOSSLContext(configuration: $0)) } ?? .disable)
         connectionConfiguration.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", "pushgate"),
         ]
