@@ -162,7 +162,9 @@ enum PostgresSchema {
             ]),
         Migration(
             version: 3, name: "instance heartbeats",
-            statements: ["CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)"]),
+            statements: [
+                "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)"
+            ]),
     ]
 
     /// The latest schema version this build knows.

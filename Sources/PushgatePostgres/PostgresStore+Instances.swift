@@ -10,11 +10,15 @@ extension PostgresStore: InstanceLeases {
         let claimed = try await transaction { connection in
             try await connection.first(
                 """
-                INSERT INTO instance (id, holder, expires_at) VALUES (\(id.value), \(holder), \(nowMs + timeToLive.milliseconds))
+                INSERT INTO instance (id, holder, expires_at)
+                VALUES (\(id.value), \(holder), \(nowMs + timeToLive.milliseconds))
                 ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
                 WHERE instance.holder = excluded.holder OR instance.expires_at <= \(nowMs)
                 RETURNING id
-                """, as: String.self, logger: logger)
+                """,
+                as: String.self,
+                logger: logger
+            )
         }
         guard claimed != nil else { throw StoreError.instanceIDInUse(id) }
     }
@@ -25,7 +29,10 @@ extension PostgresStore: InstanceLeases {
 
     public func releaseInstance(_ id: InstanceID, holder: String) async throws {
         try await transaction { connection in
-            try await connection.run("DELETE FROM instance WHERE id = \(id.value) AND holder = \(holder)", logger: logger)
+            try await connection.run(
+                "DELETE FROM instance WHERE id = \(id.value) AND holder = \(holder)",
+                logger: logger
+            )
         }
     }
 }

@@ -89,7 +89,8 @@ extension PostgresStore {
                 try await connection.run(
                     """
                     INSERT INTO request_unknown_group (request_seq, position, name)
-                    SELECT \(seq), t.position, t.name FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
+                    SELECT \(seq), t.position, t.name
+                    FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
                     """, logger: logger)
             }
             if !done { try await notifyWork(on: connection) }
@@ -198,7 +199,8 @@ extension PostgresStore {
             if let row = try await connection.first(
                 """
                 WITH t AS (
-                    SELECT id FROM chunk WHERE state = \(unescaped: Self.sql(ChunkCode.open)) AND lease_expires_at <= \(nowMs)
+                    SELECT id FROM chunk
+                    WHERE state = \(unescaped: Self.sql(ChunkCode.open)) AND lease_expires_at <= \(nowMs)
                     ORDER BY request_seq, id LIMIT 1 FOR UPDATE SKIP LOCKED
                 )
                 UPDATE chunk c SET owner = \(owner.value), lease_expires_at = \(leaseUntil), generation = c.generation + 1
@@ -215,8 +217,10 @@ extension PostgresStore {
             //    broadcast take turns on its row lock (a cut takes milliseconds).
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             while let candidate = try await connection.first(
-                "SELECT seq FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND NOT cut_done ORDER BY seq LIMIT 1", as: Int64.self,
-                logger: logger)
+                """
+                SELECT seq FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND NOT cut_done
+                ORDER BY seq LIMIT 1
+                """, as: Int64.self, logger: logger)
             {
                 guard
                     let row = try await connection.first(
@@ -245,7 +249,8 @@ extension PostgresStore {
                         """, logger: logger)
                 case .members(let from, let bound):
                     let cut = try await Self.cutMembers(
-                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, on: connection, logger: logger)
+                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, on: connection,
+                        logger: logger)
                     guard
                         let range = LedgerArithmetic.deviceRange(
                             after: from, bound: bound, found: cut.count, lastFound: cut.last, chunkSize: chunkSize)
@@ -265,7 +270,8 @@ extension PostgresStore {
                     let chunkID = try await connection.first(
                         """
                         INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
-                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(kind).rawValue)), \(after), \(through), \(after),
+                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(kind).rawValue)), \(after), \(through),
+                                \(after),
                                 \(unescaped: Self.sql(ChunkCode.open)),
                                 \(owner.value), \(leaseUntil), 1)
                         RETURNING id
@@ -342,7 +348,9 @@ extension PostgresStore {
                     """, as: (Int64, String?, Int64, Int64, Int64, String).self, logger: logger)
             else { return .leaseLost }
             let (seq, holder, generation, state, recorded, app) = row
-            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else { return .leaseLost }
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
+                return .leaseLost
+            }
             let newProgress = progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
             try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
@@ -356,7 +364,8 @@ extension PostgresStore {
             try await connection.run(
                 """
                 UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(leaseUntil),
-                    state = \(Int16((progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue)), accepted = accepted + \(Int64(progress.accepted)),
+                    state = \(Int16((progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue)),
+                    accepted = accepted + \(Int64(progress.accepted)),
                     last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                     last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                 WHERE id = \(chunk.id)
@@ -402,8 +411,10 @@ extension PostgresStore {
                 let row = try await connection.first(
                     """
                     SELECT (SELECT MIN(GREATEST(next_attempt_at, lease_expires_at)) FROM retry),
-                           (SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
-                           (SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
+                           (SELECT MIN(lease_expires_at) FROM chunk
+                            WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
+                           (SELECT MIN(expiration) * 1000 + 1 FROM request
+                            WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
                     """, as: (Int64?, Int64?, Int64?).self, logger: logger)
             else { return nil }
             return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
@@ -469,7 +480,9 @@ extension PostgresStore {
             """
             UPDATE request SET state = \(unescaped: Self.sql(Code.done)), finished_at = \(nowMs)
             WHERE seq = \(requestSeq) AND state < \(unescaped: Self.sql(Code.done)) AND cut_done
-              AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open)))
+              AND NOT EXISTS (
+                SELECT 1 FROM chunk
+                WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open)))
               AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
             """, logger: logger)
     }
@@ -506,14 +519,16 @@ extension PostgresStore {
                 """, as: (Int64, Int64, Int64).self, logger: logger
             ).map { (kind: StoredForm.chunkKind($0.0), progress: $0.1, through: $0.2) }
             let cursor = LedgerArithmetic.CutCursor(
-                tokenCut: tokenCut, tokenCount: tokenCount, groupCut: groupCut, bound: bound, hasGroups: !groupIDs.isEmpty)
+                tokenCut: tokenCut, tokenCount: tokenCount, groupCut: groupCut, bound: bound,
+                hasGroups: !groupIDs.isEmpty)
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
                 expiredCount +=
                     range.kind == .deviceRange
                     ? try await countDeviceTargets(
                         groupIDs: groupIDs, after: range.after, through: range.through, on: connection, logger: logger)
                     : try await countTokenTargets(
-                        requestSeq: seq, app: app, after: range.after, through: range.through, on: connection, logger: logger)
+                        requestSeq: seq, app: app, after: range.after, through: range.through, on: connection,
+                        logger: logger)
             }
             try await addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, on: connection, logger: logger)
             try await connection.run(

@@ -46,7 +46,8 @@ extension PostgresStore {
             var requests = [String: (seq: Int64, app: String)]()
             for (id, seq, app) in try await connection.all(
                 """
-                SELECT id, seq, app FROM request WHERE id = ANY(\(Array(Set(outcomes.map(\.claim.requestID.value))))::TEXT[])
+                SELECT id, seq, app FROM request
+                WHERE id = ANY(\(Array(Set(outcomes.map(\.claim.requestID.value))))::TEXT[])
                 ORDER BY seq FOR UPDATE
                 """, as: (String, Int64, String).self, logger: logger)
             {

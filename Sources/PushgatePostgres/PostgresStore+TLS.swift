@@ -39,7 +39,8 @@ extension PostgresStore {
                 throw StoreError.invalidArgument("sslrootcert needs sslmode=verify-full (got \(sslmode ?? ""))")
             default:
                 throw StoreError.invalidArgument(
-                    "sslmode must be disable, require or verify-full (got \(sslmode ?? "nothing"))")
+                    "sslmode must be disable, require or verify-full (got \(sslmode ?? "nothing"))"
+                )
             }
         }
 

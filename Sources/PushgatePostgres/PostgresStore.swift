@@ -162,7 +162,8 @@ public final class PostgresStore: PushStore, Service {
         var connectionConfiguration = PostgresConnection.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
-            tls: try configuration.tlsMode.clientConfiguration().map { .require(try NIOSSLContext(configuration: $0)) } ?? .disable)
+            tls: try configuration.tlsMode.clientConfiguration().map { .require(try NIOSSLContext(configuration: $0)) }
+                ?? .disable)
         connectionConfiguration.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", "pushgate"),
         ]

@@ -12,7 +12,9 @@ extension SQLiteStore: InstanceLeases {
                     INSERT INTO instance (id, holder, expires_at) VALUES (?, ?, ?)
                     ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
                     WHERE instance.holder = excluded.holder OR instance.expires_at <= ?
-                    """, arguments: [id.value, holder, nowMs + timeToLive.milliseconds, nowMs])
+                    """,
+                arguments: [id.value, holder, nowMs + timeToLive.milliseconds, nowMs]
+            )
             return db.changesCount > 0
         }
         guard claimed else { throw StoreError.instanceIDInUse(id) }

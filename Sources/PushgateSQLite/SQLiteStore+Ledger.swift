@@ -50,7 +50,8 @@ extension SQLiteStore {
             for (index, token) in tokens.enumerated() {
                 try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
             }
-            return EnqueueResult(id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
+            return EnqueueResult(
+                id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
         }
     }
 
@@ -99,7 +100,8 @@ extension SQLiteStore {
             if counts { targetCount += 1 }
         }
         return TargetPlan(
-            groupIDs: groupIDs, unknownGroups: resolved.unknown, bound: bound, covered: covered, targetCount: targetCount)
+            groupIDs: groupIDs, unknownGroups: resolved.unknown, bound: bound, covered: covered,
+            targetCount: targetCount)
     }
 
     public func request(_ id: RequestID) async throws -> NotificationRequest? {
@@ -240,7 +242,8 @@ extension SQLiteStore {
                         sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
                         arguments: [through, cutDone, Code.sending.rawValue, seq])
                 case .members(let from, let bound):
-                    let ids = try Self.memberIDs(groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, in: db)
+                    let ids = try Self.memberIDs(
+                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, in: db)
                     guard
                         let range = LedgerArithmetic.deviceRange(
                             after: from, bound: bound, found: ids.count, lastFound: ids.last, chunkSize: chunkSize)
@@ -352,7 +355,9 @@ extension SQLiteStore {
             }
             try db.cachedStatement(
                 sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ? WHERE id = ?"
-            ).execute(arguments: [newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue, chunk.id])
+            ).execute(arguments: [
+                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue, chunk.id,
+            ])
             if progress.completesChunk {
                 try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
                 return .chunkCompleted
@@ -391,11 +396,15 @@ extension SQLiteStore {
     public func nextWakeUp(after now: Date) async throws -> Date? {
         try await read { db in
             let retry = try Int64.fetchOne(db, sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
-            let lease = try Int64.fetchOne(db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)")
+            let lease = try Int64.fetchOne(
+                db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)")
             // Expiry happens once `now` is past the expiration: 1 ms after it.
             let expiry = try Int64.fetchOne(
                 db,
-                sql: "SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < \(Code.done.rawValue) AND expiration > 0")
+                sql: """
+                    SELECT MIN(expiration) * 1000 + 1 FROM request
+                    WHERE state < \(Code.done.rawValue) AND expiration > 0
+                    """)
             return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
         }
     }
@@ -443,7 +452,8 @@ extension SQLiteStore {
             sql: """
                 UPDATE request SET state = \(Code.done.rawValue), finished_at = ?
                 WHERE seq = ? AND state < \(Code.done.rawValue) AND cut_done = 1
-                  AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = \(ChunkCode.open.rawValue))
+                  AND NOT EXISTS (
+                    SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = \(ChunkCode.open.rawValue))
                   AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = request.seq)
                 """
         ).execute(arguments: [nowMs, requestSeq])
@@ -476,16 +486,23 @@ extension SQLiteStore {
                 db, sql: "SELECT group_id FROM request_group WHERE request_seq = ?", arguments: [seq])
             let openChunks = try Row.fetchAll(
                 db,
-                sql: "SELECT kind, progress, range_through FROM chunk WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)",
+                sql: """
+                    SELECT kind, progress, range_through FROM chunk
+                    WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
+                    """,
                 arguments: [seq]
-            ).map { chunk in (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64) }
+            ).map { chunk in
+                (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64)
+            }
             let cursor = LedgerArithmetic.CutCursor(
                 tokenCut: row[5], tokenCount: row[6], groupCut: row[4], bound: row[3], hasGroups: !groupIDs.isEmpty)
-            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: row[7] as Int64 != 0) {
+            let cutDone = row[7] as Int64 != 0
+            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
                 expiredCount +=
                     range.kind == .deviceRange
                     ? try countDeviceTargets(groupIDs: groupIDs, after: range.after, through: range.through, in: db)
-                    : try countTokenTargets(requestSeq: seq, app: app, after: range.after, through: range.through, in: db)
+                    : try countTokenTargets(
+                        requestSeq: seq, app: app, after: range.after, through: range.through, in: db)
             }
             try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
             try db.execute(

@@ -4,7 +4,12 @@ public import PushgateCore
 
 /// Retries: due rows leased earliest first, and their outcomes written in one transaction.
 extension SQLiteStore {
-    public func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws
+    public func claimRetries(
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration,
+        limit: Int
+    ) async throws
         -> [RetryClaim]
     {
         guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
@@ -19,9 +24,13 @@ extension SQLiteStore {
                     FROM retry t JOIN request r ON r.seq = t.request_seq
                     WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
                     ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
-                    """, arguments: [nowMs, nowMs, limit])
+                    """,
+                arguments: [nowMs, nowMs, limit]
+            )
             let lease = try db.cachedStatement(
-                sql: "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?")
+                sql:
+                    "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?"
+            )
             var claims = [RetryClaim]()
             claims.reserveCapacity(rows.count)
             for row in rows {
@@ -30,14 +39,24 @@ extension SQLiteStore {
                 try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
                 claims.append(
                     RetryClaim(
-                        requestID: try StoredForm.requestID(row[1]), token: try StoredForm.deviceToken(token), attempt: row[3],
-                        lastReason: row[4], leaseGeneration: generation, leaseExpiresAt: Millis.date(leaseUntil)))
+                        requestID: try StoredForm.requestID(row[1]),
+                        token: try StoredForm.deviceToken(token),
+                        attempt: row[3],
+                        lastReason: row[4],
+                        leaseGeneration: generation,
+                        leaseExpiresAt: Millis.date(leaseUntil)
+                    )
+                )
             }
             return claims
         }
     }
 
-    public func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws
+    public func recordRetryOutcomes(
+        _ outcomes: [RetryOutcome],
+        owner: InstanceID,
+        now: Date
+    ) async throws
         -> RetryRecordResult
     {
         guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
@@ -48,22 +67,26 @@ extension SQLiteStore {
             var applied = 0
             var lost = [RetryClaim]()
             let holderStatement = try db.cachedStatement(
-                sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?")
+                sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?"
+            )
             let delete = try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ? AND token = ?")
             let reschedule = try db.cachedStatement(
                 sql: """
                     UPDATE retry SET attempt = ?, next_attempt_at = ?, last_reason = ?, owner = NULL,
                         lease_expires_at = 0
                     WHERE request_seq = ? AND token = ?
-                    """)
+                    """
+            )
             for outcome in outcomes {
                 let claim = outcome.claim
                 let request: (seq: Int64, app: String)
                 if let known = requests[claim.requestID] {
                     request = known
                 } else if let row = try Row.fetchOne(
-                    db, sql: "SELECT seq, app FROM request WHERE id = ?", arguments: [claim.requestID.value])
-                {
+                    db,
+                    sql: "SELECT seq, app FROM request WHERE id = ?",
+                    arguments: [claim.requestID.value]
+                ) {
                     request = (row[0], row[1])
                     requests[claim.requestID] = request
                 } else {
@@ -84,7 +107,9 @@ extension SQLiteStore {
                     try delete.execute(arguments: [request.seq, claim.token.hex])
                     try Self.recordFailures(
                         [FailureEntry(token: claim.token, reason: reason, status: status, at: now)],
-                        requestSeq: request.seq, in: db)
+                        requestSeq: request.seq,
+                        in: db
+                    )
                 case .retry(let nextAttemptAt, let reason):
                     try reschedule.execute(arguments: [
                         claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.hex,

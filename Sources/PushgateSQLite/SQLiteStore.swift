@@ -130,7 +130,9 @@ public final class SQLiteStore: PushStore {
                 let restored = Result<Void, any Error> {
                     try db.execute(sql: restore)
                     let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-                    guard level == 2 else { throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)") }
+                    guard level == 2 else {
+                        throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                    }
                 }
                 return (result, restored)
             }
@@ -140,7 +142,8 @@ public final class SQLiteStore: PushStore {
         if case .failure(let error) = outcome.restored {
             let reason = (error as? DatabaseError).map(Self.describe) ?? "\(error)"
             let failure = StoreError.backend(
-                "SQLite store stopped: synchronous = FULL could not be restored after a write without fsync (\(reason)); "
+                "SQLite store stopped: synchronous = FULL could not be restored after a write without fsync "
+                    + "(\(reason)); "
                     + "later commits would not be durable. Restart the gateway")
             stopped.withLock { if $0 == nil { $0 = failure } }
             logger.error("store stopped: durability could not be restored", metadata: ["store.error": "\(reason)"])

@@ -35,7 +35,8 @@ enum RequestChecks {
         let report = try unwrap(try await store.report(result.id), "report")
         try expectEqual(report.unknownGroups, ["missing", "", "other"], "the report lists the unknown groups")
         try expectEqual(report.targets, 4, "report targets")
-        try expectEqual(try await store.request(result.id)?.groups, ["g1"], "the stored request targets the known group")
+        try expectEqual(
+            try await store.request(result.id)?.groups, ["g1"], "the stored request targets the known group")
         let sent = try await F.deliverAll(store)
         try expectEqual(Set(sent), Set([1, 2, 3, 9].map(F.token)), "delivered to the group that exists")
         try expectEqual(try await store.report(result.id)?.state, .done, "done")

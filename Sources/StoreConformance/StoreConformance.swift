@@ -46,7 +46,8 @@ public enum StoreConformance {
     static let requestChecks: [StoreCheck] = [
         StoreCheck("enqueueCountsDistinctTargets", RequestChecks.enqueueCountsDistinctTargets),
         StoreCheck("unknownGroupsTargetNothingAndAreReported", RequestChecks.unknownGroupsTargetNothingAndAreReported),
-        StoreCheck("requestWhoseGroupsAreAllUnknownIsRejected", RequestChecks.requestWhoseGroupsAreAllUnknownIsRejected),
+        StoreCheck(
+            "requestWhoseGroupsAreAllUnknownIsRejected", RequestChecks.requestWhoseGroupsAreAllUnknownIsRejected),
         StoreCheck("requestWithoutTargetsIsRejected", RequestChecks.requestWithoutTargetsIsRejected),
         StoreCheck("duplicateRequestIDIsRejected", RequestChecks.duplicateRequestIDIsRejected),
         StoreCheck("storedRequestReadsBackUnchanged", RequestChecks.storedRequestReadsBackUnchanged),

@@ -5,7 +5,13 @@ import Testing
 struct LedgerArithmeticTests {
     typealias L = LedgerArithmetic
 
-    static func cursor(tokenCut: Int64 = 0, tokenCount: Int64 = 0, groupCut: Int64 = 0, bound: Int64 = 0, hasGroups: Bool = true)
+    static func cursor(
+        tokenCut: Int64 = 0,
+        tokenCount: Int64 = 0,
+        groupCut: Int64 = 0,
+        bound: Int64 = 0,
+        hasGroups: Bool = true
+    )
         -> L.CutCursor
     {
         L.CutCursor(tokenCut: tokenCut, tokenCount: tokenCount, groupCut: groupCut, bound: bound, hasGroups: hasGroups)
@@ -13,11 +19,22 @@ struct LedgerArithmeticTests {
 
     @Test("direct tokens are cut first, a chunk size at a time; the last token chunk ends the cut only without groups")
     func tokensFirst() {
-        #expect(L.nextCut(Self.cursor(tokenCount: 5, bound: 100), chunkSize: 2) == .tokens(after: 0, through: 2, cutDone: false))
-        #expect(L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, bound: 100), chunkSize: 2) == .tokens(after: 4, through: 5, cutDone: false))
         #expect(
-            L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, hasGroups: false), chunkSize: 2) == .tokens(after: 4, through: 5, cutDone: true))
-        #expect(L.nextCut(Self.cursor(tokenCut: 5, tokenCount: 5, groupCut: 7, bound: 100), chunkSize: 2) == .members(after: 7, bound: 100))
+            L.nextCut(Self.cursor(tokenCount: 5, bound: 100), chunkSize: 2)
+                == .tokens(after: 0, through: 2, cutDone: false)
+        )
+        #expect(
+            L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, bound: 100), chunkSize: 2)
+                == .tokens(after: 4, through: 5, cutDone: false)
+        )
+        #expect(
+            L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, hasGroups: false), chunkSize: 2)
+                == .tokens(after: 4, through: 5, cutDone: true)
+        )
+        #expect(
+            L.nextCut(Self.cursor(tokenCut: 5, tokenCount: 5, groupCut: 7, bound: 100), chunkSize: 2)
+                == .members(after: 7, bound: 100)
+        )
     }
 
     @Test("a full page of members ends the chunk at its last id; a short page covers the rest up to the bound")
@@ -38,8 +55,12 @@ struct LedgerArithmeticTests {
             L.unsentRanges(openChunks: open, cursor: cursor, cutDone: false) == [
                 .init(kind: .deviceRange, after: 20, through: 30), .init(kind: .directTokens, after: 1, through: 3),
                 .init(kind: .directTokens, after: 3, through: 4), .init(kind: .deviceRange, after: 30, through: 50),
-            ])
-        #expect(L.unsentRanges(openChunks: open, cursor: cursor, cutDone: true).count == 2, "nothing uncut once the cut is done")
+            ]
+        )
+        #expect(
+            L.unsentRanges(openChunks: open, cursor: cursor, cutDone: true).count == 2,
+            "nothing uncut once the cut is done"
+        )
     }
 
     @Test("unknown groups target nothing; only all-unknown groups without devices are refused")

@@ -20,36 +20,74 @@ struct PostgresLockOrderTests {
             try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) { store in
                 let devices = 12
                 _ = try await store.register(
-                    batch: (1...devices).map { Registration(token: Self.token($0), group: "g", at: Self.at(0)) })
+                    batch: (1...devices).map { Registration(token: Self.token($0), group: "g", at: Self.at(0)) }
+                )
                 for round in 0..<60 {
                     let id = try await store.enqueue(
                         NotificationRequest(
-                            id: try RequestID("race-\(round)"), groups: ["g"], expiration: .at(epochSeconds: Self.base + 10),
-                            payload: Payload.alert("x"), createdAt: Self.at(0))
+                            id: try RequestID("race-\(round)"),
+                            groups: ["g"],
+                            expiration: .at(epochSeconds: Self.base + 10),
+                            payload: Payload.alert("x"),
+                            createdAt: Self.at(0)
+                        )
                     ).id
                     var progresses = [ChunkProgress]()
                     while let chunk = try await store.claimChunk(
-                        owner: InstanceID("a"), now: Self.at(1), leaseDuration: .seconds(30), chunkSize: 3)
-                    {
-                        let tokens = try await store.targets(of: chunk, after: chunk.progress, limit: 10).targets.map(\.token)
+                        owner: InstanceID("a"),
+                        now: Self.at(1),
+                        leaseDuration: .seconds(30),
+                        chunkSize: 3
+                    ) {
+                        let tokens = try await store.targets(of: chunk, after: chunk.progress, limit: 10).targets.map(
+                            \.token
+                        )
                         progresses.append(
                             ChunkProgress(
-                                chunk: chunk, through: chunk.through, accepted: tokens.count - 2, lastAPNsID: "apns-\(round)",
-                                retries: [RetryEntry(token: tokens[1], attempt: 1, nextAttemptAt: Self.at(2), reason: "TooManyRequests")],
-                                failures: [FailureEntry(token: tokens[0], reason: "BadDeviceToken", status: 400, at: Self.at(2))],
-                                completesChunk: true))
+                                chunk: chunk,
+                                through: chunk.through,
+                                accepted: tokens.count - 2,
+                                lastAPNsID: "apns-\(round)",
+                                retries: [
+                                    RetryEntry(
+                                        token: tokens[1],
+                                        attempt: 1,
+                                        nextAttemptAt: Self.at(2),
+                                        reason: "TooManyRequests"
+                                    )
+                                ],
+                                failures: [
+                                    FailureEntry(
+                                        token: tokens[0],
+                                        reason: "BadDeviceToken",
+                                        status: 400,
+                                        at: Self.at(2)
+                                    )
+                                ],
+                                completesChunk: true
+                            )
+                        )
                     }
                     try #require(progresses.count == devices / 3)
                     try await withThrowingTaskGroup(of: Void.self) { group in
                         for progress in progresses {
                             group.addTask {
                                 _ = try await store.recordProgress(
-                                    progress, owner: InstanceID("a"), now: Self.at(2), leaseDuration: .seconds(30))
+                                    progress,
+                                    owner: InstanceID("a"),
+                                    now: Self.at(2),
+                                    leaseDuration: .seconds(30)
+                                )
                             }
                         }
                         group.addTask { _ = try await store.expireOverdue(now: Self.at(11)) }
                         group.addTask {
-                            _ = try await store.claimRetries(owner: InstanceID("b"), now: Self.at(11), leaseDuration: .seconds(30), limit: 10)
+                            _ = try await store.claimRetries(
+                                owner: InstanceID("b"),
+                                now: Self.at(11),
+                                leaseDuration: .seconds(30),
+                                limit: 10
+                            )
                         }
                         try await group.waitForAll()
                     }

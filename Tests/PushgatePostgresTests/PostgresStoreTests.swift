@@ -142,7 +142,10 @@ struct PostgresConfigurationTests {
             ("postgres://u@localhost/d?sslmode=require", .require),
             ("postgres://u@localhost/d?sslmode=verify-full", .verifyFull(rootCertificates: nil)),
             ("postgres://u@db.example/d?sslmode=disable", .disable),
-            ("postgres://u@db.example/d?sslmode=verify-full&sslrootcert=/etc/ca.pem", .verifyFull(rootCertificates: "/etc/ca.pem")),
+            (
+                "postgres://u@db.example/d?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+                .verifyFull(rootCertificates: "/etc/ca.pem")
+            ),
             ("postgres://u@localhost/d?sslrootcert=/etc/ca.pem", .verifyFull(rootCertificates: "/etc/ca.pem")),
         ])
     func tlsModeChoice(url: String, mode: PostgresStore.TLSMode) throws {

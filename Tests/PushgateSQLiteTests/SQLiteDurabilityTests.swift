@@ -14,7 +14,8 @@ struct SQLiteDurabilityTests {
         arguments: [
             "PRAGMA synchronous = FULL; SELECT * FROM no_such_table",  // the statement fails
             "PRAGMA synchronous = NORMAL",  // it runs, but durability stays weak
-        ])
+        ]
+    )
     func failedRestoreStopsTheStore(restore: String) async throws {
         var configuration = SQLiteStore.Configuration()
         configuration.restoreFullSynchronousSQL = restore
@@ -22,15 +23,32 @@ struct SQLiteDurabilityTests {
             let token = try DeviceToken(hex: String(repeating: "ab", count: 32))
             _ = try await store.register(Registration(token: token, group: "g", at: Self.start))
             let id = try await store.enqueue(
-                NotificationRequest(id: try RequestID("r1"), groups: ["g"], payload: Payload.alert("x"), createdAt: Self.start)
+                NotificationRequest(
+                    id: try RequestID("r1"),
+                    groups: ["g"],
+                    payload: Payload.alert("x"),
+                    createdAt: Self.start
+                )
             ).id
             await #expect(throws: StoreError.backend("")) {
-                _ = try await store.claimChunk(owner: InstanceID("a"), now: Self.start, leaseDuration: .seconds(30), chunkSize: 10)
+                _ = try await store.claimChunk(
+                    owner: InstanceID("a"),
+                    now: Self.start,
+                    leaseDuration: .seconds(30),
+                    chunkSize: 10
+                )
             }
             for call in [
                 { _ = try await store.report(id) },
                 { _ = try await store.register(Registration(token: token, group: "h", at: Self.start)) },
-                { _ = try await store.claimChunk(owner: InstanceID("a"), now: Self.start, leaseDuration: .seconds(30), chunkSize: 10) },
+                {
+                    _ = try await store.claimChunk(
+                        owner: InstanceID("a"),
+                        now: Self.start,
+                        leaseDuration: .seconds(30),
+                        chunkSize: 10
+                    )
+                },
             ] as [@Sendable () async throws -> Void] {
                 let error = await #expect(throws: StoreError.self) { try await call() }
                 #expect(error?.code == .backend)
@@ -45,8 +63,19 @@ struct SQLiteDurabilityTests {
             let token = try DeviceToken(hex: String(repeating: "cd", count: 32))
             _ = try await store.register(Registration(token: token, group: "g", at: Self.start))
             _ = try await store.enqueue(
-                NotificationRequest(id: try RequestID("r1"), groups: ["g"], payload: Payload.alert("x"), createdAt: Self.start))
-            let chunk = try await store.claimChunk(owner: InstanceID("a"), now: Self.start, leaseDuration: .seconds(30), chunkSize: 10)
+                NotificationRequest(
+                    id: try RequestID("r1"),
+                    groups: ["g"],
+                    payload: Payload.alert("x"),
+                    createdAt: Self.start
+                )
+            )
+            let chunk = try await store.claimChunk(
+                owner: InstanceID("a"),
+                now: Self.start,
+                leaseDuration: .seconds(30),
+                chunkSize: 10
+            )
             #expect(chunk != nil)
             #expect(try await store.report(try RequestID("r1"))?.state == .sending)
         }

@@ -32,7 +32,11 @@ public enum LedgerArithmetic {
     public static func nextCut(_ cursor: CutCursor, chunkSize: Int) -> NextCut {
         if cursor.tokenCut < cursor.tokenCount {
             let through = min(cursor.tokenCut + Int64(chunkSize), cursor.tokenCount)
-            return .tokens(after: cursor.tokenCut, through: through, cutDone: through == cursor.tokenCount && !cursor.hasGroups)
+            return .tokens(
+                after: cursor.tokenCut,
+                through: through,
+                cutDone: through == cursor.tokenCount && !cursor.hasGroups
+            )
         }
         return .members(after: cursor.groupCut, bound: cursor.bound)
     }
@@ -41,7 +45,11 @@ public enum LedgerArithmetic {
     /// the last one `lastFound`). Nil when none was found: the request's cut is done. A full page ends at
     /// its last id; a short one covers the rest, up to the bound.
     public static func deviceRange(
-        after: Int64, bound: Int64, found: Int, lastFound: Int64?, chunkSize: Int
+        after: Int64,
+        bound: Int64,
+        found: Int,
+        lastFound: Int64?,
+        chunkSize: Int
     ) -> (after: Int64, through: Int64, cutDone: Bool)? {
         guard let lastFound, found > 0 else { return nil }
         let through = found == chunkSize ? lastFound : bound
@@ -64,7 +72,9 @@ public enum LedgerArithmetic {
     /// What an expiring request never sent: the rest of each open chunk after its progress, and, if its
     /// cut is not done, everything not cut yet. Empty ranges are left out.
     public static func unsentRanges(
-        openChunks: [(kind: WorkChunk.Kind, progress: Int64, through: Int64)], cursor: CutCursor, cutDone: Bool
+        openChunks: [(kind: WorkChunk.Kind, progress: Int64, through: Int64)],
+        cursor: CutCursor,
+        cutDone: Bool
     ) -> [UnsentRange] {
         var ranges = openChunks.map { UnsentRange(kind: $0.kind, after: $0.progress, through: $0.through) }
         if !cutDone {

@@ -15,7 +15,10 @@ public struct TargetGroups: Hashable, Sendable {
     /// ``StoreError/Code/unknownGroup`` only when every group is unknown and the request names no device:
     /// such a request could never reach anyone.
     public static func resolve(
-        app: String, groups: [String], known: [String: Int64], hasDevices: Bool
+        app: String,
+        groups: [String],
+        known: [String: Int64],
+        hasDevices: Bool
     ) throws(StoreError) -> TargetGroups {
         var ids = [Int64]()
         var unknown = [String]()
