@@ -26,6 +26,8 @@ import GRDB
 /// failure_count   (request_seq, reason), count      -- includes targets expired without a row
 /// request_unknown_group (request_seq, position, name) -- groups named that the app did not have (v2)
 /// instance        id, holder, expires_at           -- one live process per instance id (v3)
+/// chunk.accepted  what fan-out of the chunk accepted (v4); request.accepted counts retries (and, in files
+///                 older than v4, fan-out too): the report sums both, as the PostgreSQL store does
 /// ```
 enum SQLiteSchema {
     static let unknownGroupTable = """
@@ -151,6 +153,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v3: instance heartbeats") { db in
             try db.execute(
                 sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
+        }
+        migrator.registerMigration("v4: accepted counts on chunks, as in PostgreSQL") { db in
+            try db.execute(sql: "ALTER TABLE chunk ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0")
         }
         return migrator
     }

@@ -144,7 +144,9 @@ extension SQLiteStore {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT seq, app, state, target_count, accepted, created_at, finished_at, last_apns_id
+                        SELECT seq, app, state, target_count,
+                            accepted + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                            created_at, finished_at, last_apns_id
                         FROM request WHERE id = ?
                         """, arguments: [id.value])
             else { return nil }
@@ -335,7 +337,7 @@ extension SQLiteStore {
             let newProgress =
                 progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
-            try Self.recordAccepted(progress.accepted, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+            try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
             try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
             let upsertRetry = try db.cachedStatement(
                 sql: """
@@ -354,9 +356,10 @@ extension SQLiteStore {
                 _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
             }
             try db.cachedStatement(
-                sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ? WHERE id = ?"
+                sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ? WHERE id = ?"
             ).execute(arguments: [
-                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue, chunk.id,
+                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue,
+                progress.accepted, chunk.id,
             ])
             if progress.completesChunk {
                 try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
