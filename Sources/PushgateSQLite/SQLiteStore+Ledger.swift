@@ -145,7 +145,8 @@ extension SQLiteStore {
                     db,
                     sql: """
                         SELECT seq, app, state, target_count,
-                            accepted + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                            accepted
+                                + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
                             created_at, finished_at, last_apns_id
                         FROM request WHERE id = ?
                         """, arguments: [id.value])
@@ -356,7 +357,10 @@ extension SQLiteStore {
                 _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
             }
             try db.cachedStatement(
-                sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ? WHERE id = ?"
+                sql: """
+                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?
+                    WHERE id = ?
+                    """
             ).execute(arguments: [
                 newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue,
                 progress.accepted, chunk.id,
