@@ -23,10 +23,6 @@ extension PostgresStore: InstanceLeases {
         guard claimed != nil else { throw StoreError.instanceIDInUse(id) }
     }
 
-    public func renewInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
-        try await claimInstance(id, holder: holder, now: now, timeToLive: timeToLive)
-    }
-
     public func releaseInstance(_ id: InstanceID, holder: String) async throws {
         try await transaction { connection in
             try await connection.run(

@@ -20,10 +20,6 @@ extension SQLiteStore: InstanceLeases {
         guard claimed else { throw StoreError.instanceIDInUse(id) }
     }
 
-    public func renewInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
-        try await claimInstance(id, holder: holder, now: now, timeToLive: timeToLive)
-    }
-
     public func releaseInstance(_ id: InstanceID, holder: String) async throws {
         _ = try await write { db in
             try db.execute(sql: "DELETE FROM instance WHERE id = ? AND holder = ?", arguments: [id.value, holder])

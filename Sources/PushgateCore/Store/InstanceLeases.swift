@@ -19,6 +19,13 @@ public protocol InstanceLeases: Sendable {
     func releaseInstance(_ id: InstanceID, holder: String) async throws
 }
 
+extension InstanceLeases {
+    /// A claim by the holder itself: the same rule (refused only while another holder's claim is live).
+    public func renewInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
+        try await claimInstance(id, holder: holder, now: now, timeToLive: timeToLive)
+    }
+}
+
 extension InstanceID {
     /// A default id unique per process: the host name, the process id and a random suffix, e.g.
     /// `push-1.example-4242-9f3a1c07`.
