@@ -6,10 +6,10 @@
 /// Never edit a released migration: add one.
 ///
 /// Differences from SQLite, all for several writers:
-/// - `chunk.accepted`, `chunk.last_apns_id`, `chunk.last_apns_at`: the counters of a chunk's progress
-///   live on the chunk row, which only its holder writes, instead of on the request row that every
-///   instance's progress would otherwise update (a hot row). The report sums them with
-///   `request.accepted` (what retries accepted).
+/// - `chunk.last_apns_id`, `chunk.last_apns_at`: like `chunk.accepted` (which both stores keep: fan-out
+///   counts on the chunk row, which only its holder writes, retries' on the request row; the report sums
+///   them), the latest apns-id of a chunk's progress lives on the chunk row instead of on the request row
+///   that every instance's progress would otherwise update (a hot row).
 /// - Ids come from identity sequences. A sequence value may commit late, so the bound a request takes at
 ///   enqueue can leave out a device registered in the same instant (never include one registered later).
 enum PostgresSchema {
@@ -147,7 +147,24 @@ enum PostgresSchema {
                     PRIMARY KEY (request_seq, reason)
                 )
                 """,
-            ])
+            ]),
+        Migration(
+            version: 2, name: "unknown groups of a request",
+            statements: [
+                """
+                CREATE TABLE request_unknown_group (
+                    request_seq BIGINT NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
+                    position BIGINT NOT NULL,
+                    name TEXT NOT NULL,
+                    PRIMARY KEY (request_seq, position)
+                )
+                """
+            ]),
+        Migration(
+            version: 3, name: "instance heartbeats",
+            statements: [
+                "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)"
+            ]),
     ]
 
     /// The latest schema version this build knows.

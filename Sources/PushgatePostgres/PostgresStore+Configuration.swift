@@ -20,9 +20,11 @@ extension PostgresStore {
         /// Listen for other instances' `NOTIFY` to wake this instance's dispatcher (see
         /// ``PostgresStore/onWorkAvailable(_:)``). Holds one connection.
         public var listensForWork: Bool = true
-        /// TLS to the server: off by default (a database on loopback or a private network);
-        /// `?sslmode=require` in the URL turns it on, verifying the server against the system's trust store.
-        public var requiresTLS: Bool = false
+        /// TLS to the server: ``TLSMode/default(host:)`` unless the URL's `sslmode` says otherwise.
+        public var tlsMode: TLSMode
+
+        /// Whether the connection is encrypted.
+        public var requiresTLS: Bool { tlsMode != .disable }
 
         public init(host: String, port: Int = 5432, username: String, password: String?, database: String) {
             self.host = host
@@ -30,9 +32,11 @@ extension PostgresStore {
             self.username = username
             self.password = password
             self.database = database
+            self.tlsMode = .default(host: host)
         }
 
-        /// Parses `postgres://user[:password]@host[:port]/database[?schema=NAME&sslmode=disable|require]`
+        /// Parses `postgres://user[:password]@host[:port]/database[?schema=NAME&sslmode=MODE&sslrootcert=FILE]`,
+        /// `MODE` one of `disable`, `require`, `verify-full` (see ``TLSMode``)
         /// (`postgresql://` too). Throws ``StoreError/Code/invalidArgument`` naming what is wrong
         /// (the message never contains the password).
         public init(url: String) throws {
@@ -58,20 +62,22 @@ extension PostgresStore {
             self.init(
                 host: host, port: components.port ?? 5432, username: user.removingPercentEncoding ?? user,
                 password: components.password.map { $0.removingPercentEncoding ?? $0 }, database: database.removingPercentEncoding ?? database)
+            var sslmode: String?
+            var sslrootcert: String?
             for item in components.queryItems ?? [] {
                 switch item.name {
                 case "schema":
                     schema = item.value ?? ""
                 case "sslmode":
-                    switch item.value {
-                    case "disable": requiresTLS = false
-                    case "require", "verify-full": requiresTLS = true
-                    default: throw StoreError.invalidArgument("sslmode must be disable or require (got \(item.value ?? "nothing"))")
-                    }
+                    sslmode = item.value ?? ""
+                case "sslrootcert":
+                    sslrootcert = item.value ?? ""
                 default:
-                    throw StoreError.invalidArgument("unknown URL parameter \"\(item.name)\" (known: schema, sslmode)")
+                    throw StoreError.invalidArgument(
+                        "unknown URL parameter \"\(item.name)\" (known: schema, sslmode, sslrootcert)")
                 }
             }
+            tlsMode = try TLSMode.parse(sslmode: sslmode, sslrootcert: sslrootcert, host: host)
             try validate()
         }
 

@@ -3,8 +3,14 @@ import Logging
 import PostgresNIO
 public import PushgateCore
 
-/// Request states as stored (`request.state`), as in the SQLite store.
 extension PostgresStore {
+    typealias Code = StoredForm.RequestStateCode
+    typealias ChunkCode = StoredForm.ChunkStateCode
+
+    /// A stored code as SQL text, for `\(unescaped:)`: a literal, so that partial indexes (`WHERE state < 2`)
+    /// match the query as they would a number written in it.
+    static func sql(_ code: some RawRepresentable<Int64>) -> String { String(code.rawValue) }
+
     // MARK: - Requests
 
     /// One REPEATABLE READ transaction: the device bound, the target count and the direct tokens' coverage
@@ -15,9 +21,6 @@ extension PostgresStore {
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        if let empty = groups.first(where: \.isEmpty) {
-            throw StoreError.unknownGroup(app: request.app, group: empty)
-        }
         return try await transaction(isolation: "REPEATABLE READ") { connection in
             if try await connection.first("SELECT seq FROM request WHERE id = \(request.id.value)", as: Int64.self, logger: logger) != nil {
                 throw StoreError.duplicateRequestID(request.id)
@@ -29,10 +32,9 @@ extension PostgresStore {
             {
                 known[name] = id
             }
-            if let missing = groups.first(where: { known[$0] == nil }) {
-                throw StoreError.unknownGroup(app: request.app, group: missing)
-            }
-            let groupIDs = groups.map { known[$0]! }.sorted()
+            let resolved = try TargetGroups.resolve(
+                app: request.app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
+            let groupIDs = resolved.ids
             let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? Int64(0)
             var targetCount = try await Self.countDeviceTargets(
                 groupIDs: groupIDs, after: 0, through: bound, on: connection, logger: logger)
@@ -56,7 +58,7 @@ extension PostgresStore {
             }
             let created = Millis.from(request.createdAt)
             let done = targetCount == 0
-            let state = (done ? StoredForm.RequestStateCode.done : StoredForm.RequestStateCode.queued).rawValue
+            let state = (done ? Code.done : Code.queued).rawValue
             guard
                 let seq = try await connection.first(
                     """
@@ -83,8 +85,16 @@ extension PostgresStore {
                     FROM unnest(\(tokens.map(\.hex))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
                     """, logger: logger)
             }
+            if !resolved.unknown.isEmpty {
+                try await connection.run(
+                    """
+                    INSERT INTO request_unknown_group (request_seq, position, name)
+                    SELECT \(seq), t.position, t.name
+                    FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
+                    """, logger: logger)
+            }
             if !done { try await notifyWork(on: connection) }
-            return EnqueueResult(id: request.id, targetCount: targetCount)
+            return EnqueueResult(id: request.id, targetCount: targetCount, unknownGroups: resolved.unknown)
         }
     }
 
@@ -149,10 +159,13 @@ extension PostgresStore {
             {
                 lastAPNsID = latest.0
             }
+            let unknownGroups = try await connection.all(
+                "SELECT name FROM request_unknown_group WHERE request_seq = \(row.0) ORDER BY position",
+                as: String.self, logger: logger)
             return DeliveryReport(
                 id: id, app: row.1, state: StoredForm.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
                 failedByReason: failedByReason, pendingRetries: Int(row.10), createdAt: Millis.date(row.5),
-                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID)
+                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID, unknownGroups: unknownGroups)
         }
     }
 
@@ -186,7 +199,8 @@ extension PostgresStore {
             if let row = try await connection.first(
                 """
                 WITH t AS (
-                    SELECT id FROM chunk WHERE state = 0 AND lease_expires_at <= \(nowMs)
+                    SELECT id FROM chunk
+                    WHERE state = \(unescaped: Self.sql(ChunkCode.open)) AND lease_expires_at <= \(nowMs)
                     ORDER BY request_seq, id LIMIT 1 FOR UPDATE SKIP LOCKED
                 )
                 UPDATE chunk c SET owner = \(owner.value), lease_expires_at = \(leaseUntil), generation = c.generation + 1
@@ -203,7 +217,10 @@ extension PostgresStore {
             //    broadcast take turns on its row lock (a cut takes milliseconds).
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             while let candidate = try await connection.first(
-                "SELECT seq FROM request WHERE state < 2 AND NOT cut_done ORDER BY seq LIMIT 1", as: Int64.self, logger: logger)
+                """
+                SELECT seq FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND NOT cut_done
+                ORDER BY seq LIMIT 1
+                """, as: Int64.self, logger: logger)
             {
                 guard
                     let row = try await connection.first(
@@ -211,46 +228,51 @@ extension PostgresStore {
                         SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
                         FROM request WHERE seq = \(candidate) FOR UPDATE
                         """, as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self, logger: logger),
-                    !row.5, row.6 < StoredForm.RequestStateCode.done.rawValue
+                    !row.5, row.6 < Code.done.rawValue
                 else { continue }  // another instance finished cutting it meanwhile
                 let requestID = try StoredForm.requestID(row.0)
-                let (bound, groupCut, tokenCut, tokenCount) = (row.1, row.2, row.3, row.4)
                 let groupIDs = try await connection.all(
                     "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id", as: Int64.self,
                     logger: logger)
-
+                let cursor = LedgerArithmetic.CutCursor(
+                    tokenCut: row.3, tokenCount: row.4, groupCut: row.2, bound: row.1, hasGroups: !groupIDs.isEmpty)
                 let kind: WorkChunk.Kind
                 let after: Int64
                 let through: Int64
-                if tokenCut < tokenCount {
-                    // Direct tokens first: usually few, and cheap to cut (positions).
-                    kind = .directTokens
-                    after = tokenCut
-                    through = min(tokenCut + Int64(chunkSize), tokenCount)
-                    let cutDone = through == tokenCount && groupIDs.isEmpty
+                switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
+                case .tokens(let from, let to, let cutDone):
+                    (kind, after, through) = (.directTokens, from, to)
                     try await connection.run(
-                        "UPDATE request SET token_cut = \(through), cut_done = \(cutDone), state = GREATEST(state, 1) WHERE seq = \(candidate)",
-                        logger: logger)
-                } else {
+                        """
+                        UPDATE request SET token_cut = \(through), cut_done = \(cutDone),
+                            state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
+                        """, logger: logger)
+                case .members(let from, let bound):
                     let cut = try await Self.cutMembers(
-                        groupIDs: groupIDs, after: groupCut, through: bound, limit: chunkSize, on: connection, logger: logger)
-                    guard let last = cut.last else {
+                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, on: connection,
+                        logger: logger)
+                    guard
+                        let range = LedgerArithmetic.deviceRange(
+                            after: from, bound: bound, found: cut.count, lastFound: cut.last, chunkSize: chunkSize)
+                    else {
                         try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)", logger: logger)
                         try await Self.finishIfDone(requestSeq: candidate, nowMs: nowMs, on: connection, logger: logger)
                         continue
                     }
-                    kind = .deviceRange
-                    after = groupCut
-                    through = cut.count == chunkSize ? last : bound
+                    (kind, after, through) = (.deviceRange, range.after, range.through)
                     try await connection.run(
-                        "UPDATE request SET group_cut = \(through), cut_done = \(through >= bound), state = GREATEST(state, 1) WHERE seq = \(candidate)",
-                        logger: logger)
+                        """
+                        UPDATE request SET group_cut = \(through), cut_done = \(range.cutDone),
+                            state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
+                        """, logger: logger)
                 }
                 guard
                     let chunkID = try await connection.first(
                         """
                         INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
-                        VALUES (\(candidate), \(kind == .deviceRange ? Int16(0) : Int16(1)), \(after), \(through), \(after), 0,
+                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(kind).rawValue)), \(after), \(through),
+                                \(after),
+                                \(unescaped: Self.sql(ChunkCode.open)),
                                 \(owner.value), \(leaseUntil), 1)
                         RETURNING id
                         """, as: Int64.self, logger: logger)
@@ -296,8 +318,16 @@ extension PostgresStore {
         }
     }
 
-    /// Locks the chunk row, checks the holder and generation, and writes the batch: counters on the chunk
-    /// row, failures and retries with one statement each, invalidations, the progress and the renewed lease.
+    /// Locks the request row, then the chunk row (the lock order of every ledger transaction: request,
+    /// then its chunks or retries), checks the holder and generation, and writes the batch: counters on
+    /// the chunk row, failures and retries with one statement each, invalidations, the progress and the
+    /// renewed lease.
+    ///
+    /// The request lock is shared (`FOR KEY SHARE`: progress of many chunks goes on at once, and it is
+    /// what the foreign keys from `failure` and `retry` take anyway) unless the batch completes the chunk:
+    /// then `finishIfDone` needs it exclusive, and taking it exclusive from the start avoids two holders
+    /// of the shared lock each waiting to upgrade. `expireOverdue` (request `FOR UPDATE`, then chunks)
+    /// waits for, or skips, such a transaction instead of deadlocking with it.
     public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
         async throws -> ProgressResult
     {
@@ -305,7 +335,12 @@ extension PostgresStore {
         let leaseUntil = nowMs + leaseDuration.milliseconds
         let chunk = progress.chunk
         return try await transaction { connection in
+            // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
             guard
+                let requestSeq = try await connection.first(
+                    "SELECT request_seq FROM chunk WHERE id = \(chunk.id)", as: Int64.self, logger: logger),
+                try await Self.lockRequest(
+                    requestSeq, exclusive: progress.completesChunk, on: connection, logger: logger),
                 let row = try await connection.first(
                     """
                     SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
@@ -313,7 +348,9 @@ extension PostgresStore {
                     """, as: (Int64, String?, Int64, Int64, Int64, String).self, logger: logger)
             else { return .leaseLost }
             let (seq, holder, generation, state, recorded, app) = row
-            guard holder == owner.value, generation == chunk.leaseGeneration, state == 0 else { return .leaseLost }
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
+                return .leaseLost
+            }
             let newProgress = progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
             try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
@@ -327,7 +364,8 @@ extension PostgresStore {
             try await connection.run(
                 """
                 UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(leaseUntil),
-                    state = \(progress.completesChunk ? Int16(1) : Int16(0)), accepted = accepted + \(Int64(progress.accepted)),
+                    state = \(Int16((progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue)),
+                    accepted = accepted + \(Int64(progress.accepted)),
                     last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                     last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                 WHERE id = \(chunk.id)
@@ -349,7 +387,7 @@ extension PostgresStore {
             let chunks = try await connection.all(
                 """
                 UPDATE chunk SET lease_expires_at = LEAST(lease_expires_at, \(nowMs)), generation = generation + 1
-                WHERE owner = \(owner.value) AND state = 0 RETURNING id
+                WHERE owner = \(owner.value) AND state = \(unescaped: Self.sql(ChunkCode.open)) RETURNING id
                 """, as: Int64.self, logger: logger)
             let retries = try await connection.all(
                 """
@@ -373,8 +411,10 @@ extension PostgresStore {
                 let row = try await connection.first(
                     """
                     SELECT (SELECT MIN(GREATEST(next_attempt_at, lease_expires_at)) FROM retry),
-                           (SELECT MIN(lease_expires_at) FROM chunk WHERE state = 0),
-                           (SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < 2 AND expiration > 0)
+                           (SELECT MIN(lease_expires_at) FROM chunk
+                            WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
+                           (SELECT MIN(expiration) * 1000 + 1 FROM request
+                            WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
                     """, as: (Int64?, Int64?, Int64?).self, logger: logger)
             else { return nil }
             return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
@@ -417,17 +457,32 @@ extension PostgresStore {
             """, logger: logger)
     }
 
+    /// Locks a request row: `FOR UPDATE` when `exclusive`, else `FOR KEY SHARE`. False if it is gone.
+    /// Every transaction that locks chunk or retry rows of a request locks the request first.
+    static func lockRequest(_ seq: Int64, exclusive: Bool, on connection: PostgresConnection, logger: Logger)
+        async throws -> Bool
+    {
+        let sql: PostgresQuery =
+            exclusive
+            ? "SELECT seq FROM request WHERE seq = \(seq) FOR UPDATE"
+            : "SELECT seq FROM request WHERE seq = \(seq) FOR KEY SHARE"
+        return try await connection.first(sql, as: Int64.self, logger: logger) != nil
+    }
+
     /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
     ///
-    /// The request row is locked first: two instances completing its last two chunks at once then take
-    /// turns, and the second one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done.
+    /// The caller holds the request row `FOR UPDATE` (taken before any chunk or retry row): two instances
+    /// completing its last two chunks at once then take turns, and the second one's check (a new
+    /// snapshot, READ COMMITTED) sees the first one's chunk done.
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws {
-        try await connection.run("SELECT 1 FROM request WHERE seq = \(requestSeq) FOR UPDATE", logger: logger)
+        _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
         try await connection.run(
             """
-            UPDATE request SET state = 2, finished_at = \(nowMs)
-            WHERE seq = \(requestSeq) AND state < 2 AND cut_done
-              AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = \(requestSeq) AND state = 0)
+            UPDATE request SET state = \(unescaped: Self.sql(Code.done)), finished_at = \(nowMs)
+            WHERE seq = \(requestSeq) AND state < \(unescaped: Self.sql(Code.done)) AND cut_done
+              AND NOT EXISTS (
+                SELECT 1 FROM chunk
+                WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open)))
               AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
             """, logger: logger)
     }
@@ -438,7 +493,7 @@ extension PostgresStore {
         let overdue = try await connection.all(
             """
             SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
-            WHERE state < 2 AND expiration > 0 AND expiration * 1000 < \(nowMs)
+            WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0 AND expiration * 1000 < \(nowMs)
             ORDER BY seq FOR UPDATE SKIP LOCKED
             """, as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool).self, logger: logger)
         var expired = [RequestID]()
@@ -457,27 +512,35 @@ extension PostgresStore {
             // Targets never sent: counted, without a row each.
             let groupIDs = try await connection.all(
                 "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id", as: Int64.self, logger: logger)
-            for (kind, progress, through) in try await connection.all(
-                "SELECT kind::BIGINT, progress, range_through FROM chunk WHERE request_seq = \(seq) AND state = 0",
-                as: (Int64, Int64, Int64).self, logger: logger)
-            {
+            let openChunks = try await connection.all(
+                """
+                SELECT kind::BIGINT, progress, range_through FROM chunk
+                WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
+                """, as: (Int64, Int64, Int64).self, logger: logger
+            ).map { (kind: StoredForm.chunkKind($0.0), progress: $0.1, through: $0.2) }
+            let cursor = LedgerArithmetic.CutCursor(
+                tokenCut: tokenCut, tokenCount: tokenCount, groupCut: groupCut, bound: bound,
+                hasGroups: !groupIDs.isEmpty)
+            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
                 expiredCount +=
-                    kind == 0
-                    ? try await countDeviceTargets(groupIDs: groupIDs, after: progress, through: through, on: connection, logger: logger)
+                    range.kind == .deviceRange
+                    ? try await countDeviceTargets(
+                        groupIDs: groupIDs, after: range.after, through: range.through, on: connection, logger: logger)
                     : try await countTokenTargets(
-                        requestSeq: seq, app: app, after: progress, through: through, on: connection, logger: logger)
-            }
-            if !cutDone {
-                expiredCount += try await countTokenTargets(
-                    requestSeq: seq, app: app, after: tokenCut, through: tokenCount, on: connection, logger: logger)
-                expiredCount += try await countDeviceTargets(
-                    groupIDs: groupIDs, after: groupCut, through: bound, on: connection, logger: logger)
+                        requestSeq: seq, app: app, after: range.after, through: range.through, on: connection,
+                        logger: logger)
             }
             try await addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, on: connection, logger: logger)
             try await connection.run(
-                "UPDATE chunk SET state = 1, generation = generation + 1 WHERE request_seq = \(seq) AND state = 0", logger: logger)
+                """
+                UPDATE chunk SET state = \(unescaped: Self.sql(ChunkCode.done)), generation = generation + 1
+                WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
+                """, logger: logger)
             try await connection.run(
-                "UPDATE request SET state = 3, finished_at = \(nowMs), cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                """
+                UPDATE request SET state = \(unescaped: Self.sql(Code.expired)), finished_at = \(nowMs), cut_done = TRUE
+                WHERE seq = \(seq)
+                """, logger: logger)
             expired.append(try StoredForm.requestID(id))
         }
         return expired

@@ -41,10 +41,15 @@ extension PostgresStore {
         guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
         let nowMs = Millis.from(now)
         return try await transaction { connection in
+            // The requests first, in seq order, then their retry rows: the lock order of every ledger
+            // transaction (`finishIfDone` below needs them exclusive anyway).
             var requests = [String: (seq: Int64, app: String)]()
             for (id, seq, app) in try await connection.all(
-                "SELECT id, seq, app FROM request WHERE id = ANY(\(Array(Set(outcomes.map(\.claim.requestID.value))))::TEXT[])",
-                as: (String, Int64, String).self, logger: logger)
+                """
+                SELECT id, seq, app FROM request
+                WHERE id = ANY(\(Array(Set(outcomes.map(\.claim.requestID.value))))::TEXT[])
+                ORDER BY seq FOR UPDATE
+                """, as: (String, Int64, String).self, logger: logger)
             {
                 requests[id] = (seq, app)
             }

@@ -21,6 +21,11 @@ public final class PostgresStore: PushStore, Service {
     let client: PostgresClient
     let logger: Logger
     private let readiness = Mutex<Readiness>(.starting([]))
+    private let deadlocks = Atomic<Int>(0)
+
+    /// Transactions PostgreSQL aborted as deadlocks (SQLSTATE 40P01) and that ran again. One lock order
+    /// (request, then its chunks or retries) keeps it at 0; tests check that.
+    package var deadlocksRetried: Int { deadlocks.load(ordering: .relaxed) }
     private let wakeHandlers = Mutex<[@Sendable () -> Void]>([])
 
     private enum Readiness {
@@ -35,7 +40,7 @@ public final class PostgresStore: PushStore, Service {
         var postgres = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
-            tls: configuration.requiresTLS ? .require(.makeClientConfiguration()) : .disable)
+            tls: configuration.tlsMode.clientConfiguration().map { .require($0) } ?? .disable)
         postgres.options.maximumConnections = configuration.maximumConnections
         // Every connection resolves table names in the configured schema.
         postgres.options.additionalStartupParameters = [
@@ -157,7 +162,8 @@ public final class PostgresStore: PushStore, Service {
         var connectionConfiguration = PostgresConnection.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database,
-            tls: configuration.requiresTLS ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+            tls: try configuration.tlsMode.clientConfiguration().map { .require(try NIOSSLContext(configuration: $0)) }
+                ?? .disable)
         connectionConfiguration.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", "pushgate"),
         ]
@@ -285,6 +291,7 @@ public final class PostgresStore: PushStore, Service {
                     }
                 }
             } catch let error as PSQLError where attempt < 5 && Self.isTransient(error) {
+                if Self.sqlState(error) == "40P01" { deadlocks.add(1, ordering: .relaxed) }
                 logger.debug("transaction conflict; running it again", metadata: ["store.sqlstate": "\(Self.sqlState(error) ?? "")"])
                 try await Task.sleep(for: .milliseconds(Int64.random(in: 1...(5 * Int64(attempt)))))
                 continue

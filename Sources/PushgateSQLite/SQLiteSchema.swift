@@ -24,8 +24,21 @@ import GRDB
 ///                 generation                       -- only devices waiting for another attempt
 /// failure         (request_seq, token), reason, status, failed_at   -- only devices that failed for good
 /// failure_count   (request_seq, reason), count      -- includes targets expired without a row
+/// request_unknown_group (request_seq, position, name) -- groups named that the app did not have (v2)
+/// instance        id, holder, expires_at           -- one live process per instance id (v3)
+/// chunk.accepted  what fan-out of the chunk accepted (v4); request.accepted counts retries (and, in files
+///                 older than v4, fan-out too): the report sums both, as the PostgreSQL store does
 /// ```
 enum SQLiteSchema {
+    static let unknownGroupTable = """
+        CREATE TABLE request_unknown_group (
+            request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
+            position INTEGER NOT NULL,
+            name TEXT NOT NULL,
+            PRIMARY KEY (request_seq, position)
+        ) WITHOUT ROWID
+        """
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: registry and ledger") { db in
@@ -133,6 +146,16 @@ enum SQLiteSchema {
                         PRIMARY KEY (request_seq, reason)
                     ) WITHOUT ROWID;
                     """)
+        }
+        migrator.registerMigration("v2: unknown groups of a request") { db in
+            try db.execute(sql: SQLiteSchema.unknownGroupTable)
+        }
+        migrator.registerMigration("v3: instance heartbeats") { db in
+            try db.execute(
+                sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
+        }
+        migrator.registerMigration("v4: accepted counts on chunks, as in PostgreSQL") { db in
+            try db.execute(sql: "ALTER TABLE chunk ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0")
         }
         return migrator
     }

@@ -2,8 +2,10 @@ public import Foundation
 import GRDB
 public import PushgateCore
 
-/// Request states as stored (`request.state`).
 extension SQLiteStore {
+    typealias Code = StoredForm.RequestStateCode
+    typealias ChunkCode = StoredForm.ChunkStateCode
+
     // MARK: - Requests
 
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
@@ -11,9 +13,6 @@ extension SQLiteStore {
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        if let empty = groups.first(where: \.isEmpty) {
-            throw StoreError.unknownGroup(app: request.app, group: empty)
-        }
         // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
         // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
         // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
@@ -34,25 +33,32 @@ extension SQLiteStore {
                     request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
                     StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
                     created, plan.bound, tokens.count, plan.targetCount,
-                    (done ? StoredForm.RequestStateCode.done : StoredForm.RequestStateCode.queued).rawValue, done ? created : nil, done,
+                    (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
                 ])
             let seq = db.lastInsertedRowID
             for groupID in plan.groupIDs {
                 try db.execute(
                     sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)", arguments: [seq, groupID])
             }
+            for (index, name) in plan.unknownGroups.enumerated() {
+                try db.execute(
+                    sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
+                    arguments: [seq, index + 1, name])
+            }
             let insertToken = try db.cachedStatement(
                 sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)")
             for (index, token) in tokens.enumerated() {
                 try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
             }
-            return EnqueueResult(id: request.id, targetCount: plan.targetCount)
+            return EnqueueResult(
+                id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
         }
     }
 
     /// A request's targets as resolved when it is stored.
     struct TargetPlan: Sendable {
         var groupIDs: [Int64]
+        var unknownGroups: [String]
         /// The highest device id: devices created later are not targets.
         var bound: Int64
         /// Per direct token: a member of a target group within the bound, so the group fan-out covers it.
@@ -61,13 +67,12 @@ extension SQLiteStore {
     }
 
     static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan {
-        var groupIDs = [Int64]()
+        var known = [String: Int64]()
         for group in groups {
-            guard let groupID = try groupID(app: app, name: group, in: db) else {
-                throw StoreError.unknownGroup(app: app, group: group)
-            }
-            groupIDs.append(groupID)
+            if let groupID = try groupID(app: app, name: group, in: db) { known[group] = groupID }
         }
+        let resolved = try TargetGroups.resolve(app: app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
+        let groupIDs = resolved.ids
         let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
         var targetCount = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
         var covered = [Bool]()
@@ -94,7 +99,9 @@ extension SQLiteStore {
             covered.append(isCovered)
             if counts { targetCount += 1 }
         }
-        return TargetPlan(groupIDs: groupIDs, bound: bound, covered: covered, targetCount: targetCount)
+        return TargetPlan(
+            groupIDs: groupIDs, unknownGroups: resolved.unknown, bound: bound, covered: covered,
+            targetCount: targetCount)
     }
 
     public func request(_ id: RequestID) async throws -> NotificationRequest? {
@@ -137,7 +144,10 @@ extension SQLiteStore {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT seq, app, state, target_count, accepted, created_at, finished_at, last_apns_id
+                        SELECT seq, app, state, target_count,
+                            accepted
+                                + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                            created_at, finished_at, last_apns_id
                         FROM request WHERE id = ?
                         """, arguments: [id.value])
             else { return nil }
@@ -151,10 +161,13 @@ extension SQLiteStore {
             let pending =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
             let finishedAt: Int64? = row[6]
+            let unknownGroups = try String.fetchAll(
+                db, sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position",
+                arguments: [seq])
             return DeliveryReport(
                 id: id, app: row[1], state: StoredForm.requestState(row[2]), targets: row[3], accepted: row[4],
                 failedByReason: failedByReason, pendingRetries: pending, createdAt: Millis.date(row[5]),
-                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7])
+                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7], unknownGroups: unknownGroups)
         }
     }
 
@@ -192,7 +205,7 @@ extension SQLiteStore {
                 sql: """
                     SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
                     FROM chunk c JOIN request r ON r.seq = c.request_seq
-                    WHERE c.state = 0 AND c.lease_expires_at <= ?
+                    WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
                     ORDER BY c.request_seq, c.id LIMIT 1
                     """, arguments: [nowMs])
             {
@@ -212,55 +225,50 @@ extension SQLiteStore {
                 db,
                 sql: """
                     SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
-                    WHERE state < 2 AND cut_done = 0 ORDER BY seq LIMIT 1
+                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
                     """)
             {
                 let seq: Int64 = row[0]
                 let requestID = try StoredForm.requestID(row[1])
-                let bound: Int64 = row[2]
-                let groupCut: Int64 = row[3]
-                let tokenCut: Int64 = row[4]
-                let tokenCount: Int64 = row[5]
                 let groupIDs = try Int64.fetchAll(
                     db, sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
                     arguments: [seq])
-
+                let cursor = LedgerArithmetic.CutCursor(
+                    tokenCut: row[4], tokenCount: row[5], groupCut: row[3], bound: row[2], hasGroups: !groupIDs.isEmpty)
                 let kind: WorkChunk.Kind
                 let after: Int64
                 let through: Int64
-                let cutDone: Bool
-                if tokenCut < tokenCount {
-                    // Direct tokens first: usually few, and they are cheap to cut (positions).
-                    kind = .directTokens
-                    after = tokenCut
-                    through = min(tokenCut + Int64(chunkSize), tokenCount)
-                    cutDone = through == tokenCount && groupIDs.isEmpty
+                switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
+                case .tokens(let from, let to, let cutDone):
+                    (kind, after, through) = (.directTokens, from, to)
                     try db.execute(
-                        sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, 1) WHERE seq = ?",
-                        arguments: [through, cutDone, seq])
-                } else {
+                        sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
+                        arguments: [through, cutDone, Code.sending.rawValue, seq])
+                case .members(let from, let bound):
                     let ids = try Self.memberIDs(
-                        groupIDs: groupIDs, after: groupCut, through: bound, limit: chunkSize, in: db)
-                    guard let last = ids.last else {
+                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, in: db)
+                    guard
+                        let range = LedgerArithmetic.deviceRange(
+                            after: from, bound: bound, found: ids.count, lastFound: ids.last, chunkSize: chunkSize)
+                    else {
                         try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
                         try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
                         continue
                     }
-                    kind = .deviceRange
-                    after = groupCut
-                    through = ids.count == chunkSize ? last : bound
-                    cutDone = through >= bound
+                    (kind, after, through) = (.deviceRange, range.after, range.through)
                     try db.execute(
-                        sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, 1) WHERE seq = ?",
-                        arguments: [through, cutDone, seq])
+                        sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
+                        arguments: [through, range.cutDone, Code.sending.rawValue, seq])
                 }
                 try db.execute(
                     sql: """
                         INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
                                            lease_expires_at, generation)
-                        VALUES (?, ?, ?, ?, ?, 0, ?, ?, 1)
+                        VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
                         """,
-                    arguments: [seq, kind == .deviceRange ? 0 : 1, after, through, after, owner.value, leaseUntil])
+                    arguments: [
+                        seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
+                    ])
                 return WorkChunk(
                     id: db.lastInsertedRowID, requestID: requestID, kind: kind, after: after, through: through,
                     progress: after, leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
@@ -321,14 +329,16 @@ extension SQLiteStore {
             let holder: String? = row[1]
             let generation: Int64 = row[2]
             let state: Int64 = row[3]
-            guard holder == owner.value, generation == chunk.leaseGeneration, state == 0 else { return .leaseLost }
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
+                return .leaseLost
+            }
             let seq: Int64 = row[0]
             let app: String = row[5]
             let recorded: Int64 = row[4]
             let newProgress =
                 progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
-            try Self.recordAccepted(progress.accepted, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+            try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
             try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
             let upsertRetry = try db.cachedStatement(
                 sql: """
@@ -347,112 +357,19 @@ extension SQLiteStore {
                 _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
             }
             try db.cachedStatement(
-                sql: "UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ? WHERE id = ?"
-            ).execute(arguments: [newProgress, leaseUntil, progress.completesChunk ? 1 : 0, chunk.id])
+                sql: """
+                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?
+                    WHERE id = ?
+                    """
+            ).execute(arguments: [
+                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue,
+                progress.accepted, chunk.id,
+            ])
             if progress.completesChunk {
                 try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
                 return .chunkCompleted
             }
             return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
-        }
-    }
-
-    // MARK: - Retries
-
-    public func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws
-        -> [RetryClaim]
-    {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
-        return try await write { db in
-            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation
-                    FROM retry t JOIN request r ON r.seq = t.request_seq
-                    WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
-                    ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
-                    """, arguments: [nowMs, nowMs, limit])
-            let lease = try db.cachedStatement(
-                sql: "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?")
-            var claims = [RetryClaim]()
-            claims.reserveCapacity(rows.count)
-            for row in rows {
-                let generation: Int64 = row[5] + 1
-                let token: String = row[2]
-                try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
-                claims.append(
-                    RetryClaim(
-                        requestID: try StoredForm.requestID(row[1]), token: try StoredForm.deviceToken(token), attempt: row[3],
-                        lastReason: row[4], leaseGeneration: generation, leaseExpiresAt: Millis.date(leaseUntil)))
-            }
-            return claims
-        }
-    }
-
-    public func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws
-        -> RetryRecordResult
-    {
-        guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
-        let nowMs = Millis.from(now)
-        return try await write { db in
-            var requests = [RequestID: (seq: Int64, app: String)]()
-            var touched = Set<Int64>()
-            var applied = 0
-            var lost = [RetryClaim]()
-            let holderStatement = try db.cachedStatement(
-                sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?")
-            let delete = try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ? AND token = ?")
-            let reschedule = try db.cachedStatement(
-                sql: """
-                    UPDATE retry SET attempt = ?, next_attempt_at = ?, last_reason = ?, owner = NULL,
-                        lease_expires_at = 0
-                    WHERE request_seq = ? AND token = ?
-                    """)
-            for outcome in outcomes {
-                let claim = outcome.claim
-                let request: (seq: Int64, app: String)
-                if let known = requests[claim.requestID] {
-                    request = known
-                } else if let row = try Row.fetchOne(
-                    db, sql: "SELECT seq, app FROM request WHERE id = ?", arguments: [claim.requestID.value])
-                {
-                    request = (row[0], row[1])
-                    requests[claim.requestID] = request
-                } else {
-                    lost.append(claim)
-                    continue
-                }
-                guard let holder = try Row.fetchOne(holderStatement, arguments: [request.seq, claim.token.hex]),
-                    holder[0] as String? == owner.value, holder[1] as Int64 == claim.leaseGeneration
-                else {
-                    lost.append(claim)
-                    continue
-                }
-                switch outcome.result {
-                case .accepted(let apnsID):
-                    try delete.execute(arguments: [request.seq, claim.token.hex])
-                    try Self.recordAccepted(1, apnsID: apnsID, requestSeq: request.seq, in: db)
-                case .failed(let reason, let status):
-                    try delete.execute(arguments: [request.seq, claim.token.hex])
-                    try Self.recordFailures(
-                        [FailureEntry(token: claim.token, reason: reason, status: status, at: now)],
-                        requestSeq: request.seq, in: db)
-                case .retry(let nextAttemptAt, let reason):
-                    try reschedule.execute(arguments: [
-                        claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.hex,
-                    ])
-                }
-                if let invalidation = outcome.invalidation {
-                    _ = try Self.invalidate(app: request.app, invalidation, at: now, in: db)
-                }
-                touched.insert(request.seq)
-                applied += 1
-            }
-            for seq in touched.sorted() { try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db) }
-            return RetryRecordResult(applied: applied, leaseLost: lost)
         }
     }
 
@@ -465,7 +382,7 @@ extension SQLiteStore {
             try db.execute(
                 sql: """
                     UPDATE chunk SET lease_expires_at = min(lease_expires_at, ?), generation = generation + 1
-                    WHERE owner = ? AND state = 0
+                    WHERE owner = ? AND state = \(ChunkCode.open.rawValue)
                     """, arguments: [nowMs, owner.value])
             let chunks = db.changesCount
             try db.execute(
@@ -486,10 +403,15 @@ extension SQLiteStore {
     public func nextWakeUp(after now: Date) async throws -> Date? {
         try await read { db in
             let retry = try Int64.fetchOne(db, sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
-            let lease = try Int64.fetchOne(db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = 0")
+            let lease = try Int64.fetchOne(
+                db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)")
             // Expiry happens once `now` is past the expiration: 1 ms after it.
             let expiry = try Int64.fetchOne(
-                db, sql: "SELECT MIN(expiration) * 1000 + 1 FROM request WHERE state < 2 AND expiration > 0")
+                db,
+                sql: """
+                    SELECT MIN(expiration) * 1000 + 1 FROM request
+                    WHERE state < \(Code.done.rawValue) AND expiration > 0
+                    """)
             return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
         }
     }
@@ -535,9 +457,10 @@ extension SQLiteStore {
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, in db: Database) throws {
         try db.cachedStatement(
             sql: """
-                UPDATE request SET state = 2, finished_at = ?
-                WHERE seq = ? AND state < 2 AND cut_done = 1
-                  AND NOT EXISTS (SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = 0)
+                UPDATE request SET state = \(Code.done.rawValue), finished_at = ?
+                WHERE seq = ? AND state < \(Code.done.rawValue) AND cut_done = 1
+                  AND NOT EXISTS (
+                    SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = \(ChunkCode.open.rawValue))
                   AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = request.seq)
                 """
         ).execute(arguments: [nowMs, requestSeq])
@@ -549,7 +472,7 @@ extension SQLiteStore {
             try db.cachedStatement(
                 sql: """
                     SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
-                    WHERE state < 2 AND expiration > 0 AND expiration * 1000 < ?
+                    WHERE state < \(Code.done.rawValue) AND expiration > 0 AND expiration * 1000 < ?
                     """), arguments: [nowMs])
         var expired = [RequestID]()
         for row in overdue {
@@ -568,26 +491,35 @@ extension SQLiteStore {
             // Targets never sent: counted, without a row each.
             let groupIDs = try Int64.fetchAll(
                 db, sql: "SELECT group_id FROM request_group WHERE request_seq = ?", arguments: [seq])
-            for chunk in try Row.fetchAll(
-                db, sql: "SELECT kind, progress, range_through FROM chunk WHERE request_seq = ? AND state = 0",
-                arguments: [seq])
-            {
-                let kind: Int64 = chunk[0]
-                expiredCount +=
-                    kind == 0
-                    ? try countDeviceTargets(groupIDs: groupIDs, after: chunk[1], through: chunk[2], in: db)
-                    : try countTokenTargets(requestSeq: seq, app: app, after: chunk[1], through: chunk[2], in: db)
+            let openChunks = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT kind, progress, range_through FROM chunk
+                    WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
+                    """,
+                arguments: [seq]
+            ).map { chunk in
+                (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64)
             }
-            if row[7] as Int64 == 0 {
-                expiredCount += try countTokenTargets(requestSeq: seq, app: app, after: row[5], through: row[6], in: db)
-                expiredCount += try countDeviceTargets(groupIDs: groupIDs, after: row[4], through: row[3], in: db)
+            let cursor = LedgerArithmetic.CutCursor(
+                tokenCut: row[5], tokenCount: row[6], groupCut: row[4], bound: row[3], hasGroups: !groupIDs.isEmpty)
+            let cutDone = row[7] as Int64 != 0
+            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
+                expiredCount +=
+                    range.kind == .deviceRange
+                    ? try countDeviceTargets(groupIDs: groupIDs, after: range.after, through: range.through, in: db)
+                    : try countTokenTargets(
+                        requestSeq: seq, app: app, after: range.after, through: range.through, in: db)
             }
             try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
             try db.execute(
-                sql: "UPDATE chunk SET state = 1, generation = generation + 1 WHERE request_seq = ? AND state = 0",
+                sql: """
+                    UPDATE chunk SET state = \(ChunkCode.done.rawValue), generation = generation + 1
+                    WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
+                    """,
                 arguments: [seq])
             try db.execute(
-                sql: "UPDATE request SET state = 3, finished_at = ?, cut_done = 1 WHERE seq = ?",
+                sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?",
                 arguments: [nowMs, seq])
             expired.append(try StoredForm.requestID(row[1]))
         }

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 public import Logging
 public import PushgateCore
+import Synchronization
 
 /// The default store: one SQLite file in WAL mode, through GRDB's `DatabasePool` (one writer, several
 /// concurrent readers, so fan-out reads do not wait for registrations and outcomes being written).
@@ -20,6 +21,9 @@ public final class SQLiteStore: PushStore {
         public var synchronous: Synchronous = .full
         /// Concurrent read connections (fan-out pages, lookups, reports).
         public var maximumReaderCount: Int = 4
+        /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
+        /// replace it to show that a failure there stops the store.
+        package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
 
         public init() {}
     }
@@ -47,6 +51,9 @@ public final class SQLiteStore: PushStore {
     let logger: Logger
     public let path: String
     let synchronous: Synchronous
+    let restoreFullSynchronousSQL: String
+    /// Set once durability could not be restored: from then on every call fails with it.
+    private let stopped = Mutex<StoreError?>(nil)
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
     public init(path: String, configuration: Configuration = .init(), logger: Logger = Logger(label: "pushgate.store"))
@@ -72,6 +79,7 @@ public final class SQLiteStore: PushStore {
         self.path = path
         self.logger = logger
         self.synchronous = configuration.synchronous
+        self.restoreFullSynchronousSQL = configuration.restoreFullSynchronousSQL
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
     }
 
@@ -86,6 +94,7 @@ public final class SQLiteStore: PushStore {
 
     /// Runs `body` in one write transaction (IMMEDIATE), mapping SQLite errors to ``StoreError``.
     func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try ensureRunning()
         do {
             return try await pool.write(body)
         } catch let error as DatabaseError {
@@ -98,26 +107,63 @@ public final class SQLiteStore: PushStore {
     /// never a notification: a chunk's claim (a lost claim is claimed again). A process crash loses
     /// nothing either way (WAL frames are in the OS's cache), and the next durable commit carries
     /// these frames to disk with it. Saves an fsync on the path from a request to its first send.
+    ///
+    /// If `synchronous` cannot be put back to FULL afterwards (the statement fails, or reading it back
+    /// does not say FULL), every later commit would skip its fsync without a word: the store stops
+    /// instead, and this call and every later one fail with a backend error.
     func writeUnsynced<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         guard synchronous == .full else { return try await write(body) }
+        try ensureRunning()
+        let restore = restoreFullSynchronousSQL
+        let outcome: (result: Result<T, any Error>, restored: Result<Void, any Error>)
         do {
-            return try await pool.writeWithoutTransaction { db in
+            outcome = try await pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                defer { try? db.execute(sql: "PRAGMA synchronous = FULL") }
-                var result: T?
-                try db.inTransaction(.immediate) {
-                    result = try body(db)
-                    return .commit
+                let result = Result<T, any Error> {
+                    var value: T?
+                    try db.inTransaction(.immediate) {
+                        value = try body(db)
+                        return .commit
+                    }
+                    return value!
                 }
-                return result!
+                let restored = Result<Void, any Error> {
+                    try db.execute(sql: restore)
+                    let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                    guard level == 2 else {
+                        throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                    }
+                }
+                return (result, restored)
             }
+        } catch let error as DatabaseError {
+            throw StoreError.backend(Self.describe(error))
+        }
+        if case .failure(let error) = outcome.restored {
+            let reason = (error as? DatabaseError).map(Self.describe) ?? "\(error)"
+            let failure = StoreError.backend(
+                "SQLite store stopped: synchronous = FULL could not be restored after a write without fsync "
+                    + "(\(reason)); "
+                    + "later commits would not be durable. Restart the gateway")
+            stopped.withLock { if $0 == nil { $0 = failure } }
+            logger.error("store stopped: durability could not be restored", metadata: ["store.error": "\(reason)"])
+            throw failure
+        }
+        do {
+            return try outcome.result.get()
         } catch let error as DatabaseError {
             throw StoreError.backend(Self.describe(error))
         }
     }
 
+    /// Throws the error that stopped the store, if it was stopped.
+    func ensureRunning() throws(StoreError) {
+        if let failure = stopped.withLock({ $0 }) { throw failure }
+    }
+
     /// Runs `body` in one read transaction (a WAL snapshot), mapping SQLite errors to ``StoreError``.
     func read<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
+        try ensureRunning()
         do {
             return try await pool.read(body)
         } catch let error as DatabaseError {

@@ -26,10 +26,30 @@ enum RequestChecks {
         try expectEqual(report.finishedAt, nil, "finishedAt")
     }
 
-    static func unknownGroupRejectsWholeRequestAndWritesNothing(_ store: any PushStore) async throws {
+    static func unknownGroupsTargetNothingAndAreReported(_ store: any PushStore) async throws {
         try await F.register(store, 1...3, in: "g1")
-        try await expectStoreError(.unknownGroup, "a request naming an unknown group") {
-            _ = try await store.enqueue(F.request("r1", groups: ["g1", "missing"], devices: [F.token(9)]))
+        let result = try await store.enqueue(
+            F.request("r1", groups: ["missing", "g1", "", "missing", "other"], devices: [F.token(9)]))
+        try expectEqual(result.targetCount, 4, "the known group's devices and the direct token")
+        try expectEqual(result.unknownGroups, ["missing", "", "other"], "unknown groups, in order, each once")
+        let report = try unwrap(try await store.report(result.id), "report")
+        try expectEqual(report.unknownGroups, ["missing", "", "other"], "the report lists the unknown groups")
+        try expectEqual(report.targets, 4, "report targets")
+        try expectEqual(
+            try await store.request(result.id)?.groups, ["g1"], "the stored request targets the known group")
+        let sent = try await F.deliverAll(store)
+        try expectEqual(Set(sent), Set([1, 2, 3, 9].map(F.token)), "delivered to the group that exists")
+        try expectEqual(try await store.report(result.id)?.state, .done, "done")
+        // Unknown groups with a device: the device is the target.
+        let direct = try await store.enqueue(F.request("r2", groups: ["missing"], devices: [F.token(9)]))
+        try expectEqual(direct.targetCount, 1, "the direct token")
+        try expectEqual(try await store.report(direct.id)?.unknownGroups, ["missing"], "listed")
+    }
+
+    static func requestWhoseGroupsAreAllUnknownIsRejected(_ store: any PushStore) async throws {
+        try await F.register(store, 1...3, in: "g1")
+        try await expectStoreError(.unknownGroup, "a request whose groups are all unknown, without devices") {
+            _ = try await store.enqueue(F.request("r1", groups: ["missing", "", "other"]))
         }
         try expectEqual(try await store.request(F.requestID("r1")), nil, "request not stored")
         try expectEqual(try await store.report(F.requestID("r1")), nil, "no report")
@@ -37,8 +57,10 @@ enum RequestChecks {
             try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 10), nil,
             "no work")
         // The id is still free.
-        try expectEqual(
-            try await store.enqueue(F.request("r1", groups: ["g1"])).targetCount, 3, "the same id is accepted afterwards")
+        let again = try await store.enqueue(F.request("r1", groups: ["g1"]))
+        try expectEqual(again.targetCount, 3, "the same id is accepted afterwards")
+        try expectEqual(again.unknownGroups, [], "no unknown group")
+        try expectEqual(try await store.report(again.id)?.unknownGroups, [], "none in the report")
     }
 
     static func requestWithoutTargetsIsRejected(_ store: any PushStore) async throws {

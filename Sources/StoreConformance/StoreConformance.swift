@@ -14,7 +14,15 @@ public import PushgateCore
 /// throws a ``ConformanceFailure`` naming what differed.
 public enum StoreConformance {
     public static let allChecks: [StoreCheck] = registryChecks + requestChecks + fanOutChecks + leaseChecks
-        + retryChecks + reportChecks
+        + retryChecks + reportChecks + instanceChecks
+
+    static let instanceChecks: [StoreCheck] = [
+        StoreCheck("aLiveInstanceIDIsRefusedToAnotherProcess", InstanceChecks.aLiveInstanceIDIsRefusedToAnotherProcess),
+        StoreCheck(
+            "aStaleInstanceIDIsTakenOverAndTheOldHolderCannotRenew",
+            InstanceChecks.aStaleInstanceIDIsTakenOverAndTheOldHolderCannotRenew),
+        StoreCheck("aReleasedInstanceIDIsFreeAtOnce", InstanceChecks.aReleasedInstanceIDIsFreeAtOnce),
+    ]
 
     static let registryChecks: [StoreCheck] = [
         StoreCheck("registeringCreatesAValidDevice", RegistryChecks.registeringCreatesAValidDevice),
@@ -37,7 +45,9 @@ public enum StoreConformance {
 
     static let requestChecks: [StoreCheck] = [
         StoreCheck("enqueueCountsDistinctTargets", RequestChecks.enqueueCountsDistinctTargets),
-        StoreCheck("unknownGroupRejectsWholeRequestAndWritesNothing", RequestChecks.unknownGroupRejectsWholeRequestAndWritesNothing),
+        StoreCheck("unknownGroupsTargetNothingAndAreReported", RequestChecks.unknownGroupsTargetNothingAndAreReported),
+        StoreCheck(
+            "requestWhoseGroupsAreAllUnknownIsRejected", RequestChecks.requestWhoseGroupsAreAllUnknownIsRejected),
         StoreCheck("requestWithoutTargetsIsRejected", RequestChecks.requestWithoutTargetsIsRejected),
         StoreCheck("duplicateRequestIDIsRejected", RequestChecks.duplicateRequestIDIsRejected),
         StoreCheck("storedRequestReadsBackUnchanged", RequestChecks.storedRequestReadsBackUnchanged),

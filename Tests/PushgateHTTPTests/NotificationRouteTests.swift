@@ -63,12 +63,12 @@ struct NotificationRouteTests {
         }
     }
 
-    @Test("GET a notification answers its delivery report; an unknown id is 404")
+    @Test("GET a notification answers its delivery report, unknown groups listed; an unknown id is 404")
     func report() async throws {
         try await withRouterClient { client, _ in
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
             let id = try await client.send(
-                .post, "/v1/notifications", json: #"{"groups": ["news"], "payload": {"aps": {}}}"#
+                .post, "/v1/notifications", json: #"{"groups": ["news", "nothing"], "payload": {"aps": {}}}"#
             ).json["id"] as? String
             let response = try await client.send(.get, "/v1/notifications/\(try #require(id))")
             #expect(response.status == .ok)
@@ -83,6 +83,7 @@ struct NotificationRouteTests {
             #expect(json["pending_retries"] as? Int == 0)
             #expect(json["created_at"] as? String == "2027-01-15T08:00:00.000Z")
             #expect(json["finished_at"] is NSNull)
+            #expect(json["unknown_groups"] as? [String] == ["nothing"])
 
             let unknown = try await client.send(.get, "/v1/notifications/nothing-here")
             #expect(unknown.status == .notFound)
@@ -114,7 +115,7 @@ struct NotificationRouteTests {
                 (#"{"payload": {}}"#, .badRequest, "no_targets", "groups"),
                 (#"{"app": "other", \#(d), "payload": {}}"#, .notFound, "unknown_app", "app"),
                 (#"{"app": 7, \#(d), "payload": {}}"#, .badRequest, "wrong_type", "app"),
-                (#"{"groups": ["news", "nothing"], "payload": {}}"#, .badRequest, "unknown_group", "groups"),
+                (#"{"groups": ["nothing", "none"], "payload": {}}"#, .badRequest, "unknown_group", "groups"),
                 (#"{"groups": [""], "payload": {}}"#, .badRequest, "invalid_group", "groups"),
                 (#"{"devices": ["xyz"], "payload": {}}"#, .badRequest, "invalid_token", "devices"),
                 (#"{\#(d), "type": "loud", "payload": {}}"#, .badRequest, "unknown_type", "type"),

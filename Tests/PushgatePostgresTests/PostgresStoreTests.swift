@@ -37,7 +37,7 @@ struct PostgresStoreTests {
                 }
                 return rows
             }
-            #expect(migrations == [1], "each migration recorded once")
+            #expect(migrations == [1, 2, 3], "each migration recorded once")
         }
     }
 
@@ -114,7 +114,7 @@ struct PostgresConfigurationTests {
         #expect(configuration.password == "s3cr/t")
         #expect(configuration.database == "pushdb")
         #expect(configuration.schema == "tenant_1")
-        #expect(configuration.requiresTLS == false)
+        #expect(configuration.tlsMode == .verifyFull(rootCertificates: nil), "a host that is not loopback")
         #expect(configuration.redactedURL == "postgres://push@gate:***@db.example:6543/pushdb?schema=tenant_1")
         #expect(!configuration.redactedURL.contains("s3cr"))
     }
@@ -130,6 +130,31 @@ struct PostgresConfigurationTests {
     }
 
     @Test(
+        "sslmode: verify-full by default off loopback, disable on loopback, and what the URL asks for",
+        arguments: [
+            ("postgres://u@db.example/d", PostgresStore.TLSMode.verifyFull(rootCertificates: nil)),
+            ("postgres://u@10.0.0.7/d", .verifyFull(rootCertificates: nil)),
+            ("postgres://u@127.0.0.1/d", .disable),
+            ("postgres://u@127.3.2.1/d", .disable),
+            ("postgres://u@localhost/d", .disable),
+            ("postgres://u@[::1]/d", .disable),
+            ("postgres://u@127.0.0.1.example/d", .verifyFull(rootCertificates: nil)),
+            ("postgres://u@localhost/d?sslmode=require", .require),
+            ("postgres://u@localhost/d?sslmode=verify-full", .verifyFull(rootCertificates: nil)),
+            ("postgres://u@db.example/d?sslmode=disable", .disable),
+            (
+                "postgres://u@db.example/d?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+                .verifyFull(rootCertificates: "/etc/ca.pem")
+            ),
+            ("postgres://u@localhost/d?sslrootcert=/etc/ca.pem", .verifyFull(rootCertificates: "/etc/ca.pem")),
+        ])
+    func tlsModeChoice(url: String, mode: PostgresStore.TLSMode) throws {
+        let configuration = try PostgresStore.Configuration(url: url)
+        #expect(configuration.tlsMode == mode)
+        #expect(configuration.requiresTLS == (mode != .disable))
+    }
+
+    @Test(
         "bad URLs are refused with a reason that never shows the password",
         arguments: [
             ("mysql://u:hunter2@h/db", "scheme"),
@@ -137,6 +162,7 @@ struct PostgresConfigurationTests {
             ("postgres://h/db", "no user"),
             ("postgres://u:hunter2@h/db?schema=Robert'); DROP", "schema"),
             ("postgres://u:hunter2@h/db?sslmode=maybe", "sslmode"),
+            ("postgres://u:hunter2@h/db?sslmode=require&sslrootcert=/ca.pem", "sslrootcert needs sslmode=verify-full"),
             ("postgres://u:hunter2@h/db?colour=blue", "unknown URL parameter"),
             ("not a url at all", "expected postgres://"),
         ])

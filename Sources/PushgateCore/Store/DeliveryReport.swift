@@ -34,12 +34,15 @@ public struct DeliveryReport: Hashable, Sendable {
     public var finishedAt: Date?
     /// The `apns-id` of the latest accepted notification.
     public var lastAPNsID: String?
+    /// Groups the request named that the app did not have when it was stored (they targeted nothing),
+    /// in the request's order.
+    public var unknownGroups: [String]
 
     public var failed: Int { failedByReason.values.reduce(0, +) }
 
     public init(
         id: RequestID, app: String, state: RequestState, targets: Int, accepted: Int, failedByReason: [String: Int],
-        pendingRetries: Int, createdAt: Date, finishedAt: Date?, lastAPNsID: String?
+        pendingRetries: Int, createdAt: Date, finishedAt: Date?, lastAPNsID: String?, unknownGroups: [String] = []
     ) {
         self.id = id
         self.app = app
@@ -51,5 +54,6 @@ public struct DeliveryReport: Hashable, Sendable {
         self.createdAt = createdAt
         self.finishedAt = finishedAt
         self.lastAPNsID = lastAPNsID
+        self.unknownGroups = unknownGroups
     }
 }

@@ -66,8 +66,10 @@ extension ValidationError.Code {
 public struct NotificationRequest: Hashable, Sendable {
     public var id: RequestID
     public var app: String
-    /// Target groups of `app`. Every one must exist (have had a registration), or the whole request is
-    /// rejected with ``StoreError/Code/unknownGroup``. Duplicates are ignored.
+    /// Target groups of `app`. A group that never had a registration targets nothing and is listed in
+    /// the report (``DeliveryReport/unknownGroups``); only a request whose groups are all unknown and
+    /// that names no device is rejected (``StoreError/Code/unknownGroup``). Duplicates are ignored.
+    /// Read back (``DeliveryLedger/request(_:)``), it lists the groups that existed, by name.
     public var groups: [String]
     /// Target tokens, sent to directly, registered or not. A token that is also a member of a target group
     /// gets the notification once; a token the registry knows as invalid for `app` is skipped.
@@ -113,9 +115,12 @@ public struct EnqueueResult: Hashable, Sendable {
     /// a target group nor known as invalid, counted when the request was stored. Fan-out reads the
     /// registry as it goes, so a device invalidated (or removed from a group) in between is skipped.
     public var targetCount: Int
+    /// The groups named that the app does not have (they target nothing), in the request's order.
+    public var unknownGroups: [String]
 
-    public init(id: RequestID, targetCount: Int) {
+    public init(id: RequestID, targetCount: Int, unknownGroups: [String] = []) {
         self.id = id
         self.targetCount = targetCount
+        self.unknownGroups = unknownGroups
     }
 }

@@ -65,7 +65,8 @@ public protocol DeviceRegistry: Sendable {
 ///
 /// ## Guarantees
 /// - A request is stored in one transaction before ``enqueue(_:)`` returns: once acknowledged it is not
-///   lost by a crash. An unknown group rejects the whole request and writes nothing.
+///   lost by a crash. A group the app does not have targets nothing and is listed in the report; a
+///   request whose groups are all unknown and that names no device is rejected and writes nothing.
 /// - A target device is sent to once per request, even when it is in several target groups and listed
 ///   directly, except within the in-flight window of a chunk taken over after its holder died.
 /// - Progress, outcomes, retries and invalidations of one batch are written together or not at all.
@@ -103,9 +104,11 @@ public protocol DeviceRegistry: Sendable {
 /// - device ids from a sequence: a bound taken at enqueue still excludes later devices (a sequence value
 ///   may commit late, which at worst leaves out a device registered concurrently with the request).
 public protocol DeliveryLedger: Sendable {
-    /// Stores a request durably in one transaction. Throws ``StoreError/Code/unknownGroup`` (nothing
-    /// written) if a target group does not exist for the app, ``StoreError/Code/noTargets`` if it names
-    /// no group and no device, ``StoreError/Code/duplicateRequestID`` if the id is taken.
+    /// Stores a request durably in one transaction. Groups the app does not have are stored as its
+    /// ``DeliveryReport/unknownGroups`` (see ``TargetGroups/resolve(app:groups:known:hasDevices:)``).
+    /// Throws ``StoreError/Code/unknownGroup`` (nothing written) if every group is unknown and it names
+    /// no device, ``StoreError/Code/noTargets`` if it names no group and no device,
+    /// ``StoreError/Code/duplicateRequestID`` if the id is taken.
     /// A request with no target is stored as `done` at once.
     func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult
 

@@ -10,7 +10,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public init(_ rawValue: String) { self.rawValue = rawValue }
         public var description: String { rawValue }
 
-        /// A notification request names a group the app does not have. Nothing of the request was stored.
+        /// A group the app does not have: listed, or a notification request whose groups are all unknown
+        /// and that names no device. Nothing of the request was stored.
         public static let unknownGroup = Code("unknown_group")
         /// A notification request names neither a group nor a device.
         public static let noTargets = Code("no_targets")
@@ -18,6 +19,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let duplicateRequestID = Code("duplicate_request_id")
         /// An argument breaks the operation's contract (negative limit, empty app or group name...).
         public static let invalidArgument = Code("invalid_argument")
+        /// Another live process holds this instance id (see ``InstanceLeases``).
+        public static let instanceIDInUse = Code("instance_id_in_use")
         /// The backend failed (I/O error, corrupt row). `debugDescription` carries the backend's message.
         public static let backend = Code("backend")
     }
@@ -45,6 +48,12 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public static func invalidArgument(_ message: String) -> StoreError {
         StoreError(code: .invalidArgument, message: message)
+    }
+
+    public static func instanceIDInUse(_ id: InstanceID) -> StoreError {
+        StoreError(
+            code: .instanceIDInUse,
+            message: "instance id \"\(id)\" is held by another live process: give each instance its own id")
     }
 
     public static func backend(_ message: String) -> StoreError {

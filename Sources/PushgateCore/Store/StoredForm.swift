@@ -42,8 +42,22 @@ public enum StoredForm {
         }
     }
 
+    /// `chunk.state`. SQL strings interpolate these codes instead of spelling the numbers.
+    public enum ChunkStateCode: Int64, Sendable {
+        case open = 0, done = 1
+    }
+
+    /// `chunk.kind`.
+    public enum ChunkKindCode: Int64, Sendable {
+        case deviceRange = 0, directTokens = 1
+
+        public init(_ kind: WorkChunk.Kind) { self = kind == .deviceRange ? .deviceRange : .directTokens }
+    }
+
     /// `chunk.kind`: 0 device range, 1 direct tokens.
-    public static func chunkKind(_ raw: Int64) -> WorkChunk.Kind { raw == 0 ? .deviceRange : .directTokens }
+    public static func chunkKind(_ raw: Int64) -> WorkChunk.Kind {
+        raw == ChunkKindCode.deviceRange.rawValue ? .deviceRange : .directTokens
+    }
 
     /// The elements in their first order, each once.
     public static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {

@@ -76,6 +76,7 @@ struct ReportBody: Encodable {
         case pendingRetries = "pending_retries"
         case createdAt = "created_at"
         case finishedAt = "finished_at"
+        case unknownGroups = "unknown_groups"
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -90,5 +91,6 @@ struct ReportBody: Encodable {
         try container.encode(report.pendingRetries, forKey: .pendingRetries)
         try container.encode(report.createdAt, forKey: .createdAt)
         try container.encode(report.finishedAt, forKey: .finishedAt)
+        try container.encode(report.unknownGroups, forKey: .unknownGroups)
     }
 }
