@@ -102,15 +102,13 @@ enum StoreFill {
 }
 
 /// Counts a group's members in a store that another process (the gateway) writes, without
-/// rereading what it already counted: the group pages in device-id order, new devices get higher
-/// ids, and a full page's cursor is its last id; only the last, partial page is read again.
+/// recounting what it already counted: new devices get higher ids, so each call counts only the
+/// memberships above the highest device id it saw (one range of the membership primary key).
 final class GroupCounter {
     private let store: SQLiteStore
     private let group: String
-    private let pageSize = 10_000
-    private var cursor: GroupCursor?
-    /// Members up to and including `cursor`.
-    private var countedBeforeCursor = 0
+    private var lastDevice: Int64 = 0
+    private var counted = 0
 
     init(path: String, group: String) throws {
         var logger = Logger(label: "pushgate.bench.counter")
@@ -121,17 +119,10 @@ final class GroupCounter {
 
     /// The group's member count now.
     func count() async throws -> Int {
-        while true {
-            let page: GroupPage
-            do {
-                page = try await store.devices(app: Registration.defaultApp, group: group, after: cursor, limit: pageSize)
-            } catch let error as StoreError where error == StoreError.unknownGroup(app: Registration.defaultApp, group: group) {
-                return 0  // nothing registered yet
-            }
-            guard let next = page.next else { return countedBeforeCursor + page.devices.count }
-            countedBeforeCursor += page.devices.count
-            cursor = next
-        }
+        let new = try await store.countMembersForBenchmark(group: group, afterDevice: lastDevice)
+        counted += new.count
+        lastDevice = new.lastDevice
+        return counted
     }
 
     func close() { try? store.close() }

@@ -24,7 +24,7 @@ struct RegistrationsCommand: AsyncParsableCommand {
     var count: Int = 100_000
 
     @Option(name: .customLong("poll-ms"), help: "How often the store is read, in milliseconds.")
-    var pollMilliseconds: Int = 10
+    var pollMilliseconds: Int = 50
 
     @Option(help: "Give up when the count has not moved for this many seconds after the burst was sent.")
     var stall: Int = 10
