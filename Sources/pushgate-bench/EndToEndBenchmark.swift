@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// `pushgate-bench e2e`: one broadcast through the whole gateway, from the UDP datagram to the last
 /// APNs answer.
@@ -38,7 +39,7 @@ struct EndToEndCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("h2load-connections"),
-        help: "h2load -c (default: the connections the gateway held open to the stand-in at the end of the run).")
+        help: "h2load -c (default: the most connections the gateway held open to the stand-in during the run).")
     var h2loadConnections: Int?
 
     @Flag(name: .customLong("no-h2load"), help: "Skip h2load.")
@@ -82,7 +83,7 @@ struct EndToEndRun: Sendable {
     var simulatorAccepted: Int?
     var simulatorRejected: Int?
     var connectionsOpened: Int?
-    /// ESTABLISHED TCP connections to the stand-in's port when the gateway logged the request done.
+    /// The most ESTABLISHED TCP connections to the stand-in's port during the broadcast.
     var connectionsToStandIn: Int?
     /// Over datagram → done line (or the end of waiting).
     var gatewayCPU: CPUTime?
@@ -161,6 +162,8 @@ struct EndToEndBenchmark {
             let gatewayBefore = gateway.cpu()
             let start = ContinuousClock.now
             guard sender.send(datagram, port: ports.notification) else { throw BenchError("sendto failed for the notification datagram") }
+            let connections = ConnectionSampler(port: standIn.port)
+            defer { connections.stop() }
 
             let deadline = start + .seconds(options.timeout)
             if let controlPort = standIn.controlPort {
@@ -196,7 +199,7 @@ struct EndToEndBenchmark {
             let ownAfter = ProcessMetrics.selfCPU()
             let machineAfter = ProcessMetrics.machineCPU()
             result.gatewayPeakRSSBytes = gateway.peakRSS()
-            result.connectionsToStandIn = ProcessMetrics.establishedConnections(toPort: standIn.port)
+            result.connectionsToStandIn = connections.stop()
             if let before = gatewayBefore, let after = gatewayAfter { result.gatewayCPU = after - before }
             if let before = simulatorBefore, let after = simulatorAfter { result.simulatorCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
@@ -263,7 +266,7 @@ struct EndToEndBenchmark {
         report.line(cpu)
         report.line(
             "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); "
-                + "connections open to the stand-in at the end: \(run.connectionsToStandIn.map(String.init) ?? "?"); "
+                + "most connections open to the stand-in: \(run.connectionsToStandIn.map(String.init) ?? "?"); "
                 + "simulator's connections_opened: \(run.connectionsOpened.map(String.init) ?? "-"); "
                 + "simulator accepted \(run.simulatorAccepted.map(Format.integer) ?? "?"), "
                 + "rejected \(run.simulatorRejected.map(Format.integer) ?? "?")"
@@ -306,7 +309,7 @@ struct EndToEndBenchmark {
         )
         report.line("  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)")
         let connections = Set(complete.compactMap(\.connectionsToStandIn)).sorted().map(String.init).joined(separator: ", ")
-        report.line("  connections open to the stand-in at the end: \(connections.isEmpty ? "?" : connections)")
+        report.line("  most connections open to the stand-in: \(connections.isEmpty ? "?" : connections)")
         let h2load = complete.compactMap(\.h2load)
         if !h2load.isEmpty {
             let h2loadRates = Spread(h2load.map(\.requestsPerSecond))
@@ -324,6 +327,31 @@ struct EndToEndBenchmark {
                 "  CPU: gateway \(spread(gatewayCPU)) µs/notification, h2load \(spread(h2loadCPU)) µs/request: "
                     + "\(Format.ratio(gatewayCPU.median / h2loadCPU.median))x")
         }
+    }
+}
+
+/// The most ESTABLISHED connections to the stand-in's port seen during a broadcast, sampled every
+/// 20 ms on its own task (the pool may close idle connections once the work is done).
+final class ConnectionSampler: Sendable {
+    private let peak = Atomic<Int>(0)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(port: Int) {
+        let sampler = Task.detached { [peak] in
+            while !Task.isCancelled {
+                let now = ProcessMetrics.establishedConnections(toPort: port)
+                if now > peak.load(ordering: .relaxed) { peak.store(now, ordering: .relaxed) }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        task.withLock { $0 = sampler }
+    }
+
+    /// Stops sampling; returns the peak.
+    @discardableResult
+    func stop() -> Int {
+        task.withLock { $0?.cancel() }
+        return peak.load(ordering: .relaxed)
     }
 }
 
