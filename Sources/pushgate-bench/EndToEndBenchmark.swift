@@ -337,7 +337,7 @@ final class ConnectionSampler: Sendable {
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     init(port: Int) {
-        let sampler = Task.detached { [peak] in
+        let sampler = Task.detached { [self] in
             while !Task.isCancelled {
                 let now = ProcessMetrics.establishedConnections(toPort: port)
                 if now > peak.load(ordering: .relaxed) { peak.store(now, ordering: .relaxed) }
