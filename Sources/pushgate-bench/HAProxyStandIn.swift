@@ -99,7 +99,10 @@ extension ProcessMetrics {
         let wanted = String(format: ":%04X", port)
         var count = 0
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            // Read to the end: /proc reports size 0, and a one-shot read stops after the first page.
+            guard let handle = FileHandle(forReadingAtPath: table) else { continue }
+            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            try? handle.close()
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")
                 // sl local_address rem_address st ...; st 01 = ESTABLISHED
