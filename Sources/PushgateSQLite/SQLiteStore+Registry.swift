@@ -182,7 +182,8 @@ extension SQLiteStore {
         try await read { db in
             guard let groupID = try Self.groupID(app: app, name: group, in: db) else { return (0, afterDevice) }
             let row = try Row.fetchOne(
-                db, sql: "SELECT count(*), ifnull(max(device_id), ?) FROM membership WHERE group_id = ? AND device_id > ?",
+                db,
+                sql: "SELECT count(*), ifnull(max(device_id), ?) FROM membership WHERE group_id = ? AND device_id > ?",
                 arguments: [afterDevice, groupID, afterDevice])
             return (row?[0] ?? 0, row?[1] ?? afterDevice)
         }

@@ -308,7 +308,8 @@ struct EndToEndBenchmark {
             "  gateway CPU user \(Format.seconds(user.median)) s (\(Format.seconds(user.minimum))-\(Format.seconds(user.maximum))), sys \(Format.seconds(system.median)) s (\(Format.seconds(system.minimum))-\(Format.seconds(system.maximum)))"
         )
         report.line("  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)")
-        let connections = Set(complete.compactMap(\.connectionsToStandIn)).sorted().map(String.init).joined(separator: ", ")
+        let connections = Set(complete.compactMap(\.connectionsToStandIn)).sorted().map(String.init)
+            .joined(separator: ", ")
         report.line("  most connections open to the stand-in: \(connections.isEmpty ? "?" : connections)")
         let h2load = complete.compactMap(\.h2load)
         if !h2load.isEmpty {

@@ -38,7 +38,8 @@ struct HAProxyStandIn: Sendable {
         }
         let fromCurrent = FileManager.default.currentDirectoryPath + "/" + scriptPath
         guard FileManager.default.isReadableFile(atPath: fromCurrent) else {
-            throw BenchError("--rtt-ms needs \(scriptPath) (not found above \(executable) nor here): pass --standin-script")
+            throw BenchError(
+                "--rtt-ms needs \(scriptPath) (not found above \(executable) nor here): pass --standin-script")
         }
         return fromCurrent
     }
