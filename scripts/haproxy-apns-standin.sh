@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # A fast APNs stand-in for benchmarks: haproxy (Debian's `haproxy` package), one thread,
-# answering every HTTP/2 POST itself with 200 and an apns-id, after reading the body.
+# answering every HTTP/2 POST itself with 200 and a fresh apns-id (a UUID per answer, as APNs
+# does), after reading the body, optionally holding every answer RTT_MS milliseconds first.
 # This is the kind of stand-in the C pushd was measured against (see docs/benchmarks.md);
 # it costs far less CPU per request than our simulator, so the gateway's own speed shows.
 #
-#   scripts/haproxy-apns-standin.sh start [PORT]   prints: APNS_HOST=127.0.0.1:PORT APNS_CA=FILE STANDIN_ROOT=DIR
+#   scripts/haproxy-apns-standin.sh start [PORT [RTT_MS]]
+#       prints: APNS_HOST=127.0.0.1:PORT APNS_CA=FILE STANDIN_ROOT=DIR STANDIN_PID=PID
 #   scripts/haproxy-apns-standin.sh stop ROOT
 #
+# RTT_MS (default 0) holds each answer that long with haproxy's tarpit (`timeout tarpit`,
+# `http-request tarpit deny_status 200`), which waits on haproxy's own timers: native speed,
+# no Lua. 0 answers at once (`http-request return`). Either way the apns-id is `%[uuid()]`.
 # It accepts any provider token and any client (no client certificate is asked for), never
 # answers anything but 200, and listens on loopback only.
 set -euo pipefail
@@ -16,6 +21,8 @@ case "$command" in
 start)
     command -v haproxy >/dev/null || { echo "haproxy is not installed (apt-get install haproxy)" >&2; exit 1; }
     port="${2:-0}"
+    rtt_ms="${3:-0}"
+    case "$rtt_ms" in ''|*[!0-9]*) echo "RTT_MS must be a whole number of milliseconds" >&2; exit 64 ;; esac
     if [ "$port" = 0 ]; then
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     fi
@@ -43,10 +50,16 @@ defaults
 frontend apns
     bind 127.0.0.1:$port ssl crt $root/server.pem alpn h2
     http-request wait-for-body time 1s
-    http-request return status 200 hdr apns-id "00000000-0000-0000-0000-000000000000"
 EOF
+    if [ "$rtt_ms" -gt 0 ]; then
+        printf '    timeout tarpit %sms\n    http-request tarpit deny_status 200 hdr apns-id "%%[uuid()]"\n' \
+            "$rtt_ms" >> "$root/haproxy.cfg"
+    else
+        echo '    http-request return status 200 hdr apns-id "%[uuid()]"' >> "$root/haproxy.cfg"
+    fi
     haproxy -D -f "$root/haproxy.cfg" >"$root/haproxy.log" 2>&1
-    echo "APNS_HOST=127.0.0.1:$port APNS_CA=$root/ca.pem STANDIN_ROOT=$root"
+    for _ in $(seq 50); do [ -s "$root/haproxy.pid" ] && break; sleep 0.1; done
+    echo "APNS_HOST=127.0.0.1:$port APNS_CA=$root/ca.pem STANDIN_ROOT=$root STANDIN_PID=$(cat "$root/haproxy.pid")"
     ;;
 stop)
     root="${2:?usage: $0 stop ROOT}"

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// `pushgate-bench e2e`: one broadcast through the whole gateway, from the UDP datagram to the last
 /// APNs answer.
@@ -11,7 +12,9 @@ struct EndToEndCommand: AsyncParsableCommand {
             Fills a fresh SQLite store with N devices in one group (directly, not through UDP), starts \
             `pushgate simulate` (accept-all) and `pushgate gateway` against it, sends one notification \
             request over UDP and measures until the simulator has accepted N notifications and the \
-            gateway has logged the request done. Then h2load against the same simulator, 1 connection.
+            gateway has logged the request done. Then h2load against the same stand-in, with as many \
+            connections as the gateway held open to it and the gateway's streams per connection. \
+            --rtt-ms N uses the haproxy stand-in holding every answer N ms instead of the simulator.
             """
     )
 
@@ -29,8 +32,15 @@ struct EndToEndCommand: AsyncParsableCommand {
     @Option(name: .customLong("h2load"), help: "The h2load executable (Debian: nghttp2-client).")
     var h2loadPath: String = "/usr/bin/h2load"
 
-    @Option(name: .customLong("h2load-streams"), help: "h2load -m: concurrent streams on its one connection.")
-    var h2loadStreams: Int = 100
+    @Option(
+        name: .customLong("h2load-streams"),
+        help: "h2load -m (default: the gateway's --max-streams from --gateway-arg, else its default 100).")
+    var h2loadStreams: Int?
+
+    @Option(
+        name: .customLong("h2load-connections"),
+        help: "h2load -c (default: the most connections the gateway held open to the stand-in during the run).")
+    var h2loadConnections: Int?
 
     @Flag(name: .customLong("no-h2load"), help: "Skip h2load.")
     var noH2Load = false
@@ -39,7 +49,10 @@ struct EndToEndCommand: AsyncParsableCommand {
         guard devices >= 1 else { throw ValidationError("--devices must be at least 1") }
         guard (1...20).contains(runs) else { throw ValidationError("--runs must be 1...20") }
         guard (1...1_000).contains(pollMilliseconds) else { throw ValidationError("--poll-ms must be 1...1000") }
-        guard h2loadStreams >= 1 else { throw ValidationError("--h2load-streams must be at least 1") }
+        if let h2loadStreams, h2loadStreams < 1 { throw ValidationError("--h2load-streams must be at least 1") }
+        if let h2loadConnections, h2loadConnections < 1 {
+            throw ValidationError("--h2load-connections must be at least 1")
+        }
     }
 
     func run() async throws {
@@ -70,6 +83,8 @@ struct EndToEndRun: Sendable {
     var simulatorAccepted: Int?
     var simulatorRejected: Int?
     var connectionsOpened: Int?
+    /// The most ESTABLISHED TCP connections to the stand-in's port during the broadcast.
+    var connectionsToStandIn: Int?
     /// Over datagram → done line (or the end of waiting).
     var gatewayCPU: CPUTime?
     var simulatorCPU: CPUTime?
@@ -80,6 +95,7 @@ struct EndToEndRun: Sendable {
 
     /// The time the rate is computed from: the simulator's count when we have it, else the done line.
     var seconds: Double? { secondsToSimulatorCount ?? secondsToDoneLine }
+    var microsecondsPerNotification: Double? { gatewayCPU.map { $0.total / Double(devices) * 1e6 } }
     var notificationsPerSecond: Double? { seconds.map { Double(devices) / $0 } }
 }
 
@@ -142,10 +158,12 @@ struct EndToEndBenchmark {
 
             let machineBefore = ProcessMetrics.machineCPU()
             let ownBefore = ProcessMetrics.selfCPU()
-            let simulatorBefore = standIn.simulatorCPU()
+            let simulatorBefore = standIn.standInCPU()
             let gatewayBefore = gateway.cpu()
             let start = ContinuousClock.now
             guard sender.send(datagram, port: ports.notification) else { throw BenchError("sendto failed for the notification datagram") }
+            let connections = ConnectionSampler(port: standIn.port)
+            defer { connections.stop() }
 
             let deadline = start + .seconds(options.timeout)
             if let controlPort = standIn.controlPort {
@@ -177,10 +195,11 @@ struct EndToEndBenchmark {
                 result.incomplete = (result.incomplete.map { $0 + "; " } ?? "") + "no 'notification request done' line within \(options.timeout) s"
             }
             let gatewayAfter = gateway.cpu()
-            let simulatorAfter = standIn.simulatorCPU()
+            let simulatorAfter = standIn.standInCPU()
             let ownAfter = ProcessMetrics.selfCPU()
             let machineAfter = ProcessMetrics.machineCPU()
             result.gatewayPeakRSSBytes = gateway.peakRSS()
+            result.connectionsToStandIn = connections.stop()
             if let before = gatewayBefore, let after = gatewayAfter { result.gatewayCPU = after - before }
             if let before = simulatorBefore, let after = simulatorAfter { result.simulatorCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
@@ -200,23 +219,32 @@ struct EndToEndBenchmark {
 
         if !command.noH2Load {
             if H2LoadBenchmark.isInstalled(command.h2loadPath) {
+                let connections = command.h2loadConnections ?? max(1, result.connectionsToStandIn ?? 1)
                 result.h2load = try await H2LoadBenchmark.run(
-                    options: h2loadOptions(), connections: 1,
+                    options: h2loadOptions(standIn: standIn), connections: min(connections, command.devices),
                     target: BenchTarget(
                         host: standIn.host, port: standIn.port, caPath: standIn.caPath,
-                        placement: standIn.simulatorPID == nil ? .external : .process, simulatorPID: standIn.simulatorPID))
+                        placement: standIn.processPID == nil ? .external : .process, simulatorPID: standIn.processPID))
             }
         }
         return result
     }
 
+    /// The streams per connection the gateway used: its `--max-streams` (default 100), within
+    /// what the stand-in grants.
+    private func gatewayStreams(standIn: StandIn) -> Int {
+        let asked = command.gateway.gatewayArgument("--max-streams").flatMap(Int.init) ?? 100
+        return min(asked, standIn.maxConcurrentStreams ?? asked)
+    }
+
     /// What `H2LoadBenchmark` reads: the same count, topic and payload as the broadcast.
-    private func h2loadOptions() -> BenchOptions {
-        BenchOptions(
+    private func h2loadOptions(standIn: StandIn) -> BenchOptions {
+        let h2loadStreams = command.h2loadStreams ?? gatewayStreams(standIn: standIn)
+        return BenchOptions(
             count: command.devices, connections: [1], inFlight: 1, batch: 1, streams: nil, clientThreads: 1, simulatorThreads: 1,
             maxConcurrentStreams: command.gateway.maxConcurrentStreams, simulatorProcess: true, pushgateBinaryOverride: nil,
             externalEndpoint: nil, ca: nil, topic: command.gateway.topic, warmup: 0, repetitions: 1, timeout: command.gateway.timeout,
-            h2loadPath: command.h2loadPath, h2loadStreams: command.h2loadStreams, quietWait: 0, quietThreshold: 1)
+            h2loadPath: command.h2loadPath, h2loadStreams: h2loadStreams, quietWait: 0, quietThreshold: 1)
     }
 
     private func printRun(_ run: EndToEndRun, index: Int) {
@@ -233,16 +261,29 @@ struct EndToEndBenchmark {
         report.line(done)
         var cpu = "  gateway CPU: \(run.gatewayCPU.map(Format.cpu) ?? "?")"
         if let gatewayCPU = run.gatewayCPU { cpu += " = \(Format.micro(gatewayCPU.total / Double(run.devices) * 1e6)) µs/notification" }
-        cpu += "; simulator \(run.simulatorCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
+        cpu += "; stand-in \(run.simulatorCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         report.line(cpu)
         report.line(
-            "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); connections used: \(run.connectionsOpened.map(String.init) ?? "?"); simulator accepted \(run.simulatorAccepted.map(Format.integer) ?? "?"), rejected \(run.simulatorRejected.map(Format.integer) ?? "?")"
+            "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); "
+                + "most connections open to the stand-in: \(run.connectionsToStandIn.map(String.init) ?? "?"); "
+                + "simulator's connections_opened: \(run.connectionsOpened.map(String.init) ?? "-"); "
+                + "simulator accepted \(run.simulatorAccepted.map(Format.integer) ?? "?"), "
+                + "rejected \(run.simulatorRejected.map(Format.integer) ?? "?")"
         )
         if let h2load = run.h2load {
-            var line = "  h2load 1 connection -m \(h2load.streamsPerConnection): \(Format.integer(h2load.requestsPerSecond)) req/s (\(Format.seconds(h2load.seconds)) s, 2xx \(h2load.status2xx.map(Format.integer) ?? "?"))"
+            var line = "  h2load -c \(h2load.connections) -m \(h2load.streamsPerConnection): "
+            line += "\(Format.integer(h2load.requestsPerSecond)) req/s (\(Format.seconds(h2load.seconds)) s, "
+            line += "2xx \(h2load.status2xx.map(Format.integer) ?? "?"))"
             if let rate = run.notificationsPerSecond { line += "; gateway / h2load = \(Format.ratio(rate / h2load.requestsPerSecond))" }
             report.line(line)
+            var cpu = "  CPU: h2load \(Format.cpu(h2load.h2loadCPU))"
+            cpu += " = \(Format.micro(h2load.microsecondsPerRequest)) µs/request"
+            if let gateway = run.microsecondsPerNotification {
+                cpu += "; gateway \(Format.micro(gateway)) µs/notification"
+                cpu += " = \(Format.ratio(gateway / h2load.microsecondsPerRequest))x h2load's"
+            }
+            report.line(cpu)
         } else if !command.noH2Load {
             report.line("  h2load: not installed at \(command.h2loadPath), skipped (Debian: apt-get install nghttp2-client)")
         }
@@ -267,16 +308,51 @@ struct EndToEndBenchmark {
             "  gateway CPU user \(Format.seconds(user.median)) s (\(Format.seconds(user.minimum))-\(Format.seconds(user.maximum))), sys \(Format.seconds(system.median)) s (\(Format.seconds(system.minimum))-\(Format.seconds(system.maximum)))"
         )
         report.line("  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)")
-        let connections = Set(complete.compactMap(\.connectionsOpened)).sorted().map(String.init).joined(separator: ", ")
-        report.line("  connections used: \(connections.isEmpty ? "?" : connections)")
+        let connections = Set(complete.compactMap(\.connectionsToStandIn)).sorted().map(String.init)
+            .joined(separator: ", ")
+        report.line("  most connections open to the stand-in: \(connections.isEmpty ? "?" : connections)")
         let h2load = complete.compactMap(\.h2load)
         if !h2load.isEmpty {
             let h2loadRates = Spread(h2load.map(\.requestsPerSecond))
+            let shapes = Set(h2load.map { "-c \($0.connections) -m \($0.streamsPerConnection)" }).sorted()
             report.line(
-                "  h2load, 1 connection: \(Format.integer(h2loadRates.median)) req/s (\(Format.integer(h2loadRates.minimum))-\(Format.integer(h2loadRates.maximum)))"
-            )
+                "  h2load \(shapes.joined(separator: ", ")): \(Format.integer(h2loadRates.median)) req/s "
+                    + "(\(Format.integer(h2loadRates.minimum))-\(Format.integer(h2loadRates.maximum)))")
             report.line("  gateway / h2load: \(Format.ratio(rates.median / h2loadRates.median)) (ratio of the medians)")
+            let h2loadCPU = Spread(h2load.map(\.microsecondsPerRequest))
+            let gatewayCPU = Spread(complete.compactMap(\.microsecondsPerNotification))
+            func spread(_ values: Spread) -> String {
+                "\(Format.micro(values.median)) (\(Format.micro(values.minimum))-\(Format.micro(values.maximum)))"
+            }
+            report.line(
+                "  CPU: gateway \(spread(gatewayCPU)) µs/notification, h2load \(spread(h2loadCPU)) µs/request: "
+                    + "\(Format.ratio(gatewayCPU.median / h2loadCPU.median))x")
         }
+    }
+}
+
+/// The most ESTABLISHED connections to the stand-in's port seen during a broadcast, sampled every
+/// 20 ms on its own task (the pool may close idle connections once the work is done).
+final class ConnectionSampler: Sendable {
+    private let peak = Atomic<Int>(0)
+    private let task = Mutex<Task<Void, Never>?>(nil)
+
+    init(port: Int) {
+        let sampler = Task.detached { [self] in
+            while !Task.isCancelled {
+                let now = ProcessMetrics.establishedConnections(toPort: port)
+                if now > peak.load(ordering: .relaxed) { peak.store(now, ordering: .relaxed) }
+                try? await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        task.withLock { $0 = sampler }
+    }
+
+    /// Stops sampling; returns the peak.
+    @discardableResult
+    func stop() -> Int {
+        task.withLock { $0?.cancel() }
+        return peak.load(ordering: .relaxed)
     }
 }
 

@@ -24,6 +24,19 @@ struct GatewayBenchOptions: ParsableArguments {
     @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS the simulator sends.")
     var maxConcurrentStreams: Int = 1_000
 
+    @Option(
+        name: .customLong("rtt-ms"),
+        help: """
+            Use the haproxy stand-in (scripts/haproxy-apns-standin.sh, a fresh apns-id per answer) holding \
+            every answer this many milliseconds (0: at once) instead of our simulator.
+            """)
+    var rttMilliseconds: Int?
+
+    @Option(
+        name: .customLong("standin-script"),
+        help: "The haproxy stand-in script for --rtt-ms (default: scripts/haproxy-apns-standin.sh of this checkout).")
+    var standInScript: String?
+
     @Option(help: "apns-topic (the gateway's --topic).")
     var topic: String = "com.example.bench"
 
@@ -48,6 +61,10 @@ struct GatewayBenchOptions: ParsableArguments {
             }
         }
         if ca != nil && apnsHost == nil { throw ValidationError("--ca only applies with --apns-host") }
+        if let rttMilliseconds {
+            guard (0...60_000).contains(rttMilliseconds) else { throw ValidationError("--rtt-ms must be 0...60000") }
+            if apnsHost != nil { throw ValidationError("--rtt-ms starts its own stand-in: it excludes --apns-host") }
+        }
         guard simulatorThreads >= 1 else { throw ValidationError("--simulator-threads must be at least 1") }
         guard (1...86_400).contains(timeout) else { throw ValidationError("--timeout must be 1...86400 seconds") }
         guard (0...600).contains(quietWait) else { throw ValidationError("--quiet-wait must be 0...600 seconds") }
@@ -57,6 +74,19 @@ struct GatewayBenchOptions: ParsableArguments {
                 throw ValidationError("--directory: \(directory) is not a directory")
             }
         }
+    }
+
+    /// The value of a `pushgate gateway` option among `--gateway-arg`s (`--name=V` or `--name V`).
+    func gatewayArgument(_ name: String) -> String? {
+        var value: String? = nil
+        for (index, argument) in gatewayArguments.enumerated() {
+            if argument.hasPrefix(name + "=") {
+                value = String(argument.dropFirst(name.count + 1))
+            } else if argument == name, index + 1 < gatewayArguments.count {
+                value = gatewayArguments[index + 1]
+            }
+        }
+        return value
     }
 
     func binary() throws -> String {
@@ -81,23 +111,30 @@ struct GatewayBenchOptions: ParsableArguments {
 }
 
 /// The APNs stand-in of a gateway run: our simulator as `pushgate simulate` (accept-all, no
-/// per-device tracking, production environment: no `apns-unique-id` to generate), or `--apns-host`.
+/// per-device tracking, production environment: no `apns-unique-id` to generate), the haproxy
+/// stand-in (`--rtt-ms`), or `--apns-host`.
 struct StandIn: Sendable {
     var host: String
     var port: Int
     var caPath: String?
     /// Our simulator only.
     var controlPort: Int?
-    var simulatorPID: Int32?
+    /// The stand-in process we started (simulator or haproxy), for its CPU.
+    var processPID: Int32?
+    /// The most streams the stand-in grants a connection, when we know it.
+    var maxConcurrentStreams: Int?
 
     var authority: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    func simulatorCPU() -> CPUTime? { simulatorPID.flatMap(ProcessMetrics.processCPU) }
+    func standInCPU() -> CPUTime? { processPID.flatMap(ProcessMetrics.processCPU) }
 
     func stats() -> ControlAPI.Stats? { controlPort.flatMap { try? ControlAPI.stats(port: $0) } }
 
     static func describe(_ options: GatewayBenchOptions) -> String {
         if let apnsHost = options.apnsHost { return "\(apnsHost) (external)" }
+        if let rtt = options.rttMilliseconds {
+            return "haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms"
+        }
         return
             "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking --environment production --threads \(options.simulatorThreads) --max-concurrent-streams \(options.maxConcurrentStreams))"
     }
@@ -111,6 +148,21 @@ struct StandIn: Sendable {
             let endpoint = try APNsClient.Endpoint(parsing: apnsHost)
             return try await body(StandIn(host: endpoint.host, port: endpoint.port, caPath: options.ca))
         }
+        if let rtt = options.rttMilliseconds {
+            let haproxy = try await HAProxyStandIn.start(
+                script: try HAProxyStandIn.locateScript(override: options.standInScript), rttMilliseconds: rtt)
+            do {
+                let result = try await body(
+                    StandIn(
+                        host: haproxy.host, port: haproxy.port, caPath: haproxy.caPath, processPID: haproxy.pid,
+                        maxConcurrentStreams: 1_000))
+                await haproxy.stop()
+                return result
+            } catch {
+                await haproxy.stop()
+                throw error
+            }
+        }
         let caPath = workDirectory.appendingPathComponent("simulator-ca-\(UUID().uuidString).pem").path
         let arguments = [
             "simulate", "--accept-all", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
@@ -123,7 +175,9 @@ struct StandIn: Sendable {
         do {
             let port = try await child.waitForPort(timeout: 30)
             let controlPort = try await child.waitForControlPort(timeout: 30)
-            let standIn = StandIn(host: "127.0.0.1", port: port, caPath: caPath, controlPort: controlPort, simulatorPID: child.pid)
+            let standIn = StandIn(
+                host: "127.0.0.1", port: port, caPath: caPath, controlPort: controlPort, processPID: child.pid,
+                maxConcurrentStreams: options.maxConcurrentStreams)
             let result = try await body(standIn)
             await child.stop()
             return result

@@ -15,6 +15,24 @@ enum BenchDevices {
         return "be" + String(repeating: "0", count: 62 - digits.count) + digits
     }
 
+    /// 64 hex digits that look random (SplitMix64 of the index, four words) but are the same in
+    /// every run: real tokens arrive in no order, so they land all over the token index.
+    static func randomLookingHex(_ index: Int) -> String {
+        var state = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15
+        var hex = ""
+        hex.reserveCapacity(64)
+        for _ in 0..<4 {
+            state = state &+ 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            z ^= z >> 31
+            let digits = String(z, radix: 16)
+            hex += String(repeating: "0", count: 16 - digits.count) + digits
+        }
+        return hex
+    }
+
     static func token(_ index: Int) throws -> DeviceToken {
         do {
             return try DeviceToken(hex: tokenHex(index))
@@ -58,6 +76,21 @@ enum StoreFill {
         return Result(devices: devices, created: created, seconds: (ContinuousClock.now - start).seconds)
     }
 
+    /// `devices` random-token devices in `group` by direct SQL (``SQLiteStore/prefillForBenchmark``):
+    /// seconds for millions, where `fill` would take minutes.
+    static func prefill(path: String, devices: Int, group: String) async throws
+        -> (created: Int, seconds: Double, bytes: Int?)
+    {
+        var logger = Logger(label: "pushgate.bench.fill")
+        logger.logLevel = .warning
+        let store = try SQLiteStore(path: path, logger: logger)
+        let start = ContinuousClock.now
+        let created = try await store.prefillForBenchmark(group: group, count: devices, at: Date())
+        try store.close()
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
+        return (created, (ContinuousClock.now - start).seconds, bytes)
+    }
+
     /// Copies a filled database (and its WAL, if SQLite left one) to `destination`.
     static func copy(_ source: String, to destination: String) throws {
         let files = FileManager.default
@@ -69,15 +102,13 @@ enum StoreFill {
 }
 
 /// Counts a group's members in a store that another process (the gateway) writes, without
-/// rereading what it already counted: the group pages in device-id order, new devices get higher
-/// ids, and a full page's cursor is its last id; only the last, partial page is read again.
+/// recounting what it already counted: new devices get higher ids, so each call counts only the
+/// memberships above the highest device id it saw (one range of the membership primary key).
 final class GroupCounter {
     private let store: SQLiteStore
     private let group: String
-    private let pageSize = 10_000
-    private var cursor: GroupCursor?
-    /// Members up to and including `cursor`.
-    private var countedBeforeCursor = 0
+    private var lastDevice: Int64 = 0
+    private var counted = 0
 
     init(path: String, group: String) throws {
         var logger = Logger(label: "pushgate.bench.counter")
@@ -88,24 +119,18 @@ final class GroupCounter {
 
     /// The group's member count now.
     func count() async throws -> Int {
-        while true {
-            let page: GroupPage
-            do {
-                page = try await store.devices(app: Registration.defaultApp, group: group, after: cursor, limit: pageSize)
-            } catch let error as StoreError where error == StoreError.unknownGroup(app: Registration.defaultApp, group: group) {
-                return 0  // nothing registered yet
-            }
-            guard let next = page.next else { return countedBeforeCursor + page.devices.count }
-            countedBeforeCursor += page.devices.count
-            cursor = next
-        }
+        let new = try await store.countMembersForBenchmark(group: group, afterDevice: lastDevice)
+        counted += new.count
+        lastDevice = new.lastDevice
+        return counted
     }
 
     func close() { try? store.close() }
 }
 
 /// Sends UDP datagrams to 127.0.0.1, as a backend (or `nc -u`) would.
-final class DatagramSender {
+/// Only a file descriptor: sendto(2) from any thread is safe.
+final class DatagramSender: @unchecked Sendable {
     private let fd: Int32
 
     init() throws {

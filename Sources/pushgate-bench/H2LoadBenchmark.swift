@@ -25,6 +25,8 @@ struct H2LoadRunResult: Sendable, Codable {
     var simulatorPeakRSSBytes: Int?
     var placement: BenchTarget.Placement
     var command: String
+
+    var microsecondsPerRequest: Double { h2loadCPU.total / Double(max(1, succeeded ?? notifications)) * 1e6 }
 }
 
 enum H2LoadBenchmark {

@@ -98,13 +98,12 @@ struct LatencyBenchmark {
         report.line("  store: \(database) (\(FileSystem.describe(work.path)))")
         report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
 
-        if let apnsHost = options.apnsHost {
-            let endpoint = try APNsClient.Endpoint(parsing: apnsHost)
-            report.line("  stand-in: \(apnsHost) (external): no APNs-side clock, so only datagram → the gateway's 'done' line is measured")
-            try await measure(
-                binary: binary, database: database, keyPath: keyPath,
-                standIn: StandIn(host: endpoint.host, port: endpoint.port, caPath: options.ca),
-                arrivals: nil)
+        if options.apnsHost != nil || options.rttMilliseconds != nil {
+            report.line("  stand-in: \(StandIn.describe(options))")
+            report.line("  no APNs-side clock there: only datagram → the gateway's 'done' line is measured")
+            try await StandIn.with(options: options, workDirectory: work, keyPath: keyPath) { standIn in
+                try await measure(binary: binary, database: database, keyPath: keyPath, standIn: standIn, arrivals: nil)
+            }
             return
         }
 

@@ -115,6 +115,18 @@ enum ProcessMetrics {
 
     /// Waits until the machine has been at most `threshold` busy (0...1, across all cores) over
     /// one second, for at most `limit` seconds. Returns the last busy fraction seen.
+    /// `RcvbufErrors` of the `Udp:` lines of /proc/net/snmp: datagrams the kernel dropped, machine-wide,
+    /// because a socket's receive buffer was full.
+    static func udpReceiveBufferErrors() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/net/snmp", encoding: .utf8) else { return nil }
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("Udp: ") }
+        guard lines.count >= 2 else { return nil }
+        let names = lines[0].split(separator: " ")
+        let values = lines[1].split(separator: " ")
+        guard let column = names.firstIndex(of: "RcvbufErrors"), column < values.count else { return nil }
+        return Int(values[column])
+    }
+
     static func waitForQuietMachine(threshold: Double, limit: Double) async -> Double? {
         guard limit > 0 else { return nil }
         let deadline = Date().addingTimeInterval(limit)

@@ -1,16 +1,20 @@
 import ArgumentParser
 import Foundation
+import Synchronization
 
 /// `pushgate-bench registrations`: a burst of registration datagrams, timed until every one is in
 /// the store.
 struct RegistrationsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "registrations",
-        abstract: "A burst of UDP registrations to the gateway (a child process), timed until all are applied.",
+        abstract: "UDP registrations to the gateway (a child process), paced or a burst, timed until all are applied.",
         discussion: """
-            Starts `pushgate simulate` and `pushgate gateway` on a fresh store, sends --count registration \
-            datagrams (distinct devices, one group) as fast as this process can, and reads the store \
-            (the gateway's own SQLite file, opened read-side) until the group holds them all.
+            Fills the store with --prefill devices first (direct SQL, random tokens), starts `pushgate \
+            simulate` and `pushgate gateway` on it, sends --count registration datagrams (distinct \
+            devices with random-looking tokens, one group) at --rate per second in slices of --slice \
+            (--rate 0: one burst, as fast as this process can), and reads the store (the gateway's own \
+            SQLite file, opened read-side) until the group holds them all. Reports the apply rate \
+            over 1-second windows and the kernel's UDP receive-buffer drops.
             """
     )
 
@@ -20,15 +24,26 @@ struct RegistrationsCommand: AsyncParsableCommand {
     var count: Int = 100_000
 
     @Option(name: .customLong("poll-ms"), help: "How often the store is read, in milliseconds.")
-    var pollMilliseconds: Int = 10
+    var pollMilliseconds: Int = 50
 
     @Option(help: "Give up when the count has not moved for this many seconds after the burst was sent.")
     var stall: Int = 10
+
+    @Option(help: "Devices put in the store (another group) before the gateway starts, by direct SQL.")
+    var prefill: Int = 0
+
+    @Option(help: "Datagrams per second, sent in slices of --slice (0: one burst, back to back).")
+    var rate: Int = 40_000
+
+    @Option(help: "Datagrams per slice when paced.")
+    var slice: Int = 1_000
 
     func validate() throws {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
         guard (1...1_000).contains(pollMilliseconds) else { throw ValidationError("--poll-ms must be 1...1000") }
         guard stall >= 1 else { throw ValidationError("--stall must be at least 1") }
+        guard prefill >= 0, rate >= 0 else { throw ValidationError("--prefill and --rate must be at least 0") }
+        guard slice >= 1 else { throw ValidationError("--slice must be at least 1") }
     }
 
     func run() async throws {
@@ -57,14 +72,24 @@ struct RegistrationBenchmark {
         let keyPath = try ThrowawayKey.make().write(in: work)
         let database = work.appendingPathComponent("registrations.db").path
 
-        report.line("pushgate-bench registrations: \(Format.integer(command.count)) datagrams, distinct devices, group \"\(Self.group)\"")
+        let pace = command.rate > 0
+            ? "\(Format.integer(command.rate))/s in slices of \(Format.integer(command.slice))" : "one burst"
+        report.line(
+            "pushgate-bench registrations: \(Format.integer(command.count)) datagrams, distinct devices, "
+                + "group \"\(Self.group)\", \(pace)")
         report.line("  stand-in: \(StandIn.describe(options)) (only for the gateway to start)")
-        report.line("  store: \(database) (\(FileSystem.describe(work.path))), fresh")
+        report.line("  store: \(database) (\(FileSystem.describe(work.path)))")
+        if command.prefill > 0 {
+            let fill = try await StoreFill.prefill(path: database, devices: command.prefill, group: "prefilled")
+            report.line(
+                "  prefilled \(Format.integer(fill.created)) devices (random tokens, direct SQL) in "
+                    + "\(Format.seconds(fill.seconds)) s; file \(Format.mebibytes(fill.bytes))")
+        }
         report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
 
         // Built before timing, so that the burst is only sendto(2) calls.
         let datagrams = (0..<command.count).map { index in
-            Array(#"{"device":"\#(BenchDevices.tokenHex(index))","group":"\#(Self.group)"}"#.utf8)
+            Array(#"{"device":"\#(BenchDevices.randomLookingHex(index))","group":"\#(Self.group)"}"#.utf8)
         }
         try await StandIn.with(options: options, workDirectory: work, keyPath: keyPath) { standIn in
             let gateway = try GatewayProcess.start(
@@ -96,10 +121,14 @@ struct RegistrationBenchmark {
         let machineBefore = ProcessMetrics.machineCPU()
         let ownBefore = ProcessMetrics.selfCPU()
         let gatewayBefore = gateway.cpu()
+        let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
         let start = ContinuousClock.now
-        var refused = 0
-        for datagram in datagrams where !sender.send(datagram, port: ports.registration) { refused += 1 }
-        let sent = ContinuousClock.now
+        let progress = SendProgress()
+        let sending = Task.detached { [rate = command.rate, slice = command.slice, port = ports.registration] in
+            await progress.send(datagrams, with: sender, port: port, rate: rate, slice: slice, from: start)
+        }
+        var samples: [(at: ContinuousClock.Instant, applied: Int)] = []
+        var largestBacklog = 0
 
         var applied = 0
         var appliedAt: ContinuousClock.Instant? = nil
@@ -108,6 +137,8 @@ struct RegistrationBenchmark {
         while ContinuousClock.now < deadline {
             let polledAt = ContinuousClock.now
             let count = try await counter.count()
+            samples.append((polledAt, count))
+            largestBacklog = max(largestBacklog, progress.sent - count)
             if count != applied {
                 applied = count
                 lastChange = polledAt
@@ -116,11 +147,15 @@ struct RegistrationBenchmark {
                 appliedAt = polledAt
                 break
             }
-            if (polledAt - lastChange) > .seconds(command.stall) { break }
+            if (polledAt - lastChange) > .seconds(command.stall), progress.finishedAt != nil { break }
             try gateway.checkAlive("during the burst")
             try await Task.sleep(for: .milliseconds(command.pollMilliseconds))
         }
         let end = appliedAt ?? lastChange
+        _ = await sending.value
+        let sent = progress.finishedAt ?? ContinuousClock.now
+        let refused = progress.refused
+        let dropsAfter = ProcessMetrics.udpReceiveBufferErrors()
         let gatewayAfter = gateway.cpu()
         let ownAfter = ProcessMetrics.selfCPU()
         let machineAfter = ProcessMetrics.machineCPU()
@@ -136,6 +171,19 @@ struct RegistrationBenchmark {
             line += "; INCOMPLETE: the count stopped moving at \(Format.milliseconds(seconds)) (datagrams lost, or rejected: see the gateway's warnings above)"
         }
         report.line(line)
+        let windows = Self.windowRates(samples, from: start, until: end)
+        if !windows.isEmpty {
+            let spread = Spread(windows)
+            report.line(
+                "  apply rate over \(windows.count) whole 1-s windows: median \(Format.integer(spread.median))/s "
+                    + "(\(Format.integer(spread.minimum))-\(Format.integer(spread.maximum))); "
+                    + "largest backlog (sent - applied) \(Format.integer(largestBacklog))")
+        }
+        if let dropsBefore, let dropsAfter {
+            report.line(
+                "  kernel UDP receive-buffer drops (/proc/net/snmp RcvbufErrors, whole machine): "
+                    + Format.integer(dropsAfter - dropsBefore))
+        }
         var gatewayCPU: CPUTime? = nil
         if let gatewayBefore, let gatewayAfter { gatewayCPU = gatewayAfter - gatewayBefore }
         var cpu = "  gateway CPU: \(gatewayCPU.map(Format.cpu) ?? "?")"
@@ -146,5 +194,64 @@ struct RegistrationBenchmark {
         }
         report.line(cpu)
         report.line("  gateway peak RSS (VmHWM): \(Format.mebibytes(gateway.peakRSS()))")
+    }
+
+    /// Applied per second in each whole second from `start` to `end`, interpolating the count at
+    /// each second's boundary from the polls around it.
+    static func windowRates(
+        _ samples: [(at: ContinuousClock.Instant, applied: Int)], from start: ContinuousClock.Instant,
+        until end: ContinuousClock.Instant
+    ) -> [Double] {
+        guard samples.count >= 2 else { return [] }
+        func count(at instant: ContinuousClock.Instant) -> Double {
+            guard let after = samples.firstIndex(where: { $0.at >= instant }) else {
+                return Double(samples.last!.applied)
+            }
+            guard after > 0 else { return Double(samples[0].applied) }
+            let (a, b) = (samples[after - 1], samples[after])
+            let span = (b.at - a.at).seconds
+            let fraction = span > 0 ? (instant - a.at).seconds / span : 1
+            return Double(a.applied) + fraction * Double(b.applied - a.applied)
+        }
+        let whole = Int((end - start).seconds)
+        return (0..<whole).map { second in
+            count(at: start + .seconds(second + 1)) - count(at: start + .seconds(second))
+        }
+    }
+}
+
+/// The sending side of a registration run, on its own task, with what it has sent so far readable
+/// by the poller.
+final class SendProgress: Sendable {
+    private let sentCount = Atomic<Int>(0)
+    private let refusedCount = Atomic<Int>(0)
+    private let finished = Mutex<ContinuousClock.Instant?>(nil)
+
+    var sent: Int { sentCount.load(ordering: .relaxed) }
+    var refused: Int { refusedCount.load(ordering: .relaxed) }
+    var finishedAt: ContinuousClock.Instant? { finished.withLock { $0 } }
+
+    /// Slice k goes at `start + k * slice / rate` (rate 0: everything at once).
+    func send(
+        _ datagrams: [[UInt8]], with sender: DatagramSender, port: Int, rate: Int, slice: Int,
+        from start: ContinuousClock.Instant
+    ) async {
+        var next = 0
+        var sliceIndex = 0
+        while next < datagrams.count {
+            let end = rate > 0 ? min(datagrams.count, next + slice) : datagrams.count
+            if rate > 0 {
+                let due = start + .nanoseconds(Int64(sliceIndex) * Int64(slice) * 1_000_000_000 / Int64(rate))
+                try? await Task.sleep(until: due, clock: .continuous)
+            }
+            for index in next..<end where !sender.send(datagrams[index], port: port) {
+                refusedCount.add(1, ordering: .relaxed)
+            }
+            sentCount.store(end, ordering: .relaxed)
+            next = end
+            sliceIndex += 1
+        }
+        let now = ContinuousClock.now
+        finished.withLock { $0 = now }
     }
 }

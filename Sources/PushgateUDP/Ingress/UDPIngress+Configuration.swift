@@ -22,11 +22,12 @@ extension UDPIngress {
         public var datagramsPerSystemCall: Int = 16
         /// System calls per socket wake-up before what was read is handed to the writer.
         public var messagesPerRead: Int = 8
-        /// The most registrations written in one transaction.
-        public var registrationBatchLimit: Int = 5_000
+        /// The most registrations written in one transaction. Larger batches share the index pages they
+        /// dirty and the commit's cost (a registry of millions: one random index page per new token).
+        public var registrationBatchLimit: Int = 20_000
         /// Registrations parsed and waiting for the writer beyond which the sockets are not read (the
-        /// kernel buffer holds the rest) until a batch is taken.
-        public var pendingRegistrationLimit: Int = 20_000
+        /// kernel buffer holds the rest) until a batch is taken. Room for two and a half batches.
+        public var pendingRegistrationLimit: Int = 50_000
         /// The same for notification requests (each is submitted on its own transaction).
         public var pendingNotificationLimit: Int = 1_000
         /// The delays between attempts to store a notification request after a transient store error

@@ -1,0 +1,47 @@
+import Foundation
+import PushgateCore
+@testable import PushgateSQLite
+import Testing
+
+@Suite("SQLite registration batches and benchmark fills")
+struct SQLiteRegistryBatchTests {
+    static let start = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func registration(_ number: Int, _ group: String = "g") -> Registration {
+        Registration(token: try! DeviceToken(hex: String(format: "%064x", number)), group: group, at: start)
+    }
+
+    @Test func aBatchAppliedInTokenOrderAnswersInTheBatchsOrder() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.register(Self.registration(7, "other"))
+            // Descending tokens, a repeat, and a known device joining a new group.
+            let batch = [9, 3, 9, 7, 1].map { Self.registration($0) }
+            let results = try await store.register(batch: batch)
+            #expect(results == [.created, .created, .alreadyMember, .joinedGroup, .created])
+            let page = try await store.devices(app: Registration.defaultApp, group: "g", after: nil, limit: 10)
+            #expect(Set(page.devices.map(\.token.hex)) == Set([9, 3, 7, 1].map { String(format: "%064x", $0) }))
+        }
+    }
+
+    @Test func aBatchWrittenWithoutFsyncLeavesTheWriterSynchronousFull() async throws {
+        try await withTemporaryStore { store in
+            _ = try await store.register(batch: (1...50).map { Self.registration($0) })
+            #expect(try await store.pragmas().synchronous == 2)  // FULL: the next acknowledged write is fsync'd
+        }
+    }
+
+    @Test func theBenchmarkFillAddsDistinctDevicesThatTheCounterSeesOnce() async throws {
+        try await withTemporaryStore { store in
+            #expect(try await store.prefillForBenchmark(group: "filled", count: 500, at: Self.start) == 500)
+            let first = try await store.countMembersForBenchmark(group: "filled", afterDevice: 0)
+            #expect(first.count == 500)
+            #expect(try await store.countMembersForBenchmark(group: "filled", afterDevice: first.lastDevice).count == 0)
+            #expect(try await store.prefillForBenchmark(group: "filled", count: 200, at: Self.start) == 200)
+            let added = try await store.countMembersForBenchmark(group: "filled", afterDevice: first.lastDevice)
+            #expect(added.count == 200)
+            let page = try await store.devices(app: Registration.defaultApp, group: "filled", after: nil, limit: 1_000)
+            #expect(Set(page.devices.map(\.token)).count == 700)
+            #expect(try await store.countMembersForBenchmark(group: "nobody", afterDevice: 0).count == 0)
+        }
+    }
+}
