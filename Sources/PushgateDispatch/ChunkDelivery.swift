@@ -50,7 +50,8 @@ final class ChunkDelivery {
     private var tally: OutcomeTally
     private var lastRecord = ContinuousClock.now
     /// The progress record under way; records of one chunk are strictly one after another.
-    private var recording: (result: BackgroundResult<ProgressResult>, last: Bool, tally: OutcomeTally)?
+    private var recording:
+        (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
     /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
     private var submittedIDs: [UInt64] = []
     private var stopDeadline: ContinuousClock.Instant?
@@ -85,16 +86,16 @@ final class ChunkDelivery {
     func stop(deadline: ContinuousClock.Instant) {
         guard stopDeadline == nil else { return }
         stopDeadline = deadline
-        let withdrawn = route.client.withdraw(submittedIDs)
+        let withdrawn = route.transport.withdraw(submittedIDs)
         dispatcher.logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
     }
 
     /// Does whatever can be done now without waiting: picks up finished background work, gathers
     /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
     /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
-    func advance(room: inout Int, group: inout DiscardingTaskGroup, signal: WakeSignal) throws {
+    func advance(room: inout Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
         guard !isDone else { return }
-        try collectBackgroundWork()
+        collectBackgroundWork()
         if isDone { return }
         gatherOutcomes()
         if stopDeadline == nil {
@@ -104,14 +105,37 @@ final class ChunkDelivery {
         startRecordIfDue(group: &group, signal: signal)
     }
 
-    private func collectBackgroundWork() throws {
+    /// A store error is counted and backed off; a failed read is read again, and the outcomes of a
+    /// failed record go back into the next record, so none is lost.
+    private func collectBackgroundWork() {
+        let health = dispatcher.storeHealth
         if let read = pageRead, let result = read.result {
             pageRead = nil
-            accept(try result.get())
+            switch result {
+            case .success(let page):
+                health.succeeded()
+                accept(page)
+            case .failure(let error):
+                health.failed(.readTargets, error)
+            }
         }
-        if let (record, last, recordedTally) = recording, let result = record.result {
+        if let (record, last, recordedBatch, recordedTally) = recording, let result = record.result {
             recording = nil
-            let outcome = try result.get()
+            let outcome: ProgressResult
+            switch result {
+            case .success(let value):
+                health.succeeded()
+                outcome = value
+            case .failure(let error):
+                health.failed(.recordProgress, error)
+                batch.prepend(recordedBatch)
+                tally.merge(recordedTally)
+                if let stopDeadline, ContinuousClock.now >= stopDeadline {
+                    // Stopping and the store still fails: the next run sends these devices again.
+                    isDone = true
+                }
+                return
+            }
             if outcome != .leaseLost {
                 // Counted only once the ledger holds them, so metrics never run ahead of the ledger.
                 var counted = recordedTally
@@ -190,14 +214,16 @@ final class ChunkDelivery {
         }
         bufferedHead += count
         collector.willSend(count)
-        submittedIDs.append(contentsOf: route.client.submit(requests))
+        submittedIDs.append(contentsOf: route.transport.submit(requests))
         sentThrough = bufferedHead == buffered.count ? pageCursor : buffered[bufferedHead].cursor - 1
         room -= count
     }
 
     /// Keeps one page read ahead of what is being sent, so that sending never waits for the store.
     private func readAhead(group: inout DiscardingTaskGroup, signal: WakeSignal) {
-        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < configuration.pageSize else { return }
+        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < configuration.pageSize,
+            dispatcher.storeHealth.mayTry()
+        else { return }
         let (store, chunk, cursor, limit) = (dispatcher.store, chunk, pageCursor, configuration.pageSize)
         pageRead = BackgroundResult(in: &group, signal: signal) {
             try await store.targets(of: chunk, after: cursor, limit: limit)
@@ -205,7 +231,7 @@ final class ChunkDelivery {
     }
 
     private func startRecordIfDue(group: inout DiscardingTaskGroup, signal: WakeSignal) {
-        guard recording == nil else { return }
+        guard recording == nil, dispatcher.storeHealth.mayTry() else { return }
         let inFlight = collector.inFlight
         let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
         let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
@@ -215,7 +241,7 @@ final class ChunkDelivery {
 
         let through = order.firstPending.map { $0 - 1 } ?? sentThrough
         let progress = batch.progress(for: chunk, through: through, completes: finished)
-        let recordedTally = tally
+        let (recordedBatch, recordedTally) = (batch, tally)
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
         lastRecord = .now
@@ -225,6 +251,7 @@ final class ChunkDelivery {
                 try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
             },
             finished || stoppedWaiting,
+            recordedBatch,
             recordedTally
         )
     }
@@ -296,6 +323,16 @@ struct ProgressBatch {
         case .retry(let at, let reason):
             retries.append(RetryEntry(token: token, attempt: 1, nextAttemptAt: at, reason: reason))
         }
+    }
+
+    /// Puts `earlier` (a batch whose record failed) before this one.
+    mutating func prepend(_ earlier: ProgressBatch) {
+        accepted += earlier.accepted
+        lastAPNsID = lastAPNsID ?? earlier.lastAPNsID
+        retries = earlier.retries + retries
+        failures = earlier.failures + failures
+        invalidations = earlier.invalidations + invalidations
+        count += earlier.count
     }
 
     func progress(for chunk: WorkChunk, through: Int64, completes: Bool) -> ChunkProgress {

@@ -8,11 +8,11 @@ import Synchronization
 /// Where an app's notifications go: its transport to APNs (the HTTP/2 client with the app's
 /// credentials, environment and pool, or the legacy binary interface) and its topic.
 public struct DeliveryRoute: Sendable {
-    public var client: any NotificationTransport
+    public var transport: any NotificationTransport
     public var topic: Topic
 
-    public init(client: any NotificationTransport, topic: Topic) {
-        self.client = client
+    public init(transport: any NotificationTransport, topic: Topic) {
+        self.transport = transport
         self.topic = topic
     }
 }
@@ -44,6 +44,9 @@ public final class Dispatcher: Service, NotificationIntake {
         public var retryPolicy: RetryPolicy = RetryPolicy()
         /// On shutdown, how long in-flight notifications may take to be answered.
         public var shutdownGracePeriod: Duration = .seconds(5)
+        /// After a store operation fails, how long until the next one (doubling per failure, up to its
+        /// limit). Store failures never end the dispatcher.
+        public var storeBackoff = StoreBackoff()
 
         public init(instanceID: InstanceID) {
             self.instanceID = instanceID
@@ -51,16 +54,21 @@ public final class Dispatcher: Service, NotificationIntake {
     }
 
     let store: any PushStore
-    private let routes: [String: DeliveryRoute]
+    let routes: [String: DeliveryRoute]
     let configuration: Configuration
     let clock: any WallClock
     let logger: Logger
     let metrics: DispatchMetrics
+    /// Store failures at run time: counted, backed off, shown in readiness.
+    let storeHealth: StoreHealth
     /// Wakes the loop: new work, an outcome of a chunk under way, a page read or a record finished.
     private let wake = WakeSignal()
     /// Set when a request was added (here or by another instance): there may be chunks to claim.
     private let workAdded = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
+    /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
+    let retryBatchUnderWay = Atomic<Bool>(false)
+    let retriesInFlightCount = Atomic<Int>(0)
     /// Prepared notifications per request: a request is immutable, so its wire form is built once.
     private let prepared = Mutex<[RequestID: (NotificationRequest, PreparedNotification)]>([:])
     let random = Mutex(SystemRandomNumberGenerator())
@@ -76,7 +84,12 @@ public final class Dispatcher: Service, NotificationIntake {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.storeHealth = StoreHealth(
+            backoff: configuration.storeBackoff, clock: clock, logger: logger, factory: metrics.factory)
     }
+
+    /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
+    public var isStoreHealthy: Bool { storeHealth.isHealthy }
 
     // MARK: Intake
 
@@ -107,12 +120,9 @@ public final class Dispatcher: Service, NotificationIntake {
     // MARK: The loop
 
     public func run() async throws {
-        let released = try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
-        if released > 0 {
-            logger.info("resuming work left by the previous run", metadata: ["push.leases_released": "\(released)"])
-        }
-        try await withGracefulShutdownHandler {
-            try await loop()
+        await withGracefulShutdownHandler {
+            await releaseOwnLeases()
+            await loop()
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
             self.wake.signal()
@@ -122,31 +132,56 @@ public final class Dispatcher: Service, NotificationIntake {
         logger.info("dispatcher stopped")
     }
 
-    private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
+    /// What a previous run of this instance held becomes claimable at once. Retried until the store
+    /// answers (or the dispatcher stops).
+    private func releaseOwnLeases() async {
+        while !isStopping {
+            if let released = await storeHealth.attempt(.releaseLeases, {
+                try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
+            }) {
+                if released > 0 {
+                    logger.info(
+                        "resuming work left by the previous run", metadata: ["push.leases_released": "\(released)"])
+                }
+                return
+            }
+            await waitForStore(atMost: configuration.storeBackoff.limit)
+        }
+    }
+
+    /// Waits for a signal, at most `timeout` and at most until the store back-off ends.
+    private func waitForStore(atMost timeout: Duration) async {
+        var timeout = timeout
+        if let retryAt = storeHealth.retryAt {
+            let seconds = max(0, retryAt.timeIntervalSince(clock.now()))
+            timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
+        }
+        await wake.wait(timeout: timeout)
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
     /// Chunks under way at once, at most: the one being sent and those whose last answers are still
     /// coming back. More would only spread the in-flight limit thinner.
     static let maximumActiveChunks = 3
 
-    private func loop() async throws {
+    private func loop() async {
         var active: [ChunkDelivery] = []
-        var failure: (any Error)?
         await withDiscardingTaskGroup { group in
-            do {
-                try await loop(active: &active, group: &group)
-            } catch {
-                failure = error
-            }
+            await loop(active: &active, group: &group)
             // Background reads and records end on their own; the group waits for them.
         }
-        if let failure { throw failure }
     }
 
-    private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async throws {
+    /// Store errors never leave this loop: each failed operation is counted and backed off
+    /// (``StoreHealth``), and what it was for is done again once the store answers.
+    private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async {
         var lastExpiry = Date.distantPast
         var stopDeadline: ContinuousClock.Instant? = nil
         /// False once a claim found nothing, until new work is announced: no claim per loop turn.
         var mayHaveChunks = true
+        /// Claimed chunks whose start failed on a store error: started before anything new is claimed.
+        var unstarted: [WorkChunk] = []
         while true {
             let newWork = workAdded.exchange(false, ordering: .acquiringAndReleasing)
             if newWork { mayHaveChunks = true }
@@ -158,45 +193,54 @@ public final class Dispatcher: Service, NotificationIntake {
             if stopDeadline != nil, active.isEmpty { return }
 
             let now = clock.now()
-            if stopDeadline == nil, !newWork, active.allSatisfy(\.isAllSent) {
-                try await expireOverdueRequests(now: now, last: &lastExpiry)
+            let storeAvailable = storeHealth.mayTry()
+            if storeAvailable, stopDeadline == nil, !newWork, active.allSatisfy(\.isAllSent) {
+                await expireOverdueRequests(now: now, last: &lastExpiry)
             }
 
             // The next chunk starts as soon as everything of the current ones is sent.
             var claimed = false
-            if stopDeadline == nil, active.isEmpty || (mayHaveChunks && active.count < Self.maximumActiveChunks && active.allSatisfy(\.isAllSent)) {
+            let mayStart =
+                stopDeadline == nil && storeAvailable
+                && (active.isEmpty || (active.count < Self.maximumActiveChunks && active.allSatisfy(\.isAllSent)))
+            if mayStart, !unstarted.isEmpty {
+                claimed = true
+                await start(unstarted.removeFirst(), active: &active, unstarted: &unstarted)
+            } else if mayStart, active.isEmpty || mayHaveChunks {
                 mayHaveChunks = false
-                if let chunk = try await store.claimChunk(
-                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                    chunkSize: configuration.chunkSize)
-                {
+                switch await storeHealth.attempt(.claimChunk, {
+                    try await store.claimChunk(
+                        owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
+                        chunkSize: configuration.chunkSize)
+                }) {
+                case .none:
+                    mayHaveChunks = true
+                case .some(.none):
+                    break
+                case .some(.some(let chunk)):
                     claimed = true
                     mayHaveChunks = true
-                    if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+                    await start(chunk, active: &active, unstarted: &unstarted)
                 }
             }
             if active.isEmpty {
                 if claimed { continue }
                 if stopDeadline != nil { return }
-                let retries = try await store.claimRetries(
-                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                    limit: configuration.retryBatch)
-                if !retries.isEmpty {
-                    try await deliver(retries)
-                    continue
-                }
+                if storeHealth.mayTry(), unstarted.isEmpty, await startRetries(now: now, group: &group) { continue }
                 var timeout = configuration.idleInterval
-                if let next = try await store.nextWakeUp(after: now) {
+                if storeHealth.mayTry(),
+                    let next = await storeHealth.attempt(.nextWakeUp, { try await store.nextWakeUp(after: now) }) ?? nil
+                {
                     let seconds = max(0, next.timeIntervalSince(clock.now()))
                     timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
                 }
-                await wake.wait(timeout: timeout)
+                await waitForStore(atMost: timeout)
                 continue
             }
 
-            var room = configuration.maximumInFlight - active.reduce(0) { $0 + $1.inFlight }
+            var room = configuration.maximumInFlight - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
             for delivery in active {
-                try delivery.advance(room: &room, group: &group, signal: wake)
+                delivery.advance(room: &room, group: &group, signal: wake)
             }
             for delivery in active where delivery.isDone && delivery.completedChunk {
                 let id = delivery.request.id
@@ -204,21 +248,37 @@ public final class Dispatcher: Service, NotificationIntake {
             }
             active.removeAll(where: \.isDone)
             if claimed { continue }
-            if active.isEmpty || (mayHaveChunks && active.allSatisfy(\.isAllSent) && active.count < Self.maximumActiveChunks && stopDeadline == nil) {
+            let mayStartMore =
+                (mayHaveChunks || !unstarted.isEmpty) && storeHealth.mayTry() && stopDeadline == nil
+                && active.allSatisfy(\.isAllSent) && active.count < Self.maximumActiveChunks
+            if active.isEmpty || mayStartMore {
                 continue
             }
-            await wake.wait(timeout: configuration.progressInterval)
+            await waitForStore(atMost: configuration.progressInterval)
         }
     }
 
     /// Expires overdue requests, at most once a second. Called only while idle or waiting for answers,
     /// not between a new request and its first send.
-    private func expireOverdueRequests(now: Date, last: inout Date) async throws {
+    private func expireOverdueRequests(now: Date, last: inout Date) async {
         guard now.timeIntervalSince(last) >= 1 else { return }
         last = now
-        for id in try await store.expireOverdue(now: now) {
+        let expired = await storeHealth.attempt(.expireOverdue, { try await store.expireOverdue(now: now) })
+        guard let expired else { return }
+        for id in expired {
             logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
             await logCompletion(of: id)
+        }
+    }
+
+    /// Starts a claimed chunk; on a store error it waits in `unstarted` (still leased to us).
+    private func start(_ chunk: WorkChunk, active: inout [ChunkDelivery], unstarted: inout [WorkChunk]) async {
+        do {
+            if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+            storeHealth.succeeded()
+        } catch {
+            storeHealth.failed(.readRequest, error)
+            unstarted.append(chunk)
         }
     }
 
@@ -237,18 +297,28 @@ public final class Dispatcher: Service, NotificationIntake {
         let delivery = ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
         // The first page is read here rather than in the background: one hand-over less between a
         // request's arrival and its first send.
-        delivery.accept(try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize))
+        // On a store error the delivery reads it again itself, after the back-off.
+        if let page = await storeHealth.attempt(.readTargets, {
+            try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize)
+        }) {
+            delivery.accept(page)
+        }
         return delivery
     }
 
-    private func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
+    func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
         if let cached = prepared.withLock({ $0[id] }) { return cached }
         guard let request = try await store.request(id) else { return nil }
         guard routes[request.app] != nil else {
             logger.error("request for an app that is not configured", metadata: ["push.request_id": "\(id)", "push.app": "\(request.app)"])
             return nil
         }
-        return try prepare(request)
+        do {
+            return try prepare(request)
+        } catch {
+            logger.error("stored request cannot be sent", metadata: ["push.request_id": "\(id)", "error": "\(error)"])
+            return nil
+        }
     }
 
     /// Builds a request's wire form once and keeps it for the chunks and retries that follow. Done at
@@ -285,61 +355,12 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    // MARK: Retries
-
-    private func deliver(_ claims: [RetryClaim]) async throws {
-        let collector = OutcomeCollector()
-        var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
-        var requestsByApp: [String: [APNsRequest]] = [:]
-        var outcomes: [RetryOutcome] = []
-        var tally = metrics.tally()
-        for (index, claim) in claims.enumerated() {
-            guard let (request, notification) = try await requestAndNotification(claim.requestID) else {
-                outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
-                continue
-            }
-            byTag[UInt64(index)] = (claim, request)
-            requestsByApp[request.app, default: []].append(
-                APNsRequest(notification: notification, deviceToken: claim.token, tag: UInt64(index), receiver: collector))
-        }
-        let total = byTag.count
-        collector.willSend(total)
-        for (app, requests) in requestsByApp { routes[app]?.client.submit(requests) }
-        var received = 0
-        let deadline = ContinuousClock.now + .seconds(120)
-        while received < total, ContinuousClock.now < deadline {
-            for completed in collector.drain() {
-                received += 1
-                guard let (claim, request) = byTag[completed.tag] else { continue }
-                let disposition = random.withLock { generator in
-                    OutcomeDisposition.decide(
-                        completed.outcome, token: claim.token, attempt: claim.attempt + 1, request: request,
-                        policy: configuration.retryPolicy, now: clock.now(), using: &generator)
-                }
-                tally.add(completed.outcome, disposition: disposition, request: request, now: clock.now())
-                switch disposition {
-                case .accepted(let apnsID):
-                    outcomes.append(RetryOutcome(claim: claim, result: .accepted(apnsID: apnsID)))
-                case .failed(let reason, let status, let invalidation):
-                    outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: reason, status: status), invalidation: invalidation))
-                case .retry(let at, let reason):
-                    outcomes.append(RetryOutcome(claim: claim, result: .retry(nextAttemptAt: at, reason: reason)))
-                }
-            }
-            if received < total { await collector.signal.wait(timeout: configuration.progressInterval) }
-        }
-        let result = try await store.recordRetryOutcomes(outcomes, owner: configuration.instanceID, now: clock.now())
-        metrics.record(&tally)
-        logger.debug("retries sent", metadata: ["push.retries": "\(claims.count)", "push.applied": "\(result.applied)"])
-        for id in Set(claims.map(\.requestID)) { await logCompletion(of: id) }
-    }
-
     // MARK: Reporting
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
     /// One info line per request when it is finished: targets, accepted, failed by reason, duration.
-    private func logCompletion(of id: RequestID) async {
+    func logCompletion(of id: RequestID) async {
         guard let report = try? await store.report(id), report.state.isFinished else { return }
         let first = completionLogged.withLock { logged -> Bool in
             if logged.count > 10_000 { logged.removeAll() }

@@ -163,7 +163,7 @@ public struct Gateway: Sendable {
                 transport = client
             }
             transports.append(transport)
-            routes[app.name] = DeliveryRoute(client: transport, topic: app.topic)
+            routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic)
         }
         let dispatcher = Dispatcher(
             store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
@@ -208,7 +208,8 @@ public struct Gateway: Sendable {
                     monitoring: .init(
                         metricsFactory: metricsFactory, metricsExposition: { registry.emitToBuffer() },
                         // Ready when some app can reach APNs (a legacy-only gateway has no HTTP/2 client to ask).
-                        apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } }),
+                        apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } },
+                        dispatcherReady: { dispatcher.isStoreHealthy }),
                     onBound: { port in httpPort.value = port })
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")

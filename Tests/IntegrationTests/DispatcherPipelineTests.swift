@@ -66,7 +66,10 @@ struct DispatcherPipelineTests {
         configuration.maximumInFlight = 1_000
         configuration.idleInterval = .milliseconds(50)
         let dispatcher = Dispatcher(
-            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
+            store: store,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.pipeline"))
+            ],
             configuration: configuration, logger: TestLogger.make("dispatch"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }
