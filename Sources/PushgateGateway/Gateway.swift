@@ -110,6 +110,7 @@ public struct Gateway: Sendable {
     public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
         async throws
     {
+        try configuration.checkLease()
         let store: any PushStore
         var postgres: PostgresStore? = nil
         let storeDescription: String

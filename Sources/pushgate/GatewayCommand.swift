@@ -98,7 +98,8 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer; default 100).")
     var maximumStreams: String?
 
-    @Option(name: .customLong("http-port"), help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
+    /// Unconditional: the value may start with a dash (`--http-port -1`, as documented).
+    @Option(name: .customLong("http-port"), parsing: .unconditional, help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
     var httpPort: String?
 
     @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")
