@@ -93,14 +93,14 @@ final class ChunkDelivery {
     /// Does whatever can be done now without waiting: picks up finished background work, gathers
     /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
     /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
-    func advance(room: inout Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
+    func advance(room: inout Int, budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
         guard !isDone else { return }
         collectBackgroundWork()
         if isDone { return }
         gatherOutcomes()
         if stopDeadline == nil {
             send(room: &room)
-            readAhead(group: &group, signal: signal)
+            readAhead(keeping: budget, group: &group, signal: signal)
         }
         startRecordIfDue(group: &group, signal: signal)
     }
@@ -219,9 +219,10 @@ final class ChunkDelivery {
         room -= count
     }
 
-    /// Keeps one page read ahead of what is being sent, so that sending never waits for the store.
-    private func readAhead(group: inout DiscardingTaskGroup, signal: WakeSignal) {
-        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < configuration.pageSize,
+    /// Reads ahead until a page and the in-flight budget's worth wait to be sent, so that sending never
+    /// waits for the store and the budget can be filled at once when answers free it.
+    private func readAhead(keeping budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
+        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < max(configuration.pageSize, budget),
             dispatcher.storeHealth.mayTry()
         else { return }
         let (store, chunk, cursor, limit) = (dispatcher.store, chunk, pageCursor, configuration.pageSize)

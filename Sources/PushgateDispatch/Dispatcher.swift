@@ -31,8 +31,9 @@ public final class Dispatcher: Service, NotificationIntake {
         public var chunkSize: Int = 20_000
         /// Targets read from the store at a time.
         public var pageSize: Int = 4_000
-        /// Notifications sent but not yet answered, at most (the crash-duplicate window).
-        public var maximumInFlight: Int = 2_000
+        /// A cap on notifications sent but not yet answered (the crash-duplicate window). Nil: what
+        /// the routes' transports can carry (``Dispatcher/inFlightBudget``).
+        public var maximumInFlight: Int? = nil
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
         public var progressInterval: Duration = .milliseconds(100)
@@ -86,6 +87,18 @@ public final class Dispatcher: Service, NotificationIntake {
         self.logger = logger
         self.storeHealth = StoreHealth(
             backoff: configuration.storeBackoff, clock: clock, logger: logger, factory: metrics.factory)
+    }
+
+    /// Notifications that may be sent and not yet answered: the sum of what the routes' transports can
+    /// carry now (connections x streams), within the configured cap. Read on every loop turn, so it
+    /// follows the transports as their capacity changes.
+    public var inFlightBudget: Int {
+        var seen = Set<ObjectIdentifier>()
+        var capacity = 0
+        for route in routes.values where seen.insert(ObjectIdentifier(route.transport)).inserted {
+            capacity += route.transport.inFlightCapacity
+        }
+        return max(1, min(capacity, configuration.maximumInFlight ?? .max))
     }
 
     /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
@@ -238,9 +251,10 @@ public final class Dispatcher: Service, NotificationIntake {
                 continue
             }
 
-            var room = configuration.maximumInFlight - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+            let budget = inFlightBudget
+            var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
             for delivery in active {
-                delivery.advance(room: &room, group: &group, signal: wake)
+                delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
             }
             for delivery in active where delivery.isDone && delivery.completedChunk {
                 let id = delivery.request.id

@@ -15,10 +15,26 @@ final class HeldAnswersTransport: NotificationTransport {
         var nextID: UInt64 = 0
     }
     private let state = Mutex(State())
+    private let capacity: Atomic<Int>
+    private let exceeded = Atomic<Bool>(false)
+
+    init(capacity: Int = 1_000) {
+        self.capacity = Atomic(capacity)
+    }
+
+    /// What this transport says it can carry; a test may change it at any time.
+    var inFlightCapacity: Int {
+        get { capacity.load(ordering: .relaxed) }
+        set { capacity.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Set if a submit ever left more requests unanswered than the capacity of that moment.
+    var capacityExceeded: Bool { exceeded.load(ordering: .relaxed) }
 
     func submit(_ requests: [APNsRequest]) -> [UInt64] {
         state.withLock { state in
             state.held.append(contentsOf: requests)
+            if state.held.count > inFlightCapacity { exceeded.store(true, ordering: .relaxed) }
             state.submitted += requests.count
             defer { state.nextID += UInt64(requests.count) }
             return (0..<UInt64(requests.count)).map { state.nextID + $0 }
@@ -51,7 +67,7 @@ struct DispatcherPipelineTests {
     /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to a
     /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
     static func withBroadcast(
-        devices: Int, chunkSize: Int, pageSize: Int,
+        devices: Int, chunkSize: Int, pageSize: Int, capacity: Int = 1_000, maximumInFlight: Int? = 1_000,
         _ body: (HeldAnswersTransport, SQLiteStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
@@ -59,12 +75,14 @@ struct DispatcherPipelineTests {
         defer { try? store.close() }
         let now = Date()
         _ = try await store.register(batch: (1...devices).map { Registration(token: token($0), group: "all", at: now) })
-        let transport = HeldAnswersTransport()
+        let transport = HeldAnswersTransport(capacity: capacity)
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
         configuration.chunkSize = chunkSize
         configuration.pageSize = pageSize
-        configuration.maximumInFlight = 1_000
+        configuration.maximumInFlight = maximumInFlight
         configuration.idleInterval = .milliseconds(50)
+        // The test ends with answers still held: nothing to wait for.
+        configuration.shutdownGracePeriod = .milliseconds(100)
         let dispatcher = Dispatcher(
             store: store,
             routes: [
