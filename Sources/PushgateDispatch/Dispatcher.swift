@@ -174,10 +174,6 @@ public final class Dispatcher: Service, NotificationIntake {
 
     var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
 
-    /// Chunks under way at once, at most: the one being sent and those whose last answers are still
-    /// coming back. More would only spread the in-flight limit thinner.
-    static let maximumActiveChunks = 3
-
     private func loop() async {
         var active: [ChunkDelivery] = []
         await withDiscardingTaskGroup { group in
@@ -186,97 +182,76 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    /// Store errors never leave this loop: each failed operation is counted and backed off
-    /// (``StoreHealth``), and what it was for is done again once the store answers.
+    /// Performs what ``DispatchLoop`` decides. Store errors never leave this loop: each failed
+    /// operation is counted and backed off (``StoreHealth``), and what it was for is done again once
+    /// the store answers.
     private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async {
-        var lastExpiry = Date.distantPast
-        var stopDeadline: ContinuousClock.Instant? = nil
-        /// False once a claim found nothing, until new work is announced: no claim per loop turn.
-        var mayHaveChunks = true
-        /// Claimed chunks whose start failed on a store error: started before anything new is claimed.
+        var machine = DispatchLoop(idleInterval: configuration.idleInterval, progressInterval: configuration.progressInterval)
+        /// Claimed chunks whose start failed on a store error (still leased to us).
         var unstarted: [WorkChunk] = []
         while true {
-            let newWork = workAdded.exchange(false, ordering: .acquiringAndReleasing)
-            if newWork { mayHaveChunks = true }
-            if isStopping, stopDeadline == nil {
+            if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
+            let snapshot = DispatchLoop.Snapshot(
+                now: clock.now(), stopRequested: isStopping, active: active.count, allSent: active.allSatisfy(\.isAllSent),
+                unstarted: unstarted.count, storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
+            switch machine.next(snapshot) {
+            case .beginStop:
                 let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
-                stopDeadline = deadline
                 for delivery in active { delivery.stop(deadline: deadline) }
-            }
-            if stopDeadline != nil, active.isEmpty { return }
-
-            let now = clock.now()
-            let storeAvailable = storeHealth.mayTry()
-            if storeAvailable, stopDeadline == nil, !newWork, active.allSatisfy(\.isAllSent) {
-                await expireOverdueRequests(now: now, last: &lastExpiry)
-            }
-
-            // The next chunk starts as soon as everything of the current ones is sent.
-            var claimed = false
-            let mayStart =
-                stopDeadline == nil && storeAvailable
-                && (active.isEmpty || (active.count < Self.maximumActiveChunks && active.allSatisfy(\.isAllSent)))
-            if mayStart, !unstarted.isEmpty {
-                claimed = true
+            case .stop:
+                return
+            case .expireOverdue:
+                await expireOverdueRequests(now: snapshot.now)
+            case .startUnstarted:
                 await start(unstarted.removeFirst(), active: &active, unstarted: &unstarted)
-            } else if mayStart, active.isEmpty || mayHaveChunks {
-                mayHaveChunks = false
-                switch await storeHealth.attempt(.claimChunk, {
+            case .claimChunk:
+                let claim = await storeHealth.attempt(.claimChunk) {
                     try await store.claimChunk(
-                        owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
+                        owner: configuration.instanceID, now: snapshot.now, leaseDuration: configuration.leaseDuration,
                         chunkSize: configuration.chunkSize)
-                }) {
-                case .none:
-                    mayHaveChunks = true
-                case .some(.none):
-                    break
+                }
+                switch claim {
+                case .none: machine.claimed(.failed)
+                case .some(.none): machine.claimed(.nothing)
                 case .some(.some(let chunk)):
-                    claimed = true
-                    mayHaveChunks = true
+                    machine.claimed(.found)
                     await start(chunk, active: &active, unstarted: &unstarted)
                 }
-            }
-            if active.isEmpty {
-                if claimed { continue }
-                if stopDeadline != nil { return }
-                if storeHealth.mayTry(), unstarted.isEmpty, await startRetries(now: now, group: &group) { continue }
-                var timeout = configuration.idleInterval
-                if storeHealth.mayTry(),
-                    let next = await storeHealth.attempt(.nextWakeUp, { try await store.nextWakeUp(after: now) }) ?? nil
-                {
-                    let seconds = max(0, next.timeIntervalSince(clock.now()))
-                    timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
+            case .claimRetries:
+                machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
+            case .advance:
+                let budget = inFlightBudget
+                var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+                for delivery in active {
+                    delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
                 }
-                await waitForStore(atMost: timeout)
+                for delivery in active where delivery.isDone && delivery.completedChunk {
+                    let id = delivery.request.id
+                    group.addTask { await self.logCompletion(of: id) }
+                }
+                active.removeAll(where: \.isDone)
+            case .again:
                 continue
+            case .idle(var until):
+                if storeHealth.mayTry(),
+                    let next = await storeHealth.attempt(.nextWakeUp, { try await store.nextWakeUp(after: snapshot.now) }) ?? nil
+                {
+                    until = min(until, next)
+                }
+                await wake.wait(timeout: timeout(until: until))
+            case .waitForAnswers(let until):
+                await wake.wait(timeout: timeout(until: until))
             }
-
-            let budget = inFlightBudget
-            var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
-            for delivery in active {
-                delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
-            }
-            for delivery in active where delivery.isDone && delivery.completedChunk {
-                let id = delivery.request.id
-                group.addTask { await self.logCompletion(of: id) }
-            }
-            active.removeAll(where: \.isDone)
-            if claimed { continue }
-            let mayStartMore =
-                (mayHaveChunks || !unstarted.isEmpty) && storeHealth.mayTry() && stopDeadline == nil
-                && active.allSatisfy(\.isAllSent) && active.count < Self.maximumActiveChunks
-            if active.isEmpty || mayStartMore {
-                continue
-            }
-            await waitForStore(atMost: configuration.progressInterval)
         }
     }
 
-    /// Expires overdue requests, at most once a second. Called only while idle or waiting for answers,
-    /// not between a new request and its first send.
-    private func expireOverdueRequests(now: Date, last: inout Date) async {
-        guard now.timeIntervalSince(last) >= 1 else { return }
-        last = now
+    /// From now until `date` on the dispatcher's clock (1 ms at least, rounded up).
+    private func timeout(until date: Date) -> Duration {
+        .milliseconds(Int64(max(0, date.timeIntervalSince(clock.now())) * 1000) + 1)
+    }
+
+    /// Expires overdue requests (``DispatchLoop`` decides when).
+    private func expireOverdueRequests(now: Date) async {
         let expired = await storeHealth.attempt(.expireOverdue, { try await store.expireOverdue(now: now) })
         guard let expired else { return }
         for id in expired {
