@@ -68,11 +68,13 @@ struct DispatcherPipelineTests {
     /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
     static func withBroadcast(
         devices: Int, chunkSize: Int, pageSize: Int, capacity: Int = 1_000, maximumInFlight: Int? = 1_000,
-        _ body: (HeldAnswersTransport, SQLiteStore, RequestID) async throws -> Void
+        _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
-        let store = try SQLiteStore(path: directory.path("pipeline.db"))
-        defer { try? store.close() }
+        let sqlite = try SQLiteStore(path: directory.path("pipeline.db"))
+        defer { try? sqlite.close() }
+        // Counts the dispatcher's store calls (no fault injected).
+        let store = FaultInjectingStore(base: sqlite)
         let now = Date()
         _ = try await store.register(batch: (1...devices).map { Registration(token: token($0), group: "all", at: now) })
         let transport = HeldAnswersTransport(capacity: capacity)
@@ -123,11 +125,15 @@ struct DispatcherPipelineTests {
     @Test("with three chunks under way and no answer, a fourth waits; it goes out once answers come back")
     func atMostThreeChunks() async throws {
         try await Self.withBroadcast(devices: 400, chunkSize: 100, pageSize: 40) { transport, store, id in
-            try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted == 300 }
-            // Give the dispatcher every chance to go on: it is woken and the test yields.
-            for _ in 0..<5 {
-                await Task.yield()
+            try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted >= 300 }
+            // The loop checks expiries once a second, at the start of a turn, before it decides on a
+            // claim. Two more checks after every chunk was sent: a whole turn with three chunks under
+            // way and nothing to send has decided, and it did not claim a fourth chunk.
+            let checks = store.calls[.expireOverdue] ?? 0
+            try await eventually("two more turns", timeout: .seconds(60)) {
+                (store.calls[.expireOverdue] ?? 0) >= checks + 2
             }
+            #expect(store.chunksClaimed == 3)
             #expect(transport.submitted == 300)
             transport.answerAll()
             try await eventually("the fourth chunk sent", timeout: .seconds(60)) { transport.submitted == 400 }

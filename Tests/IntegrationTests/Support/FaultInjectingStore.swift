@@ -23,6 +23,7 @@ final class FaultInjectingStore: PushStore {
         var failed = false
         /// Every call of `operation` fails while set (an outage).
         var down: Set<StoreOperation> = []
+        var chunksClaimed = 0
     }
     private let base: any PushStore
     private let state: Mutex<State>
@@ -34,6 +35,8 @@ final class FaultInjectingStore: PushStore {
 
     /// How often each method was called.
     var calls: [StoreOperation: Int] { state.withLock { $0.calls } }
+    /// Claims that returned a chunk.
+    var chunksClaimed: Int { state.withLock { $0.chunksClaimed } }
     /// Whether the chosen fault happened.
     var injected: Bool { state.withLock { $0.failed } }
 
@@ -62,9 +65,11 @@ final class FaultInjectingStore: PushStore {
     }
 
     func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws -> WorkChunk? {
-        try await call(.claimChunk) {
+        let chunk = try await call(.claimChunk) {
             try await base.claimChunk(owner: owner, now: now, leaseDuration: leaseDuration, chunkSize: chunkSize)
         }
+        if chunk != nil { state.withLock { $0.chunksClaimed += 1 } }
+        return chunk
     }
 
     func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
