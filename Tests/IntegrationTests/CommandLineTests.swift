@@ -1,4 +1,9 @@
 import Foundation
+import PushgateCore
+import PushgateDispatch
+import PushgateGateway
+import PushgatePostgres
+import PushgateUDP
 import Testing
 
 #if canImport(Glibc)
@@ -49,5 +54,21 @@ struct CommandLineTests {
         #expect(process.terminationStatus == 78)
         #expect(output.text.contains("lease"), "\(output.text)")
         #expect(output.text.contains("request timeout"), "\(output.text)")
+    }
+}
+
+/// What `main` sets goes through `Gateway.Configuration`.
+@Suite("One composition")
+struct CompositionTests {
+    @Test("a PostgreSQL store brings its chunk size and lease through Gateway.Configuration.use(_:)")
+    func storeDefaultsLiveInTheConfiguration() throws {
+        var configuration = Gateway.Configuration(
+            databasePath: "a.db", udp: UDPIngress.Configuration(), apps: [],
+            dispatcher: Dispatcher.Configuration(instanceID: InstanceID("composition")))
+        configuration.use(.postgres(try PostgresStore.Configuration(url: "postgres://u@127.0.0.1:5432/db")))
+        #expect(configuration.dispatcher.chunkSize == PostgresStore.defaultChunkSize)
+        #expect(configuration.dispatcher.leaseDuration == PostgresStore.defaultLeaseDuration)
+        configuration.use(.sqlite(path: "b.db"))
+        #expect(configuration.databasePath == "b.db")
     }
 }
