@@ -23,8 +23,13 @@ package struct DispatchLoop: Sendable {
         package var storeRetryAt: Date? = nil
 
         package init(
-            now: Date, stopRequested: Bool = false, active: Int = 0, allSent: Bool = true, unstarted: Int = 0,
-            storeAvailable: Bool = true, storeRetryAt: Date? = nil
+            now: Date,
+            stopRequested: Bool = false,
+            active: Int = 0,
+            allSent: Bool = true,
+            unstarted: Int = 0,
+            storeAvailable: Bool = true,
+            storeRetryAt: Date? = nil
         ) {
             self.now = now
             self.stopRequested = stopRequested

@@ -186,14 +186,16 @@ public final class Dispatcher: Service, NotificationIntake {
     /// operation is counted and backed off (``StoreHealth``), and what it was for is done again once
     /// the store answers.
     private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async {
-        var machine = DispatchLoop(idleInterval: configuration.idleInterval, progressInterval: configuration.progressInterval)
+        var machine = DispatchLoop(
+            idleInterval: configuration.idleInterval, progressInterval: configuration.progressInterval)
         /// Claimed chunks whose start failed on a store error (still leased to us).
         var unstarted: [WorkChunk] = []
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
             let snapshot = DispatchLoop.Snapshot(
-                now: clock.now(), stopRequested: isStopping, active: active.count, allSent: active.allSatisfy(\.isAllSent),
-                unstarted: unstarted.count, storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
+                now: clock.now(), stopRequested: isStopping, active: active.count,
+                allSent: active.allSatisfy(\.isAllSent), unstarted: unstarted.count,
+                storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
             switch machine.next(snapshot) {
             case .beginStop:
                 let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
@@ -234,7 +236,8 @@ public final class Dispatcher: Service, NotificationIntake {
                 continue
             case .idle(var until):
                 if storeHealth.mayTry(),
-                    let next = await storeHealth.attempt(.nextWakeUp, { try await store.nextWakeUp(after: snapshot.now) }) ?? nil
+                    let next = await storeHealth.attempt(
+                        .nextWakeUp, { try await store.nextWakeUp(after: snapshot.now) }) ?? nil
                 {
                     until = min(until, next)
                 }

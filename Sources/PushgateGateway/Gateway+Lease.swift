@@ -11,7 +11,8 @@ extension Gateway.Configuration {
             guard lease >= timeout else {
                 throw Gateway.StartupError(
                     description: "lease: \(lease) is shorter than app \(app.name)'s request timeout (\(timeout)); "
-                        + "a lease must outlast the longest wait for an answer")
+                        + "a lease must outlast the longest wait for an answer"
+                )
             }
         }
     }

@@ -99,7 +99,9 @@ struct GatewayCommand: AsyncParsableCommand {
     var maximumStreams: String?
 
     /// Unconditional: the value may start with a dash (`--http-port -1`, as documented).
-    @Option(name: .customLong("http-port"), parsing: .unconditional, help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
+    @Option(
+        name: .customLong("http-port"), parsing: .unconditional,
+        help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
     var httpPort: String?
 
     @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")

@@ -63,8 +63,11 @@ struct CompositionTests {
     @Test("a PostgreSQL store brings its chunk size and lease through Gateway.Configuration.use(_:)")
     func storeDefaultsLiveInTheConfiguration() throws {
         var configuration = Gateway.Configuration(
-            databasePath: "a.db", udp: UDPIngress.Configuration(), apps: [],
-            dispatcher: Dispatcher.Configuration(instanceID: InstanceID("composition")))
+            databasePath: "a.db",
+            udp: UDPIngress.Configuration(),
+            apps: [],
+            dispatcher: Dispatcher.Configuration(instanceID: InstanceID("composition"))
+        )
         configuration.use(.postgres(try PostgresStore.Configuration(url: "postgres://u@127.0.0.1:5432/db")))
         #expect(configuration.dispatcher.chunkSize == PostgresStore.defaultChunkSize)
         #expect(configuration.dispatcher.leaseDuration == PostgresStore.defaultLeaseDuration)

@@ -11,11 +11,23 @@ struct DispatchLoopTests {
         DispatchLoop(idleInterval: .seconds(1), progressInterval: .milliseconds(100))
     }
 
-    static func at(_ seconds: Double, active: Int = 0, allSent: Bool = true, unstarted: Int = 0) -> DispatchLoop.Snapshot {
-        DispatchLoop.Snapshot(now: t0.addingTimeInterval(seconds), active: active, allSent: allSent, unstarted: unstarted)
+    static func at(
+        _ seconds: Double,
+        active: Int = 0,
+        allSent: Bool = true,
+        unstarted: Int = 0
+    ) -> DispatchLoop.Snapshot {
+        DispatchLoop.Snapshot(
+            now: t0.addingTimeInterval(seconds),
+            active: active,
+            allSent: allSent,
+            unstarted: unstarted
+        )
     }
 
-    @Test("idle: expire, claim, claim retries, sleep the idle interval; woken, it claims again but expires once a second")
+    @Test(
+        "idle: expire, claim, claim retries, sleep the idle interval; woken, it claims again but expires once a second"
+    )
     func idleStart() {
         var loop = Self.machine()
         #expect(loop.next(Self.at(0)) == .expireOverdue)
@@ -40,7 +52,10 @@ struct DispatchLoopTests {
         #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
         // Still sending the chunk: no expiry, no claim; advance and wait for answers.
         #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
-        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11)))
+        #expect(
+            loop.next(Self.at(0.01, active: 1, allSent: false))
+                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11))
+        )
     }
 
     @Test("three chunks under way and all sent: a fourth waits for one of them to end, then is claimed")

@@ -16,10 +16,15 @@ struct InFlightBudgetTests {
 
     @Test(
         "the budget grows and shrinks with the transport's capacity; it is never exceeded",
-        .enabled(if: transportReportsCapacity))
+        .enabled(if: transportReportsCapacity)
+    )
     func followsCapacityChanges() async throws {
         try await DispatcherPipelineTests.withBroadcast(
-            devices: 600, chunkSize: 600, pageSize: 50, capacity: 100, maximumInFlight: nil
+            devices: 600,
+            chunkSize: 600,
+            pageSize: 50,
+            capacity: 100,
+            maximumInFlight: nil
         ) { transport, store, id in
             try await eventually("the first budget is filled") { transport.submitted == 100 }
             transport.inFlightCapacity = 250
@@ -44,7 +49,11 @@ struct InFlightBudgetTests {
     @Test("a configured cap bounds the budget below the transports' capacity")
     func configuredCap() async throws {
         try await DispatcherPipelineTests.withBroadcast(
-            devices: 300, chunkSize: 300, pageSize: 50, capacity: 1_000, maximumInFlight: 40
+            devices: 300,
+            chunkSize: 300,
+            pageSize: 50,
+            capacity: 1_000,
+            maximumInFlight: 40
         ) { transport, store, id in
             try await eventually("the capped budget is filled") { transport.submitted == 40 }
             transport.answerAll()

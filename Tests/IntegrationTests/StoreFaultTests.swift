@@ -170,7 +170,7 @@ struct StoreFaultTests {
     }
 
     @Test(
-        "each call of a store method fails once in turn: running on, every device reached, duplicates within the in-flight bound",
+        "each store call fails once in turn: still running, all reached, duplicates within the in-flight bound",
         arguments: [
             StoreOperation.releaseLeases, .claimChunk, .readRequest, .readTargets, .recordProgress, .claimRetries,
             .recordRetryOutcomes, .expireOverdue, .nextWakeUp,
