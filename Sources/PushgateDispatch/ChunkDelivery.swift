@@ -48,13 +48,13 @@ final class ChunkDelivery {
     private var order = SendOrder()
     private var batch = ProgressBatch()
     private var tally: OutcomeTally
-    private var lastRecord = ContinuousClock.now
+    private var lastRecord: Date
     /// The progress record under way; records of one chunk are strictly one after another.
     private var recording:
         (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
     /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
     private var submittedIDs: [UInt64] = []
-    private var stopDeadline: ContinuousClock.Instant?
+    private var stopDeadline: Date?
     private(set) var isDone = false
     /// The store said this chunk's last record completed it (the request may be finished too).
     private(set) var completedChunk = false
@@ -72,6 +72,7 @@ final class ChunkDelivery {
         self.pageCursor = chunk.progress
         self.sentThrough = chunk.progress
         self.tally = dispatcher.metrics.tally()
+        self.lastRecord = dispatcher.clock.now()
     }
 
     /// Every target has been handed to the client (none left to read or send).
@@ -83,7 +84,7 @@ final class ChunkDelivery {
 
     /// Stop sending: take back what the client has not written yet, and wait for the rest at most
     /// `deadline`.
-    func stop(deadline: ContinuousClock.Instant) {
+    func stop(deadline: Date) {
         guard stopDeadline == nil else { return }
         stopDeadline = deadline
         let withdrawn = route.transport.withdraw(submittedIDs)
@@ -130,7 +131,7 @@ final class ChunkDelivery {
                 health.failed(.recordProgress, error)
                 batch.prepend(recordedBatch)
                 tally.merge(recordedTally)
-                if let stopDeadline, ContinuousClock.now >= stopDeadline {
+                if let stopDeadline, dispatcher.clock.now() >= stopDeadline {
                     // Stopping and the store still fails: the next run sends these devices again.
                     isDone = true
                 }
@@ -235,9 +236,13 @@ final class ChunkDelivery {
         guard recording == nil, dispatcher.storeHealth.mayTry() else { return }
         let inFlight = collector.inFlight
         let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
-        let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
-        let sinceLast = ContinuousClock.now - lastRecord
-        let due = sinceLast >= configuration.progressInterval && (batch.count > 0 || sinceLast >= configuration.leaseDuration / 3)
+        let now = dispatcher.clock.now()
+        let stoppedWaiting = stopDeadline.map { inFlight == 0 || now >= $0 } ?? false
+        let sinceLast = now.timeIntervalSince(lastRecord)
+        // The lease is renewed every third of it, even with nothing to record: well before half is gone.
+        let due =
+            sinceLast >= configuration.progressInterval.seconds
+            && (batch.count > 0 || sinceLast >= configuration.leaseDuration.seconds / 3)
         guard finished || stoppedWaiting || batch.count >= configuration.progressBatch || due else { return }
 
         let through = order.firstPending.map { $0 - 1 } ?? sentThrough
@@ -245,7 +250,7 @@ final class ChunkDelivery {
         let (recordedBatch, recordedTally) = (batch, tally)
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
-        lastRecord = .now
+        lastRecord = now
         let (store, owner, clock, lease) = (dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration)
         recording = (
             BackgroundResult(in: &group, signal: signal) {

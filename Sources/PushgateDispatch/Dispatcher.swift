@@ -198,7 +198,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
             switch machine.next(snapshot) {
             case .beginStop:
-                let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
+                let deadline = snapshot.now.addingTimeInterval(configuration.shutdownGracePeriod.seconds)
                 for delivery in active { delivery.stop(deadline: deadline) }
             case .stop:
                 return

@@ -68,6 +68,7 @@ struct DispatcherPipelineTests {
     /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
     static func withBroadcast(
         devices: Int, chunkSize: Int, pageSize: Int, capacity: Int = 1_000, maximumInFlight: Int? = 1_000,
+        clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
         _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
@@ -85,12 +86,13 @@ struct DispatcherPipelineTests {
         configuration.idleInterval = .milliseconds(50)
         // The test ends with answers still held: nothing to wait for.
         configuration.shutdownGracePeriod = .milliseconds(100)
+        configuration.leaseDuration = leaseDuration
         let dispatcher = Dispatcher(
             store: store,
             routes: [
                 Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.pipeline"))
             ],
-            configuration: configuration, logger: TestLogger.make("dispatch"))
+            configuration: configuration, clock: clock, logger: TestLogger.make("dispatch"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }
             let id = try RequestID("pipeline-\(devices)")
@@ -140,6 +142,29 @@ struct DispatcherPipelineTests {
             transport.answerAll()
             try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
             #expect(try await store.report(id)?.accepted == 400)
+        }
+    }
+
+    @Test("a chunk held while its answers are outstanding renews its lease every third of it, on the dispatcher's clock")
+    func heldChunkRenewsItsLease() async throws {
+        let clock = ManualWallClock(Date())
+        try await Self.withBroadcast(
+            devices: 50, chunkSize: 50, pageSize: 50, clock: clock, leaseDuration: .seconds(30)
+        ) { transport, store, id in
+            // The stop's grace period runs on the manual clock: nothing may stay held when the test ends.
+            defer { transport.answerAll() }
+            try await eventually("the chunk sent", timeout: .seconds(60)) { transport.submitted == 50 }
+            for renewal in 1...3 {
+                let records = store.calls[.recordProgress] ?? 0
+                clock.advance(by: 10.5)
+                try await eventually("renewal \(renewal) recorded", timeout: .seconds(60)) {
+                    (store.calls[.recordProgress] ?? 0) > records
+                }
+            }
+            // The answers of the chunk still held are recorded.
+            transport.answerAll()
+            try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
+            #expect(try await store.report(id)?.accepted == 50)
         }
     }
 }
