@@ -145,7 +145,7 @@ struct DispatcherPipelineTests {
         }
     }
 
-    @Test("a chunk held while its answers are outstanding renews its lease every third of it, on the dispatcher's clock")
+    @Test("a chunk held while its answers are outstanding renews its lease every third of it, on the injected clock")
     func heldChunkRenewsItsLease() async throws {
         let clock = ManualWallClock(Date())
         try await Self.withBroadcast(
