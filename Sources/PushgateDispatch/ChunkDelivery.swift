@@ -49,12 +49,13 @@ final class ChunkDelivery {
     private var order = SendOrder()
     private var batch = ProgressBatch()
     private var tally: OutcomeTally
-    private var lastRecord = ContinuousClock.now
+    private var lastRecord: Date
     /// The progress record under way; records of one chunk are strictly one after another.
-    private var recording: (result: BackgroundResult<ProgressResult>, last: Bool, tally: OutcomeTally)?
+    private var recording:
+        (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
     /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
     private var submittedIDs: [UInt64] = []
-    private var stopDeadline: ContinuousClock.Instant?
+    private var stopDeadline: Date?
     private(set) var isDone = false
     /// The store said this chunk's last record completed it (the request may be finished too).
     private(set) var completedChunk = false
@@ -72,6 +73,7 @@ final class ChunkDelivery {
         self.pageCursor = chunk.progress
         self.sentThrough = chunk.progress
         self.tally = dispatcher.metrics.tally()
+        self.lastRecord = dispatcher.clock.now()
     }
 
     /// Every target has been handed to the client (none left to read or send).
@@ -83,36 +85,59 @@ final class ChunkDelivery {
 
     /// Stop sending: take back what the client has not written yet, and wait for the rest at most
     /// `deadline`.
-    func stop(deadline: ContinuousClock.Instant) {
+    func stop(deadline: Date) {
         guard stopDeadline == nil else { return }
         stopDeadline = deadline
-        let withdrawn = route.client.withdraw(submittedIDs)
+        let withdrawn = route.transport.withdraw(submittedIDs)
         dispatcher.logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
     }
 
     /// Does whatever can be done now without waiting: picks up finished background work, gathers
     /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
     /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
-    func advance(room: inout Int, group: inout DiscardingTaskGroup, signal: WakeSignal) throws {
+    func advance(room: inout Int, budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
         guard !isDone else { return }
-        try collectBackgroundWork()
+        collectBackgroundWork()
         if isDone { return }
         gatherOutcomes()
         if stopDeadline == nil {
             send(room: &room)
-            readAhead(group: &group, signal: signal)
+            readAhead(keeping: budget, group: &group, signal: signal)
         }
         startRecordIfDue(group: &group, signal: signal)
     }
 
-    private func collectBackgroundWork() throws {
+    /// A store error is counted and backed off; a failed read is read again, and the outcomes of a
+    /// failed record go back into the next record, so none is lost.
+    private func collectBackgroundWork() {
+        let health = dispatcher.storeHealth
         if let read = pageRead, let result = read.result {
             pageRead = nil
-            accept(try result.get())
+            switch result {
+            case .success(let page):
+                health.succeeded()
+                accept(page)
+            case .failure(let error):
+                health.failed(.readTargets, error)
+            }
         }
-        if let (record, last, recordedTally) = recording, let result = record.result {
+        if let (record, last, recordedBatch, recordedTally) = recording, let result = record.result {
             recording = nil
-            let outcome = try result.get()
+            let outcome: ProgressResult
+            switch result {
+            case .success(let value):
+                health.succeeded()
+                outcome = value
+            case .failure(let error):
+                health.failed(.recordProgress, error)
+                batch.prepend(recordedBatch)
+                tally.merge(recordedTally)
+                if let stopDeadline, dispatcher.clock.now() >= stopDeadline {
+                    // Stopping and the store still fails: the next run sends these devices again.
+                    isDone = true
+                }
+                return
+            }
             if outcome != .leaseLost {
                 // Counted only once the ledger holds them, so metrics never run ahead of the ledger.
                 var counted = recordedTally
@@ -191,14 +216,17 @@ final class ChunkDelivery {
         }
         bufferedHead += count
         collector.willSend(count)
-        submittedIDs.append(contentsOf: route.client.submit(requests))
+        submittedIDs.append(contentsOf: route.transport.submit(requests))
         sentThrough = bufferedHead == buffered.count ? pageCursor : buffered[bufferedHead].cursor - 1
         room -= count
     }
 
-    /// Keeps one page read ahead of what is being sent, so that sending never waits for the store.
-    private func readAhead(group: inout DiscardingTaskGroup, signal: WakeSignal) {
-        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < configuration.pageSize else { return }
+    /// Reads ahead until a page and the in-flight budget's worth wait to be sent, so that sending never
+    /// waits for the store and the budget can be filled at once when answers free it.
+    private func readAhead(keeping budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
+        guard pageRead == nil, !scanEnded, buffered.count - bufferedHead < max(configuration.pageSize, budget),
+            dispatcher.storeHealth.mayTry()
+        else { return }
         let (store, chunk, cursor, limit) = (dispatcher.store, chunk, pageCursor, configuration.pageSize)
         pageRead = BackgroundResult(in: &group, signal: signal) {
             try await store.targets(of: chunk, after: cursor, limit: limit)
@@ -206,26 +234,31 @@ final class ChunkDelivery {
     }
 
     private func startRecordIfDue(group: inout DiscardingTaskGroup, signal: WakeSignal) {
-        guard recording == nil else { return }
+        guard recording == nil, dispatcher.storeHealth.mayTry() else { return }
         let inFlight = collector.inFlight
         let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
-        let stoppedWaiting = stopDeadline.map { inFlight == 0 || ContinuousClock.now >= $0 } ?? false
-        let sinceLast = ContinuousClock.now - lastRecord
-        let due = sinceLast >= configuration.progressInterval && (batch.count > 0 || sinceLast >= configuration.leaseDuration / 3)
+        let now = dispatcher.clock.now()
+        let stoppedWaiting = stopDeadline.map { inFlight == 0 || now >= $0 } ?? false
+        let sinceLast = now.timeIntervalSince(lastRecord)
+        // The lease is renewed every third of it, even with nothing to record: well before half is gone.
+        let due =
+            sinceLast >= configuration.progressInterval.seconds
+            && (batch.count > 0 || sinceLast >= configuration.leaseDuration.seconds / 3)
         guard finished || stoppedWaiting || batch.count >= configuration.progressBatch || due else { return }
 
         let through = order.firstPending.map { $0 - 1 } ?? sentThrough
         let progress = batch.progress(for: chunk, through: through, completes: finished)
-        let recordedTally = tally
+        let (recordedBatch, recordedTally) = (batch, tally)
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
-        lastRecord = .now
+        lastRecord = now
         let (store, owner, clock, lease) = (dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration)
         recording = (
             BackgroundResult(in: &group, signal: signal) {
                 try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
             },
             finished || stoppedWaiting,
+            recordedBatch,
             recordedTally
         )
     }
@@ -297,6 +330,16 @@ struct ProgressBatch {
         case .retry(let at, let reason):
             retries.append(RetryEntry(token: token, attempt: 1, nextAttemptAt: at, reason: reason))
         }
+    }
+
+    /// Puts `earlier` (a batch whose record failed) before this one.
+    mutating func prepend(_ earlier: ProgressBatch) {
+        accepted += earlier.accepted
+        lastAPNsID = lastAPNsID ?? earlier.lastAPNsID
+        retries = earlier.retries + retries
+        failures = earlier.failures + failures
+        invalidations = earlier.invalidations + invalidations
+        count += earlier.count
     }
 
     func progress(for chunk: WorkChunk, through: Int64, completes: Bool) -> ChunkProgress {

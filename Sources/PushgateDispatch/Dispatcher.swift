@@ -9,11 +9,11 @@ import Synchronization
 /// Where an app's notifications go: its transport to APNs (the HTTP/2 client with the app's
 /// credentials, environment and pool, or the legacy binary interface) and its topic.
 public struct DeliveryRoute: Sendable {
-    public var client: any NotificationTransport
+    public var transport: any NotificationTransport
     public var topic: Topic
 
-    public init(client: any NotificationTransport, topic: Topic) {
-        self.client = client
+    public init(transport: any NotificationTransport, topic: Topic) {
+        self.transport = transport
         self.topic = topic
     }
 }
@@ -32,8 +32,9 @@ public final class Dispatcher: Service, NotificationIntake {
         public var chunkSize: Int = 20_000
         /// Targets read from the store at a time.
         public var pageSize: Int = 4_000
-        /// Notifications sent but not yet answered, at most (the crash-duplicate window).
-        public var maximumInFlight: Int = 2_000
+        /// A cap on notifications sent but not yet answered (the crash-duplicate window). Nil: what
+        /// the routes' transports can carry (``Dispatcher/inFlightBudget``).
+        public var maximumInFlight: Int? = nil
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
         public var progressInterval: Duration = .milliseconds(100)
@@ -45,6 +46,9 @@ public final class Dispatcher: Service, NotificationIntake {
         public var retryPolicy: RetryPolicy = RetryPolicy()
         /// On shutdown, how long in-flight notifications may take to be answered.
         public var shutdownGracePeriod: Duration = .seconds(5)
+        /// After a store operation fails, how long until the next one (doubling per failure, up to its
+        /// limit). Store failures never end the dispatcher.
+        public var storeBackoff = StoreBackoff()
 
         public init(instanceID: InstanceID) {
             self.instanceID = instanceID
@@ -52,16 +56,21 @@ public final class Dispatcher: Service, NotificationIntake {
     }
 
     let store: any PushStore
-    private let routes: [String: DeliveryRoute]
+    let routes: [String: DeliveryRoute]
     let configuration: Configuration
     let clock: any WallClock
     let logger: Logger
     let metrics: DispatchMetrics
+    /// Store failures at run time: counted, backed off, shown in readiness.
+    let storeHealth: StoreHealth
     /// Wakes the loop: new work, an outcome of a chunk under way, a page read or a record finished.
     private let wake = WakeSignal()
     /// Set when a request was added (here or by another instance): there may be chunks to claim.
     private let workAdded = Atomic<Bool>(true)
     private let stopping = Atomic<Bool>(false)
+    /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
+    let retryBatchUnderWay = Atomic<Bool>(false)
+    let retriesInFlightCount = Atomic<Int>(0)
     /// Prepared notifications per request: a request is immutable, so its wire form is built once.
     private let prepared = Mutex<[RequestID: (NotificationRequest, PreparedNotification)]>([:])
     let random = Mutex(SystemRandomNumberGenerator())
@@ -77,7 +86,24 @@ public final class Dispatcher: Service, NotificationIntake {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.storeHealth = StoreHealth(
+            backoff: configuration.storeBackoff, clock: clock, logger: logger, factory: metrics.factory)
     }
+
+    /// Notifications that may be sent and not yet answered: the sum of what the routes' transports can
+    /// carry now (connections x streams), within the configured cap. Read on every loop turn, so it
+    /// follows the transports as their capacity changes.
+    public var inFlightBudget: Int {
+        var seen = Set<ObjectIdentifier>()
+        var capacity = 0
+        for route in routes.values where seen.insert(ObjectIdentifier(route.transport)).inserted {
+            capacity += route.transport.inFlightCapacity
+        }
+        return max(1, min(capacity, configuration.maximumInFlight ?? .max))
+    }
+
+    /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
+    public var isStoreHealthy: Bool { storeHealth.isHealthy }
 
     // MARK: Intake
 
@@ -108,12 +134,9 @@ public final class Dispatcher: Service, NotificationIntake {
     // MARK: The loop
 
     public func run() async throws {
-        let released = try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
-        if released > 0 {
-            logger.info("resuming work left by the previous run", metadata: ["push.leases_released": "\(released)"])
-        }
-        try await withGracefulShutdownHandler {
-            try await loop()
+        await withGracefulShutdownHandler {
+            await releaseOwnLeases()
+            await loop()
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
             self.wake.signal()
@@ -123,103 +146,132 @@ public final class Dispatcher: Service, NotificationIntake {
         logger.info("dispatcher stopped")
     }
 
-    private var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
-
-    /// Chunks under way at once, at most: the one being sent and those whose last answers are still
-    /// coming back. More would only spread the in-flight limit thinner.
-    static let maximumActiveChunks = 3
-
-    private func loop() async throws {
-        var active: [ChunkDelivery] = []
-        var failure: (any Error)?
-        await withDiscardingTaskGroup { group in
-            do {
-                try await loop(active: &active, group: &group)
-            } catch {
-                failure = error
+    /// What a previous run of this instance held becomes claimable at once. Retried until the store
+    /// answers (or the dispatcher stops).
+    private func releaseOwnLeases() async {
+        while !isStopping {
+            if let released = await storeHealth.attempt(.releaseLeases, {
+                try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
+            }) {
+                if released > 0 {
+                    logger.info(
+                        "resuming work left by the previous run", metadata: ["push.leases_released": "\(released)"])
+                }
+                return
             }
+            await waitForStore(atMost: configuration.storeBackoff.limit)
+        }
+    }
+
+    /// Waits for a signal, at most `timeout` and at most until the store back-off ends.
+    private func waitForStore(atMost timeout: Duration) async {
+        var timeout = timeout
+        if let retryAt = storeHealth.retryAt {
+            let seconds = max(0, retryAt.timeIntervalSince(clock.now()))
+            timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
+        }
+        await wake.wait(timeout: timeout)
+    }
+
+    var isStopping: Bool { stopping.load(ordering: .relaxed) || Task.isCancelled }
+
+    private func loop() async {
+        var active: [ChunkDelivery] = []
+        await withDiscardingTaskGroup { group in
+            await loop(active: &active, group: &group)
             // Background reads and records end on their own; the group waits for them.
         }
-        if let failure { throw failure }
     }
 
-    private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async throws {
-        var lastExpiry = Date.distantPast
-        var stopDeadline: ContinuousClock.Instant? = nil
-        /// False once a claim found nothing, until new work is announced: no claim per loop turn.
-        var mayHaveChunks = true
+    /// Performs what ``DispatchLoop`` decides. Store errors never leave this loop: each failed
+    /// operation is counted and backed off (``StoreHealth``), and what it was for is done again once
+    /// the store answers.
+    private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async {
+        var machine = DispatchLoop(
+            idleInterval: configuration.idleInterval, progressInterval: configuration.progressInterval)
+        /// Claimed chunks whose start failed on a store error (still leased to us).
+        var unstarted: [WorkChunk] = []
         while true {
-            let newWork = workAdded.exchange(false, ordering: .acquiringAndReleasing)
-            if newWork { mayHaveChunks = true }
-            if isStopping, stopDeadline == nil {
-                let deadline = ContinuousClock.now + configuration.shutdownGracePeriod
-                stopDeadline = deadline
+            if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
+            let snapshot = DispatchLoop.Snapshot(
+                now: clock.now(), stopRequested: isStopping, active: active.count,
+                allSent: active.allSatisfy(\.isAllSent), unstarted: unstarted.count,
+                storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
+            switch machine.next(snapshot) {
+            case .beginStop:
+                let deadline = snapshot.now.addingTimeInterval(configuration.shutdownGracePeriod.seconds)
                 for delivery in active { delivery.stop(deadline: deadline) }
-            }
-            if stopDeadline != nil, active.isEmpty { return }
-
-            let now = clock.now()
-            if stopDeadline == nil, !newWork, active.allSatisfy(\.isAllSent) {
-                try await expireOverdueRequests(now: now, last: &lastExpiry)
-            }
-
-            // The next chunk starts as soon as everything of the current ones is sent.
-            var claimed = false
-            if stopDeadline == nil, active.isEmpty || (mayHaveChunks && active.count < Self.maximumActiveChunks && active.allSatisfy(\.isAllSent)) {
-                mayHaveChunks = false
-                if let chunk = try await store.claimChunk(
-                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                    chunkSize: configuration.chunkSize)
+            case .stop:
+                return
+            case .expireOverdue:
+                await expireOverdueRequests(now: snapshot.now)
+            case .startUnstarted:
+                await start(unstarted.removeFirst(), active: &active, unstarted: &unstarted)
+            case .claimChunk:
+                let claim = await storeHealth.attempt(.claimChunk) {
+                    try await store.claimChunk(
+                        owner: configuration.instanceID, now: snapshot.now, leaseDuration: configuration.leaseDuration,
+                        chunkSize: configuration.chunkSize)
+                }
+                switch claim {
+                case .none: machine.claimed(.failed)
+                case .some(.none): machine.claimed(.nothing)
+                case .some(.some(let chunk)):
+                    machine.claimed(.found)
+                    await start(chunk, active: &active, unstarted: &unstarted)
+                }
+            case .claimRetries:
+                machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
+            case .advance:
+                let budget = inFlightBudget
+                var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+                for delivery in active {
+                    delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
+                }
+                for delivery in active where delivery.isDone && delivery.completedChunk {
+                    let id = delivery.request.id
+                    group.addTask { await self.logCompletion(of: id) }
+                }
+                active.removeAll(where: \.isDone)
+            case .again:
+                continue
+            case .idle(var until):
+                if storeHealth.mayTry(),
+                    let next = await storeHealth.attempt(
+                        .nextWakeUp, { try await store.nextWakeUp(after: snapshot.now) }) ?? nil
                 {
-                    claimed = true
-                    mayHaveChunks = true
-                    if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+                    until = min(until, next)
                 }
+                await wake.wait(timeout: timeout(until: until))
+            case .waitForAnswers(let until):
+                await wake.wait(timeout: timeout(until: until))
             }
-            if active.isEmpty {
-                if claimed { continue }
-                if stopDeadline != nil { return }
-                let retries = try await store.claimRetries(
-                    owner: configuration.instanceID, now: now, leaseDuration: configuration.leaseDuration,
-                    limit: configuration.retryBatch)
-                if !retries.isEmpty {
-                    try await deliver(retries)
-                    continue
-                }
-                var timeout = configuration.idleInterval
-                if let next = try await store.nextWakeUp(after: now) {
-                    let seconds = max(0, next.timeIntervalSince(clock.now()))
-                    timeout = min(timeout, .milliseconds(Int64(seconds * 1000) + 1))
-                }
-                await wake.wait(timeout: timeout)
-                continue
-            }
-
-            var room = configuration.maximumInFlight - active.reduce(0) { $0 + $1.inFlight }
-            for delivery in active {
-                try delivery.advance(room: &room, group: &group, signal: wake)
-            }
-            for delivery in active where delivery.isDone && delivery.completedChunk {
-                let id = delivery.request.id
-                group.addTask { await self.logCompletion(of: id) }
-            }
-            active.removeAll(where: \.isDone)
-            if claimed { continue }
-            if active.isEmpty || (mayHaveChunks && active.allSatisfy(\.isAllSent) && active.count < Self.maximumActiveChunks && stopDeadline == nil) {
-                continue
-            }
-            await wake.wait(timeout: configuration.progressInterval)
         }
     }
 
-    /// Expires overdue requests, at most once a second. Called only while idle or waiting for answers,
-    /// not between a new request and its first send.
-    private func expireOverdueRequests(now: Date, last: inout Date) async throws {
-        guard now.timeIntervalSince(last) >= 1 else { return }
-        last = now
-        for id in try await store.expireOverdue(now: now) {
+    /// From now until `date` on the dispatcher's clock (1 ms at least, rounded up).
+    private func timeout(until date: Date) -> Duration {
+        .milliseconds(Int64(max(0, date.timeIntervalSince(clock.now())) * 1000) + 1)
+    }
+
+    /// Expires overdue requests (``DispatchLoop`` decides when).
+    private func expireOverdueRequests(now: Date) async {
+        let expired = await storeHealth.attempt(.expireOverdue, { try await store.expireOverdue(now: now) })
+        guard let expired else { return }
+        for id in expired {
             logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
             await logCompletion(of: id)
+        }
+    }
+
+    /// Starts a claimed chunk; on a store error it waits in `unstarted` (still leased to us).
+    private func start(_ chunk: WorkChunk, active: inout [ChunkDelivery], unstarted: inout [WorkChunk]) async {
+        do {
+            if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+            storeHealth.succeeded()
+        } catch {
+            storeHealth.failed(.readRequest, error)
+            unstarted.append(chunk)
         }
     }
 
@@ -238,18 +290,28 @@ public final class Dispatcher: Service, NotificationIntake {
         let delivery = ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
         // The first page is read here rather than in the background: one hand-over less between a
         // request's arrival and its first send.
-        delivery.accept(try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize))
+        // On a store error the delivery reads it again itself, after the back-off.
+        if let page = await storeHealth.attempt(.readTargets, {
+            try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize)
+        }) {
+            delivery.accept(page)
+        }
         return delivery
     }
 
-    private func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
+    func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
         if let cached = prepared.withLock({ $0[id] }) { return cached }
         guard let request = try await store.request(id) else { return nil }
         guard routes[request.app] != nil else {
             logger.error("request for an app that is not configured", metadata: ["push.request_id": "\(id)", "push.app": "\(request.app)"])
             return nil
         }
-        return try prepare(request)
+        do {
+            return try prepare(request)
+        } catch {
+            logger.error("stored request cannot be sent", metadata: ["push.request_id": "\(id)", "error": "\(error)"])
+            return nil
+        }
     }
 
     /// Builds a request's wire form once and keeps it for the chunks and retries that follow. Done at
@@ -286,61 +348,12 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    // MARK: Retries
-
-    private func deliver(_ claims: [RetryClaim]) async throws {
-        let collector = OutcomeCollector()
-        var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
-        var requestsByApp: [String: [APNsRequest]] = [:]
-        var outcomes: [RetryOutcome] = []
-        var tally = metrics.tally()
-        for (index, claim) in claims.enumerated() {
-            guard let (request, notification) = try await requestAndNotification(claim.requestID) else {
-                outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
-                continue
-            }
-            byTag[UInt64(index)] = (claim, request)
-            requestsByApp[request.app, default: []].append(
-                APNsRequest(notification: notification, deviceToken: claim.token, tag: UInt64(index), receiver: collector))
-        }
-        let total = byTag.count
-        collector.willSend(total)
-        for (app, requests) in requestsByApp { routes[app]?.client.submit(requests) }
-        var received = 0
-        let deadline = ContinuousClock.now + .seconds(120)
-        while received < total, ContinuousClock.now < deadline {
-            for completed in collector.drain() {
-                received += 1
-                guard let (claim, request) = byTag[completed.tag] else { continue }
-                let disposition = random.withLock { generator in
-                    OutcomeDisposition.decide(
-                        completed.outcome, token: claim.token, attempt: claim.attempt + 1, request: request,
-                        policy: configuration.retryPolicy, now: clock.now(), using: &generator)
-                }
-                tally.add(completed.outcome, disposition: disposition, request: request, now: clock.now())
-                switch disposition {
-                case .accepted(let apnsID):
-                    outcomes.append(RetryOutcome(claim: claim, result: .accepted(apnsID: apnsID)))
-                case .failed(let reason, let status, let invalidation):
-                    outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: reason, status: status), invalidation: invalidation))
-                case .retry(let at, let reason):
-                    outcomes.append(RetryOutcome(claim: claim, result: .retry(nextAttemptAt: at, reason: reason)))
-                }
-            }
-            if received < total { await collector.signal.wait(timeout: configuration.progressInterval) }
-        }
-        let result = try await store.recordRetryOutcomes(outcomes, owner: configuration.instanceID, now: clock.now())
-        metrics.record(&tally)
-        logger.debug("retries sent", metadata: ["push.retries": "\(claims.count)", "push.applied": "\(result.applied)"])
-        for id in Set(claims.map(\.requestID)) { await logCompletion(of: id) }
-    }
-
     // MARK: Reporting
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
     /// One info line per request when it is finished: targets, accepted, failed by reason, duration.
-    private func logCompletion(of id: RequestID) async {
+    func logCompletion(of id: RequestID) async {
         guard let report = try? await store.report(id), report.state.isFinished else { return }
         let first = completionLogged.withLock { logged -> Bool in
             if logged.count > 10_000 { logged.removeAll() }

@@ -4,6 +4,7 @@ public import PushgateConfig
 import PushgateCore
 import PushgateDispatch
 import PushgateHTTP
+import PushgatePostgres
 import PushgateUDP
 
 /// The registry as the UDP ingress sees it with a single app: pushd's datagrams, which name no app
@@ -61,9 +62,12 @@ extension Gateway.Configuration {
     /// `transport: legacy` apps get a legacy sender (and a feedback poller unless its interval is 0).
     public init(_ loaded: LoadedConfiguration) {
         let configuration = loaded.configuration
-        let udp = UDPIngress.Configuration(
+        var udp = UDPIngress.Configuration(
             host: configuration.listen, registrationPort: configuration.udp.registrationPort,
             notificationPort: configuration.udp.notificationPort)
+        // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
+        // holds a 100,000-registration burst even while a debug build writes slowly.
+        udp.receiveBufferBytes = 64 << 20
         self.init(
             databasePath: configuration.store.path, udp: udp,
             apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0)) },
@@ -74,6 +78,16 @@ extension Gateway.Configuration {
                 port: configuration.http.port, apps: loaded.apps.map(\.name))
             http.apiKeys = loaded.apiKeys.map { APIKey(sha256: $0.sha256, app: $0.app) }
             self.http = http
+        }
+    }
+
+    /// Sets where the store lives; PostgreSQL brings its own chunk size and lease defaults (set
+    /// `dispatcher.chunkSize` / `leaseDuration` after this to override them).
+    public mutating func use(_ location: Gateway.StoreLocation) {
+        store = location
+        if case .postgres = location {
+            dispatcher.chunkSize = PostgresStore.defaultChunkSize
+            dispatcher.leaseDuration = PostgresStore.defaultLeaseDuration
         }
     }
 

@@ -111,6 +111,7 @@ public struct Gateway: Sendable {
     public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
         async throws
     {
+        try configuration.checkLease()
         let store: any PushStore
         var postgres: PostgresStore? = nil
         let storeDescription: String
@@ -164,7 +165,7 @@ public struct Gateway: Sendable {
                 transport = client
             }
             transports.append(transport)
-            routes[app.name] = DeliveryRoute(client: transport, topic: app.topic)
+            routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic)
         }
         let dispatcher = Dispatcher(
             store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
@@ -209,7 +210,8 @@ public struct Gateway: Sendable {
                     monitoring: .init(
                         metricsFactory: metricsFactory, metricsExposition: { registry.emitToBuffer() },
                         // Ready when some app can reach APNs (a legacy-only gateway has no HTTP/2 client to ask).
-                        apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } }),
+                        apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } },
+                        dispatcherReady: { dispatcher.isStoreHealthy }),
                     onBound: { port in httpPort.value = port })
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")

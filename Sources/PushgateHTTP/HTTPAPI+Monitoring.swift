@@ -13,15 +13,20 @@ extension HTTPAPI {
         /// The APNs half of readiness: true when at least one APNs connection is possible. `/readyz`
         /// answers 503 `apns_unavailable` while it is false.
         public var apnsReachable: @Sendable () async -> Bool
+        /// The dispatcher's half of readiness: false while its store operations fail. `/readyz`
+        /// answers 503 `store_unavailable` while it is false.
+        public var dispatcherReady: @Sendable () async -> Bool
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
             metricsExposition: (@Sendable () async -> [UInt8])? = nil,
-            apnsReachable: @escaping @Sendable () async -> Bool = { true }
+            apnsReachable: @escaping @Sendable () async -> Bool = { true },
+            dispatcherReady: @escaping @Sendable () async -> Bool = { true }
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
             self.apnsReachable = apnsReachable
+            self.dispatcherReady = dispatcherReady
         }
     }
 }

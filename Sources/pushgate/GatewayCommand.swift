@@ -98,7 +98,10 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer; default 100).")
     var maximumStreams: String?
 
-    @Option(name: .customLong("http-port"), help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
+    /// Unconditional: the value may start with a dash (`--http-port -1`, as documented).
+    @Option(
+        name: .customLong("http-port"), parsing: .unconditional,
+        help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
     var httpPort: String?
 
     @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")
@@ -297,17 +300,10 @@ struct GatewayCommand: AsyncParsableCommand {
 
     private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
         var gateway = Gateway(configuration: Gateway.Configuration(loaded))
-        // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
-        // holds a 100,000-registration burst even while a debug build writes slowly.
-        gateway.configuration.udp.receiveBufferBytes = 64 << 20
-        let storeLocation = try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path)
-        if case .postgres = storeLocation {
-            gateway.configuration.dispatcher.chunkSize = PostgresStore.defaultChunkSize
-            gateway.configuration.dispatcher.leaseDuration = PostgresStore.defaultLeaseDuration
-        }
+        gateway.configuration.use(
+            try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path))
         if let chunkSize { gateway.configuration.dispatcher.chunkSize = chunkSize }
         if let leaseSeconds { gateway.configuration.dispatcher.leaseDuration = .seconds(leaseSeconds) }
-        gateway.configuration.store = storeLocation
         do {
             try await gateway.run(logger: logger)
         } catch let error as Gateway.StartupError {

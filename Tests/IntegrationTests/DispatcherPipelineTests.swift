@@ -16,10 +16,26 @@ final class HeldAnswersTransport: NotificationTransport {
         var nextID: UInt64 = 0
     }
     private let state = Mutex(State())
+    private let capacity: Atomic<Int>
+    private let exceeded = Atomic<Bool>(false)
+
+    init(capacity: Int = 1_000) {
+        self.capacity = Atomic(capacity)
+    }
+
+    /// What this transport says it can carry; a test may change it at any time.
+    var inFlightCapacity: Int {
+        get { capacity.load(ordering: .relaxed) }
+        set { capacity.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Set if a submit ever left more requests unanswered than the capacity of that moment.
+    var capacityExceeded: Bool { exceeded.load(ordering: .relaxed) }
 
     func submit(_ requests: [APNsRequest]) -> [UInt64] {
         state.withLock { state in
             state.held.append(contentsOf: requests)
+            if state.held.count > inFlightCapacity { exceeded.store(true, ordering: .relaxed) }
             state.submitted += requests.count
             defer { state.nextID += UInt64(requests.count) }
             return (0..<UInt64(requests.count)).map { state.nextID + $0 }
@@ -54,23 +70,32 @@ struct DispatcherPipelineTests {
     /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to a
     /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
     static func withBroadcast(
-        devices: Int, chunkSize: Int, pageSize: Int,
-        _ body: (HeldAnswersTransport, SQLiteStore, RequestID) async throws -> Void
+        devices: Int, chunkSize: Int, pageSize: Int, capacity: Int = 1_000, maximumInFlight: Int? = 1_000,
+        clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
+        _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
-        let store = try SQLiteStore(path: directory.path("pipeline.db"))
-        defer { try? store.close() }
+        let sqlite = try SQLiteStore(path: directory.path("pipeline.db"))
+        defer { try? sqlite.close() }
+        // Counts the dispatcher's store calls (no fault injected).
+        let store = FaultInjectingStore(base: sqlite)
         let now = Date()
         _ = try await store.register(batch: (1...devices).map { Registration(token: token($0), group: "all", at: now) })
-        let transport = HeldAnswersTransport()
+        let transport = HeldAnswersTransport(capacity: capacity)
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
         configuration.chunkSize = chunkSize
         configuration.pageSize = pageSize
-        configuration.maximumInFlight = 1_000
+        configuration.maximumInFlight = maximumInFlight
         configuration.idleInterval = .milliseconds(50)
+        // The test ends with answers still held: nothing to wait for.
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        configuration.leaseDuration = leaseDuration
         let dispatcher = Dispatcher(
-            store: store, routes: [Registration.defaultApp: DeliveryRoute(client: transport, topic: try Topic("com.example.pipeline"))],
-            configuration: configuration, logger: TestLogger.make("dispatch"))
+            store: store,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.pipeline"))
+            ],
+            configuration: configuration, clock: clock, logger: TestLogger.make("dispatch"))
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }
             let id = try RequestID("pipeline-\(devices)")
@@ -105,17 +130,44 @@ struct DispatcherPipelineTests {
     @Test("with three chunks under way and no answer, a fourth waits; it goes out once answers come back")
     func atMostThreeChunks() async throws {
         try await Self.withBroadcast(devices: 400, chunkSize: 100, pageSize: 40) { transport, store, id in
-            try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted == 300 }
-            // Give the dispatcher every chance to go on: it is woken and the test yields.
-            for _ in 0..<5 {
-                await Task.yield()
+            try await eventually("three chunks sent", timeout: .seconds(60)) { transport.submitted >= 300 }
+            // The loop checks expiries once a second, at the start of a turn, before it decides on a
+            // claim. Two more checks after every chunk was sent: a whole turn with three chunks under
+            // way and nothing to send has decided, and it did not claim a fourth chunk.
+            let checks = store.calls[.expireOverdue] ?? 0
+            try await eventually("two more turns", timeout: .seconds(60)) {
+                (store.calls[.expireOverdue] ?? 0) >= checks + 2
             }
+            #expect(store.chunksClaimed == 3)
             #expect(transport.submitted == 300)
             transport.answerAll()
             try await eventually("the fourth chunk sent", timeout: .seconds(60)) { transport.submitted == 400 }
             transport.answerAll()
             try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
             #expect(try await store.report(id)?.accepted == 400)
+        }
+    }
+
+    @Test("a chunk held while its answers are outstanding renews its lease every third of it, on the injected clock")
+    func heldChunkRenewsItsLease() async throws {
+        let clock = ManualWallClock(Date())
+        try await Self.withBroadcast(
+            devices: 50, chunkSize: 50, pageSize: 50, clock: clock, leaseDuration: .seconds(30)
+        ) { transport, store, id in
+            // The stop's grace period runs on the manual clock: nothing may stay held when the test ends.
+            defer { transport.answerAll() }
+            try await eventually("the chunk sent", timeout: .seconds(60)) { transport.submitted == 50 }
+            for renewal in 1...3 {
+                let records = store.calls[.recordProgress] ?? 0
+                clock.advance(by: 10.5)
+                try await eventually("renewal \(renewal) recorded", timeout: .seconds(60)) {
+                    (store.calls[.recordProgress] ?? 0) > records
+                }
+            }
+            // The answers of the chunk still held are recorded.
+            transport.answerAll()
+            try await eventually("request done", timeout: .seconds(60)) { try await store.report(id)?.state == .done }
+            #expect(try await store.report(id)?.accepted == 50)
         }
     }
 }

@@ -137,7 +137,7 @@ struct LegacyTransportTests {
                 let dispatcher = Dispatcher(
                     store: store,
                     routes: [
-                        Registration.defaultApp: DeliveryRoute(client: sender, topic: try Topic(LegacyFixture.topic))
+                        Registration.defaultApp: DeliveryRoute(transport: sender, topic: try Topic(LegacyFixture.topic))
                     ],
                     configuration: dispatcherConfiguration,
                     logger: TestLogger.make("dispatch")

@@ -20,7 +20,7 @@ public final class DispatchMetrics: Sendable {
     public static let disabled = DispatchMetrics(factory: NOOPMetricsHandler.instance)
 
     public let latencySampleInterval: Int
-    private let factory: any MetricsFactory
+    let factory: any MetricsFactory
     private let outcomeCounters = Mutex<[OutcomeKey: Counter]>([:])
     private let invalidationCounters = Mutex<[InvalidationKey: Counter]>([:])
     private let latencyTimers = Mutex<[String: CoreMetrics.Timer]>([:])
@@ -172,6 +172,13 @@ struct OutcomeTally {
             }
             seen &+= 1
         }
+    }
+
+    /// Adds `other`'s counts (a batch whose record failed goes back into the next one).
+    mutating func merge(_ other: OutcomeTally) {
+        outcomes.merge(other.outcomes, uniquingKeysWith: +)
+        invalidations.merge(other.invalidations, uniquingKeysWith: +)
+        latencies.merge(other.latencies, uniquingKeysWith: +)
     }
 
     mutating func removeAll() {

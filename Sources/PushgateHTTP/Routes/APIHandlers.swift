@@ -162,6 +162,11 @@ struct APIHandlers: Sendable {
             return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")
                 .response()
         }
+        guard await monitoring.dispatcherReady() else {
+            logger.warning("readiness check failed: the dispatcher's store operations fail")
+            return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")
+                .response()
+        }
         guard await monitoring.apnsReachable() else {
             logger.warning("readiness check failed: no APNs connection is possible")
             return APIError(

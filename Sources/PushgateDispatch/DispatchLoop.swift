@@ -1,0 +1,178 @@
+package import Foundation
+
+/// The dispatch loop's decisions as a pure state machine: given what the loop sees (a ``Snapshot``)
+/// it answers the next ``Action``; the loop performs it (store calls, sends, waits) and asks again.
+/// Claims report back through ``claimed(_:)`` and ``retriesClaimed(started:)``.
+///
+/// Rules: the next chunk is claimed as soon as everything of the chunks under way is sent (at most
+/// ``maximumActiveChunks`` under way); a claim that found nothing is not repeated until new work is
+/// announced; retries are claimed only when no chunk is under way; overdue requests are expired at
+/// most once a second, and not between a new request and its first send; nothing touches the store
+/// during a store back-off; a stop withdraws what is unsent and ends once nothing is under way.
+package struct DispatchLoop: Sendable {
+    package struct Snapshot: Sendable, Equatable {
+        package var now: Date
+        package var stopRequested = false
+        /// Chunks under way, and whether every target of them has been sent.
+        package var active = 0
+        package var allSent = true
+        /// Claimed chunks whose start failed (a store error): they start before anything new is claimed.
+        package var unstarted = 0
+        /// False during a store back-off, which ends at `storeRetryAt`.
+        package var storeAvailable = true
+        package var storeRetryAt: Date? = nil
+
+        package init(
+            now: Date,
+            stopRequested: Bool = false,
+            active: Int = 0,
+            allSent: Bool = true,
+            unstarted: Int = 0,
+            storeAvailable: Bool = true,
+            storeRetryAt: Date? = nil
+        ) {
+            self.now = now
+            self.stopRequested = stopRequested
+            self.active = active
+            self.allSent = allSent
+            self.unstarted = unstarted
+            self.storeAvailable = storeAvailable
+            self.storeRetryAt = storeRetryAt
+        }
+    }
+
+    package enum Action: Sendable, Equatable {
+        /// Withdraw what the chunks under way have not sent; wait for their answers until the grace period ends.
+        case beginStop
+        /// Leave the loop: stopping, and nothing is under way.
+        case stop
+        case expireOverdue
+        case startUnstarted
+        case claimChunk
+        case claimRetries
+        /// Gather outcomes, send within the budget, read ahead and record, for every chunk under way.
+        case advance
+        /// Ask again at once (what was just done may allow more).
+        case again
+        /// Nothing to do: wait for a signal, at most until `until` (or the store's next wake-up, if earlier).
+        case idle(until: Date)
+        /// Chunks are under way: wait for answers or a signal, at most until `until`.
+        case waitForAnswers(until: Date)
+    }
+
+    package enum ClaimResult: Sendable, Equatable {
+        case found, nothing, failed
+    }
+
+    private enum Phase: Equatable {
+        case turnStart
+        case claim
+        case awaitingClaim
+        case afterClaim(claimed: Bool)
+        case awaitingRetries
+        case afterRetries(started: Bool)
+        case afterAdvance(claimed: Bool)
+    }
+
+    package let maximumActiveChunks: Int
+    package let idleInterval: Duration
+    package let progressInterval: Duration
+    private var phase = Phase.turnStart
+    private(set) var stopping = false
+    /// False once a claim found nothing, until new work is announced.
+    private(set) var mayHaveChunks = true
+    /// New work was announced during this turn: no expiry before it is sent.
+    private var freshWork = false
+    private var lastExpiry = Date.distantPast
+
+    package init(maximumActiveChunks: Int = 3, idleInterval: Duration, progressInterval: Duration) {
+        self.maximumActiveChunks = maximumActiveChunks
+        self.idleInterval = idleInterval
+        self.progressInterval = progressInterval
+    }
+
+    /// A request was added (here or by another instance): there may be chunks to claim.
+    package mutating func workAdded() {
+        mayHaveChunks = true
+        freshWork = true
+    }
+
+    package mutating func claimed(_ result: ClaimResult) {
+        precondition(phase == .awaitingClaim, "claimed(_:) answers .claimChunk")
+        if result != .nothing { mayHaveChunks = true }
+        phase = .afterClaim(claimed: result == .found)
+    }
+
+    package mutating func retriesClaimed(started: Bool) {
+        precondition(phase == .awaitingRetries, "retriesClaimed(started:) answers .claimRetries")
+        phase = .afterRetries(started: started)
+    }
+
+    package mutating func next(_ snapshot: Snapshot) -> Action {
+        switch phase {
+        case .turnStart:
+            if snapshot.stopRequested, !stopping {
+                stopping = true
+                return .beginStop
+            }
+            if stopping, snapshot.active == 0 { return .stop }
+            phase = .claim
+            if snapshot.storeAvailable, !stopping, !freshWork, snapshot.allSent,
+                snapshot.now.timeIntervalSince(lastExpiry) >= 1
+            {
+                lastExpiry = snapshot.now
+                return .expireOverdue
+            }
+            return next(snapshot)
+        case .claim:
+            let mayStart =
+                !stopping && snapshot.storeAvailable
+                && (snapshot.active == 0 || (snapshot.active < maximumActiveChunks && snapshot.allSent))
+            if mayStart, snapshot.unstarted > 0 {
+                phase = .afterClaim(claimed: true)
+                return .startUnstarted
+            }
+            if mayStart, snapshot.active == 0 || mayHaveChunks {
+                mayHaveChunks = false
+                phase = .awaitingClaim
+                return .claimChunk
+            }
+            phase = .afterClaim(claimed: false)
+            return next(snapshot)
+        case .awaitingClaim, .awaitingRetries:
+            preconditionFailure("the loop must report the claim's result first")
+        case .afterClaim(let claimed):
+            if snapshot.active > 0 {
+                phase = .afterAdvance(claimed: claimed)
+                return .advance
+            }
+            if claimed || stopping { return endTurn(.again) }
+            if snapshot.storeAvailable, snapshot.unstarted == 0 {
+                phase = .awaitingRetries
+                return .claimRetries
+            }
+            return endTurn(.idle(until: deadline(after: idleInterval, snapshot)))
+        case .afterRetries(let started):
+            return endTurn(started ? .again : .idle(until: deadline(after: idleInterval, snapshot)))
+        case .afterAdvance(let claimed):
+            let mayStartMore =
+                (mayHaveChunks || snapshot.unstarted > 0) && snapshot.storeAvailable && !stopping && snapshot.allSent
+                && snapshot.active < maximumActiveChunks
+            if claimed || snapshot.active == 0 || mayStartMore { return endTurn(.again) }
+            return endTurn(.waitForAnswers(until: deadline(after: progressInterval, snapshot)))
+        }
+    }
+
+    private mutating func endTurn(_ action: Action) -> Action {
+        phase = .turnStart
+        freshWork = false
+        return action
+    }
+
+    /// `interval` from now, or the end of the store back-off if that is sooner.
+    private func deadline(after interval: Duration, _ snapshot: Snapshot) -> Date {
+        let end = snapshot.now.addingTimeInterval(interval.seconds)
+        guard let retryAt = snapshot.storeRetryAt else { return end }
+        return min(end, max(snapshot.now, retryAt))
+    }
+}

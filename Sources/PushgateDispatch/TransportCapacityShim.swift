@@ -1,0 +1,3 @@
+public import APNsClient
+
+extension NotificationTransport { public var inFlightCapacity: Int { 2_000 } }

@@ -1,0 +1,77 @@
+import Foundation
+import PushgateCore
+import PushgateDispatch
+import PushgateGateway
+import PushgatePostgres
+import PushgateUDP
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The `pushgate` command line as documented, against the in-process simulator (`--simulator`).
+@Suite("pushgate command line", .serialized, .timeLimit(.minutes(2)))
+struct CommandLineTests {
+    /// Starts `pushgate -f --simulator` on a fresh database with `arguments` added.
+    static func start(_ arguments: [String], in directory: TemporaryDirectory) throws -> (Process, OutputCollector) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
+        process.arguments =
+            ["-f", "--simulator", "-d", directory.path("cli.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0"] + arguments
+        process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }
+        let output = OutputCollector()
+        let pipe = Pipe()
+        process.standardError = pipe
+        process.standardOutput = FileHandle.nullDevice
+        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        try process.run()
+        return (process, output)
+    }
+
+    @Test("`--http-port -1` (the documented form) turns the HTTP API off and the daemon starts")
+    func httpPortMinusOne() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon is ready", timeout: .seconds(60)) {
+            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+            return output.text.contains("pushgate ready")
+        }
+        #expect(!output.text.contains("Missing value"))
+        kill(process.processIdentifier, SIGTERM)
+        try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
+        #expect(process.terminationStatus == 0)
+        #expect(!output.text.contains("HTTP API listening"), "the API is off: \(output.text)")
+    }
+
+    @Test("a lease shorter than the request timeout is refused at start-up with exit 78 and a line naming both")
+    func leaseShorterThanRequestTimeout() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1", "--lease", "5"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon exited", timeout: .seconds(60)) { !process.isRunning }
+        #expect(process.terminationStatus == 78)
+        #expect(output.text.contains("lease"), "\(output.text)")
+        #expect(output.text.contains("request timeout"), "\(output.text)")
+    }
+}
+
+/// What `main` sets goes through `Gateway.Configuration`.
+@Suite("One composition")
+struct CompositionTests {
+    @Test("a PostgreSQL store brings its chunk size and lease through Gateway.Configuration.use(_:)")
+    func storeDefaultsLiveInTheConfiguration() throws {
+        var configuration = Gateway.Configuration(
+            databasePath: "a.db",
+            udp: UDPIngress.Configuration(),
+            apps: [],
+            dispatcher: Dispatcher.Configuration(instanceID: InstanceID("composition"))
+        )
+        configuration.use(.postgres(try PostgresStore.Configuration(url: "postgres://u@127.0.0.1:5432/db")))
+        #expect(configuration.dispatcher.chunkSize == PostgresStore.defaultChunkSize)
+        #expect(configuration.dispatcher.leaseDuration == PostgresStore.defaultLeaseDuration)
+        configuration.use(.sqlite(path: "b.db"))
+        #expect(configuration.databasePath == "b.db")
+    }
+}

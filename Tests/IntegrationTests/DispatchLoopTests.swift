@@ -1,0 +1,120 @@
+import Foundation
+import PushgateDispatch
+import Testing
+
+/// Transcripts of the dispatch loop's decisions: what it sees, what it does next.
+@Suite("Dispatch loop as a state machine")
+struct DispatchLoopTests {
+    static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    static func machine() -> DispatchLoop {
+        DispatchLoop(idleInterval: .seconds(1), progressInterval: .milliseconds(100))
+    }
+
+    static func at(
+        _ seconds: Double,
+        active: Int = 0,
+        allSent: Bool = true,
+        unstarted: Int = 0
+    ) -> DispatchLoop.Snapshot {
+        DispatchLoop.Snapshot(
+            now: t0.addingTimeInterval(seconds),
+            active: active,
+            allSent: allSent,
+            unstarted: unstarted
+        )
+    }
+
+    @Test(
+        "idle: expire, claim, claim retries, sleep the idle interval; woken, it claims again but expires once a second"
+    )
+    func idleStart() {
+        var loop = Self.machine()
+        #expect(loop.next(Self.at(0)) == .expireOverdue)
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.nothing)
+        #expect(loop.next(Self.at(0)) == .claimRetries)
+        loop.retriesClaimed(started: false)
+        #expect(loop.next(Self.at(0)) == .idle(until: Self.t0.addingTimeInterval(1)))
+        // Woken at 0.5 s without new work: no expiry (within the second), a claim (nothing is under way).
+        #expect(loop.next(Self.at(0.5)) == .claimChunk)
+        loop.claimed(.nothing)
+        #expect(loop.next(Self.at(0.5)) == .claimRetries)
+    }
+
+    @Test("new work: claimed and started at once, without an expiry before its first send")
+    func newWorkGoesFirst() {
+        var loop = Self.machine()
+        loop.workAdded()
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        // Still sending the chunk: no expiry, no claim; advance and wait for answers.
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
+        #expect(
+            loop.next(Self.at(0.01, active: 1, allSent: false))
+                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11))
+        )
+    }
+
+    @Test("three chunks under way and all sent: a fourth waits for one of them to end, then is claimed")
+    func atMostThreeChunks() throws {
+        var loop = Self.machine()
+        loop.workAdded()
+        for active in 0..<3 {
+            // The first turn without new work checks expiries once.
+            if active == 1 { try #require(loop.next(Self.at(0, active: active)) == .expireOverdue) }
+            try #require(loop.next(Self.at(0, active: active)) == .claimChunk)
+            loop.claimed(.found)
+            #expect(loop.next(Self.at(0, active: active + 1)) == .advance)
+            #expect(loop.next(Self.at(0, active: active + 1)) == .again)
+        }
+        // Three under way, all sent, more work may exist: no claim; advance and wait.
+        #expect(loop.next(Self.at(0, active: 3)) == .advance)
+        #expect(loop.next(Self.at(0, active: 3)) == .waitForAnswers(until: Self.t0.addingTimeInterval(0.1)))
+        #expect(loop.next(Self.at(0.05, active: 3)) == .advance)
+        #expect(loop.next(Self.at(0.05, active: 3)) == .waitForAnswers(until: Self.t0.addingTimeInterval(0.15)))
+        // One chunk ended: the fourth is claimed.
+        #expect(loop.next(Self.at(0.1, active: 2)) == .claimChunk)
+    }
+
+    @Test("a failed claim is tried again after the store back-off, never during it")
+    func storeBackoff() {
+        var loop = Self.machine()
+        loop.workAdded()
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.failed)
+        var down = Self.at(0.01)
+        down.storeAvailable = false
+        down.storeRetryAt = Self.t0.addingTimeInterval(0.2)
+        // No claim of retries and no expiry while the store backs off; the idle wait ends with the back-off.
+        #expect(loop.next(down) == .idle(until: Self.t0.addingTimeInterval(0.2)))
+        #expect(loop.next(down) == .idle(until: Self.t0.addingTimeInterval(0.2)))
+        #expect(loop.next(Self.at(0.2)) == .expireOverdue)
+        #expect(loop.next(Self.at(0.2)) == .claimChunk)
+    }
+
+    @Test("a chunk whose start failed starts before anything new is claimed")
+    func unstartedFirst() {
+        var loop = Self.machine()
+        #expect(loop.next(Self.at(0, unstarted: 1)) == .expireOverdue)
+        #expect(loop.next(Self.at(0, unstarted: 1)) == .startUnstarted)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
+    }
+
+    @Test("a stop withdraws once, advances what is under way until it ended, then stops; nothing is claimed")
+    func stop() {
+        var loop = Self.machine()
+        var stopping = Self.at(0, active: 2, allSent: false)
+        stopping.stopRequested = true
+        #expect(loop.next(stopping) == .beginStop)
+        #expect(loop.next(stopping) == .advance)
+        #expect(loop.next(stopping) == .waitForAnswers(until: Self.t0.addingTimeInterval(0.1)))
+        #expect(loop.next(stopping) == .advance)
+        var ended = Self.at(0.2)
+        ended.stopRequested = true
+        #expect(loop.next(ended) == .again)
+        #expect(loop.next(ended) == .stop)
+    }
+}
