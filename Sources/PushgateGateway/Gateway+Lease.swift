@@ -1,4 +1,4 @@
-import APNsClient
+import APNsHTTP2
 import PushgateDispatch
 
 extension Gateway.Configuration {

@@ -44,8 +44,6 @@ final class HeldAnswersTransport: NotificationTransport {
 
     func withdraw(_ ids: some Sequence<UInt64>) -> Int { 0 }
 
-    var inFlightCapacity: Int { 2_000 }
-
     var submitted: Int { state.withLock { $0.submitted } }
     var held: Int { state.withLock { $0.held.count } }
 

@@ -1,4 +1,4 @@
-import APNsClient
+import PushTransport
 import Foundation
 import PushgateCore
 import PushgateDispatch
@@ -7,17 +7,7 @@ import Testing
 /// The dispatcher's in-flight budget is what its transports can carry, read as it changes.
 @Suite("Dispatcher: the in-flight budget follows the transport", .timeLimit(.minutes(2)))
 struct InFlightBudgetTests {
-    /// True once `NotificationTransport` requires `inFlightCapacity` (the transport branch); until
-    /// then the dispatcher sees the temporary shim's constant and this suite cannot run.
-    static var transportReportsCapacity: Bool {
-        let transport: any NotificationTransport = HeldAnswersTransport(capacity: 7)
-        return transport.inFlightCapacity == 7
-    }
-
-    @Test(
-        "the budget grows and shrinks with the transport's capacity; it is never exceeded",
-        .enabled(if: transportReportsCapacity)
-    )
+    @Test("the budget grows and shrinks with the transport's capacity; it is never exceeded")
     func followsCapacityChanges() async throws {
         try await DispatcherPipelineTests.withBroadcast(
             devices: 600,

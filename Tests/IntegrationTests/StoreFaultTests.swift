@@ -1,4 +1,4 @@
-import APNsClient
+import PushTransport
 import Foundation
 import Prometheus
 import PushgateCore
