@@ -5,6 +5,7 @@
 #
 #   scripts/postgres-test-cluster.sh start   prints `export PUSHGATE_TEST_POSTGRES_URL=...` and
 #                                            `export PUSHGATE_TEST_POSTGRES_ROOT=...` (eval it)
+#   scripts/postgres-test-cluster.sh restart ROOT   pg_ctl restart -m fast (same port), for fault tests
 #   scripts/postgres-test-cluster.sh stop ROOT
 #
 # The cluster has a role and database `pushgate` (password `pushgate`, SCRAM over TCP, as in
@@ -67,11 +68,17 @@ stop() {
     rm -rf "$root"
 }
 
+restart() {
+    local root=${1:?usage: $0 restart ROOT}
+    as_owner "$(pg_bin)/pg_ctl" -D "$root/data" -l "$root/server.log" -m fast -w -t 60 restart >/dev/null
+}
+
 case "${1:-}" in
 start) start ;;
+restart) restart "${2:-}" ;;
 stop) stop "${2:-}" ;;
 *)
-    echo "usage: $0 start | stop ROOT" >&2
+    echo "usage: $0 start | restart ROOT | stop ROOT" >&2
     exit 64
     ;;
 esac
