@@ -1,0 +1,191 @@
+public import Foundation
+import GRDB
+public import PushgateCore
+
+/// Chunks of a request's targets: claimed under a lease, read in pages, progress recorded.
+extension SQLiteStore {
+    // MARK: - Chunks
+
+    public func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws
+        -> WorkChunk?
+    {
+        guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        return try await writeUnsynced { db in
+            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
+
+            // 1. Take over a chunk whose holder stopped renewing its lease.
+            if let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
+                    ORDER BY c.request_seq, c.id LIMIT 1
+                    """, arguments: [nowMs])
+            {
+                let chunkID: Int64 = row[0]
+                let generation: Int64 = row[6] + 1
+                try db.execute(
+                    sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
+                    arguments: [owner.value, leaseUntil, generation, chunkID])
+                return WorkChunk(
+                    id: chunkID, requestID: try StoredForm.requestID(row[1]), kind: StoredForm.chunkKind(row[2]), after: row[3],
+                    through: row[4], progress: row[5], leaseGeneration: generation,
+                    leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
+            }
+
+            // 2. Cut the next chunk of the oldest request with uncut targets.
+            while let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
+                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
+                    """)
+            {
+                let seq: Int64 = row[0]
+                let requestID = try StoredForm.requestID(row[1])
+                let groupIDs = try Int64.fetchAll(
+                    db, sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
+                    arguments: [seq])
+                let cursor = LedgerArithmetic.CutCursor(
+                    tokenCut: row[4], tokenCount: row[5], groupCut: row[3], bound: row[2], hasGroups: !groupIDs.isEmpty)
+                let kind: WorkChunk.Kind
+                let after: Int64
+                let through: Int64
+                switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
+                case .tokens(let from, let to, let cutDone):
+                    (kind, after, through) = (.directTokens, from, to)
+                    try db.execute(
+                        sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
+                        arguments: [through, cutDone, Code.sending.rawValue, seq])
+                case .members(let from, let bound):
+                    let ids = try Self.memberIDs(
+                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, in: db)
+                    guard
+                        let range = LedgerArithmetic.deviceRange(
+                            after: from, bound: bound, found: ids.count, lastFound: ids.last, chunkSize: chunkSize)
+                    else {
+                        try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
+                        try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                        continue
+                    }
+                    (kind, after, through) = (.deviceRange, range.after, range.through)
+                    try db.execute(
+                        sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
+                        arguments: [through, range.cutDone, Code.sending.rawValue, seq])
+                }
+                try db.execute(
+                    sql: """
+                        INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
+                                           lease_expires_at, generation)
+                        VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
+                        """,
+                    arguments: [
+                        seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
+                    ])
+                return WorkChunk(
+                    id: db.lastInsertedRowID, requestID: requestID, kind: kind, after: after, through: through,
+                    progress: after, leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
+            }
+            return nil
+        }
+    }
+
+    public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
+        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        let start = max(cursor, chunk.after)
+        if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
+        return try await read { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
+                    arguments: [chunk.id])
+            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+            let seq: Int64 = row[0]
+            let app: String = row[1]
+            let found: [(cursor: Int64, token: String)]
+            let exhausted: Bool
+            switch chunk.kind {
+            case .deviceRange:
+                let groupIDs = try Int64.fetchAll(
+                    try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
+                    arguments: [seq])
+                let page = try Self.deviceTargets(
+                    groupIDs: groupIDs, after: start, through: chunk.through, limit: limit, in: db)
+                found = page.targets.map { ($0.id, $0.token) }
+                exhausted = page.exhausted
+            case .directTokens:
+                let page = try Self.tokenTargets(
+                    requestSeq: seq, app: app, after: start, through: chunk.through, limit: limit, in: db)
+                found = page.targets.map { ($0.position, $0.token) }
+                exhausted = page.exhausted
+            }
+            return try StoredForm.targetPage(found: found, exhausted: exhausted, chunkThrough: chunk.through)
+        }
+    }
+
+    public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+        async throws -> ProgressResult
+    {
+        let nowMs = Millis.from(now)
+        let leaseUntil = nowMs + leaseDuration.milliseconds
+        let chunk = progress.chunk
+        return try await write { db in
+            guard
+                let row = try Row.fetchOne(
+                    try db.cachedStatement(
+                        sql: """
+                            SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
+                            FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
+                            """), arguments: [chunk.id])
+            else { return .leaseLost }
+            let holder: String? = row[1]
+            let generation: Int64 = row[2]
+            let state: Int64 = row[3]
+            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
+                return .leaseLost
+            }
+            let seq: Int64 = row[0]
+            let app: String = row[5]
+            let recorded: Int64 = row[4]
+            let newProgress =
+                progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
+
+            try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+            try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
+            let upsertRetry = try db.cachedStatement(
+                sql: """
+                    INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
+                    VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (request_seq, token) DO UPDATE SET
+                        attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
+                        last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
+                    """)
+            for retry in progress.retries {
+                try upsertRetry.execute(arguments: [
+                    seq, retry.token.hex, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
+                ])
+            }
+            for invalidation in progress.invalidations {
+                _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
+            }
+            try db.cachedStatement(
+                sql: """
+                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?
+                    WHERE id = ?
+                    """
+            ).execute(arguments: [
+                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue,
+                progress.accepted, chunk.id,
+            ])
+            if progress.completesChunk {
+                try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                return .chunkCompleted
+            }
+            return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
+        }
+    }
+}
