@@ -38,13 +38,18 @@ final class FCMHTTPHandler: ChannelInboundHandler {
                 ? FCMSimulatorResponse.json(413, ["error": "body too large"])
                 : route(
                     FCMSimulatorRequest(
-                        method: head.method.rawValue, uri: head.uri, headers: head.headers.map { ($0.name, $0.value) },
-                        body: body))
+                        method: head.method.rawValue,
+                        uri: head.uri,
+                        headers: head.headers.map { ($0.name, $0.value) },
+                        body: body
+                    )
+                )
             write(response, head: head, context: context)
         }
     }
 
-    private func write(_ response: FCMSimulatorResponse, head request: HTTPRequestHead, context: ChannelHandlerContext) {
+    private func write(_ response: FCMSimulatorResponse, head request: HTTPRequestHead, context: ChannelHandlerContext)
+    {
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/json; charset=UTF-8")
         headers.add(name: "content-length", value: String(response.body.count))
@@ -53,9 +58,15 @@ final class FCMHTTPHandler: ChannelInboundHandler {
         let keepAlive = !isHTTP1 || request.isKeepAlive
         if isHTTP1 && !keepAlive { headers.add(name: "connection", value: "close") }
         let head = HTTPResponseHead(
-            version: request.version, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+            version: request.version,
+            status: HTTPResponseStatus(statusCode: response.status),
+            headers: headers
+        )
         context.write(wrapOutboundOut(.head(head)), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))), promise: nil)
+        context.write(
+            wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))),
+            promise: nil
+        )
         if keepAlive {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         } else {

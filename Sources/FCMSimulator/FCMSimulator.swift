@@ -55,8 +55,11 @@ public struct FCMSimulator: Service {
         let authority = try SimulatorCertificateAuthority(commonName: "pushgate FCM simulator CA")
         let issued = try authority.issueServerCertificate()
         var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: [.certificate(try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem))],
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem)))
+            certificateChain: [
+                .certificate(try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem))
+            ],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem))
+        )
         tls.applicationProtocols = ["h2", "http/1.1"]
         let sslContext = try NIOSSLContext(configuration: tls)
         let caPath = FileManager.default.temporaryDirectory
@@ -79,15 +82,21 @@ public struct FCMSimulator: Service {
                 controlPort = control.localAddress?.port
             }
             let running = RunningFCMSimulator(
-                host: configuration.host, port: port, controlPort: controlPort,
-                caCertificatePEM: authority.certificatePEM, caCertificatePath: caPath, core: core)
+                host: configuration.host,
+                port: port,
+                controlPort: controlPort,
+                caCertificatePEM: authority.certificatePEM,
+                caCertificatePath: caPath,
+                core: core
+            )
             core.state.withLock { $0.tokenURI = running.tokenURI }
             configuration.logger.info(
                 "FCM simulator listening",
                 metadata: [
                     "fcm.simulator.port": "\(port)",
                     "fcm.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
-                ])
+                ]
+            )
             result = .success(try await body(running))
         } catch {
             result = .failure(error)
@@ -99,7 +108,9 @@ public struct FCMSimulator: Service {
     }
 
     private static func bindServer(
-        _ configuration: Configuration, core: FCMSimulatorCore, sslContext: NIOSSLContext,
+        _ configuration: Configuration,
+        core: FCMSimulatorCore,
+        sslContext: NIOSSLContext,
         group: MultiThreadedEventLoopGroup
     ) async throws -> any Channel {
         let route: @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse = { core.route($0) }
@@ -129,7 +140,8 @@ public struct FCMSimulator: Service {
                                 try sync.configureHTTPServerPipeline(withErrorHandling: true)
                                 try sync.addHandler(FCMHTTPHandler(route: route))
                             }
-                        })
+                        }
+                    )
                 }
             }
             .bind(host: configuration.host, port: configuration.port)
@@ -137,7 +149,10 @@ public struct FCMSimulator: Service {
     }
 
     private static func bindControl(
-        host: String, port: Int, core: FCMSimulatorCore, group: MultiThreadedEventLoopGroup
+        host: String,
+        port: Int,
+        core: FCMSimulatorCore,
+        group: MultiThreadedEventLoopGroup
     ) async throws -> any Channel {
         try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)

@@ -40,7 +40,11 @@ public struct FCMThrowawayServiceAccount: Sendable {
         self.tokenURI = tokenURI
         self.privateKeyPEM = key.pkcs8PEMRepresentation
         self.account = FCMSimulatorAccount(
-            clientEmail: clientEmail, projectID: projectID, keyID: keyID, publicKey: key.publicKey)
+            clientEmail: clientEmail,
+            projectID: projectID,
+            keyID: keyID,
+            publicKey: key.publicKey
+        )
     }
 
     /// The service-account JSON file.
@@ -50,7 +54,10 @@ public struct FCMThrowawayServiceAccount: Sendable {
             "private_key": privateKeyPEM, "client_email": clientEmail, "client_id": "100000000000000000000",
             "auth_uri": "https://accounts.google.com/o/oauth2/auth", "token_uri": tokenURI,
         ]
-        let data = try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+        let data = try? JSONSerialization.data(
+            withJSONObject: fields,
+            options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        )
         return data.map(Array.init) ?? []
     }
 

@@ -8,7 +8,7 @@ extension FCMSimulatorCore {
     /// | `GET /messages[?token=T]` | `{"messages":[{name, project, token, topic, condition, message}]}` |
     /// | `GET /stats` | counters |
     /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
-    /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer that error next |
+    /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
     /// | `POST /access-tokens/expire` | every issued access token expires now |
     /// | `POST /reset` | forget messages, tokens, states, injected errors, counters |
     func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
@@ -32,7 +32,8 @@ extension FCMSimulatorCore {
                 [
                     "tokenRequests": stats.tokenRequests, "accessTokensIssued": stats.accessTokensIssued,
                     "sends": stats.sends, "accepted": stats.accepted, "rejected": stats.rejected,
-                ])
+                ]
+            )
         case ("POST", "/unregister"):
             guard let token = body["token"] as? String, !token.isEmpty else {
                 return .json(400, ["error": "token is required"])
@@ -46,8 +47,12 @@ extension FCMSimulatorCore {
             }
             inject(
                 FCMInjectedError(
-                    errorCode: code, count: (body["count"] as? NSNumber)?.intValue ?? 1,
-                    retryAfterSeconds: (body["retryAfter"] as? NSNumber)?.intValue, token: body["token"] as? String))
+                    errorCode: code,
+                    count: (body["count"] as? NSNumber)?.intValue ?? 1,
+                    retryAfterSeconds: (body["retryAfter"] as? NSNumber)?.intValue,
+                    token: body["token"] as? String
+                )
+            )
             return .json(200, ["ok": true])
         case ("POST", "/access-tokens/expire"):
             expireAccessTokens()

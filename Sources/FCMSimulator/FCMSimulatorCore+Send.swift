@@ -25,9 +25,11 @@ extension FCMSimulatorCore {
         let issued = bearer.flatMap { token in state.withLock { $0.accessTokens[token] } }
         guard let issued, issued.expiresAt > now else {
             return .fcmError(
-                401, canonical: "UNAUTHENTICATED",
+                401,
+                canonical: "UNAUTHENTICATED",
                 message: "Request had invalid authentication credentials. Expected OAuth 2 access token.",
-                headers: [("www-authenticate", "Bearer realm=\"https://accounts.google.com/\"")])
+                headers: [("www-authenticate", "Bearer realm=\"https://accounts.google.com/\"")]
+            )
         }
         guard issued.projectID == projectID else {
             return .fcmError(403, canonical: "PERMISSION_DENIED", message: "Permission denied on project \(projectID).")
@@ -54,9 +56,15 @@ extension FCMSimulatorCore {
         let json = (try? JSONSerialization.data(withJSONObject: message, options: [.sortedKeys])) ?? Data()
         record(
             FCMAcceptedMessage(
-                name: name, projectID: projectID, token: token, topic: message["topic"] as? String,
-                condition: message["condition"] as? String, messageJSON: String(decoding: json, as: UTF8.self),
-                receivedAt: now))
+                name: name,
+                projectID: projectID,
+                token: token,
+                topic: message["topic"] as? String,
+                condition: message["condition"] as? String,
+                messageJSON: String(decoding: json, as: UTF8.self),
+                receivedAt: now
+            )
+        )
         return .json(200, ["name": name])
     }
 
@@ -78,8 +86,12 @@ extension FCMSimulatorCore {
     static func answer(for errorCode: String, retryAfter: Int? = nil) -> FCMSimulatorResponse {
         let entry = FCMInjectedError.table[errorCode] ?? (500, "UNKNOWN", "Unknown error.")
         return .fcmError(
-            entry.status, canonical: entry.canonical, message: entry.message, errorCode: errorCode,
-            headers: retryAfter.map { [("retry-after", String($0))] } ?? [])
+            entry.status,
+            canonical: entry.canonical,
+            message: entry.message,
+            errorCode: errorCode,
+            headers: retryAfter.map { [("retry-after", String($0))] } ?? []
+        )
     }
 
     static func invalid(_ problem: String) -> FCMSimulatorResponse {
@@ -134,7 +146,9 @@ extension FCMSimulatorCore {
             else { return "Invalid value at 'message.android.ttl': expected a duration like \"3.5s\"." }
             guard seconds <= maximumTTLSeconds else { return "message.android.ttl must be at most 2419200s (28 days)." }
         }
-        if let key = android["collapse_key"], !(key is String) { return "message.android.collapse_key must be a string." }
+        if let key = android["collapse_key"], !(key is String) {
+            return "message.android.collapse_key must be a string."
+        }
         return nil
     }
 }

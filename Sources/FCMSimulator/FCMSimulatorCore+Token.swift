@@ -38,7 +38,9 @@ extension FCMSimulatorCore {
         guard parts.count == 3, let header = Self.decodeObject(parts[0]), let claims = Self.decodeObject(parts[1]),
             let signature = Self.base64URL(parts[2])
         else { return .failure(Problem(text: "Invalid JWT: not three base64url JSON parts.")) }
-        guard header["alg"] as? String == "RS256" else { return .failure(Problem(text: "Invalid JWT: alg must be RS256.")) }
+        guard header["alg"] as? String == "RS256" else {
+            return .failure(Problem(text: "Invalid JWT: alg must be RS256."))
+        }
         let (accounts, tokenURI) = state.withLock { ($0.accounts, $0.tokenURI) }
         guard let issuer = claims["iss"] as? String, let account = accounts[issuer] else {
             return .failure(Problem(text: "Invalid JWT: iss is not a known service account."))
@@ -49,8 +51,10 @@ extension FCMSimulatorCore {
         let input = Array(jwt.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
         guard
             account.publicKey.isValidSignature(
-                _RSA.Signing.RSASignature(rawRepresentation: signature), for: SHA256.hash(data: input),
-                padding: .insecurePKCS1v1_5)
+                _RSA.Signing.RSASignature(rawRepresentation: signature),
+                for: SHA256.hash(data: input),
+                padding: .insecurePKCS1v1_5
+            )
         else { return .failure(Problem(text: "Invalid JWT Signature.")) }
         guard let audience = claims["aud"] as? String, audience == tokenURI || audience == Self.googleTokenURI else {
             return .failure(Problem(text: "Invalid JWT: aud must be \(tokenURI) or \(Self.googleTokenURI)."))
@@ -66,7 +70,9 @@ extension FCMSimulatorCore {
             return .failure(Problem(text: "Invalid JWT: exp must be after iat and at most one hour later."))
         }
         guard iat <= now + Self.allowedSkew, exp > now else {
-            return .failure(Problem(text: "Invalid JWT: Token must be a short-lived token and in a reasonable timeframe."))
+            return .failure(
+                Problem(text: "Invalid JWT: Token must be a short-lived token and in a reasonable timeframe.")
+            )
         }
         return .success(account)
     }

@@ -107,7 +107,10 @@ final class FCMSimulatorCore: Sendable {
         let expiresAt = now().addingTimeInterval(TimeInterval(accessTokenLifetime))
         state.withLock { state in
             state.accessTokens[value] = IssuedToken(
-                clientEmail: account.clientEmail, projectID: account.projectID, expiresAt: expiresAt)
+                clientEmail: account.clientEmail,
+                projectID: account.projectID,
+                expiresAt: expiresAt
+            )
             state.stats.accessTokensIssued += 1
         }
         return value

@@ -39,7 +39,11 @@ struct FCMSimulatorResponse: Sendable {
     /// Google's error shape for `messages:send`: `{"error":{"code","message","status","details"}}`,
     /// with an `FcmError` detail when there is an FCM error code.
     static func fcmError(
-        _ status: Int, canonical: String, message: String, errorCode: String? = nil, headers: [(String, String)] = []
+        _ status: Int,
+        canonical: String,
+        message: String,
+        errorCode: String? = nil,
+        headers: [(String, String)] = []
     ) -> Self {
         var error: [String: Any] = ["code": status, "message": message, "status": canonical]
         if let errorCode {

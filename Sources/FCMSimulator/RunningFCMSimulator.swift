@@ -11,7 +11,14 @@ public final class RunningFCMSimulator: Sendable {
 
     let core: FCMSimulatorCore
 
-    init(host: String, port: Int, controlPort: Int?, caCertificatePEM: String, caCertificatePath: String, core: FCMSimulatorCore) {
+    init(
+        host: String,
+        port: Int,
+        controlPort: Int?,
+        caCertificatePEM: String,
+        caCertificatePath: String,
+        core: FCMSimulatorCore
+    ) {
         self.host = host
         self.port = port
         self.controlPort = controlPort

@@ -9,7 +9,11 @@ func pythonHas(_ modules: [String]) -> Bool {
     (try? run("python3", ["-c", modules.map { "import \($0)" }.joined(separator: "; ")]).status) == 0
 }
 
-let pythonModulesMissing = Comment(rawValue: "skipped: needs python3 with google-auth, PyJWT, cryptography and requests (pip install google-auth PyJWT cryptography requests)")
+let pythonModulesMissing = Comment(
+    rawValue:
+        "skipped: needs python3 with google-auth, PyJWT, cryptography and requests"
+        + " (pip install google-auth PyJWT cryptography requests)"
+)
 
 @Suite("FCM: gateway core against the simulator")
 struct FCMCoreAgainstSimulatorTests {
@@ -22,14 +26,22 @@ struct FCMCoreAgainstSimulatorTests {
             #expect(answer.status == 200)
             let grant = try FCMTokenGrant(jsonBytes: answer.body)
             let message = try FCMMessage(
-                payload: try Payload(jsonString: #"{"aps":{"alert":"hi"},"n":1}"#), pushType: .alert,
-                priority: .immediate, expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600),
-                collapseID: nil, createdAt: Date())
+                payload: try Payload(jsonString: #"{"aps":{"alert":"hi"},"n":1}"#),
+                pushType: .alert,
+                priority: .immediate,
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600),
+                collapseID: nil,
+                createdAt: Date()
+            )
             func send() async throws -> FCMOutcome {
                 let body = String(decoding: message.requestBody(token: "device-7"), as: UTF8.self)
                 let answer = try await fixture.send(body, accessToken: grant.accessToken)
                 return FCMOutcome.answered(
-                    status: answer.status, body: answer.body, retryAfter: answer.headers["retry-after"], now: Date())
+                    status: answer.status,
+                    body: answer.body,
+                    retryAfter: answer.headers["retry-after"],
+                    now: Date()
+                )
             }
             #expect(try await send().isAccepted)
             fixture.simulator.inject(FCMInjectedError(errorCode: "QUOTA_EXCEEDED", retryAfterSeconds: 2))
@@ -51,10 +63,15 @@ struct FCMCoreAgainstSimulatorTests {
 struct FCMPythonInteropTests {
     @Test(
         "google-auth's service_account.Credentials gets an access token from our token endpoint",
-        .enabled(if: pythonHas(["google.oauth2.service_account", "google.auth.transport.requests"]), pythonModulesMissing))
+        .enabled(
+            if: pythonHas(["google.oauth2.service_account", "google.auth.transport.requests"]),
+            pythonModulesMissing
+        )
+    )
     func googleAuth() async throws {
         try await FCMFixture.with { fixture in
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-sa-\(UUID().uuidString).json").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-sa-\(UUID().uuidString).json")
+                .path
             try fixture.account.write(to: path)
             defer { try? FileManager.default.removeItem(atPath: path) }
             let script = """
@@ -68,7 +85,10 @@ struct FCMPythonInteropTests {
                 print(credentials.token)
                 """
             let result = try run(
-                "python3", ["-c", script, path], environment: ["REQUESTS_CA_BUNDLE": fixture.simulator.caCertificatePath])
+                "python3",
+                ["-c", script, path],
+                environment: ["REQUESTS_CA_BUNDLE": fixture.simulator.caCertificatePath]
+            )
             #expect(result.status == 0, "\(result.stderr)")
             let token = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(token.hasPrefix("ya29."))
@@ -80,12 +100,14 @@ struct FCMPythonInteropTests {
 
     @Test(
         "PyJWT verifies an assertion made by our signer (RS256, kid, iss, scope, aud, exp = iat + 3600)",
-        .enabled(if: pythonHas(["jwt", "cryptography"]), pythonModulesMissing))
+        .enabled(if: pythonHas(["jwt", "cryptography"]), pythonModulesMissing)
+    )
     func pyJWT() throws {
         let material = try FCMThrowawayServiceAccount(projectID: "demo-project", tokenURI: "https://127.0.0.1:1/token")
         let account = try FCMServiceAccount(jsonBytes: material.jsonBytes)
         let assertion = try FCMAssertionSigner(account: account).assertion(issuedAt: Date())
-        let keyPath = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-pub-\(UUID().uuidString).pem").path
+        let keyPath = FileManager.default.temporaryDirectory.appendingPathComponent("fcm-pub-\(UUID().uuidString).pem")
+            .path
         try account.publicKey.pemRepresentation.write(toFile: keyPath, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: keyPath) }
         let script = """
@@ -108,7 +130,9 @@ struct FCMPythonInteropTests {
             print("verified")
             """
         let result = try run(
-            "python3", ["-c", script, assertion, keyPath, account.privateKeyID, account.clientEmail, material.tokenURI])
+            "python3",
+            ["-c", script, assertion, keyPath, account.privateKeyID, account.clientEmail, material.tokenURI]
+        )
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdout.contains("verified"))
     }

@@ -17,7 +17,10 @@ struct FCMFixture {
     ) async throws -> Result {
         try await FCMSimulator.withRunning(configuration) { simulator in
             let account = try simulator.makeServiceAccount(projectID: "demo-project")
-            let probe = try await SimulatorProbe.connect(port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+            let probe = try await SimulatorProbe.connect(
+                port: simulator.port,
+                trustRootsPEM: simulator.caCertificatePEM
+            )
             do {
                 let result = try await body(FCMFixture(simulator: simulator, account: account, probe: probe))
                 await probe.close()
@@ -31,9 +34,11 @@ struct FCMFixture {
 
     /// An RS256 JWT with the given header and claims, signed with the account's key; written here,
     /// independently of the gateway's signer.
-    func jwt(header: [String: Any]? = nil, claims: [String: Any], key: _RSA.Signing.PrivateKey? = nil) throws -> String {
+    func jwt(header: [String: Any]? = nil, claims: [String: Any], key: _RSA.Signing.PrivateKey? = nil) throws -> String
+    {
         let header = header ?? ["alg": "RS256", "typ": "JWT", "kid": account.privateKeyID]
-        let input = base64URL(try JSONSerialization.data(withJSONObject: header)) + "."
+        let input =
+            base64URL(try JSONSerialization.data(withJSONObject: header)) + "."
             + base64URL(try JSONSerialization.data(withJSONObject: claims))
         let signingKey = try key ?? _RSA.Signing.PrivateKey(pemRepresentation: account.privateKeyPEM)
         let signature = try signingKey.signature(for: SHA256.hash(data: Array(input.utf8)), padding: .insecurePKCS1v1_5)
@@ -53,7 +58,11 @@ struct FCMFixture {
         let body = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"
         return try await response(
             SimulatorProbe.Request(
-                path: "/token", headers: [("content-type", "application/x-www-form-urlencoded")], body: Array(body.utf8)))
+                path: "/token",
+                headers: [("content-type", "application/x-www-form-urlencoded")],
+                body: Array(body.utf8)
+            )
+        )
     }
 
     /// A fresh access token from the token endpoint.
@@ -65,14 +74,22 @@ struct FCMFixture {
         return token
     }
 
-    func send(_ message: String, accessToken: String?, project: String = "demo-project") async throws
+    func send(
+        _ message: String,
+        accessToken: String?,
+        project: String = "demo-project"
+    ) async throws
         -> SimulatorProbe.Response
     {
         var headers = [("content-type", "application/json")]
         if let accessToken { headers.append(("authorization", "Bearer \(accessToken)")) }
         return try await response(
             SimulatorProbe.Request(
-                path: "/v1/projects/\(project)/messages:send", headers: headers, body: Array(message.utf8)))
+                path: "/v1/projects/\(project)/messages:send",
+                headers: headers,
+                body: Array(message.utf8)
+            )
+        )
     }
 
     func response(_ request: SimulatorProbe.Request) async throws -> SimulatorProbe.Response {
@@ -99,7 +116,11 @@ func base64URL(_ data: Data) -> String {
 }
 
 /// Runs a program to completion and returns its exit status and output.
-func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws
+func run(
+    _ executable: String,
+    _ arguments: [String],
+    environment: [String: String] = [:]
+) throws
     -> (status: Int32, stdout: String, stderr: String)
 {
     let process = Process()

@@ -26,7 +26,8 @@ struct FCMSimulatorTokenTests {
             var cases: [(String, String)] = []
             cases.append(("wrong key", try fixture.jwt(claims: fixture.claims(), key: otherKey)))
             cases.append(
-                ("wrong kid", try fixture.jwt(header: ["alg": "RS256", "kid": "nope"], claims: fixture.claims())))
+                ("wrong kid", try fixture.jwt(header: ["alg": "RS256", "kid": "nope"], claims: fixture.claims()))
+            )
             cases.append(("HS256", try fixture.jwt(header: ["alg": "HS256"], claims: fixture.claims())))
             for (name, value) in [("aud", "https://elsewhere/token"), ("scope", "email"), ("iss", "x@y.z")] {
                 var claims = fixture.claims()
@@ -48,7 +49,9 @@ struct FCMSimulatorTokenTests {
 
 @Suite("FCM simulator: messages:send")
 struct FCMSimulatorSendTests {
-    let message = #"{"message":{"token":"device-1","notification":{"body":"hi"},"data":{"k":"v"},"android":{"priority":"HIGH","ttl":"60s"}}}"#
+    let message =
+        #"{"message":{"token":"device-1","notification":{"body":"hi"},"data":{"k":"v"},"#
+        + #""android":{"priority":"HIGH","ttl":"60s"}}}"#
 
     @Test("a valid message with a valid token is accepted, named and recorded")
     func accepts() async throws {
@@ -139,11 +142,13 @@ struct FCMSimulatorSendTests {
         try await FCMFixture.with { fixture in
             let assertion = try fixture.jwt(claims: fixture.claims())
             let result = try run(
-                "curl", [
+                "curl",
+                [
                     "-sS", "--http1.1", "--cacert", fixture.simulator.caCertificatePath, "-d",
                     "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)",
                     fixture.simulator.tokenURI,
-                ])
+                ]
+            )
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stdout.contains("access_token"))
         }

@@ -119,7 +119,10 @@ struct FCMAccessTokenManagerTests {
 
     func manager(_ exchanger: ScriptedExchanger) throws -> FCMAccessTokenManager {
         FCMAccessTokenManager(
-            signer: FCMAssertionSigner(account: try FCMTestAccount.account()), exchanger: exchanger, clock: clock)
+            signer: FCMAssertionSigner(account: try FCMTestAccount.account()),
+            exchanger: exchanger,
+            clock: clock
+        )
     }
 
     @Test("concurrent first requests share one exchange")
@@ -192,9 +195,13 @@ struct FCMAccessTokenManagerTests {
 
     @Test("a grant is parsed from the token endpoint's JSON; a grant without a token is refused")
     func grantParsing() throws {
-        let grant = try FCMTokenGrant(jsonBytes: Array(#"{"access_token":"ya29.x","expires_in":3599,"token_type":"Bearer"}"#.utf8))
+        let grant = try FCMTokenGrant(
+            jsonBytes: Array(#"{"access_token":"ya29.x","expires_in":3599,"token_type":"Bearer"}"#.utf8)
+        )
         #expect(grant == FCMTokenGrant(accessToken: "ya29.x", expiresIn: .seconds(3599)))
-        #expect(throws: FCMCredentialError.malformedGrant) { try FCMTokenGrant(jsonBytes: Array(#"{"expires_in":3599}"#.utf8)) }
+        #expect(throws: FCMCredentialError.malformedGrant) {
+            try FCMTokenGrant(jsonBytes: Array(#"{"expires_in":3599}"#.utf8))
+        }
         #expect(throws: FCMCredentialError.malformedGrant) {
             try FCMTokenGrant(jsonBytes: Array(#"{"access_token":"x","expires_in":0}"#.utf8))
         }

@@ -28,14 +28,26 @@ struct FCMAssertionSignerTests {
     @Test("the signature is RSASSA-PKCS1-v1_5 SHA-256 over header.claims, checked with the public key")
     func signatureVerifies() throws {
         let account = try FCMTestAccount.account()
-        let jwt = try FCMAssertionSigner(account: account).assertion(issuedAt: Date(timeIntervalSince1970: 1_800_000_000))
+        let jwt = try FCMAssertionSigner(account: account).assertion(
+            issuedAt: Date(timeIntervalSince1970: 1_800_000_000)
+        )
         let dot = try #require(jwt.lastIndex(of: "."))
-        let signature = _RSA.Signing.RSASignature(rawRepresentation: try #require(base64URLDecode(jwt[jwt.index(after: dot)...])))
+        let signature = _RSA.Signing.RSASignature(
+            rawRepresentation: try #require(base64URLDecode(jwt[jwt.index(after: dot)...]))
+        )
         let input = Array(jwt[..<dot].utf8)
-        #expect(account.publicKey.isValidSignature(signature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5))
+        #expect(
+            account.publicKey.isValidSignature(signature, for: SHA256.hash(data: input), padding: .insecurePKCS1v1_5)
+        )
         var tampered = input
         tampered[tampered.count - 1] ^= 1
-        #expect(!account.publicKey.isValidSignature(signature, for: SHA256.hash(data: tampered), padding: .insecurePKCS1v1_5))
+        #expect(
+            !account.publicKey.isValidSignature(
+                signature,
+                for: SHA256.hash(data: tampered),
+                padding: .insecurePKCS1v1_5
+            )
+        )
     }
 
     @Test("a lifetime over an hour is cut to an hour")
@@ -43,7 +55,13 @@ struct FCMAssertionSignerTests {
         let signer = FCMAssertionSigner(account: try FCMTestAccount.account(), lifetime: .seconds(7200))
         #expect(signer.lifetime == .seconds(3600))
         let short = FCMAssertionSigner(account: try FCMTestAccount.account(), lifetime: .seconds(600))
-        let claims = try #require(jsonObject(base64URLDecode(try short.assertion(issuedAt: Date(timeIntervalSince1970: 100)).split(separator: ".")[1])))
+        let claims = try #require(
+            jsonObject(
+                base64URLDecode(
+                    try short.assertion(issuedAt: Date(timeIntervalSince1970: 100)).split(separator: ".")[1]
+                )
+            )
+        )
         #expect((claims["exp"] as? NSNumber)?.int64Value == 700)
     }
 

@@ -7,13 +7,22 @@ struct FCMMessageTests {
     let createdAt = Date(timeIntervalSince1970: 1_800_000_000)
 
     func derive(
-        _ payload: String, pushType: PushType = .alert, priority: Priority = .immediate,
-        expiration: Expiration = .immediately, collapseID: String? = nil, override: String? = nil
+        _ payload: String,
+        pushType: PushType = .alert,
+        priority: Priority = .immediate,
+        expiration: Expiration = .immediately,
+        collapseID: String? = nil,
+        override: String? = nil
     ) throws -> [String: Any] {
         let message = try FCMMessage(
-            payload: try Payload(jsonString: payload), pushType: pushType, priority: priority,
-            expiration: expiration, collapseID: try collapseID.map { try CollapseID($0) }, createdAt: createdAt,
-            override: try override.map { try FCMOverride(jsonBytes: Array($0.utf8)) })
+            payload: try Payload(jsonString: payload),
+            pushType: pushType,
+            priority: priority,
+            expiration: expiration,
+            collapseID: try collapseID.map { try CollapseID($0) },
+            createdAt: createdAt,
+            override: try override.map { try FCMOverride(jsonBytes: Array($0.utf8)) }
+        )
         let body = try #require(jsonObject(Data(message.requestBody(token: "tok-1"))))
         let inner = try #require(body["message"] as? [String: Any])
         #expect(inner["token"] as? String == "tok-1")
@@ -41,7 +50,10 @@ struct FCMMessageTests {
         let normal = try derive(#"{"aps":{"alert":"x"}}"#, priority: .conservePower)
         #expect((normal["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
         let background = try derive(
-            #"{"aps":{"content-available":1,"alert":"x"},"k":"v"}"#, pushType: .background, priority: .conservePower)
+            #"{"aps":{"content-available":1,"alert":"x"},"k":"v"}"#,
+            pushType: .background,
+            priority: .conservePower
+        )
         #expect(background["notification"] == nil)
         #expect(background["data"] as? [String: String] == ["k": #""v""#])
         #expect((background["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
@@ -50,7 +62,10 @@ struct FCMMessageTests {
     @Test("expiration becomes android.ttl, at most 28 days; key becomes android.collapse_key")
     func ttlAndCollapseKey() throws {
         func android(_ expiration: Expiration, key: String? = nil) throws -> [String: Any] {
-            try #require(try derive(#"{"aps":{"alert":"x"}}"#, expiration: expiration, collapseID: key)["android"] as? [String: Any])
+            try #require(
+                try derive(#"{"aps":{"alert":"x"}}"#, expiration: expiration, collapseID: key)["android"]
+                    as? [String: Any]
+            )
         }
         #expect(try android(.immediately)["ttl"] as? String == "0s")
         #expect(try android(.at(epochSeconds: 1_800_000_090))["ttl"] as? String == "90s")
@@ -64,7 +79,8 @@ struct FCMMessageTests {
     func override() throws {
         let message = try derive(
             #"{"aps":{"alert":"x"},"k":1}"#,
-            override: #"{"notification":{"title":"Hi"},"data":{"k":null,"extra":"e"},"android":{"priority":"NORMAL"}}"#)
+            override: #"{"notification":{"title":"Hi"},"data":{"k":null,"extra":"e"},"android":{"priority":"NORMAL"}}"#
+        )
         #expect(message["notification"] as? [String: String] == ["title": "Hi", "body": "x"])
         #expect(message["data"] as? [String: String] == ["extra": "e"])
         #expect((message["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
@@ -97,13 +113,25 @@ struct FCMMessageTests {
             try derive(#"{"aps":{"alert":"x"}}"#, override: #"{"data":{"big":"\#(big)\#(big)"}}"#)
         }
         // Just under the limit is fine, and the same request always encodes to the same bytes.
-        let payload = try Payload(jsonString: #"{"aps":{"alert":"x"},"blob":"\#(String(repeating: "a", count: 3900))"}"#)
+        let payload = try Payload(
+            jsonString: #"{"aps":{"alert":"x"},"blob":"\#(String(repeating: "a", count: 3900))"}"#
+        )
         let first = try FCMMessage(
-            payload: payload, pushType: .alert, priority: .immediate, expiration: .immediately, collapseID: nil,
-            createdAt: createdAt)
+            payload: payload,
+            pushType: .alert,
+            priority: .immediate,
+            expiration: .immediately,
+            collapseID: nil,
+            createdAt: createdAt
+        )
         let again = try FCMMessage(
-            payload: payload, pushType: .alert, priority: .immediate, expiration: .immediately, collapseID: nil,
-            createdAt: createdAt)
+            payload: payload,
+            pushType: .alert,
+            priority: .immediate,
+            expiration: .immediately,
+            collapseID: nil,
+            createdAt: createdAt
+        )
         #expect(first.byteCount <= FCMMessage.maximumBytes)
         #expect(first == again)
     }

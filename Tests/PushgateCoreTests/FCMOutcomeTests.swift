@@ -9,7 +9,8 @@ struct FCMOutcomeTests {
     func errorBody(_ code: String?, status: String, message: String = "x") -> [UInt8] {
         var details = ""
         if let code {
-            details = #","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]"#
+            details =
+                #","details":[{"@type":"type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"\#(code)"}]"#
         }
         return Array(#"{"error":{"code":400,"message":"\#(message)","status":"\#(status)"\#(details)}}"#.utf8)
     }
@@ -17,7 +18,10 @@ struct FCMOutcomeTests {
     @Test("200 is accepted with the message name")
     func accepted() {
         let outcome = FCMOutcome.answered(
-            status: 200, body: Array(#"{"name":"projects/p/messages/0:123"}"#.utf8), now: now)
+            status: 200,
+            body: Array(#"{"name":"projects/p/messages/0:123"}"#.utf8),
+            now: now
+        )
         #expect(outcome.isAccepted)
         #expect(outcome.messageName == "projects/p/messages/0:123")
         #expect(!outcome.invalidatesDevice)
@@ -33,12 +37,16 @@ struct FCMOutcomeTests {
             (.unavailable, 503, .retryable, false, false),
             (.internal, 500, .retryable, false, false),
             (.invalidArgument, 400, .rejected, false, false),
-        ])
+        ]
+    )
     func table(code: FCMErrorCode, status: Int, outcomeClass: OutcomeClass, invalidates: Bool, alarm: Bool) {
         #expect(code.status == status)
         #expect(FCMErrorCode(rawValue: code.rawValue) == code)
         let outcome = FCMOutcome.answered(
-            status: status, body: errorBody(code.rawValue, status: code.canonicalStatus), now: now)
+            status: status,
+            body: errorBody(code.rawValue, status: code.canonicalStatus),
+            now: now
+        )
         #expect(outcome.errorCode == code)
         #expect(outcome.outcomeClass == outcomeClass)
         #expect(outcome.invalidatesDevice == invalidates)
@@ -52,15 +60,23 @@ struct FCMOutcomeTests {
         let aboutToken = FCMOutcome.answered(
             status: 400,
             body: errorBody(
-                "INVALID_ARGUMENT", status: "INVALID_ARGUMENT",
-                message: "The registration token is not a valid FCM registration token"), now: now)
+                "INVALID_ARGUMENT",
+                status: "INVALID_ARGUMENT",
+                message: "The registration token is not a valid FCM registration token"
+            ),
+            now: now
+        )
         #expect(aboutToken.invalidatesDevice)
         #expect(aboutToken.outcomeClass == .rejected)
         let aboutMessage = FCMOutcome.answered(
             status: 400,
             body: errorBody(
-                "INVALID_ARGUMENT", status: "INVALID_ARGUMENT",
-                message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 1"), now: now)
+                "INVALID_ARGUMENT",
+                status: "INVALID_ARGUMENT",
+                message: "Invalid value at 'message.data[0].value' (TYPE_STRING), 1"
+            ),
+            now: now
+        )
         #expect(!aboutMessage.invalidatesDevice)
         #expect(aboutMessage.outcomeClass == .rejected)
     }
@@ -68,7 +84,10 @@ struct FCMOutcomeTests {
     @Test("401 without an FCM code is a refused access token: refresh, retry, never prune")
     func unauthenticated() {
         let outcome = FCMOutcome.answered(
-            status: 401, body: errorBody(nil, status: "UNAUTHENTICATED"), now: now)
+            status: 401,
+            body: errorBody(nil, status: "UNAUTHENTICATED"),
+            now: now
+        )
         #expect(outcome.accessTokenRejected)
         #expect(outcome.outcomeClass == .retryable)
         #expect(!outcome.invalidatesDevice)

@@ -16,15 +16,22 @@ struct FCMServiceAccountTests {
 
     @Test(
         "each missing or empty required field is named",
-        arguments: ["type", "project_id", "private_key_id", "private_key", "client_email", "token_uri"])
+        arguments: ["type", "project_id", "private_key_id", "private_key", "client_email", "token_uri"]
+    )
     func missingField(name: String) {
         var fields = FCMTestAccount.fields()
         fields[name] = nil
-        #expect(throws: FCMCredentialError.missingField(name)) { try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields)) }
+        #expect(throws: FCMCredentialError.missingField(name)) {
+            try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+        }
         fields[name] = ""
-        #expect(throws: FCMCredentialError.missingField(name)) { try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields)) }
+        #expect(throws: FCMCredentialError.missingField(name)) {
+            try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+        }
         fields[name] = 7
-        #expect(throws: FCMCredentialError.missingField(name)) { try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields)) }
+        #expect(throws: FCMCredentialError.missingField(name)) {
+            try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+        }
     }
 
     @Test("a file that is not a JSON object, or not a service account, is refused")
@@ -40,12 +47,16 @@ struct FCMServiceAccountTests {
     func badKeyAndURI() {
         var fields = FCMTestAccount.fields()
         fields["private_key"] = "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
-        #expect(throws: FCMCredentialError.malformedPrivateKey) { try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields)) }
+        #expect(throws: FCMCredentialError.malformedPrivateKey) {
+            try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+        }
         #expect(FCMCredentialError.malformedPrivateKey.field == "private_key")
         for uri in ["http://oauth2.example.test/token", "oauth2.example.test/token", "https://"] {
             fields = FCMTestAccount.fields()
             fields["token_uri"] = uri
-            #expect(throws: FCMCredentialError.invalidTokenURI) { try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields)) }
+            #expect(throws: FCMCredentialError.invalidTokenURI) {
+                try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+            }
         }
     }
 

@@ -47,7 +47,9 @@ public struct FCMTokenGrant: Hashable, Sendable {
     /// The token, expiring `expiresIn` after `receivedAt`.
     public func token(receivedAt: Date) -> FCMAccessToken {
         FCMAccessToken(
-            value: accessToken, expiresAt: receivedAt.addingTimeInterval(TimeInterval(expiresIn.components.seconds)))
+            value: accessToken,
+            expiresAt: receivedAt.addingTimeInterval(TimeInterval(expiresIn.components.seconds))
+        )
     }
 }
 

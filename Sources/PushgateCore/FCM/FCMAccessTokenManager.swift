@@ -31,7 +31,8 @@ public final class FCMAccessTokenManager: Sendable, CustomStringConvertible {
     private let state: Mutex<State>
 
     public init(
-        signer: FCMAssertionSigner, exchanger: any FCMTokenExchanging,
+        signer: FCMAssertionSigner,
+        exchanger: any FCMTokenExchanging,
         refreshMargin: Duration = FCMAccessToken.StateMachine.defaultRefreshMargin,
         clock: any WallClock = SystemWallClock()
     ) {

@@ -1,5 +1,5 @@
-public import Foundation
 import Crypto
+public import Foundation
 import _CryptoExtras
 
 /// Signs the JWT a service account trades for an FCM access token (Google's "JWT bearer" grant).
@@ -40,7 +40,9 @@ public struct FCMAssertionSigner: Sendable, CustomStringConvertible {
         let signature: _RSA.Signing.RSASignature
         do {
             signature = try account.privateKey.signature(
-                for: SHA256.hash(data: Array(signingInput.utf8)), padding: .insecurePKCS1v1_5)
+                for: SHA256.hash(data: Array(signingInput.utf8)),
+                padding: .insecurePKCS1v1_5
+            )
         } catch {
             throw .signingFailed(detail: String(describing: type(of: error)))
         }

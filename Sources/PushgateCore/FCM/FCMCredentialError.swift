@@ -45,8 +45,12 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
     /// A required field is absent, empty or not a string.
     public static func missingField(_ name: String) -> Self { Self(.missingField, field: name) }
 
-    static func unreadableFile(path: String, detail: String) -> Self { Self(.unreadableFile, detail: "\(path): \(detail)") }
-    static func malformedPrivateKey(detail: String) -> Self { Self(.malformedPrivateKey, field: "private_key", detail: detail) }
+    static func unreadableFile(path: String, detail: String) -> Self {
+        Self(.unreadableFile, detail: "\(path): \(detail)")
+    }
+    static func malformedPrivateKey(detail: String) -> Self {
+        Self(.malformedPrivateKey, field: "private_key", detail: detail)
+    }
     static func signingFailed(detail: String) -> Self { Self(.signingFailed, detail: detail) }
     /// The exchange failed; `detail` must be safe to log (a status, an error type, an OAuth error code).
     public static func exchangeFailed(detail: String) -> Self { Self(.exchangeFailed, detail: detail) }
@@ -57,7 +61,8 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
         case .malformedJSON: "service-account file is not a JSON object"
         case .missingField: "service-account field \(field ?? "?") is missing, empty or not a string"
         case .wrongType: "service-account field type must be \"service_account\""
-        case .malformedPrivateKey: "service-account field private_key is not an RSA private key (>= 2048 bits) in PEM form"
+        case .malformedPrivateKey:
+            "service-account field private_key is not an RSA private key (>= 2048 bits) in PEM form"
         case .invalidTokenURI: "service-account field token_uri must be an absolute https URL"
         case .signingFailed: "FCM token assertion could not be signed"
         case .exchangeFailed: "FCM access token could not be obtained from token_uri"

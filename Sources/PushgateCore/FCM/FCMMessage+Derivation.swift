@@ -15,8 +15,13 @@ extension FCMMessage {
     ///
     /// A message over ``maximumBytes`` is refused with the biggest field named.
     public init(
-        payload: Payload, pushType: PushType, priority: Priority, expiration: Expiration,
-        collapseID: CollapseID?, createdAt: Date, override: FCMOverride? = nil
+        payload: Payload,
+        pushType: PushType,
+        priority: Priority,
+        expiration: Expiration,
+        collapseID: CollapseID?,
+        createdAt: Date,
+        override: FCMOverride? = nil
     ) throws(ValidationError) {
         guard let body = FCMJSON.object(payload.bytes) else {
             throw ValidationError(code: .invalidPayload, field: "payload", message: "payload must be a JSON object")
@@ -46,17 +51,26 @@ extension FCMMessage {
         guard byteCount <= Self.maximumBytes else {
             let field = Self.largestField(of: message, patch: patch)
             throw ValidationError(
-                code: .payloadTooLarge, field: field,
-                message: "the FCM message is \(byteCount) bytes; FCM accepts at most \(Self.maximumBytes) (largest: \(field))")
+                code: .payloadTooLarge,
+                field: field,
+                message:
+                    "the FCM message is \(byteCount) bytes; FCM accepts at most \(Self.maximumBytes)"
+                    + " (largest: \(field))"
+            )
         }
     }
 
     /// The message of a stored request.
     public init(request: NotificationRequest, override: FCMOverride? = nil) throws(ValidationError) {
         try self.init(
-            payload: request.payload, pushType: request.pushType, priority: request.priority,
-            expiration: request.expiration, collapseID: request.collapseID, createdAt: request.createdAt,
-            override: override)
+            payload: request.payload,
+            pushType: request.pushType,
+            priority: request.priority,
+            expiration: request.expiration,
+            collapseID: request.collapseID,
+            createdAt: request.createdAt,
+            override: override
+        )
     }
 
     private static func notification(from aps: Any?) -> [String: String]? {
@@ -85,12 +99,19 @@ extension FCMMessage {
     private static func validate(_ message: [String: Any]) throws(ValidationError) {
         for key in ["notification", "android", "data", "apns", "webpush", "fcm_options"] {
             if let value = message[key], !(value is [String: Any]) {
-                throw ValidationError(code: .invalidFCMMessage, field: "fcm.\(key)", message: "\(key) must be an object")
+                throw ValidationError(
+                    code: .invalidFCMMessage,
+                    field: "fcm.\(key)",
+                    message: "\(key) must be an object"
+                )
             }
         }
         for (key, value) in message["data"] as? [String: Any] ?? [:] where !(value is String) {
             throw ValidationError(
-                code: .invalidFCMMessage, field: "fcm.data.\(key)", message: "data values must be strings")
+                code: .invalidFCMMessage,
+                field: "fcm.data.\(key)",
+                message: "data values must be strings"
+            )
         }
     }
 
@@ -100,7 +121,9 @@ extension FCMMessage {
         var parts: [(path: String, size: Int)] = []
         for (key, value) in message {
             if key == "data", let data = value as? [String: Any] {
-                for (name, text) in data { parts.append(("data.\(name)", FCMJSON.encode(text).count + name.utf8.count)) }
+                for (name, text) in data {
+                    parts.append(("data.\(name)", FCMJSON.encode(text).count + name.utf8.count))
+                }
             } else {
                 parts.append((key, FCMJSON.encode(value).count))
             }

@@ -46,8 +46,10 @@ public struct FCMOverride: Hashable, Sendable {
         }
         if let target = Self.targetFields.first(where: { object[$0] != nil }) {
             throw ValidationError(
-                code: .invalidFCMMessage, field: "\(field).\(target)",
-                message: "fcm may not set \(target): the target is the device")
+                code: .invalidFCMMessage,
+                field: "\(field).\(target)",
+                message: "fcm may not set \(target): the target is the device"
+            )
         }
         self.bytes = bytes
     }

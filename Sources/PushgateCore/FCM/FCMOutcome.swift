@@ -23,9 +23,15 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
     public var transportFailure: APNsTransportFailure?
 
     public init(
-        outcomeClass: OutcomeClass, status: Int? = nil, errorCode: FCMErrorCode? = nil, messageName: String? = nil,
-        invalidatesDevice: Bool = false, isConfigurationAlarm: Bool = false, accessTokenRejected: Bool = false,
-        retryAfter: Duration? = nil, transportFailure: APNsTransportFailure? = nil
+        outcomeClass: OutcomeClass,
+        status: Int? = nil,
+        errorCode: FCMErrorCode? = nil,
+        messageName: String? = nil,
+        invalidatesDevice: Bool = false,
+        isConfigurationAlarm: Bool = false,
+        accessTokenRejected: Bool = false,
+        retryAfter: Duration? = nil,
+        transportFailure: APNsTransportFailure? = nil
     ) {
         self.outcomeClass = outcomeClass
         self.status = status
@@ -51,7 +57,12 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         if status == 200 {
             return FCMOutcome(outcomeClass: .accepted, status: status, messageName: parsed.name)
         }
-        var outcome = FCMOutcome(outcomeClass: .rejected, status: status, errorCode: parsed.errorCode, retryAfter: delay)
+        var outcome = FCMOutcome(
+            outcomeClass: .rejected,
+            status: status,
+            errorCode: parsed.errorCode,
+            retryAfter: delay
+        )
         switch parsed.errorCode {
         case .unregistered:
             outcome.invalidatesDevice = true

@@ -1,5 +1,5 @@
-public import _CryptoExtras
 public import Foundation
+public import _CryptoExtras
 
 /// A Google service account, as read from the JSON key file the Firebase console hands out.
 ///
@@ -18,7 +18,10 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomReflec
     let privateKey: _RSA.Signing.PrivateKey
 
     public init(
-        projectID: String, privateKeyID: String, clientEmail: String, tokenURI: URL,
+        projectID: String,
+        privateKeyID: String,
+        clientEmail: String,
+        tokenURI: URL,
         privateKey: _RSA.Signing.PrivateKey
     ) {
         self.projectID = projectID
@@ -55,8 +58,12 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomReflec
             throw .malformedPrivateKey(detail: String(describing: type(of: error)))
         }
         self.init(
-            projectID: projectID, privateKeyID: privateKeyID, clientEmail: clientEmail, tokenURI: tokenURI,
-            privateKey: privateKey)
+            projectID: projectID,
+            privateKeyID: privateKeyID,
+            clientEmail: clientEmail,
+            tokenURI: tokenURI,
+            privateKey: privateKey
+        )
     }
 
     /// Reads and parses the service-account file at `path`.
