@@ -21,6 +21,7 @@ let package = Package(
     products: [
         .executable(name: "pushgate", targets: ["pushgate"]),
         .library(name: "PushgateCore", targets: ["PushgateCore"]),
+        .library(name: "PushTransport", targets: ["PushTransport"]),
         .library(name: "APNsClient", targets: ["APNsClient"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
@@ -52,10 +53,28 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The transport layer: the neutral types (NotificationTransport, APNsRequest, Endpoint, TrustRoots,
+        // ClientCertificate), the pool state machine and its one driver, one TLS set-up, one bootstrap.
+        // APNsClient (HTTP/2) and APNsLegacy (binary) are plug-ins owning only their codec and handler.
+        .target(
+            name: "PushTransport",
+            dependencies: [
+                "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "APNsClient",
             dependencies: [
                 "PushgateCore",
+                "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -141,7 +160,7 @@ let package = Package(
             name: "APNsLegacy",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -184,7 +203,7 @@ let package = Package(
             name: "PushgateDispatch",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsClient", "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -197,7 +216,7 @@ let package = Package(
         .target(
             name: "PushgateConfig",
             dependencies: [
-                "PushgateCore", "APNsClient",
+                "PushgateCore", "APNsClient", "PushTransport",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
@@ -209,7 +228,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsClient", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsClient", "PushTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
                 "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -224,7 +243,7 @@ let package = Package(
             name: "pushgate-bench",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsClient", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgatePostgres",
@@ -239,7 +258,7 @@ let package = Package(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
-                "APNsClient",
+                "APNsClient", "PushTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
@@ -264,11 +283,19 @@ let package = Package(
         .testTarget(
             name: "APNsClientTests",
             dependencies: [
-                "APNsClient", "PushgateCore",
+                "APNsClient", "PushTransport", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PushTransportTests",
+            dependencies: [
+                "PushTransport", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -315,7 +342,7 @@ let package = Package(
         .testTarget(
             name: "APNsLegacyTests",
             dependencies: [
-                "APNsLegacy", "PushgateCore", "APNsClient",
+                "APNsLegacy", "PushgateCore", "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -343,7 +370,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsClient", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "APNsClient", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
                 .product(name: "Prometheus", package: "swift-prometheus"),

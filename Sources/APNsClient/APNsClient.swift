@@ -4,6 +4,7 @@ public import NIOCore
 import NIOPosix
 import NIOSSL
 public import PushgateCore
+public import PushTransport
 public import ServiceLifecycle
 
 /// A client for the APNs HTTP/2 provider API: one pool of connections for one set of credentials and
@@ -18,7 +19,7 @@ public import ServiceLifecycle
 /// finish; or use `withClient(configuration:) { client in ... }`.
 public final class APNsClient: Sendable {
     public let configuration: Configuration
-    private let pool: APNsConnectionPool
+    private let pool: ConnectionPool<APNsHTTP2Plugin>
     private let ownedGroup: MultiThreadedEventLoopGroup?
     private let logger: Logger
 
@@ -47,27 +48,27 @@ public final class APNsClient: Sendable {
         case .certificate: tokenSource = nil
         case .token(let source): tokenSource = source
         }
-        self.pool = APNsConnectionPool(
+        let plugin = APNsHTTP2Plugin(
+            connection: .init(
+                pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
+                idleTimeout: configuration.idleTimeout,
+                // A rate-limited connection counts as full at `rate` streams, so that sustained load
+                // opens more connections (the C pushd's `-r` behaviour) instead of queueing.
+                maximumStreams: [configuration.maximumStreamsPerConnection, configuration.maximumNotificationsPerSecondPerConnection]
+                    .compactMap { $0 }.min()),
+            authority: configuration.endpoint.host, tickInterval: configuration.tickInterval,
+            requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection,
+            tokenSource: tokenSource, metrics: metrics, logger: logger)
+        self.pool = ConnectionPool(
             configuration: .init(
-                host: configuration.endpoint.host, port: configuration.endpoint.port,
-                serverHostname: configuration.endpoint.isIPAddress ? nil : configuration.endpoint.host,
-                tlsContext: tlsContext, tokenSource: tokenSource,
+                endpoint: configuration.endpoint, tlsContext: tlsContext,
                 pool: .init(
                     maximumConnections: configuration.maximumConnections,
                     reconnectBaseDelay: configuration.reconnectBaseDelay,
                     reconnectMaximumDelay: configuration.reconnectMaximumDelay),
-                connection: .init(
-                    pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
-                    idleTimeout: configuration.idleTimeout,
-                    // A rate-limited connection counts as full at `rate` streams, so that sustained load
-                    // opens more connections (the C pushd's `-r` behaviour) instead of queueing.
-                    maximumStreams: [configuration.maximumStreamsPerConnection, configuration.maximumNotificationsPerSecondPerConnection]
-                        .compactMap { $0 }.min()),
                 connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
-                maximumUnprocessedAttempts: configuration.maximumUnprocessedAttempts,
-                tickInterval: configuration.tickInterval,
-                requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection),
-            group: group, logger: logger, metrics: metrics)
+                maximumResends: configuration.maximumUnprocessedAttempts, tickInterval: configuration.tickInterval),
+            plugin: plugin, group: group, logger: logger)
         pool.start()
     }
 
@@ -153,6 +154,8 @@ public final class APNsClient: Sendable {
         try? await ownedGroup?.shutdownGracefully()
     }
 }
+
+extension APNsClient: NotificationTransport {}
 
 extension APNsClient: Service {
     /// Keeps the client until graceful shutdown (or cancellation), then shuts it down.

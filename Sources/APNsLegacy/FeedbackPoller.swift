@@ -1,10 +1,10 @@
-public import APNsClient
 import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
 public import PushgateCore
+public import PushTransport
 public import ServiceLifecycle
 
 /// Polls the legacy feedback service: connects with the app's certificate, reads the tuples (timestamp,
@@ -16,9 +16,9 @@ public import ServiceLifecycle
 /// reports dead tokens as 410 `Unregistered` instead.
 public struct FeedbackPoller: Service {
     public struct Configuration: Sendable {
-        public var endpoint: APNsClient.Endpoint
-        public var certificate: APNsClient.ClientCertificate
-        public var trustRoots: APNsClient.TrustRoots
+        public var endpoint: Endpoint
+        public var certificate: ClientCertificate
+        public var trustRoots: TrustRoots
         /// Between polls; Apple advised daily.
         public var interval: Duration = .seconds(86_400)
         /// The registry app the devices belong to.
@@ -28,10 +28,10 @@ public struct FeedbackPoller: Service {
         public var readTimeout: Duration = .seconds(60)
 
         public init(
-            endpoint: APNsClient.Endpoint,
+            endpoint: Endpoint,
             app: String,
-            certificate: APNsClient.ClientCertificate,
-            trustRoots: APNsClient.TrustRoots
+            certificate: ClientCertificate,
+            trustRoots: TrustRoots
         ) {
             self.endpoint = endpoint
             self.app = app
@@ -76,9 +76,10 @@ public struct FeedbackPoller: Service {
     }
 
     public func run() async throws {
-        let tlsContext = try LegacyTLS.makeContext(
+        let tlsContext = try TransportTLS.makeContext(
+            trustRoots: configuration.trustRoots,
             certificate: configuration.certificate,
-            trustRoots: configuration.trustRoots
+            applicationProtocols: []
         )
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         while !Task.isCancelled, !Task.isShuttingDownGracefully {
@@ -102,9 +103,10 @@ public struct FeedbackPoller: Service {
     /// One poll: read everything the service sends, apply it to the registry. Throws only when the
     /// service could not be reached; a read that ends badly still applies the tuples read before it.
     public func pollOnce() async throws -> PollResult {
-        let tlsContext = try LegacyTLS.makeContext(
+        let tlsContext = try TransportTLS.makeContext(
+            trustRoots: configuration.trustRoots,
             certificate: configuration.certificate,
-            trustRoots: configuration.trustRoots
+            applicationProtocols: []
         )
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         do {
@@ -158,18 +160,11 @@ public struct FeedbackPoller: Service {
         group: any EventLoopGroup
     ) async throws -> ([LegacyFeedbackTuple], String?) {
         let endpoint = configuration.endpoint
-        let channel = try await ClientBootstrap(group: group)
-            .connectTimeout(TimeAmount(configuration.connectTimeout))
+        let channel = try await TransportBootstrap.make(group: group, connectTimeout: TimeAmount(configuration.connectTimeout))
             .connect(host: endpoint.host, port: endpoint.port) { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(
-                        try NIOSSLClientHandler(
-                            context: tlsContext,
-                            serverHostname: endpoint.isIPAddress ? nil : endpoint.host
-                        )
-                    )
-                    try sync.addHandler(ByteToMessageHandler(LegacyFeedbackDecoder()))
+                    try TransportBootstrap.addTLS(to: channel, endpoint: endpoint, context: tlsContext)
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LegacyFeedbackDecoder()))
                     return try NIOAsyncChannel<LegacyFeedbackTuple, Never>(wrappingChannelSynchronously: channel)
                 }
             }
@@ -189,7 +184,7 @@ public struct FeedbackPoller: Service {
             readError = "\(error)"
         } catch {
             if tuples.isEmpty { throw error }
-            readError = LegacyTLS.describe(error)
+            readError = TransportTLS.describe(error)
         }
         return (tuples, readError)
     }

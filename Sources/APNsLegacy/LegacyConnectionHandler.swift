@@ -1,9 +1,9 @@
-import APNsClient
 import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
 import PushgateCore
+import PushTransport
 
 /// What a legacy connection handler needs from its pool.
 protocol LegacyConnectionDelegate: AnyObject, Sendable {
@@ -104,7 +104,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        lastError = LegacyTLS.describe(error)
+        lastError = TransportTLS.describe(error)
         logger.debug("legacy connection error", metadata: ["apns.error": "\(lastError ?? "")"])
         context.close(promise: nil)
     }
@@ -145,7 +145,7 @@ final class LegacyConnectionHandler: ChannelInboundHandler, RemovableChannelHand
     }
 
     /// Pool shutdown: write nothing new; close once everything written is confirmed.
-    func closeWhenConfirmed() {
+    func closeGracefully() {
         closeRequested = true
         retire()
         if window.unconfirmedCount == 0 { context?.close(promise: nil) }

@@ -1,9 +1,9 @@
-public import APNsClient
 import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
 public import PushgateCore
+public import PushTransport
 public import ServiceLifecycle
 
 /// Sends notifications over Apple's legacy binary provider interface (the frame format, command 2),
@@ -20,9 +20,9 @@ public import ServiceLifecycle
 public final class LegacySender: NotificationTransport, Service {
     public struct Configuration: Sendable {
         /// `host:port` of the legacy gateway.
-        public var gateway: APNsClient.Endpoint
-        public var certificate: APNsClient.ClientCertificate
-        public var trustRoots: APNsClient.TrustRoots
+        public var gateway: Endpoint
+        public var certificate: ClientCertificate
+        public var trustRoots: TrustRoots
         /// Connections kept open, at most; another opens only while every open one has a full window.
         public var maximumConnections: Int = 4
         /// A notification counts as delivered once this long has passed since it reached the socket,
@@ -48,9 +48,9 @@ public final class LegacySender: NotificationTransport, Service {
         public var eventLoopThreads: Int = 1
 
         public init(
-            gateway: APNsClient.Endpoint,
-            certificate: APNsClient.ClientCertificate,
-            trustRoots: APNsClient.TrustRoots
+            gateway: Endpoint,
+            certificate: ClientCertificate,
+            trustRoots: TrustRoots
         ) {
             self.gateway = gateway
             self.certificate = certificate
@@ -71,7 +71,7 @@ public final class LegacySender: NotificationTransport, Service {
     }
 
     public let configuration: Configuration
-    private let pool: LegacyConnectionPool
+    private let pool: ConnectionPool<LegacyPlugin>
     private let group: MultiThreadedEventLoopGroup
     private let logger: Logger
 
@@ -81,12 +81,14 @@ public final class LegacySender: NotificationTransport, Service {
         logger[metadataKey: "apns.legacy.gateway"] = "\(configuration.gateway)"
         self.logger = logger
         self.configuration = configuration
-        let tlsContext = try LegacyTLS.makeContext(
+        let tlsContext = try TransportTLS.makeContext(
+            trustRoots: configuration.trustRoots,
             certificate: configuration.certificate,
-            trustRoots: configuration.trustRoots
+            applicationProtocols: []
         )
         self.group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
-        self.pool = LegacyConnectionPool(
+        let tickInterval = TimeAmount(configuration.tickInterval)
+        self.pool = ConnectionPool(
             configuration: .init(
                 endpoint: configuration.gateway,
                 tlsContext: tlsContext,
@@ -95,12 +97,16 @@ public final class LegacySender: NotificationTransport, Service {
                     reconnectBaseDelay: TimeAmount(configuration.reconnectBaseDelay),
                     reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay)
                 ),
+                connectTimeout: TimeAmount(configuration.connectTimeout),
+                requestTimeout: TimeAmount(configuration.requestTimeout),
+                maximumResends: configuration.maximumResends,
+                tickInterval: tickInterval
+            ),
+            plugin: LegacyPlugin(
                 quietTime: TimeAmount(configuration.confirmationQuietTime),
                 windowSize: configuration.windowSize,
-                maximumResends: configuration.maximumResends,
-                requestTimeout: TimeAmount(configuration.requestTimeout),
-                connectTimeout: TimeAmount(configuration.connectTimeout),
-                tickInterval: TimeAmount(configuration.tickInterval)
+                tickInterval: tickInterval,
+                logger: logger
             ),
             group: group,
             logger: logger
@@ -117,12 +123,13 @@ public final class LegacySender: NotificationTransport, Service {
     /// Takes back those of `ids` still queued (never written); they complete as `cancelled`.
     @discardableResult
     public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
-        pool.withdraw(Set(ids))
+        pool.withdraw(poolRequestIDs: Set(ids))
     }
 
     /// Queued, connections, and notifications written but not yet confirmed.
     public var statistics: Statistics {
-        pool.statistics
+        let (queued, connections, active, leased) = pool.statistics
+        return Statistics(queued: queued, connections: connections, activeConnections: active, unconfirmed: leased)
     }
 
     public struct Statistics: Sendable, Hashable {
@@ -146,7 +153,7 @@ public final class LegacySender: NotificationTransport, Service {
     }
 }
 
-extension APNsClient.Endpoint {
+extension Endpoint {
     /// Apple's former legacy gateway (`gateway.push.apple.com:2195`, sandbox `gateway.sandbox.push.apple.com:2195`).
     /// Retired on 31 March 2021: it no longer accepts connections for this protocol.
     public static func legacyGateway(_ environment: APNsEnvironment) -> Self {

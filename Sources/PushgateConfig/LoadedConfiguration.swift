@@ -1,4 +1,5 @@
 public import APNsClient
+public import PushTransport
 import Crypto
 public import Foundation
 public import PushgateCore

@@ -1,4 +1,5 @@
 public import APNsClient
+public import PushTransport
 import Foundation
 public import Logging
 public import PushgateCore

@@ -1,4 +1,5 @@
 public import APNsClient
+public import PushTransport
 import APNsLegacy
 import Foundation
 public import Logging

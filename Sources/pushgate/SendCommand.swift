@@ -1,4 +1,5 @@
 import APNsClient
+import PushTransport
 import ArgumentParser
 import Foundation
 import Logging

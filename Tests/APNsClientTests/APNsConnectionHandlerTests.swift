@@ -1,3 +1,4 @@
+import PushTransport
 import Logging
 import NIOCore
 import NIOEmbedded

@@ -1,4 +1,4 @@
-import APNsClient
+import PushTransport
 import NIOCore
 import NIOEmbedded
 import PushgateCore

@@ -1,4 +1,5 @@
 import APNsClient
+import PushTransport
 import APNsSimulator
 import Foundation
 import NIOCore

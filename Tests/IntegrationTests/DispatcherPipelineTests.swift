@@ -1,4 +1,5 @@
 import APNsClient
+import PushTransport
 import Foundation
 import PushgateCore
 import PushgateDispatch

@@ -7,6 +7,7 @@ import NIOHTTP2
 import NIOSSL
 import NIOTLS
 import PushgateCore
+import PushTransport
 
 /// What a connection handler needs from its pool. The pool implements it; tests can too.
 protocol APNsConnectionDelegate: AnyObject, Sendable {
@@ -200,7 +201,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        lastError = Self.describe(error)
+        lastError = TransportTLS.describe(error)
         logger.debug("connection error", metadata: ["apns.error": "\(lastError ?? "")"])
         context.close(promise: nil)
     }
@@ -807,10 +808,5 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
 
     static func reason(fromJSON buffer: ByteBuffer) -> APNsReason? {
         parseErrorBody(buffer).0
-    }
-
-    static func describe(_ error: any Error) -> String {
-        if let error = error as? NIOSSLError { return "TLS: \(error)" }
-        return "\(error)"
     }
 }

@@ -88,14 +88,3 @@ public final class APNsClientMetrics: Sendable {
         if previous != issuedAt { providerTokenRefreshes.increment() }
     }
 }
-
-/// Whether the client can reach APNs, as far as its connection attempts tell: the last attempt failed
-/// (and none succeeded since) means no. Before any attempt, and while a connection is up, yes.
-final class APNsReachability: Sendable {
-    private let lastAttemptFailed = Atomic<Bool>(false)
-
-    var isReachable: Bool { !lastAttemptFailed.load(ordering: .relaxed) }
-
-    func connected() { lastAttemptFailed.store(false, ordering: .relaxed) }
-    func failed() { lastAttemptFailed.store(true, ordering: .relaxed) }
-}

@@ -8,8 +8,8 @@ public import PushgateCore
 public final class PreparedNotification: Sendable {
     public let content: NotificationContent
     /// The APNs headers after the pseudo-headers (`apns-push-type`, `apns-topic`, ...), in order.
-    let headerFields: [(name: String, value: String)]
-    let payload: ByteBuffer
+    package let headerFields: [(name: String, value: String)]
+    package let payload: ByteBuffer
 
     public init(_ content: NotificationContent) {
         self.content = content
@@ -18,7 +18,7 @@ public final class PreparedNotification: Sendable {
     }
 }
 
-/// Receives the outcome of each request submitted to an `APNsClient`.
+/// Receives the outcome of each request submitted to a `NotificationTransport`.
 ///
 /// Called exactly once per request, on an event-loop thread: it must not block. A dispatcher sending
 /// a million notifications uses one receiver for all of them and tells them apart by `tag`, so that
@@ -49,22 +49,5 @@ public struct APNsRequest: Sendable {
         self.tag = tag
         self.receiver = receiver
         self.deadline = deadline
-    }
-}
-
-/// A request inside the pool: the caller's request plus the pool's bookkeeping.
-struct PooledRequest: PoolableRequest {
-    var request: APNsRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
-    /// Times it was written to a connection without APNs processing it (retried transparently).
-    var unprocessedAttempts: Int = 0
-    /// Whether it was already resent once after `ExpiredProviderToken`.
-    var retriedAfterExpiredToken = false
-    /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
-    var retriedAfterConnectionFatal = false
-
-    func complete(_ outcome: APNsOutcome) {
-        request.receiver.receive(outcome, for: request)
     }
 }

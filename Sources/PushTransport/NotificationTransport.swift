@@ -14,4 +14,3 @@ public protocol NotificationTransport: AnyObject, Sendable {
     func withdraw(_ ids: some Sequence<UInt64>) -> Int
 }
 
-extension APNsClient: NotificationTransport {}

@@ -1,30 +1,30 @@
 import DequeModule
-public import NIOCore
+package import NIOCore
 
 /// What the pool needs to know about a queued request.
-public protocol PoolableRequest: Sendable {
+package protocol PoolableRequest: Sendable {
     /// Unique within the pool, for cancellation.
     var poolRequestID: UInt64 { get }
     var deadline: NIODeadline { get }
 }
 
-/// The decisions of a pool of APNs connections: which connection takes queued work, when to open
+/// The decisions of a pool of connections to a push service: which connection takes queued work, when to open
 /// another connection, how long to back off after failures, which requests have waited too long.
 ///
 /// Work is *pulled*: a connection with free streams asks for up to that many requests at once and
 /// writes them in one flush. A connection that asked and got nothing is *parked*; a new request
 /// wakes one parked connection (one wake-up per burst, not per request).
-public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
-    public typealias ConnectionID = Int
+package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
+    package typealias ConnectionID = Int
 
-    public struct Configuration: Sendable, Hashable {
+    package struct Configuration: Sendable, Hashable {
         /// The most connections the pool opens (the C pushd never capped this; we do).
-        public var maximumConnections: Int
+        package var maximumConnections: Int
         /// First reconnect delay after a failure, doubled per failure, capped, with full jitter.
-        public var reconnectBaseDelay: TimeAmount
-        public var reconnectMaximumDelay: TimeAmount
+        package var reconnectBaseDelay: TimeAmount
+        package var reconnectMaximumDelay: TimeAmount
 
-        public init(
+        package init(
             maximumConnections: Int = 4, reconnectBaseDelay: TimeAmount = .milliseconds(100),
             reconnectMaximumDelay: TimeAmount = .seconds(30)
         ) {
@@ -43,24 +43,24 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
         case retiring
     }
 
-    public struct Actions: Sendable {
+    package struct Actions: Sendable {
         /// Wake these parked connections: they have free streams and there is queued work.
-        public var wake: [ConnectionID] = []
+        package var wake: [ConnectionID] = []
         /// Open a connection with this id now.
-        public var connect: ConnectionID?
+        package var connect: ConnectionID?
         /// Open a connection with this id after the delay (back-off after failures).
-        public var connectAfter: (id: ConnectionID, delay: TimeAmount)?
+        package var connectAfter: (id: ConnectionID, delay: TimeAmount)?
         /// Fail these requests (deadline passed, pool shut down).
-        public var fail: [(Request, FailureReason)] = []
+        package var fail: [(Request, FailureReason)] = []
         /// Close these connections (shutdown).
-        public var close: [ConnectionID] = []
+        package var close: [ConnectionID] = []
 
-        public var isEmpty: Bool {
+        package var isEmpty: Bool {
             wake.isEmpty && connect == nil && connectAfter == nil && fail.isEmpty && close.isEmpty
         }
     }
 
-    public enum FailureReason: Sendable, Hashable {
+    package enum FailureReason: Sendable, Hashable {
         case deadlineExceeded
         case shutdown
         /// Every connection attempt failed; the last error, safe to log.
@@ -83,17 +83,17 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     private var lifecycle: LifecycleState = .running
     private var random: SplitMix64
 
-    public init(configuration: Configuration, seed: UInt64 = 0x5eed) {
+    package init(configuration: Configuration, seed: UInt64 = 0x5eed) {
         self.configuration = configuration
         self.random = SplitMix64(seed: seed)
     }
 
-    public var queuedCount: Int { queue.count }
-    public var connectionCount: Int { connections.count }
-    public var activeConnectionCount: Int {
+    package var queuedCount: Int { queue.count }
+    package var connectionCount: Int { connections.count }
+    package var activeConnectionCount: Int {
         connections.values.filter { if case .active = $0 { true } else { false } }.count
     }
-    public var leasedCount: Int {
+    package var leasedCount: Int {
         connections.values.reduce(0) { sum, state in
             if case .active(_, let leased, _) = state { return sum + leased }
             return sum
@@ -103,7 +103,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     // MARK: Requests
 
     /// A new request (or a batch): queue it and decide who sends it.
-    public mutating func submit(_ requests: some Sequence<Request>) -> Actions {
+    package mutating func submit(_ requests: some Sequence<Request>) -> Actions {
         guard lifecycle == .running else {
             var actions = Actions()
             actions.fail = requests.map { ($0, .shutdown) }
@@ -113,9 +113,9 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
         return dispatchQueuedWork()
     }
 
-    /// Requests that were taken by a connection but never processed by APNs (GOAWAY above the last
+    /// Requests that were taken by a connection but never processed by the server (GOAWAY above the last
     /// stream id, REFUSED_STREAM, never written): back to the head of the queue.
-    public mutating func requeue(_ requests: [Request]) -> Actions {
+    package mutating func requeue(_ requests: [Request]) -> Actions {
         guard lifecycle == .running else {
             var actions = Actions()
             actions.fail = requests.map { ($0, .shutdown) }
@@ -127,7 +127,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
 
     /// A connection finished `released` requests and asks for up to `maximum` more. Returns the
     /// requests it now holds; an empty answer parks it until new work arrives.
-    public mutating func pull(connection id: ConnectionID, released: Int, maximum: Int) -> (
+    package mutating func pull(connection id: ConnectionID, released: Int, maximum: Int) -> (
         requests: [Request], actions: Actions
     ) {
         guard case .active(let capacity, var leased, _) = connections[id] else {
@@ -150,14 +150,14 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
 
     /// Removes a queued request (the caller cancelled it). Returns it if it was still queued; if
     /// not, a connection holds it and must be told.
-    public mutating func cancelQueued(requestID: UInt64) -> Request? {
+    package mutating func cancelQueued(requestID: UInt64) -> Request? {
         guard let index = queue.firstIndex(where: { $0.poolRequestID == requestID }) else { return nil }
         return queue.remove(at: index)
     }
 
     /// Removes every still-queued request among `requestIDs` (never written to a connection, so
-    /// APNs never saw them) and returns them. Requests already on a connection are left alone.
-    public mutating func withdrawQueued(requestIDs: Set<UInt64>) -> [Request] {
+    /// the server never saw them) and returns them. Requests already on a connection are left alone.
+    package mutating func withdrawQueued(requestIDs: Set<UInt64>) -> [Request] {
         guard !queue.isEmpty, !requestIDs.isEmpty else { return [] }
         var kept = Deque<Request>()
         kept.reserveCapacity(queue.count)
@@ -171,7 +171,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
 
     // MARK: Connections
 
-    public mutating func connectionEstablished(_ id: ConnectionID, availableStreams: Int) -> Actions {
+    package mutating func connectionEstablished(_ id: ConnectionID, availableStreams: Int) -> Actions {
         guard case .connecting = connections[id] else { return Actions() }
         consecutiveFailures = 0
         lastConnectError = nil
@@ -186,7 +186,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     }
 
     /// The server changed SETTINGS_MAX_CONCURRENT_STREAMS; `capacity` is the new total limit.
-    public mutating func capacityChanged(_ id: ConnectionID, capacity: Int) -> Actions {
+    package mutating func capacityChanged(_ id: ConnectionID, capacity: Int) -> Actions {
         guard case .active(_, let leased, let parked) = connections[id] else { return Actions() }
         connections[id] = .active(capacity: capacity, leased: leased, parked: parked)
         return dispatchQueuedWork()
@@ -194,13 +194,13 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
 
     /// The connection takes no new work (GOAWAY, fatal answer, idle close); it may still finish
     /// what it holds. Another connection may be opened for the queue.
-    public mutating func connectionRetiring(_ id: ConnectionID) -> Actions {
+    package mutating func connectionRetiring(_ id: ConnectionID) -> Actions {
         guard connections[id] != nil else { return Actions() }
         connections[id] = .retiring
         return dispatchQueuedWork()
     }
 
-    public mutating func connectionFailed(_ id: ConnectionID, error: String) -> Actions {
+    package mutating func connectionFailed(_ id: ConnectionID, error: String) -> Actions {
         guard connections.removeValue(forKey: id) != nil else { return Actions() }
         consecutiveFailures += 1
         lastConnectError = error
@@ -215,13 +215,13 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     }
 
     /// The connection's channel closed (after it reported its own streams' fate).
-    public mutating func connectionClosed(_ id: ConnectionID) -> Actions {
+    package mutating func connectionClosed(_ id: ConnectionID) -> Actions {
         guard connections.removeValue(forKey: id) != nil else { return Actions() }
         return dispatchQueuedWork()
     }
 
     /// The back-off delay passed: the scheduled connection may be opened now.
-    public mutating func reconnectDelayElapsed(_ id: ConnectionID) -> Actions {
+    package mutating func reconnectDelayElapsed(_ id: ConnectionID) -> Actions {
         reconnectScheduled = false
         guard lifecycle == .running else { return Actions() }
         guard !queue.isEmpty, connections.count < configuration.maximumConnections else { return Actions() }
@@ -232,7 +232,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     }
 
     /// The periodic check: fails queued requests whose deadline passed.
-    public mutating func tick(now: NIODeadline) -> Actions {
+    package mutating func tick(now: NIODeadline) -> Actions {
         var actions = Actions()
         // Most ticks find nothing expired: look before rebuilding the queue.
         guard queue.contains(where: { $0.deadline <= now }) else { return actions }
@@ -251,7 +251,7 @@ public struct APNsConnectionPoolStateMachine<Request: PoolableRequest>: Sendable
     }
 
     /// Stop: fail what is queued, retire every connection (each finishes its open streams).
-    public mutating func shutdown() -> Actions {
+    package mutating func shutdown() -> Actions {
         var actions = Actions()
         lifecycle = .shuttingDown
         actions.fail = queue.map { ($0, .shutdown) }

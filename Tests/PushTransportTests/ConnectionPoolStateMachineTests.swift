@@ -1,16 +1,16 @@
 import NIOCore
 import Testing
 
-@testable import APNsClient
+@testable import PushTransport
 
 struct TestRequest: PoolableRequest, Hashable {
     let poolRequestID: UInt64
     let deadline: NIODeadline
 }
 
-@Suite("APNs connection pool state machine")
-struct APNsConnectionPoolStateMachineTests {
-    typealias Machine = APNsConnectionPoolStateMachine<TestRequest>
+@Suite("Connection pool state machine")
+struct ConnectionPoolStateMachineTests {
+    typealias Machine = ConnectionPoolStateMachine<TestRequest>
     let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     func requests(_ range: Range<UInt64>, deadline: NIODeadline? = nil) -> [TestRequest] {
@@ -169,12 +169,12 @@ struct APNsConnectionPoolStateMachineTests {
     }
 }
 
-@Suite("APNs connection pool: withdrawing unsent work")
-struct APNsConnectionPoolWithdrawTests {
+@Suite("Connection pool: withdrawing unsent work")
+struct ConnectionPoolWithdrawTests {
     let now = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     @Test func onlyRequestsStillQueuedAreWithdrawn() {
-        var machine = APNsConnectionPoolStateMachine<TestRequest>(configuration: .init(maximumConnections: 1))
+        var machine = ConnectionPoolStateMachine<TestRequest>(configuration: .init(maximumConnections: 1))
         _ = machine.submit((0..<6).map { TestRequest(poolRequestID: $0, deadline: now + .seconds(30)) })
         _ = machine.connectionEstablished(0, availableStreams: 2)
         let (onTheWire, _) = machine.pull(connection: 0, released: 0, maximum: 2)

@@ -1,65 +1,72 @@
-import Logging
+package import Logging
 import NIOConcurrencyHelpers
-import NIOCore
-import NIOHTTP2
-import NIOPosix
-import NIOSSL
-import PushgateCore
+package import NIOCore
+package import NIOSSL
+package import PushgateCore
 
-/// The pool of HTTP/2 connections for one set of credentials and one APNs endpoint.
+/// The pool of connections of one transport: one set of credentials, one endpoint, one plug-in (APNs
+/// over HTTP/2, the legacy binary protocol, ...) that owns the codec and connection handler.
 ///
 /// All decisions are the state machine's; this class changes state under one lock and carries out the
 /// resulting actions (connect, wake, fail) after releasing it (STYLE §2).
-final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
+package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable {
     // @unchecked: every mutable property is only touched while holding `lock`; the rest is immutable.
+    package typealias Request = Plugin.Request
+    package typealias Machine = ConnectionPoolStateMachine<Request>
 
-    struct Configuration {
-        var host: String
-        var port: Int
-        /// The name sent as SNI and verified against the server certificate (nil for an IP address,
-        /// which NIOSSL then verifies against the certificate's IP SANs).
-        var serverHostname: String?
-        var tlsContext: NIOSSLContext
-        var tokenSource: (any APNsProviderTokenSource)?
-        var pool: APNsConnectionPoolStateMachine<PooledRequest>.Configuration
-        var connection: APNsConnectionStateMachine.Configuration
-        var connectTimeout: TimeAmount
-        var requestTimeout: TimeAmount
-        /// How many times a request APNs never processed (GOAWAY, REFUSED_STREAM) is resent before
-        /// it is handed back as retryable.
-        var maximumUnprocessedAttempts: Int
-        var tickInterval: TimeAmount
-        var requestsPerSecondPerConnection: Int?
+    package struct Configuration: Sendable {
+        package var endpoint: Endpoint
+        package var tlsContext: NIOSSLContext
+        package var pool: Machine.Configuration
+        package var connectTimeout: TimeAmount
+        /// A request without its own deadline fails this long after it was submitted.
+        package var requestTimeout: TimeAmount
+        /// How many times a request that went back to the queue unanswered (never processed, or its
+        /// fate unknown) is sent again before it fails with the plug-in's failure.
+        package var maximumResends: Int
+        package var tickInterval: TimeAmount
+
+        package init(
+            endpoint: Endpoint, tlsContext: NIOSSLContext, pool: Machine.Configuration, connectTimeout: TimeAmount,
+            requestTimeout: TimeAmount, maximumResends: Int, tickInterval: TimeAmount
+        ) {
+            self.endpoint = endpoint
+            self.tlsContext = tlsContext
+            self.pool = pool
+            self.connectTimeout = connectTimeout
+            self.requestTimeout = requestTimeout
+            self.maximumResends = maximumResends
+            self.tickInterval = tickInterval
+        }
     }
 
     private struct ConnectionRecord {
         var eventLoop: any EventLoop
         var channel: (any Channel)?
-        var handler: NIOLoopBound<APNsConnectionHandler>?
+        var handler: NIOLoopBound<Plugin.Connection>?
     }
 
     private let lock = NIOLock()
-    private var machine: APNsConnectionPoolStateMachine<PooledRequest>
+    private var machine: Machine
     private var connections: [Int: ConnectionRecord] = [:]
     private var nextRequestID: UInt64 = 1
-    private var closeFutures: [EventLoopFuture<Void>] = []
     private var poolTick: RepeatedTask?
 
-    let configuration: Configuration
-    let group: any EventLoopGroup
-    let logger: Logger
-    let metrics: APNsClientMetrics
-    let reachability = APNsReachability()
+    package let configuration: Configuration
+    package let plugin: Plugin
+    package let group: any EventLoopGroup
+    package let logger: Logger
+    package let reachability = Reachability()
 
-    init(configuration: Configuration, group: any EventLoopGroup, logger: Logger, metrics: APNsClientMetrics = .disabled) {
+    package init(configuration: Configuration, plugin: Plugin, group: any EventLoopGroup, logger: Logger) {
         self.configuration = configuration
+        self.plugin = plugin
         self.group = group
         self.logger = logger
-        self.metrics = metrics
-        self.machine = APNsConnectionPoolStateMachine(configuration: configuration.pool, seed: UInt64.random(in: 1...UInt64.max))
+        self.machine = Machine(configuration: configuration.pool, seed: UInt64.random(in: 1...UInt64.max))
     }
 
-    func start() {
+    package func start() {
         let interval = configuration.tickInterval
         let task = group.next().scheduleRepeatedTask(initialDelay: interval, delay: interval) { [weak self] _ in
             self?.tick()
@@ -71,16 +78,17 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
 
     /// Queues requests; returns the pool ids assigned to them (for cancellation).
     @discardableResult
-    func submit(_ requests: [APNsRequest]) -> [UInt64] {
+    package func submit(_ requests: [APNsRequest]) -> [UInt64] {
         let now = NIODeadline.now()
-        let (ids, actions) = lock.withLock { () -> ([UInt64], APNsConnectionPoolStateMachine<PooledRequest>.Actions) in
+        let (ids, actions) = lock.withLock { () -> ([UInt64], Machine.Actions) in
             var ids: [UInt64] = []
             ids.reserveCapacity(requests.count)
-            let pooled = requests.map { request -> PooledRequest in
+            let pooled = requests.map { request -> Request in
                 let id = nextRequestID
                 nextRequestID += 1
                 ids.append(id)
-                return PooledRequest(request: request, poolRequestID: id, deadline: request.deadline ?? now + configuration.requestTimeout)
+                let deadline = request.deadline ?? now + configuration.requestTimeout
+                return Request(request: request, poolRequestID: id, deadline: deadline)
             }
             return (ids, machine.submit(pooled))
         }
@@ -88,8 +96,10 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
         return ids
     }
 
-    func cancel(poolRequestID: UInt64) {
-        let (queued, records) = lock.withLock { () -> (PooledRequest?, [ConnectionRecord]) in
+    /// Abandons a request: dequeued if still queued, else the connections that may hold it are asked
+    /// to drop it (a plug-in that cannot leaves it to finish).
+    package func cancel(poolRequestID: UInt64) {
+        let (queued, records) = lock.withLock { () -> (Request?, [ConnectionRecord]) in
             if let queued = machine.cancelQueued(requestID: poolRequestID) { return (queued, []) }
             return (nil, Array(connections.values))
         }
@@ -108,27 +118,25 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
     /// Takes back requests that are still queued (never written); they complete as `cancelled`.
     /// Returns how many were withdrawn.
     @discardableResult
-    func withdraw(poolRequestIDs: Set<UInt64>) -> Int {
+    package func withdraw(poolRequestIDs: Set<UInt64>) -> Int {
         let withdrawn = lock.withLock { machine.withdrawQueued(requestIDs: poolRequestIDs) }
         for request in withdrawn { request.complete(.failed(.cancelled)) }
         return withdrawn.count
     }
 
-    var statistics: (queued: Int, connections: Int, active: Int, leased: Int) {
+    package var statistics: (queued: Int, connections: Int, active: Int, leased: Int) {
         lock.withLock { (machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount) }
     }
 
     // MARK: Shutdown
 
-    /// Fails what is queued, lets connections finish their open streams, and waits for them to close
+    /// Fails what is queued, lets connections finish what they hold, and waits for them to close
     /// (forcing them closed after `grace`).
-    func shutdown(grace: TimeAmount) async {
+    package func shutdown(grace: TimeAmount) async {
         let (actions, task) = lock.withLock { (machine.shutdown(), poolTick) }
         task?.cancel()
         perform(actions)
-        let futures = lock.withLock { () -> [EventLoopFuture<Void>] in
-            connections.values.compactMap { $0.channel?.closeFuture } + closeFutures
-        }
+        let futures = lock.withLock { connections.values.compactMap { $0.channel?.closeFuture } }
         let loop = group.next()
         let all = EventLoopFuture.andAllComplete(futures, on: loop)
         let timeout = loop.scheduleTask(in: grace) { [weak self] in self?.forceCloseAll() }
@@ -141,73 +149,65 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
         for channel in channels { channel.close(promise: nil) }
     }
 
-    // MARK: APNsConnectionDelegate (called on connection event loops)
+    // MARK: Connection events (called on connection event loops)
 
-    func connectionReady(_ id: Int, capacity: Int) {
-        logger.debug("APNs connection ready", metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"])
-        metrics.connectionsOpened.increment()
+    /// The connection is usable and may hold `capacity` requests at once.
+    package func connectionReady(_ id: Int, capacity: Int) {
+        logger.debug(
+            "\(plugin.serviceName) connection ready",
+            metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"])
+        plugin.connectionOpened()
         reachability.connected()
         perform(lock.withLock { machine.connectionEstablished(id, availableStreams: capacity) })
     }
 
-    func connectionCapacityChanged(_ id: Int, capacity: Int) {
+    package func connectionCapacityChanged(_ id: Int, capacity: Int) {
         perform(lock.withLock { machine.capacityChanged(id, capacity: capacity) })
     }
 
-    func connectionRetiring(_ id: Int) {
+    /// The connection takes no new work; it finishes what it holds.
+    package func connectionRetiring(_ id: Int) {
         perform(lock.withLock { machine.connectionRetiring(id) })
     }
 
-    func connectionClosed(_ id: Int, everReady: Bool, error: String?) {
-        let actions = lock.withLock { () -> APNsConnectionPoolStateMachine<PooledRequest>.Actions in
+    /// The channel closed. `everReady` false means the connection attempt failed (TLS, protocol).
+    package func connectionClosed(_ id: Int, everReady: Bool, error: String?) {
+        let actions = lock.withLock { () -> Machine.Actions in
             connections.removeValue(forKey: id)
             return everReady ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
         }
         if everReady {
-            logger.debug("APNs connection closed", metadata: ["apns.connection_id": "\(id)"])
+            logger.debug("\(plugin.serviceName) connection closed", metadata: ["apns.connection_id": "\(id)"])
         } else {
-            logger.warning("APNs connection failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"])
-            metrics.connectionFailures.increment()
-            reachability.failed()
+            logger.warning(
+                "\(plugin.serviceName) connection failed",
+                metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"])
+            connectAttemptFailed()
         }
         perform(actions)
     }
 
-    func pull(connection id: Int, released: Int, maximum: Int) -> [PooledRequest] {
+    /// Hands back `released` finished requests and takes up to `maximum` new ones.
+    package func pull(connection id: Int, released: Int, maximum: Int) -> [Request] {
         let (requests, actions) = lock.withLock { machine.pull(connection: id, released: released, maximum: maximum) }
         perform(actions)
         return requests
     }
 
-    func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) {
-        var again: [PooledRequest] = []
+    /// Requests that went back unanswered: queued again, or failed with `failure` once their resends are spent.
+    package func requeue(_ requests: [Request], because failure: APNsTransportFailure) {
+        var again: [Request] = []
         again.reserveCapacity(requests.count)
         for var request in requests {
-            request.unprocessedAttempts += 1
-            if request.unprocessedAttempts > configuration.maximumUnprocessedAttempts {
+            request.resends += 1
+            if request.resends > configuration.maximumResends {
                 request.complete(.failed(failure))
             } else {
                 again.append(request)
             }
         }
         guard !again.isEmpty else { return }
-        let actions = lock.withLock { machine.requeue(again) }
-        perform(actions)
-    }
-
-    func providerToken() throws -> ProviderToken? {
-        guard let token = try configuration.tokenSource?.providerToken() else { return nil }
-        metrics.providerTokenHandedOut(token)
-        return token
-    }
-
-    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
-        metrics.providerTokensRejected.increment()
-        configuration.tokenSource?.providerTokenRejectedAsExpired(token)
-    }
-
-    func streamAnswered(roundTrip: TimeAmount) {
-        metrics.streamAnswered(roundTrip: roundTrip)
+        perform(lock.withLock { machine.requeue(again) })
     }
 
     // MARK: Actions
@@ -217,11 +217,16 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
             (machine.tick(now: .now()), machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount)
         }
         // Gauges follow the pool at the tick's pace: nothing on the per-request path.
-        metrics.sampled(queued: queued, streamsInUse: leased, connections: connections, activeConnections: active)
+        plugin.sampled(queued: queued, inFlight: leased, connections: connections, activeConnections: active)
         perform(actions)
     }
 
-    private func perform(_ actions: APNsConnectionPoolStateMachine<PooledRequest>.Actions) {
+    private func connectAttemptFailed() {
+        plugin.connectionFailed()
+        reachability.failed()
+    }
+
+    private func perform(_ actions: Machine.Actions) {
         guard !actions.isEmpty else { return }
         for (request, reason) in actions.fail {
             switch reason {
@@ -239,8 +244,8 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
             }
         }
         if !actions.wake.isEmpty {
-            let handlers = lock.withLock { actions.wake.compactMap { connections[$0] } }
-            for record in handlers {
+            let records = lock.withLock { actions.wake.compactMap { connections[$0] } }
+            for record in records {
                 guard let handler = record.handler else { continue }
                 record.eventLoop.execute { handler.value.wake() }
             }
@@ -260,27 +265,17 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
     private func connect(_ id: Int) {
         let loop = group.next()
         lock.withLock { connections[id] = ConnectionRecord(eventLoop: loop, channel: nil, handler: nil) }
+        let endpoint = configuration.endpoint
         logger.debug(
-            "connecting to APNs",
-            metadata: ["apns.connection_id": "\(id)", "apns.host": "\(configuration.host)", "apns.port": "\(configuration.port)"])
-        let configuration = self.configuration
-        let logger = self.logger
-        ClientBootstrap(group: loop)
-            .connectTimeout(configuration.connectTimeout)
-            .channelOption(.tcpOption(.tcp_nodelay), value: 1)
+            "connecting to \(plugin.serviceName)",
+            metadata: ["apns.connection_id": "\(id)", "apns.host": "\(endpoint.host)", "apns.port": "\(endpoint.port)"])
+        let tlsContext = configuration.tlsContext
+        TransportBootstrap.make(group: loop, connectTimeout: configuration.connectTimeout)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {
                     guard let self else { throw ChannelError.ioOnClosedChannel }
-                    let tls = try NIOSSLClientHandler(context: configuration.tlsContext, serverHostname: configuration.serverHostname)
-                    try channel.pipeline.syncOperations.addHandler(tls)
-                    let handler = APNsConnectionHandler(
-                        connectionID: id, delegate: self,
-                        configuration: .init(
-                            connection: configuration.connection, authority: configuration.host,
-                            tickInterval: configuration.tickInterval, requestsPerSecond: configuration.requestsPerSecondPerConnection,
-                            logger: logger),
-                        now: channel.eventLoop.now)
-                    try channel.pipeline.syncOperations.addHandler(handler)
+                    try TransportBootstrap.addTLS(to: channel, endpoint: endpoint, context: tlsContext)
+                    let handler = try self.plugin.makeConnection(id: id, pool: self, channel: channel)
                     let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
                     self.lock.withLock {
                         self.connections[id]?.channel = channel
@@ -288,14 +283,15 @@ final class APNsConnectionPool: APNsConnectionDelegate, @unchecked Sendable {
                     }
                 }
             }
-            .connect(host: configuration.host, port: configuration.port)
+            .connect(host: endpoint.host, port: endpoint.port)
             .whenFailure { [weak self] error in
                 guard let self else { return }
-                let description = APNsConnectionHandler.describe(error)
-                logger.warning("APNs connect failed", metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"])
-                self.metrics.connectionFailures.increment()
-                self.reachability.failed()
-                let actions = self.lock.withLock { () -> APNsConnectionPoolStateMachine<PooledRequest>.Actions in
+                let description = TransportTLS.describe(error)
+                self.logger.warning(
+                    "\(self.plugin.serviceName) connect failed",
+                    metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"])
+                self.connectAttemptFailed()
+                let actions = self.lock.withLock { () -> Machine.Actions in
                     self.connections.removeValue(forKey: id)
                     return self.machine.connectionFailed(id, error: description)
                 }

@@ -1,0 +1,77 @@
+import Logging
+import NIOCore
+import PushgateCore
+import PushTransport
+
+/// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
+struct PooledRequest: TransportPooledRequest {
+    var request: APNsRequest
+    let poolRequestID: UInt64
+    let deadline: NIODeadline
+    /// Times it was written to a connection without APNs processing it (resent transparently).
+    var resends: Int = 0
+    /// Whether it was already resent once after `ExpiredProviderToken`.
+    var retriedAfterExpiredToken = false
+    /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
+    var retriedAfterConnectionFatal = false
+
+    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
+        self.request = request
+        self.poolRequestID = poolRequestID
+        self.deadline = deadline
+    }
+}
+
+/// APNs over HTTP/2 as a plug-in of the transport layer: it owns the connection handler (frames,
+/// HPACK, streams), provider tokens and the client's metrics; the pool, TLS and bootstrap are shared.
+struct APNsHTTP2Plugin: TransportPlugin {
+    typealias Request = PooledRequest
+
+    var connection: APNsConnectionStateMachine.Configuration
+    /// `:authority` of every request.
+    var authority: String
+    var tickInterval: TimeAmount
+    var requestsPerSecondPerConnection: Int?
+    var tokenSource: (any APNsProviderTokenSource)?
+    var metrics: APNsClientMetrics
+    var logger: Logger
+
+    var serviceName: String { "APNs" }
+
+    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
+        let handler = APNsConnectionHandler(
+            connectionID: id, delegate: pool,
+            configuration: .init(
+                connection: connection, authority: authority, tickInterval: tickInterval,
+                requestsPerSecond: requestsPerSecondPerConnection, logger: logger),
+            now: channel.eventLoop.now)
+        try channel.pipeline.syncOperations.addHandler(handler)
+        return handler
+    }
+
+    func connectionOpened() { metrics.connectionsOpened.increment() }
+    func connectionFailed() { metrics.connectionFailures.increment() }
+
+    func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+        metrics.sampled(queued: queued, streamsInUse: inFlight, connections: connections, activeConnections: activeConnections)
+    }
+}
+
+extension APNsConnectionHandler: PooledConnection {}
+
+extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {
+    func providerToken() throws -> ProviderToken? {
+        guard let token = try plugin.tokenSource?.providerToken() else { return nil }
+        plugin.metrics.providerTokenHandedOut(token)
+        return token
+    }
+
+    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+        plugin.metrics.providerTokensRejected.increment()
+        plugin.tokenSource?.providerTokenRejectedAsExpired(token)
+    }
+
+    func streamAnswered(roundTrip: TimeAmount) {
+        plugin.metrics.streamAnswered(roundTrip: roundTrip)
+    }
+}

@@ -1,0 +1,60 @@
+import Logging
+import NIOCore
+import PushgateCore
+import PushTransport
+
+/// A request inside the legacy pool: the caller's request and how often it was sent again.
+struct LegacyPooledRequest: TransportPooledRequest {
+    var request: APNsRequest
+    let poolRequestID: UInt64
+    let deadline: NIODeadline
+    /// Times it went back to the queue with its fate unknown or after another's error.
+    var resends = 0
+
+    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
+        self.request = request
+        self.poolRequestID = poolRequestID
+        self.deadline = deadline
+    }
+}
+
+/// The legacy binary protocol as a plug-in of the transport layer: it owns the frame codec and the
+/// connection handler; the pool, TLS and bootstrap are shared. A legacy connection's "streams" are its
+/// window of unconfirmed notifications.
+struct LegacyPlugin: TransportPlugin {
+    typealias Request = LegacyPooledRequest
+
+    var quietTime: TimeAmount
+    var windowSize: Int
+    var tickInterval: TimeAmount
+    var logger: Logger
+
+    var serviceName: String { "legacy gateway" }
+
+    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> LegacyConnectionHandler {
+        let sync = channel.pipeline.syncOperations
+        try sync.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
+        let handler = LegacyConnectionHandler(
+            connectionID: id,
+            delegate: pool,
+            window: LegacyConnectionStateMachine(quietTime: quietTime),
+            windowSize: windowSize,
+            tickInterval: tickInterval,
+            logger: logger
+        )
+        try sync.addHandler(handler)
+        return handler
+    }
+}
+
+extension LegacyConnectionHandler: PooledConnection {}
+
+extension ConnectionPool: LegacyConnectionDelegate where Plugin == LegacyPlugin {
+    func connectionReady(_ id: Int) {
+        connectionReady(id, capacity: plugin.windowSize)
+    }
+
+    func resend(_ requests: [LegacyPooledRequest]) {
+        requeue(requests, because: .connectionLost)
+    }
+}

@@ -1,0 +1,56 @@
+package import NIOCore
+package import PushgateCore
+
+/// What a push protocol adds to the shared transport: its codec and connection handler. The pool
+/// driver (`ConnectionPool`), the TLS set-up (`TransportTLS`) and the bootstrap (`TransportBootstrap`)
+/// are the same for every plug-in.
+package protocol TransportPlugin: Sendable {
+    associatedtype Request: TransportPooledRequest
+    associatedtype Connection: PooledConnection
+
+    /// The service as log lines name it ("APNs", "legacy gateway").
+    var serviceName: String { get }
+
+    /// Adds the plug-in's handlers behind TLS on a new channel (on its event loop) and returns the one
+    /// the pool talks to. The handler reports to `pool` (ready, capacity, pull, requeue, closed).
+    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> Connection
+
+    /// Hooks for the plug-in's metrics; no-ops by default.
+    func connectionOpened()
+    func connectionFailed()
+    func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int)
+}
+
+extension TransportPlugin {
+    package func connectionOpened() {}
+    package func connectionFailed() {}
+    package func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {}
+}
+
+/// A connection handler as the pool sees it. Called on the connection's event loop.
+package protocol PooledConnection: AnyObject {
+    /// There is queued work and the connection was parked: pull some.
+    func wake()
+    /// Take nothing new, finish what is held, then close.
+    func closeGracefully()
+    /// Drop a request the connection holds, if it can; true if it held it.
+    func cancel(poolRequestID: UInt64) -> Bool
+}
+
+extension PooledConnection {
+    package func cancel(poolRequestID: UInt64) -> Bool { false }
+}
+
+/// A request inside a transport's pool: the caller's request plus the plug-in's bookkeeping.
+package protocol TransportPooledRequest: PoolableRequest {
+    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline)
+    var request: APNsRequest { get }
+    /// Times it went back to the queue unanswered (never processed, or its fate unknown).
+    var resends: Int { get set }
+}
+
+extension TransportPooledRequest {
+    package func complete(_ outcome: APNsOutcome) {
+        request.receiver.receive(outcome, for: request)
+    }
+}
