@@ -79,10 +79,13 @@ final class ScriptedExchanger: FCMTokenExchanging {
     init(expiresIn: Duration = .seconds(3600), hold: Bool = false) {
         self.expiresIn = expiresIn
         state.withLock { $0.hold = hold }
+        (heldExchanges, heldContinuation) = AsyncStream<Void>.makeStream()
     }
 
     var exchanges: Int { state.withLock { $0.exchanges } }
-    var heldCount: Int { state.withLock { $0.held.count } }
+    /// Yields once for each exchange that is being held.
+    let heldExchanges: AsyncStream<Void>
+    private let heldContinuation: AsyncStream<Void>.Continuation
     func failNext() { state.withLock { $0.failNext = true } }
     func releaseAll() {
         let held = state.withLock { state in
@@ -100,7 +103,7 @@ final class ScriptedExchanger: FCMTokenExchanging {
                 state.held.append(waiter)
                 return true
             }
-            if !parked { waiter.resume() }
+            if parked { heldContinuation.yield() } else { waiter.resume() }
         }
         let (number, fail) = state.withLock { state in
             state.exchanges += 1
@@ -132,7 +135,8 @@ struct FCMAccessTokenManagerTests {
         let tokens = try await withThrowingTaskGroup(of: FCMAccessToken.self) { group in
             for _ in 0..<20 { group.addTask { try await manager.currentToken() } }
             // Wait for the one exchange to be under way; the other 19 requests park on it.
-            while exchanger.heldCount == 0 { await Task.yield() }
+            var held = exchanger.heldExchanges.makeAsyncIterator()
+            await held.next()
             exchanger.releaseAll()
             return try await group.reduce(into: [FCMAccessToken]()) { $0.append($1) }
         }
