@@ -39,20 +39,7 @@ struct ConnectionPoolSubmissionTests {
         }
     }
 
-    final class NoConnection: PooledConnection {
-        func wake() {}
-        func closeGracefully() {}
-    }
-
-    struct MessagePlugin: TransportPlugin {
-        typealias Request = PooledMessage
-        var serviceName: String { "other service" }
-        func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> NoConnection {
-            NoConnection()
-        }
-    }
-
-    func pool(maximumQueued: Int) throws -> ConnectionPool<MessagePlugin> {
+    func pool(maximumQueued: Int) throws -> ConnectionPool<UnconnectedPlugin<PooledMessage>> {
         ConnectionPool(
             configuration: .init(
                 endpoint: Endpoint(host: "127.0.0.1", port: 1),
@@ -60,7 +47,7 @@ struct ConnectionPoolSubmissionTests {
                 pool: .init(maximumConnections: 1, maximumQueued: maximumQueued), connectTimeout: .seconds(1),
                 requestTimeout: .seconds(1), maximumResends: 0, tickInterval: .seconds(1),
                 assumedStreamsPerConnection: 1),
-            plugin: MessagePlugin(), group: EmbeddedEventLoop(), logger: Logger(label: "test"))
+            plugin: UnconnectedPlugin(), group: EmbeddedEventLoop(), logger: Logger(label: "test"))
     }
 
     @Test("after shutdown, submitted messages are failed through their own type as shutdown, in order")
