@@ -1,5 +1,6 @@
 public import NIOCore
 public import NIOHTTP2
+import PushTransport
 
 /// The decisions of one HTTP/2 connection to APNs: which stream ids are open, how many more the
 /// server lets us open, what GOAWAY means for each open stream, when to ping and when to close.
