@@ -133,7 +133,7 @@ let package = Package(
         .target(
             name: "FCMTransport",
             dependencies: [
-                "PushgateCore",
+                "PushgateCore", "PushTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
@@ -336,8 +336,9 @@ let package = Package(
         .testTarget(
             name: "FCMTransportTests",
             dependencies: [
-                "FCMTransport", "FCMSimulator", "PushgateCore",
+                "FCMTransport", "FCMSimulator", "PushgateCore", "PushTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
             swiftSettings: swiftSettings
