@@ -1,4 +1,5 @@
 package import NIOCore
+package import PushgateCore
 package import PushTransport
 
 /// The header block of one `messages:send` request, HPACK-encoded with the connection's encoder
@@ -26,7 +27,8 @@ package struct FCMRequestHeaders: Sendable {
 
     /// Writes the block (not the frame header) for a body of `contentLength` bytes.
     package func write(
-        accessToken: String, contentLength: Int, encoder: inout HPACKRequestEncoder, into buffer: inout ByteBuffer
+        accessToken: FCMAccessToken, contentLength: Int, encoder: inout HPACKRequestEncoder,
+        into buffer: inout ByteBuffer
     ) {
         encoder.writePendingSizeUpdate(into: &buffer)
         // `:method POST` and `:scheme https` are static-table entries 3 and 7.
@@ -35,7 +37,7 @@ package struct FCMRequestHeaders: Sendable {
         encoder.writeIndexable(name: ":authority", value: authority, into: &buffer)
         encoder.writeIndexable(name: "content-type", value: Self.contentType, into: &buffer)
         HPACKRequestEncoder.writeNotIndexed(
-            staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: "Bearer \(accessToken)",
+            staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: accessToken.authorizationHeaderValue,
             into: &buffer)
         HPACKRequestEncoder.writeNotIndexed(name: "content-length", value: String(contentLength), into: &buffer)
     }

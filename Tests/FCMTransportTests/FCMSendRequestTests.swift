@@ -44,7 +44,8 @@ struct FCMSendRequestTests {
         var blocks: [ByteBuffer] = []
         for (token, length) in [("access-1", 120), ("access-2", 99)] {
             var block = ByteBuffer()
-            headers.write(accessToken: token, contentLength: length, encoder: &encoder, into: &block)
+            let accessToken = FCMAccessToken(value: token, expiresAt: Date(timeIntervalSince1970: 3600))
+            headers.write(accessToken: accessToken, contentLength: length, encoder: &encoder, into: &block)
             blocks.append(block)
             let decoded = try decoder.decodeHeaders(from: &block)
             let fields = decoded.map { [$0.name, $0.value] }

@@ -160,7 +160,8 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         prefaceSent = true
         var buffer = context.channel.allocator.buffer(capacity: 64)
         HTTP2Wire.writeClientPreface(
-            settings: Self.localSettings, connectionWindowIncrement: Self.initialConnectionWindowIncrement, into: &buffer)
+            settings: Self.localSettings, connectionWindowIncrement: Self.initialConnectionWindowIncrement,
+            into: &buffer)
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 

@@ -136,7 +136,9 @@ package struct HPACKRequestEncoder {
     // MARK: Primitives
 
     /// RFC 7541 §5.1.
-    package static func writeInteger(_ value: Int, prefixBits: Int, firstByteFlags: UInt8, into buffer: inout ByteBuffer) {
+    package static func writeInteger(
+        _ value: Int, prefixBits: Int, firstByteFlags: UInt8, into buffer: inout ByteBuffer
+    ) {
         let limit = (1 << prefixBits) - 1
         if value < limit {
             buffer.writeInteger(firstByteFlags | UInt8(value))

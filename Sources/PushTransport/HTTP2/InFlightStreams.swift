@@ -74,7 +74,9 @@ package struct InFlightStreams<Stream> {
 
     /// Changes the stream in place; nil when there is no such stream.
     @inline(__always) @discardableResult
-    package mutating func update<Result>(_ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result) rethrows -> Result? {
+    package mutating func update<Result>(
+        _ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result
+    ) rethrows -> Result? {
         let index = slotIndex(id)
         if slotIDs[index] == Int32(id) { return try body(&slots[index]!) }
         guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
