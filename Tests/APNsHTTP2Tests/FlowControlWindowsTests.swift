@@ -1,6 +1,7 @@
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 @Suite("Flow-control windows (connection-wide, as a value)")
 struct FlowControlWindowsTests {

@@ -3,6 +3,7 @@ import NIOHPACK
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 /// The encoder's model of the dynamic table must match a real decoder's, block after block; NIO's
 /// `HPACKDecoder` is the oracle.

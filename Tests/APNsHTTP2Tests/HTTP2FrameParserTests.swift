@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 @Suite("HTTP/2 frame parser")
 struct HTTP2FrameParserTests {

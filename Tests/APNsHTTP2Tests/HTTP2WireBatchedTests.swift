@@ -3,6 +3,7 @@ import PushgateCore
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 /// The batched writes must produce exactly the bytes of the plain ones they replace.
 @Suite("Batched HTTP/2 and HPACK writes")

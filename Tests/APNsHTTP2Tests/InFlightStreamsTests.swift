@@ -2,6 +2,7 @@ import NIOHTTP2
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 /// The table must behave exactly like a dictionary keyed by stream id, whatever order streams are
 /// answered in; a plain `Dictionary` is the model.

@@ -9,6 +9,19 @@ import Testing
 
 /// The pool's in-flight capacity (what the dispatcher sizes its budget by) and when it opens another
 /// connection. No connection is opened here: connection events are fed to the pool by hand.
+/// A plug-in whose connections do nothing: connection events are fed to the pool by hand.
+struct UnconnectedPlugin<Request: TransportPooledRequest>: TransportPlugin {
+    final class NoConnection: PooledConnection {
+        func wake() {}
+        func closeGracefully() {}
+    }
+
+    var serviceName: String { "test" }
+    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> NoConnection {
+        NoConnection()
+    }
+}
+
 @Suite("Connection pool: capacity follows the server")
 struct ConnectionPoolCapacityTests {
     struct NoRequest: TransportPooledRequest {
@@ -23,18 +36,7 @@ struct ConnectionPoolCapacityTests {
         }
     }
 
-    final class NoConnection: PooledConnection {
-        func wake() {}
-        func closeGracefully() {}
-    }
-
-    struct NoPlugin: TransportPlugin {
-        typealias Request = NoRequest
-        var serviceName: String { "test" }
-        func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> NoConnection {
-            NoConnection()
-        }
-    }
+    typealias NoPlugin = UnconnectedPlugin<NoRequest>
 
     func pool(maximumConnections: Int, assumed: Int) throws -> ConnectionPool<NoPlugin> {
         ConnectionPool(

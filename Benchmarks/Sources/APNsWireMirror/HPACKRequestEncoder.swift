@@ -1,1 +1,1 @@
-../../../Sources/APNsClient/HTTP2/HPACKRequestEncoder.swift
+../../../Sources/PushTransport/HTTP2/HPACKRequestEncoder.swift

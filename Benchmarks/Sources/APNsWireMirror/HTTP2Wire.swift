@@ -1,1 +1,1 @@
-../../../Sources/APNsClient/HTTP2/HTTP2Wire.swift
+../../../Sources/PushTransport/HTTP2/HTTP2Wire.swift

@@ -159,14 +159,9 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         guard !prefaceSent else { return }
         prefaceSent = true
         var buffer = context.channel.allocator.buffer(capacity: 64)
-        buffer.writeStaticString(HTTP2Wire.clientPreface)
-        HTTP2Wire.writeFrameHeader(length: 6 * Self.localSettings.count, type: .settings, flags: 0, streamID: 0, into: &buffer)
-        for (setting, value) in Self.localSettings {
-            buffer.writeInteger(setting.rawValue)
-            buffer.writeInteger(value)
-        }
-        HTTP2Wire.writeFrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0, into: &buffer)
-        buffer.writeInteger(UInt32(Self.initialConnectionWindowIncrement))
+        HTTP2Wire.writeClientPreface(
+            settings: Self.localSettings, connectionWindowIncrement: Self.initialConnectionWindowIncrement,
+            into: &buffer)
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 
@@ -270,8 +265,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 machine.pingAcknowledged(now: now)
             } else {
                 machine.frameRead(now: now)
-                HTTP2Wire.writeFrameHeader(length: 8, type: .ping, flags: HTTP2Wire.Flag.ack, streamID: 0, into: &outboundBuffer)
-                outboundBuffer.writeInteger(opaque)
+                HTTP2Wire.writePing(opaque, acknowledging: true, into: &outboundBuffer)
             }
         case .goAway(let lastStreamID, let errorCode, let debugData):
             goAwayReceived(lastStreamID: HTTP2StreamID(Int32(lastStreamID)), errorCode: errorCode, debugData: debugData, now: now)
@@ -318,15 +312,14 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
                 break
             }
         }
-        HTTP2Wire.writeFrameHeader(length: 0, type: .settings, flags: HTTP2Wire.Flag.ack, streamID: 0, into: &outboundBuffer)
+        HTTP2Wire.writeSettingsAcknowledgement(into: &outboundBuffer)
         settingsReceived(maximumConcurrentStreams: maximum, now: now)
         sendBlockedData()
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         if let increment = windows.takeAcknowledgement() {
-            HTTP2Wire.writeFrameHeader(length: 4, type: .windowUpdate, flags: 0, streamID: 0, into: &outboundBuffer)
-            outboundBuffer.writeInteger(UInt32(increment))
+            HTTP2Wire.writeConnectionWindowUpdate(increment, into: &outboundBuffer)
         }
         sendQueuedWork()
         flushOutbound(context: context)
@@ -337,11 +330,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
     func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
         lastError = error.description
         logger.debug("HTTP/2 protocol error from the server", metadata: ["apns.error": "\(error)"])
-        let message = Array(error.message.utf8.prefix(256))
-        HTTP2Wire.writeFrameHeader(length: 8 + message.count, type: .goAway, flags: 0, streamID: 0, into: &outboundBuffer)
-        outboundBuffer.writeInteger(UInt32(0))
-        outboundBuffer.writeInteger(error.code.rawValue)
-        outboundBuffer.writeBytes(message)
+        HTTP2Wire.writeGoAway(for: error, into: &outboundBuffer)
         flushOutbound(context: context)
         delegate.connectionRetiring(connectionID)
         context.close(promise: nil)
@@ -530,8 +519,7 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             break
         case .sendPing:
             logger.trace("sending PING")
-            HTTP2Wire.writeFrameHeader(length: 8, type: .ping, flags: 0, streamID: 0, into: &outboundBuffer)
-            outboundBuffer.writeInteger(UInt64(now.uptimeNanoseconds))
+            HTTP2Wire.writePing(now.uptimeNanoseconds, acknowledging: false, into: &outboundBuffer)
             flushOutbound(context: context)
         case .closeIdle:
             logger.debug("closing idle connection")

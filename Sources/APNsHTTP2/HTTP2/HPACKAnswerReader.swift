@@ -1,4 +1,5 @@
 import NIOCore
+import PushTransport
 
 /// Reads what an APNs client needs from an answer's header block (`:status`, `apns-id`,
 /// `apns-unique-id`) without building a header list, for the blocks whose meaning does not depend on

@@ -91,7 +91,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
 
     /// Queues requests; returns the pool ids assigned to them (for cancellation).
     @discardableResult
-    package func submit(_ requests: [APNsRequest]) -> [UInt64] {
+    package func submit(_ requests: [Request.Submission]) -> [UInt64] {
         let now = NIODeadline.now()
         let (ids, actions) = lock.withLock { () -> ([UInt64], Machine.Actions) in
             var ids: [UInt64] = []
@@ -117,7 +117,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
             return (nil, Array(connections.values))
         }
         if let queued {
-            queued.complete(.failed(.cancelled))
+            queued.fail(.cancelled)
             return
         }
         for record in records {
@@ -133,7 +133,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     @discardableResult
     package func withdraw(poolRequestIDs: Set<UInt64>) -> Int {
         let withdrawn = lock.withLock { machine.withdrawQueued(requestIDs: poolRequestIDs) }
-        for request in withdrawn { request.complete(.failed(.cancelled)) }
+        for request in withdrawn { request.fail(.cancelled) }
         return withdrawn.count
     }
 
@@ -219,7 +219,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         for var request in requests {
             request.resends += 1
             if request.resends > configuration.maximumResends {
-                request.complete(.failed(failure))
+                request.fail(failure)
             } else {
                 again.append(request)
             }
@@ -251,10 +251,10 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         guard !actions.isEmpty else { return }
         for (request, reason) in actions.fail {
             switch reason {
-            case .deadlineExceeded: request.complete(.failed(.deadlineExceeded))
-            case .shutdown: request.complete(.failed(.shutdown))
-            case .connectFailed(let why): request.complete(.failed(.connectFailed(why)))
-            case .queueFull: request.complete(.failed(.queueFull))
+            case .deadlineExceeded: request.fail(.deadlineExceeded)
+            case .shutdown: request.fail(.shutdown)
+            case .connectFailed(let why): request.fail(.connectFailed(why))
+            case .queueFull: request.fail(.queueFull)
             }
         }
         if let id = actions.connect { connect(id) }

@@ -41,16 +41,33 @@ extension PooledConnection {
     package func cancel(poolRequestID: UInt64) -> Bool { false }
 }
 
-/// A request inside a transport's pool: the caller's request plus the plug-in's bookkeeping.
-package protocol TransportPooledRequest: PoolableRequest {
-    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline)
-    var request: APNsRequest { get }
-    /// Times it went back to the queue unanswered (never processed, or its fate unknown).
-    var resends: Int { get set }
+/// What a caller hands a transport's pool: one message to one device, for any push service.
+package protocol TransportSubmission: Sendable {
+    /// When the pool gives up on it. Nil: the pool's configured request timeout from submission.
+    var deadline: NIODeadline? { get }
 }
 
-extension TransportPooledRequest {
+/// A request inside a transport's pool: the caller's submission plus the plug-in's bookkeeping. The
+/// pool is generic over it: it only reads deadlines, counts resends and fails requests it could not
+/// hand to any connection (`fail(_:)`); answers are the plug-in's and its outcome type's.
+package protocol TransportPooledRequest: PoolableRequest {
+    associatedtype Submission: TransportSubmission
+    init(request: Submission, poolRequestID: UInt64, deadline: NIODeadline)
+    var request: Submission { get }
+    /// Times it went back to the queue unanswered (never processed, or its fate unknown).
+    var resends: Int { get set }
+    /// Completes the request without an answer (cancelled, shut down, deadline, connect failure...).
+    func fail(_ failure: APNsTransportFailure)
+}
+
+extension APNsRequest: TransportSubmission {}
+
+extension TransportPooledRequest where Submission == APNsRequest {
     package func complete(_ outcome: APNsOutcome) {
         request.receiver.receive(outcome, for: request)
+    }
+
+    package func fail(_ failure: APNsTransportFailure) {
+        complete(.failed(failure))
     }
 }

@@ -1,4 +1,4 @@
-import NIOHTTP2
+package import NIOHTTP2
 
 /// A connection's open streams by stream id, with what the connection keeps about each.
 ///
@@ -9,22 +9,22 @@ import NIOHTTP2
 /// so stream `id` lives in slot `(id / 2) % ring.count`. A stream still open when its slot comes
 /// round again (a slow answer among fast ones) moves to a small overflow dictionary; when that
 /// happens often, the ring is too small for the stream limit and doubles.
-struct InFlightStreams<Stream> {
+package struct InFlightStreams<Stream> {
     /// Which stream each slot holds (0: none), apart from the streams themselves, so that finding
     /// a stream never copies one (a copy retains and releases every reference it holds).
     private var slotIDs: [Int32]
     private var slots: [Stream?]
     private var overflow: [HTTP2StreamID: Stream] = [:]
-    private(set) var count = 0
+    package private(set) var count = 0
     /// The ring stops growing here (a stream limit far above any server's); beyond it, the overflow takes the rest.
-    static var maximumRingSize: Int { 1 << 16 }
+    package static var maximumRingSize: Int { 1 << 16 }
 
-    var isEmpty: Bool { count == 0 }
-    var ringSize: Int { slots.count }
-    var overflowCount: Int { overflow.count }
+    package var isEmpty: Bool { count == 0 }
+    package var ringSize: Int { slots.count }
+    package var overflowCount: Int { overflow.count }
 
     /// - Parameter ringSize: rounded up to a power of two.
-    init(ringSize: Int = 256) {
+    package init(ringSize: Int = 256) {
         var size = 1
         while size < ringSize { size <<= 1 }
         slotIDs = Array(repeating: 0, count: size)
@@ -35,13 +35,13 @@ struct InFlightStreams<Stream> {
         Int(Int32(id) >> 1) & (slots.count - 1)
     }
 
-    func contains(_ id: HTTP2StreamID) -> Bool {
+    package func contains(_ id: HTTP2StreamID) -> Bool {
         if slotIDs[slotIndex(id)] == Int32(id) { return true }
         return !overflow.isEmpty && overflow.index(forKey: id) != nil
     }
 
     /// Adds a stream that is not here yet. Stream ids must increase from one insert to the next.
-    mutating func insert(_ stream: Stream, for id: HTTP2StreamID) {
+    package mutating func insert(_ stream: Stream, for id: HTTP2StreamID) {
         assert(Int32(id) > 0 && !contains(id), "stream \(id) inserted twice")
         let index = slotIndex(id)
         if slotIDs[index] != 0 {
@@ -60,7 +60,7 @@ struct InFlightStreams<Stream> {
     }
 
     @discardableResult
-    mutating func remove(_ id: HTTP2StreamID) -> Stream? {
+    package mutating func remove(_ id: HTTP2StreamID) -> Stream? {
         let index = slotIndex(id)
         if slotIDs[index] == Int32(id) {
             count -= 1
@@ -74,7 +74,9 @@ struct InFlightStreams<Stream> {
 
     /// Changes the stream in place; nil when there is no such stream.
     @inline(__always) @discardableResult
-    mutating func update<Result>(_ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result) rethrows -> Result? {
+    package mutating func update<Result>(
+        _ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result
+    ) rethrows -> Result? {
         let index = slotIndex(id)
         if slotIDs[index] == Int32(id) { return try body(&slots[index]!) }
         guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
@@ -83,7 +85,7 @@ struct InFlightStreams<Stream> {
 
     /// Reads the stream without copying it out; nil when there is no such stream.
     @inline(__always)
-    func read<Result>(_ id: HTTP2StreamID, _ body: (borrowing Stream) throws -> Result) rethrows -> Result? {
+    package func read<Result>(_ id: HTTP2StreamID, _ body: (borrowing Stream) throws -> Result) rethrows -> Result? {
         let index = slotIndex(id)
         if slotIDs[index] == Int32(id) { return try body(slots[index]!) }
         guard !overflow.isEmpty, let position = overflow.index(forKey: id) else { return nil }
@@ -91,7 +93,7 @@ struct InFlightStreams<Stream> {
     }
 
     /// Every stream, in no particular order.
-    mutating func updateAll(_ body: (HTTP2StreamID, inout Stream) throws -> Void) rethrows {
+    package mutating func updateAll(_ body: (HTTP2StreamID, inout Stream) throws -> Void) rethrows {
         for index in slots.indices where slotIDs[index] != 0 {
             try body(HTTP2StreamID(slotIDs[index]), &slots[index]!)
         }
@@ -101,7 +103,7 @@ struct InFlightStreams<Stream> {
     }
 
     /// The ids of the streams for which `predicate` holds, in increasing order.
-    func ids(where predicate: (borrowing Stream) throws -> Bool) rethrows -> [HTTP2StreamID] {
+    package func ids(where predicate: (borrowing Stream) throws -> Bool) rethrows -> [HTTP2StreamID] {
         var result: [HTTP2StreamID] = []
         for index in slots.indices where slotIDs[index] != 0 {
             if try predicate(slots[index]!) { result.append(HTTP2StreamID(slotIDs[index])) }
@@ -111,7 +113,7 @@ struct InFlightStreams<Stream> {
     }
 
     /// Empties the table and returns what it held, by increasing stream id.
-    mutating func removeAll() -> [(id: HTTP2StreamID, stream: Stream)] {
+    package mutating func removeAll() -> [(id: HTTP2StreamID, stream: Stream)] {
         var result: [(id: HTTP2StreamID, stream: Stream)] = []
         result.reserveCapacity(count)
         for index in slots.indices where slotIDs[index] != 0 {

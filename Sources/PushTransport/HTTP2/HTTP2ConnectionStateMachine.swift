@@ -1,12 +1,12 @@
 public import NIOCore
 public import NIOHTTP2
 
-/// The decisions of one HTTP/2 connection to APNs: which stream ids are open, how many more the
-/// server lets us open, what GOAWAY means for each open stream, when to ping and when to close.
+/// The decisions of one HTTP/2 client connection to a push service (APNs, FCM): which stream ids are
+/// open, how many more the server lets us open, what GOAWAY means for each open stream, when to ping and when to close.
 ///
 /// It holds no channel and reads no clock: the handler feeds it events with the current time and
 /// carries out the actions it returns. Tests replay transcripts.
-public struct APNsConnectionStateMachine: Sendable {
+public struct HTTP2ConnectionStateMachine: Sendable {
     public struct Configuration: Sendable, Hashable {
         /// Send a PING after this long without reading anything (nil: never). The C pushd's `-t`.
         public var pingInterval: TimeAmount?
@@ -53,7 +53,7 @@ public struct APNsConnectionStateMachine: Sendable {
     }
 
     public enum GoAwayAction: Sendable, Hashable {
-        /// `unprocessed`: streams above the last stream id, which APNs guarantees it never processed:
+        /// `unprocessed`: streams above the last stream id, which the server never processed (RFC 9113 §6.8):
         /// retry them elsewhere. `awaiting`: how many open streams may still be answered.
         /// `closeNow`: nothing is left to wait for.
         case retire(unprocessed: [HTTP2StreamID], awaiting: Int, closeNow: Bool)

@@ -1,0 +1,169 @@
+import APNsSimulator
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+public import ServiceLifecycle
+
+/// A Firebase Cloud Messaging (HTTP v1) stand-in on loopback, written from Google's documentation:
+///
+/// - `POST /token`: the JWT-bearer grant. The assertion's RS256 signature is checked against the
+///   service account's public key, and its claims (iss, scope, aud, iat/exp); the answer is an access
+///   token with `expires_in`.
+/// - `POST /v1/projects/{project}/messages:send`: bearer token (401 UNAUTHENTICATED when missing or
+///   expired), faults on demand, message rules (one target, string data values, payload size, ttl),
+///   device states; `{"name": "projects/P/messages/ID"}` and a record of what was accepted.
+/// - a control API (JSON over HTTP/1.1 on its own port), see `FCMSimulatorCore.control`.
+///
+/// TLS with a fresh CA (the APNs simulator's certificate authority, the only thing shared with it);
+/// ALPN offers `h2` and `http/1.1`, so OAuth libraries that speak HTTP/1.1 reach the token endpoint.
+/// It imports nothing of the gateway's own FCM code, so the two cannot share a bug.
+public struct FCMSimulator: Service {
+    public var configuration: Configuration
+    private let onStarted: @Sendable (RunningFCMSimulator) async throws -> Void
+
+    public init(
+        configuration: Configuration = .init(),
+        onStarted: @escaping @Sendable (RunningFCMSimulator) async throws -> Void = { _ in }
+    ) {
+        self.configuration = configuration
+        self.onStarted = onStarted
+    }
+
+    /// Runs until cancelled or shut down gracefully.
+    public func run() async throws {
+        let onStarted = self.onStarted
+        try await Self.withRunning(configuration) { running in
+            try await onStarted(running)
+            do {
+                try await gracefulShutdown()
+            } catch is CancellationError {
+                // Cancelled: stop like a graceful shutdown.
+            }
+        }
+    }
+
+    /// Starts a simulator, runs `body` with it, and stops it (listeners, threads, the CA file).
+    @discardableResult
+    public static func withRunning<Result: Sendable>(
+        _ configuration: Configuration = .init(),
+        _ body: (RunningFCMSimulator) async throws -> Result
+    ) async throws -> Result {
+        let authority = try SimulatorCertificateAuthority(commonName: "pushgate FCM simulator CA")
+        let issued = try authority.issueServerCertificate()
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: [
+                .certificate(try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem))
+            ],
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(issued.privateKeyPEM.utf8), format: .pem))
+        )
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        let sslContext = try NIOSSLContext(configuration: tls)
+        let caPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("pushgate-fcm-simulator-ca-\(UUID().uuidString).pem").path
+        try authority.writeCertificate(to: caPath)
+        defer { try? FileManager.default.removeItem(atPath: caPath) }
+
+        let core = FCMSimulatorCore(configuration: configuration)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        var channels: [any Channel] = []
+        let result: Swift.Result<Result, any Error>
+        do {
+            let server = try await bindServer(configuration, core: core, sslContext: sslContext, group: group)
+            channels.append(server)
+            let port = server.localAddress?.port ?? configuration.port
+            var controlPort: Int?
+            if let requested = configuration.controlPort {
+                let control = try await bindControl(host: configuration.host, port: requested, core: core, group: group)
+                channels.append(control)
+                controlPort = control.localAddress?.port
+            }
+            let running = RunningFCMSimulator(
+                host: configuration.host,
+                port: port,
+                controlPort: controlPort,
+                caCertificatePEM: authority.certificatePEM,
+                caCertificatePath: caPath,
+                core: core
+            )
+            core.state.withLock { $0.tokenURI = running.tokenURI }
+            configuration.logger.info(
+                "FCM simulator listening",
+                metadata: [
+                    "fcm.simulator.port": "\(port)",
+                    "fcm.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
+                ]
+            )
+            result = .success(try await body(running))
+        } catch {
+            result = .failure(error)
+        }
+        for channel in channels { try? await channel.close() }
+        try? await group.shutdownGracefully()
+        configuration.logger.info("FCM simulator stopped")
+        return try result.get()
+    }
+
+    private static func bindServer(
+        _ configuration: Configuration,
+        core: FCMSimulatorCore,
+        sslContext: NIOSSLContext,
+        group: MultiThreadedEventLoopGroup
+    ) async throws -> any Channel {
+        let route: @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse = { core.route($0) }
+        return try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                }.flatMap {
+                    channel.configureHTTP2SecureUpgrade(
+                        h2ChannelConfigurator: { channel in
+                            channel.configureHTTP2Pipeline(
+                                mode: .server,
+                                initialLocalSettings: [HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)]
+                            ) { stream in
+                                stream.eventLoop.makeCompletedFuture {
+                                    let sync = stream.pipeline.syncOperations
+                                    try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                    try sync.addHandler(FCMHTTPHandler(route: route))
+                                }
+                            }.map { _ in }
+                        },
+                        http1ChannelConfigurator: { channel in
+                            channel.eventLoop.makeCompletedFuture {
+                                let sync = channel.pipeline.syncOperations
+                                try sync.configureHTTPServerPipeline(withErrorHandling: true)
+                                try sync.addHandler(FCMHTTPHandler(route: route))
+                            }
+                        }
+                    )
+                }
+            }
+            .bind(host: configuration.host, port: configuration.port)
+            .get()
+    }
+
+    private static func bindControl(
+        host: String,
+        port: Int,
+        core: FCMSimulatorCore,
+        group: MultiThreadedEventLoopGroup
+    ) async throws -> any Channel {
+        try await ServerBootstrap(group: group)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let sync = channel.pipeline.syncOperations
+                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
+                    try sync.addHandler(FCMHTTPHandler(route: { core.control($0) }))
+                }
+            }
+            .bind(host: host, port: port)
+            .get()
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+
+extension FCMSimulatorCore {
+    /// The control API (JSON over HTTP/1.1 on its own port):
+    ///
+    /// | request | effect |
+    /// | --- | --- |
+    /// | `GET /messages[?token=T]` | `{"messages":[{name, project, token, topic, condition, message}]}` |
+    /// | `GET /stats` | counters |
+    /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
+    /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
+    /// | `POST /access-tokens/expire` | every issued access token expires now |
+    /// | `POST /reset` | forget messages, tokens, states, injected errors, counters |
+    func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
+        let body = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] ?? [:]
+        switch (request.method, String(request.path)) {
+        case ("GET", "/messages"):
+            let token = request.query("token")
+            let messages = messages(token: token).map { message -> [String: Any] in
+                var entry: [String: Any] = ["name": message.name, "project": message.projectID]
+                entry["token"] = message.token
+                entry["topic"] = message.topic
+                entry["condition"] = message.condition
+                entry["message"] = try? JSONSerialization.jsonObject(with: Data(message.messageJSON.utf8))
+                return entry
+            }
+            return .json(200, ["messages": messages])
+        case ("GET", "/stats"):
+            let stats = state.withLock { $0.stats }
+            return .json(
+                200,
+                [
+                    "tokenRequests": stats.tokenRequests, "accessTokensIssued": stats.accessTokensIssued,
+                    "sends": stats.sends, "accepted": stats.accepted, "rejected": stats.rejected,
+                ]
+            )
+        case ("POST", "/unregister"):
+            guard let token = body["token"] as? String, !token.isEmpty else {
+                return .json(400, ["error": "token is required"])
+            }
+            state.withLock { _ = $0.unregistered.insert(token) }
+            return .json(200, ["ok": true])
+        case ("POST", "/errors"):
+            guard let code = body["errorCode"] as? String, FCMInjectedError.table[code] != nil else {
+                let known = FCMInjectedError.table.keys.sorted().joined(separator: ", ")
+                return .json(400, ["error": "errorCode must be one of \(known)"])
+            }
+            inject(
+                FCMInjectedError(
+                    errorCode: code,
+                    count: (body["count"] as? NSNumber)?.intValue ?? 1,
+                    retryAfterSeconds: (body["retryAfter"] as? NSNumber)?.intValue,
+                    token: body["token"] as? String
+                )
+            )
+            return .json(200, ["ok": true])
+        case ("POST", "/access-tokens/expire"):
+            expireAccessTokens()
+            return .json(200, ["ok": true])
+        case ("POST", "/reset"):
+            reset()
+            return .json(200, ["ok": true])
+        default:
+            return .json(404, ["error": "no route \(request.method) \(request.path)"])
+        }
+    }
+
+    func messages(token: String?) -> [FCMAcceptedMessage] {
+        let all = state.withLock { $0.accepted }
+        guard let token else { return all }
+        return all.filter { $0.token == token }
+    }
+
+    func inject(_ error: FCMInjectedError) {
+        guard error.count > 0 else { return }
+        state.withLock { $0.injected.append(error) }
+    }
+}
