@@ -5,6 +5,11 @@ import Testing
 /// test moves it. With a real timer the one-hour timeouts below would outlast the time limit.
 @Suite("WakeSignal on an injected clock", .timeLimit(.minutes(1)))
 struct WakeSignalTests {
+    /// Waits for the waiter; if the test is cancelled (its time limit), cancels the waiter, which wakes it.
+    static func finish(_ waiter: Task<Void, Never>) async {
+        await withTaskCancellationHandler { await waiter.value } onCancel: { waiter.cancel() }
+    }
+
     @Test("the timeout is a sleep on the injected clock: the wait ends when that clock reaches it, not before")
     func timeoutFollowsTheClock() async {
         let clock = ManualClock()
@@ -14,7 +19,7 @@ struct WakeSignalTests {
         clock.advance(by: .seconds(3_599))
         #expect(clock.pendingSleeps == 1, "the timeout ended before its hour on the injected clock")
         clock.advance(by: .seconds(1))
-        await waiter.value
+        await Self.finish(waiter)
         #expect(clock.pendingSleeps == 0)
     }
 
@@ -25,7 +30,7 @@ struct WakeSignalTests {
         let waiter = Task { await signal.wait(timeout: .seconds(3_600)) }
         await clock.pendingSleeps(become: 1)
         signal.signal()
-        await waiter.value
+        await Self.finish(waiter)
         await clock.pendingSleeps(become: 0)
         #expect(clock.now == ManualClock.Instant(offset: .zero))
     }
@@ -41,7 +46,7 @@ struct WakeSignalTests {
         let waiter = Task { await signal.wait(timeout: .seconds(5)) }
         await clock.pendingSleeps(become: 1)
         clock.advance(by: .seconds(5))
-        await waiter.value
+        await Self.finish(waiter)
     }
 
     @Test("cancelling the waiting task wakes it and cancels the timeout's sleep")
@@ -51,7 +56,7 @@ struct WakeSignalTests {
         let waiter = Task { await signal.wait(timeout: .seconds(3_600)) }
         await clock.pendingSleeps(become: 1)
         waiter.cancel()
-        await waiter.value
+        await Self.finish(waiter)
         await clock.pendingSleeps(become: 0)
     }
 }

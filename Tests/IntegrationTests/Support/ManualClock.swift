@@ -20,10 +20,10 @@ final class ManualClock: Clock, Sendable {
     private struct State {
         var now = Instant(offset: .zero)
         var sleepers: [UInt64: Sleeper] = [:]
-        /// Sleeps cancelled before they were registered.
+        /// Sleeps and watchers cancelled before they were registered.
         var cancelled: Set<UInt64> = []
         var nextID: UInt64 = 0
-        var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        var watchers: [(id: UInt64, count: Int, continuation: CheckedContinuation<Void, Never>)] = []
 
         /// The watchers whose count the pending sleeps now match, removed.
         mutating func satisfiedWatchers() -> [CheckedContinuation<Void, Never>] {
@@ -88,15 +88,31 @@ final class ManualClock: Clock, Sendable {
         due.forEach { $0.continuation.resume() }
     }
 
-    /// Returns once exactly `count` sleeps are pending.
+    /// Returns once exactly `count` sleeps are pending, or when the waiting task is cancelled (a test's
+    /// time limit), so that a test whose sleeps never reach this clock fails instead of hanging.
     func pendingSleeps(become count: Int) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state in
-                if state.sleepers.count == count { return true }
-                state.watchers.append((count, continuation))
-                return false
+        let id = state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let done = state.withLock { state in
+                    if state.sleepers.count == count || state.cancelled.remove(id) != nil { return true }
+                    state.watchers.append((id, count, continuation))
+                    return false
+                }
+                if done { continuation.resume() }
             }
-            if done { continuation.resume() }
+        } onCancel: {
+            let watcher = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                guard let index = state.watchers.firstIndex(where: { $0.id == id }) else {
+                    state.cancelled.insert(id)
+                    return nil
+                }
+                return state.watchers.remove(at: index).continuation
+            }
+            watcher?.resume()
         }
     }
 }
