@@ -108,7 +108,13 @@ public final class RunningAPNsSimulator: Sendable {
         self.core.dropAllConnections()
     }
 
-    /// Forgets notifications, counters and device states; restores the configured faults.
+    /// Restarts the stream high-water marks (`peakStreams`, `peakStreamsByConnection`) from the
+    /// streams open now, and nothing else.
+    public func resetPeakStreams() {
+        self.core.streams.resetPeaks()
+    }
+
+    /// Forgets notifications, counters, stream peaks and device states; restores the configured faults.
     public func reset() throws {
         try self.core.reset()
     }

@@ -1,32 +1,41 @@
-import Dispatch
 import Synchronization
 
 /// A one-slot wake-up: `signal()` wakes the current waiter, or the next one if nobody waits yet.
-/// `wait(timeout:)` returns on a signal or when the timeout passes, whichever comes first.
-final class WakeSignal: Sendable {
+/// `wait(timeout:)` returns on a signal or when the timeout passes on the injected clock, whichever
+/// comes first.
+package final class WakeSignal: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
         var generation: UInt64 = 0
+        /// The sleep that ends the current wait; cancelled when a signal ends it first.
+        var timer: Task<Void, Never>?
     }
     private let state = Mutex(State())
+    private let clock: any Clock<Duration>
 
-    func signal() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
+    package init(clock: any Clock<Duration> = ContinuousClock()) {
+        self.clock = clock
+    }
+
+    package func signal() {
+        let (waiter, timer) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Task<Void, Never>?) in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return (nil, nil)
             }
-            state.pending = true
-            return nil
+            state.waiter = nil
+            defer { state.timer = nil }
+            return (waiter, state.timer)
         }
+        timer?.cancel()
         waiter?.resume()
     }
 
     /// Cancellation wakes the waiter once, like a signal. A task that is already cancelled still waits
     /// (for a signal or the timeout): a loop winding down after cancellation must not spin and starve
     /// the cooperative threads that the work it waits for runs on.
-    func wait(timeout: Duration) async {
+    package func wait(timeout: Duration) async {
         if Task.isCancelled {
             await suspend(timeout: timeout)
             return
@@ -53,10 +62,18 @@ final class WakeSignal: Sendable {
                 continuation.resume()
                 return
             }
-            let nanoseconds = max(0, timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(nanoseconds, Int64(Int.max))))) {
+            // Not a child task: the sleep must not inherit the waiter's cancellation (see `wait`).
+            let clock = self.clock
+            let timer = Task {
+                do { try await clock.sleep(for: timeout) } catch { return }
                 self.timeOut(generation)
             }
+            let stale = state.withLock { state -> Bool in
+                guard state.generation == generation, state.waiter != nil else { return true }
+                state.timer = timer
+                return false
+            }
+            if stale { timer.cancel() }
         }
     }
 
@@ -64,6 +81,7 @@ final class WakeSignal: Sendable {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard state.generation == generation, let waiter = state.waiter else { return nil }
             state.waiter = nil
+            state.timer = nil
             return waiter
         }
         waiter?.resume()

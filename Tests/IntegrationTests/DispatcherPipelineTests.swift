@@ -72,6 +72,20 @@ struct DispatcherPipelineTests {
         clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
         _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
+        let transport = HeldAnswersTransport(capacity: capacity)
+        try await withBroadcast(
+            to: transport, devices: devices, chunkSize: chunkSize, pageSize: pageSize, maximumInFlight: maximumInFlight,
+            clock: clock, leaseDuration: leaseDuration
+        ) { store, id in try await body(transport, store, id) }
+    }
+
+    /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to
+    /// `transport`; `body` gets the store and the request once a request to `all` was submitted.
+    static func withBroadcast(
+        to transport: any NotificationTransport, devices: Int, chunkSize: Int, pageSize: Int,
+        maximumInFlight: Int? = 1_000, clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
+        _ body: (FaultInjectingStore, RequestID) async throws -> Void
+    ) async throws {
         let directory = try TemporaryDirectory()
         let sqlite = try SQLiteStore(path: directory.path("pipeline.db"))
         defer { try? sqlite.close() }
@@ -79,7 +93,6 @@ struct DispatcherPipelineTests {
         let store = FaultInjectingStore(base: sqlite)
         let now = Date()
         _ = try await store.register(batch: (1...devices).map { Registration(token: token($0), group: "all", at: now) })
-        let transport = HeldAnswersTransport(capacity: capacity)
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("pipeline"))
         configuration.chunkSize = chunkSize
         configuration.pageSize = pageSize
@@ -99,7 +112,7 @@ struct DispatcherPipelineTests {
             let id = try RequestID("pipeline-\(devices)")
             _ = try await dispatcher.submit(
                 NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
-            try await body(transport, store, id)
+            try await body(store, id)
             group.cancelAll()
         }
     }

@@ -120,6 +120,9 @@ struct ControlAPI: Sendable {
             "connections_opened": stats.connectionsOpened,
             "connections_active": stats.connectionsActive,
             "current_streams": stats.currentStreams,
+            "peak_streams": stats.peakStreams,
+            "peak_streams_by_connection": Dictionary(
+                uniqueKeysWithValues: stats.peakStreamsByConnection.map { (String($0.key), $0.value) }),
             "goaways_sent": stats.goAwaysSent,
             "devices": stats.devices,
             "duplicates": stats.duplicates,

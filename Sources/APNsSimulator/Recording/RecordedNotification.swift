@@ -54,6 +54,11 @@ public struct SimulatorStats: Sendable, Equatable {
     public var connectionsActive = 0
     /// Streams opened and not yet answered or closed, over all connections.
     public var currentStreams = 0
+    /// The most streams open at once over all connections, since start or the last reset.
+    public var peakStreams = 0
+    /// The most streams open at once on each connection (by the ID recorded with its
+    /// notifications) that had a stream open since start or the last reset.
+    public var peakStreamsByConnection: [Int: Int] = [:]
     public var goAwaysSent = 0
     /// Distinct devices with at least one accepted notification (0 when device tracking is off).
     public var devices = 0

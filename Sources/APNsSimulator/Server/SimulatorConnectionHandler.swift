@@ -125,7 +125,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         self.machine.closing()
         self.commitBatch()
         let open = self.machine.openStreamCount
-        if open > 0 { self.core.currentStreams.subtract(open, ordering: .relaxed) }
+        self.core.streams.closed(connectionID: self.connectionID, count: open)
         self.machine.forgetOpenStreams()
         self.streams.removeAll()
         self.core.unregister(connectionID: self.connectionID)
@@ -235,7 +235,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         case .process:
             break
         }
-        self.core.currentStreams.add(1, ordering: .relaxed)
+        self.core.streams.opened(connectionID: self.connectionID)
         self.streams[streamID] = PendingStream(headers: payload.headers)
         if payload.endStream { self.requestCompleted(streamID: streamID, context: context) }
     }
@@ -264,7 +264,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         self.streams.removeValue(forKey: streamID)
         let id = Int(streamID)
         guard self.machine.isOpen(id) else { return }
-        self.core.currentStreams.subtract(1, ordering: .relaxed)
+        self.core.streams.closed(connectionID: self.connectionID)
         if self.machine.streamClosedUnanswered(id: id) == .close {
             self.closeAfterFlush = true
             self.needsFlush = true
@@ -535,7 +535,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         guard self.machine.isOpen(id), !self.machine.isClosed else { return }
         // Account first: writing HEADERS with END_STREAM closes the stream synchronously, and
         // NIOHTTP2 reports that (StreamClosedEvent) before `write` returns.
-        self.core.currentStreams.subtract(1, ordering: .relaxed)
+        self.core.streams.closed(connectionID: self.connectionID)
         if self.machine.streamAnswered(id: id, dropAfterStreams: self.faults.dropAfterStreams) == .close {
             self.closeAfterFlush = true
         }

@@ -39,7 +39,7 @@ final class SimulatorCore: Sendable {
 
     let connectionsOpened = Atomic<Int>(0)
     let connectionsActive = Atomic<Int>(0)
-    let currentStreams = Atomic<Int>(0)
+    let streams = StreamGauge()
     let goAwaysSent = Atomic<Int>(0)
 
     init(
@@ -151,15 +151,19 @@ final class SimulatorCore: Sendable {
         self.recorder.fill(&stats)
         stats.connectionsOpened = self.connectionsOpened.load(ordering: .relaxed)
         stats.connectionsActive = self.connectionsActive.load(ordering: .relaxed)
-        stats.currentStreams = self.currentStreams.load(ordering: .relaxed)
+        let streams = self.streams.read()
+        stats.currentStreams = streams.current
+        stats.peakStreams = streams.peak
+        stats.peakStreamsByConnection = streams.peakByConnection
         stats.goAwaysSent = self.goAwaysSent.load(ordering: .relaxed)
         return stats
     }
 
-    /// Forgets records, counters and device states; restores the configured faults. Live
-    /// connections stay open (`connectionsOpened` restarts from the live count).
+    /// Forgets records, counters, stream peaks and device states; restores the configured faults.
+    /// Live connections stay open (`connectionsOpened` restarts from the live count).
     func reset() throws {
         self.recorder.reset()
+        self.streams.resetPeaks()
         self.devices.removeAll()
         self.legacy.reset()
         self.goAwaysSent.store(0, ordering: .relaxed)

@@ -1,0 +1,42 @@
+import APNsHTTP2
+import APNsSimulator
+import Foundation
+import PushgateCore
+import Testing
+
+/// Concurrency follows the network: with answers held as a distant APNs holds them, a broadcast
+/// keeps as many streams open as the pool and the server allow, not a fixed number.
+@Suite("Broadcast concurrency against a held-answer APNs", .timeLimit(.minutes(2)))
+struct BroadcastConcurrencyTests {
+    @Test("a broadcast through the dispatcher and the client keeps more than 2,000 streams open at once")
+    func broadcastKeepsMoreThanTwoThousandStreamsOpen() async throws {
+        let devices = 5_000
+        try await SimulatorFixture.with(
+            .token,
+            simulator: {
+                $0.maxConcurrentStreams = 1_000
+                // Every answer is held 3 s. A stream counts from when the simulator reads it, and a debug build
+                // on a busy machine reads a few thousand a second: the hold must outlast reading 2,000.
+                $0.faults.latencyMilliseconds = 3_000
+                $0.recordLimit = 0
+            },
+            client: { $0.maximumConnections = 4 }
+        ) { simulator, client, _ in
+            try await DispatcherPipelineTests.withBroadcast(
+                to: client, devices: devices, chunkSize: 20_000, pageSize: 4_000, maximumInFlight: nil
+            ) { store, id in
+                try await eventually("the broadcast is done", timeout: .seconds(90)) {
+                    try await store.report(id)?.state == .done
+                }
+                #expect(try await store.report(id)?.accepted == devices)
+            }
+            let stats = simulator.stats()
+            #expect(stats.accepted == devices)
+            // The simulator's exact high-water mark, not a sample.
+            #expect(stats.peakStreams > 2_000, "at most \(stats.peakStreams) streams were open at once")
+            // No connection went over the server's limit, so the pool spread the load over three or more.
+            #expect(stats.peakStreamsByConnection.values.allSatisfy { $0 <= 1_000 }, "\(stats.peakStreamsByConnection)")
+            #expect(stats.peakStreamsByConnection.count >= 3, "\(stats.peakStreamsByConnection)")
+        }
+    }
+}
