@@ -131,7 +131,7 @@ public struct ConfigurationLoader: Sendable {
         configuration.http.host = values.string("http.host")
         configuration.store.path = values.string("store.path") ?? defaults.store.path
         configuration.store.url = values.string("store.url")
-        configuration.instanceID = values.string("instanceId") ?? defaults.instanceID
+        configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
 
         for name in keyNames {

@@ -26,7 +26,7 @@ extension GatewayConfiguration {
         if let url = store.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw fail("store.url", "must be a postgres:// URL")
         }
-        guard !instanceID.isEmpty else { throw fail("instanceId", "must not be empty") }
+        if let instanceID, instanceID.isEmpty { throw fail("instanceId", "must not be empty") }
         guard Self.logLevels.contains(logLevel) else {
             throw fail("logLevel", "unknown level \"\(logLevel)\" (one of \(Self.logLevels.joined(separator: ", ")))")
         }

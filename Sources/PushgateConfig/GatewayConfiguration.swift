@@ -10,8 +10,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
     public var udp = UDP()
     public var http = HTTP()
     public var store = Store()
-    /// `instanceId`: this process's name in the ledger's work leases.
-    public var instanceID: String = "local"
+    /// `instanceId`: this process's name in the ledger's work leases. nil: chosen by the store, `local`
+    /// with SQLite (one file, one process) and a name unique to the process with PostgreSQL.
+    public var instanceID: String? = nil
     /// `logLevel`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String = "info"
     /// `apiKeys` (names) and `apiKey.NAME.*`.

@@ -58,6 +58,12 @@ public struct Gateway: Sendable {
             }
         }
         private var storeLocation: StoreLocation? = nil
+        /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
+        /// for PostgreSQL.
+        public var instanceIDIsDefault = false
+        /// How long this process's claim of its instance id outlives its last renewal (PostgreSQL). A
+        /// restart with the same explicit id after a crash waits up to this long.
+        public var instanceTimeToLive: Duration = .seconds(15)
 
         public init(databasePath: String, udp: UDPIngress.Configuration, apps: [App], dispatcher: Dispatcher.Configuration) {
             self.databasePath = databasePath
@@ -115,8 +121,11 @@ public struct Gateway: Sendable {
         let store: any PushStore
         var postgres: PostgresStore? = nil
         let storeDescription: String
+        var fileLock: DatabaseFileLock? = nil
+        defer { withExtendedLifetime(fileLock) {} }
         switch configuration.store {
         case .sqlite(let path):
+            fileLock = try DatabaseFileLock(databasePath: path)
             do {
                 store = try SQLiteStore(path: path, logger: Logger(label: "pushgate.store"))
             } catch {
@@ -192,7 +201,15 @@ public struct Gateway: Sendable {
                         httpPort: { httpPort.value }))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
-        services += [.init(service: dispatcher), .init(service: udp)]
+        // With PostgreSQL the id is claimed before the dispatcher frees "its own" leases; SQLite's file lock
+        // already keeps a second process away.
+        let dispatcherService: any Service =
+            postgres.map {
+                InstanceClaim(
+                    leases: $0, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
+                    clock: clock, logger: logger, work: dispatcher)
+            } ?? dispatcher
+        services += [.init(service: dispatcherService), .init(service: udp)]
         services += feedbackPollers.map { .init(service: $0) }
         // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
         if let postgres { services.insert(.init(service: postgres), at: 0) }
@@ -227,7 +244,9 @@ public struct Gateway: Sendable {
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
                 ])
         }
-        logger.info("pushgate starting", metadata: ["push.database": "\(storeDescription)"])
+        logger.info(
+            "pushgate starting",
+            metadata: ["push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)"])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,

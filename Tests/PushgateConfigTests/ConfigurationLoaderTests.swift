@@ -40,7 +40,7 @@ struct ConfigurationLoaderTests {
         #expect(configuration.udp.notificationPort == 7874)
         #expect(configuration.http.port == 7880)
         #expect(configuration.store.path == "pushgate.db")
-        #expect(configuration.instanceID == "local")
+        #expect(configuration.instanceID == nil, "chosen by the store at start")
         #expect(configuration.apps.map(\.name) == [Registration.defaultApp])
         #expect(configuration.apps[0].authentication == .certificate(file: "pushd.crt", key: "pushd.key"))
         #expect(configuration.apps[0].pool == GatewayConfiguration.App.Pool())
