@@ -223,7 +223,7 @@ public struct ConfigurationLoader: Sendable {
         }
 
         app.pool.maximumConnections = try values.int("\(prefix).pool.maxConnections") ?? app.pool.maximumConnections
-        app.pool.maximumStreams = try values.int("\(prefix).pool.maxStreams") ?? app.pool.maximumStreams
+        app.pool.maximumStreams = try values.int("\(prefix).pool.maxStreams")
         app.pool.rate = try values.int("\(prefix).pool.rate") ?? app.pool.rate
         app.pool.pingMinutes = try values.int("\(prefix).pool.pingMinutes") ?? app.pool.pingMinutes
         app.pool.idleHours = try values.int("\(prefix).pool.idleHours") ?? app.pool.idleHours

@@ -179,7 +179,7 @@ extension GatewayConfiguration.App {
             }
         }
         guard pool.maximumConnections >= 1 else { throw fail("pool.maxConnections", "must be at least 1") }
-        guard pool.maximumStreams >= 1 else { throw fail("pool.maxStreams", "must be at least 1") }
+        if let streams = pool.maximumStreams, streams < 1 { throw fail("pool.maxStreams", "must be at least 1") }
         guard pool.rate >= 0 else { throw fail("pool.rate", "must be 0 (no limit) or notifications per second") }
         guard pool.pingMinutes >= 0 else { throw fail("pool.pingMinutes", "must be 0 (off) or a number of minutes") }
         guard pool.idleHours >= 0 else { throw fail("pool.idleHours", "must be 0 (off) or a number of hours") }

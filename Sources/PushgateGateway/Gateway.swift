@@ -201,18 +201,9 @@ public struct Gateway: Sendable {
                         httpPort: { httpPort.value }))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
-        // With PostgreSQL the id is claimed before the dispatcher frees "its own" leases; SQLite's file lock
-        // already keeps a second process away.
-        let dispatcherService: any Service =
-            postgres.map {
-                InstanceClaim(
-                    leases: $0, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
-                    clock: clock, logger: logger, work: dispatcher)
-            } ?? dispatcher
-        services += [.init(service: dispatcherService), .init(service: udp)]
-        services += feedbackPollers.map { .init(service: $0) }
-        // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
-        if let postgres { services.insert(.init(service: postgres), at: 0) }
+        // What runs under this instance's id: the dispatcher, and the intake that feeds it.
+        var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: dispatcher), .init(service: udp)]
+        underID += feedbackPollers.map { .init(service: $0) }
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -234,7 +225,19 @@ public struct Gateway: Sendable {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
             // Started after the UDP ingress, so stopped before it.
-            services.append(.init(service: api.buildApplication()))
+            underID.append(.init(service: api.buildApplication()))
+        }
+        if let postgres {
+            // The id is claimed before the dispatcher frees "its own" leases and before the intake serves; a
+            // refused instance never says it is ready. (SQLite's file lock already kept a second process away.)
+            let work = ServiceGroup(configuration: .init(services: underID, logger: logger))
+            let claim = InstanceClaim(
+                leases: postgres, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
+                clock: clock, logger: logger, work: work)
+            // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
+            services = [.init(service: postgres)] + services + [.init(service: claim)]
+        } else {
+            services += underID
         }
         for app in configuration.apps {
             logger.info(
@@ -246,7 +249,9 @@ public struct Gateway: Sendable {
         }
         logger.info(
             "pushgate starting",
-            metadata: ["push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)"])
+            metadata: [
+                "push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)",
+            ])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,

@@ -24,8 +24,8 @@ struct InstanceClaim: Service {
 
     init(
         leases: any InstanceLeases, id: InstanceID, holder: String = UUID().uuidString, timeToLive: Duration,
-        clock: any WallClock, sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) },
-        logger: Logger, work: any Service
+        clock: any WallClock, logger: Logger, work: any Service,
+        sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         self.leases = leases
         self.id = id
@@ -84,7 +84,8 @@ struct InstanceClaim: Service {
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                logger.warning("cannot claim the instance id yet", metadata: ["push.instance": "\(id)", "error": "\(error)"])
+                logger.warning(
+                    "cannot claim the instance id yet", metadata: ["push.instance": "\(id)", "error": "\(error)"])
                 try await sleep(retry)
             }
         }
@@ -98,12 +99,14 @@ struct InstanceClaim: Service {
             do {
                 try await leases.renewInstance(id, holder: holder, now: clock.now(), timeToLive: timeToLive)
             } catch let error as StoreError where error.code == .instanceIDInUse {
-                logger.error("instance id taken over by another process; stopping", metadata: ["push.instance": "\(id)"])
+                logger.error(
+                    "instance id taken over by another process; stopping", metadata: ["push.instance": "\(id)"])
                 throw Gateway.StartupError(description: "--instance-id: \(id) was taken over by another process")
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
-                logger.warning("cannot renew the instance id", metadata: ["push.instance": "\(id)", "error": "\(error)"])
+                logger.warning(
+                    "cannot renew the instance id", metadata: ["push.instance": "\(id)", "error": "\(error)"])
             }
         }
     }

@@ -181,7 +181,7 @@ struct MultiInstanceTests {
             let running = try Self.instances.map { name, keyID in
                 try Self.start(
                     name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: chunkSize,
-                    leaseSeconds: 5)
+                    leaseSeconds: 30)
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
@@ -220,7 +220,7 @@ struct MultiInstanceTests {
         }
     }
 
-    @Test("one explicit id, two processes: the second is refused (exit 78) while the first lives, taken over once it died")
+    @Test("one explicit id, two processes: the second refused (exit 78) while the first lives, taken over once it died")
     func liveInstanceIDRefused() async throws {
         let database = try PostgresTestDatabase()
         defer { database.drop() }
@@ -228,8 +228,8 @@ struct MultiInstanceTests {
             let (name, keyID) = Self.instances[0]
             func start() throws -> Instance {
                 try Self.start(
-                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000,
-                    instanceID: .explicit("shared"))
+                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
+                    chunkSize: 1_000, instanceID: .explicit("shared"))
             }
             let first = try start()
             defer { kill(first.process.processIdentifier, SIGKILL) }
@@ -262,8 +262,8 @@ struct MultiInstanceTests {
         try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
                 try Self.start(
-                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000,
-                    instanceID: .unset)
+                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
+                    chunkSize: 1_000, instanceID: .unset)
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
@@ -307,7 +307,8 @@ struct MultiInstanceTests {
             let versions = try database.psql("SELECT version FROM \(database.configuration.schema).pushgate_migration ORDER BY version")
             let appliedBy = running.filter { $0.output.text.contains("applied schema migration") }.map(\.name)
             print("multi-instance start: migrations recorded \(versions.split(separator: "\n")), applied by \(appliedBy)")
-            #expect(versions == "1", "each migration recorded once")
+            let recorded = versions.split(separator: "\n")
+            #expect(!recorded.isEmpty && Set(recorded).count == recorded.count, "each migration recorded once")
             #expect(appliedBy.count == 1, "one instance migrated, the other found it done")
             #expect(running.allSatisfy { $0.process.isRunning }, "both instances run")
             // Instance B accepted a request for a group that only instance A was told about (an unknown group
