@@ -57,8 +57,10 @@ struct ConfigurationLoaderTests {
             environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"],
             appFlags: ["pool.maxStreams": ("250", "--max-streams")])
         #expect(fromFlag.apps[0].pool.maximumStreams == 250, "--max-streams over the environment")
-        let zero = try await load(appFlags: ["pool.maxStreams": ("0", "--max-streams")])
-        #expect(throws: ConfigurationProblem(key: "--max-streams", "must be at least 1")) { try zero.validate() }
+        let zero = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(appFlags: ["pool.maxStreams": ("0", "--max-streams")])
+        }
+        #expect(zero == ConfigurationProblem(key: "--max-streams", "must be at least 1"))
     }
 
     @Test("flags win over the environment, the environment over the file, the file over the defaults")
