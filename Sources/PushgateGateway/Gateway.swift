@@ -233,7 +233,7 @@ public struct Gateway: Sendable {
             let work = ServiceGroup(configuration: .init(services: underID, logger: logger))
             let claim = InstanceClaim(
                 leases: postgres, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
-                clock: clock, logger: logger, work: work)
+                clock: clock, logger: logger, work: { try await work.run() })
             // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
             services = [.init(service: postgres)] + services + [.init(service: claim)]
         } else {

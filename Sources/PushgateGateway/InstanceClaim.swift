@@ -1,7 +1,7 @@
 import Foundation
-import Logging
-import PushgateCore
-import ServiceLifecycle
+package import Logging
+package import PushgateCore
+package import ServiceLifecycle
 
 /// Keeps this process's instance id to itself while the work under it runs (PostgreSQL, where several
 /// processes share one database): claims the id before `work` starts (and so before the dispatcher
@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// A claim another holder keeps renewing is refused (``Gateway/StartupError``, exit 78). A claim left
 /// by a process that stopped renewing (killed with the same explicit id) is waited out: it lapses at
 /// most one time to live after its last renewal, and is then taken over.
-struct InstanceClaim: Service {
+package struct InstanceClaim: Service {
     let leases: any InstanceLeases
     let id: InstanceID
     /// Unique to this process: a restart is another holder.
@@ -20,11 +20,12 @@ struct InstanceClaim: Service {
     let clock: any WallClock
     let sleep: @Sendable (Duration) async throws -> Void
     let logger: Logger
-    let work: any Service
+    /// What runs under the id (the dispatcher and the intake).
+    let work: @Sendable () async throws -> Void
 
-    init(
+    package init(
         leases: any InstanceLeases, id: InstanceID, holder: String = UUID().uuidString, timeToLive: Duration,
-        clock: any WallClock, logger: Logger, work: any Service,
+        clock: any WallClock, logger: Logger, work: @escaping @Sendable () async throws -> Void,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         self.leases = leases
@@ -37,11 +38,11 @@ struct InstanceClaim: Service {
         self.work = work
     }
 
-    func run() async throws {
+    package func run() async throws {
         try await claim()
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { try await work.run() }
+                group.addTask { try await work() }
                 group.addTask { try await renewWhileRunning() }
                 try await group.next()
                 group.cancelAll()
@@ -59,21 +60,22 @@ struct InstanceClaim: Service {
         let retry = timeToLive / 5
         var deadline: Date? = nil
         while true {
+            let attempt = clock.now()
             do {
-                try await leases.claimInstance(id, holder: holder, now: clock.now(), timeToLive: timeToLive)
+                try await leases.claimInstance(id, holder: holder, now: attempt, timeToLive: timeToLive)
                 if deadline != nil { logger.info("instance id taken over", metadata: ["push.instance": "\(id)"]) }
                 return
             } catch let error as StoreError where error.code == .instanceIDInUse {
-                let now = clock.now()
                 guard let until = deadline else {
-                    deadline = now.addingTimeInterval(timeToLive.seconds)
+                    deadline = attempt.addingTimeInterval(timeToLive.seconds)
                     logger.info(
                         "instance id held by another process; waiting for its claim to lapse",
                         metadata: ["push.instance": "\(id)", "push.wait_seconds": "\(timeToLive.seconds)"])
                     try await sleep(retry)
                     continue
                 }
-                guard now < until else {
+                // A holder that stopped renewing before `deadline` was set has lapsed by then.
+                guard attempt < until else {
                     throw Gateway.StartupError(
                         description: "--instance-id: \(id) is in use by another live process (it kept renewing its "
                             + "claim for \(timeToLive)); give each instance its own id, or leave it unset")
