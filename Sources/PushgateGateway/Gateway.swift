@@ -228,14 +228,14 @@ public struct Gateway: Sendable {
             underID.append(.init(service: api.buildApplication()))
         }
         if let postgres {
-            // The id is claimed before the dispatcher frees "its own" leases and before the intake serves; a
-            // refused instance never says it is ready. (SQLite's file lock already kept a second process away.)
-            let work = ServiceGroup(configuration: .init(services: underID, logger: logger))
+            // The id is claimed before the dispatcher frees "its own" leases (SQLite's file lock already kept a
+            // second process away). Only the dispatcher waits for it: a nested ServiceGroup around the intake
+            // stalled the dispatcher after PostgreSQL connections were terminated (PostgresFaultTests).
             let claim = InstanceClaim(
                 leases: postgres, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
-                clock: clock, logger: logger, work: { try await work.run() })
+                clock: clock, logger: logger, work: { try await dispatcher.run() })
             // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
-            services = [.init(service: postgres)] + services + [.init(service: claim)]
+            services = [.init(service: postgres)] + services + [.init(service: claim)] + underID.dropFirst()
         } else {
             services += underID
         }
