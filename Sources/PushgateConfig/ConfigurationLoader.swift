@@ -131,7 +131,7 @@ public struct ConfigurationLoader: Sendable {
         configuration.http.host = values.string("http.host")
         configuration.store.path = values.string("store.path") ?? defaults.store.path
         configuration.store.url = values.string("store.url")
-        configuration.instanceID = values.string("instanceId") ?? defaults.instanceID
+        configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
 
         for name in keyNames {
@@ -223,7 +223,7 @@ public struct ConfigurationLoader: Sendable {
         }
 
         app.pool.maximumConnections = try values.int("\(prefix).pool.maxConnections") ?? app.pool.maximumConnections
-        app.pool.maximumStreams = try values.int("\(prefix).pool.maxStreams") ?? app.pool.maximumStreams
+        app.pool.maximumStreams = try values.int("\(prefix).pool.maxStreams")
         app.pool.rate = try values.int("\(prefix).pool.rate") ?? app.pool.rate
         app.pool.pingMinutes = try values.int("\(prefix).pool.pingMinutes") ?? app.pool.pingMinutes
         app.pool.idleHours = try values.int("\(prefix).pool.idleHours") ?? app.pool.idleHours

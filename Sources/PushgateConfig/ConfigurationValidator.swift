@@ -26,7 +26,7 @@ extension GatewayConfiguration {
         if let url = store.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw fail("store.url", "must be a postgres:// URL")
         }
-        guard !instanceID.isEmpty else { throw fail("instanceId", "must not be empty") }
+        if let instanceID, instanceID.isEmpty { throw fail("instanceId", "must not be empty") }
         guard Self.logLevels.contains(logLevel) else {
             throw fail("logLevel", "unknown level \"\(logLevel)\" (one of \(Self.logLevels.joined(separator: ", ")))")
         }
@@ -179,7 +179,7 @@ extension GatewayConfiguration.App {
             }
         }
         guard pool.maximumConnections >= 1 else { throw fail("pool.maxConnections", "must be at least 1") }
-        guard pool.maximumStreams >= 1 else { throw fail("pool.maxStreams", "must be at least 1") }
+        if let streams = pool.maximumStreams, streams < 1 { throw fail("pool.maxStreams", "must be at least 1") }
         guard pool.rate >= 0 else { throw fail("pool.rate", "must be 0 (no limit) or notifications per second") }
         guard pool.pingMinutes >= 0 else { throw fail("pool.pingMinutes", "must be 0 (off) or a number of minutes") }
         guard pool.idleHours >= 0 else { throw fail("pool.idleHours", "must be 0 (off) or a number of hours") }

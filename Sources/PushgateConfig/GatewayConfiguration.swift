@@ -10,8 +10,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
     public var udp = UDP()
     public var http = HTTP()
     public var store = Store()
-    /// `instanceId`: this process's name in the ledger's work leases.
-    public var instanceID: String = "local"
+    /// `instanceId`: this process's name in the ledger's work leases. nil: chosen by the store, `local`
+    /// with SQLite (one file, one process) and a name unique to the process with PostgreSQL.
+    public var instanceID: String? = nil
     /// `logLevel`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String = "info"
     /// `apiKeys` (names) and `apiKey.NAME.*`.
@@ -95,10 +96,12 @@ public struct GatewayConfiguration: Sendable, Hashable {
         }
 
         public struct Pool: Sendable, Hashable {
-            /// `pool.maxConnections` (`--max-connections`).
-            public var maximumConnections: Int = 8
-            /// `pool.maxStreams` (`--max-streams`).
-            public var maximumStreams: Int = 100
+            /// `pool.maxConnections` (`--max-connections`): 16 x APNs's 1,000 streams carry 100,000/s up to
+            /// a 160 ms round trip.
+            public var maximumConnections: Int = 16
+            /// `pool.maxStreams` (`--max-streams`): a cap on streams per connection; nil: as many as the
+            /// server's SETTINGS_MAX_CONCURRENT_STREAMS allows (1,000 at APNs).
+            public var maximumStreams: Int? = nil
             /// `pool.rate` (`-r`): notifications per second per connection; 0 means no limit.
             public var rate: Int = 0
             /// `pool.pingMinutes` (`-t`); 0 turns pings off.

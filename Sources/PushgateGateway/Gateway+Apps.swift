@@ -71,7 +71,8 @@ extension Gateway.Configuration {
         self.init(
             databasePath: configuration.store.path, udp: udp,
             apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0)) },
-            dispatcher: .init(instanceID: InstanceID(configuration.instanceID)))
+            dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value)))
+        instanceIDIsDefault = configuration.instanceID == nil
         if configuration.http.port >= 0 {
             var http = HTTPAPI.Configuration(
                 host: configuration.http.effectiveHost(listen: configuration.listen, hasKeys: !loaded.apiKeys.isEmpty),
@@ -81,13 +82,19 @@ extension Gateway.Configuration {
         }
     }
 
+    /// The default instance id with SQLite: one file serves one process (a lock on the file refuses a
+    /// second), so the id can stay the same across restarts and a restart frees its own leases at once.
+    static let sqliteInstanceID = InstanceID("local")
+
     /// Sets where the store lives; PostgreSQL brings its own chunk size and lease defaults (set
-    /// `dispatcher.chunkSize` / `leaseDuration` after this to override them).
+    /// `dispatcher.chunkSize` / `leaseDuration` after this to override them), and, unless an instance id
+    /// was chosen, an id unique to this process (several processes share the database).
     public mutating func use(_ location: Gateway.StoreLocation) {
         store = location
         if case .postgres = location {
             dispatcher.chunkSize = PostgresStore.defaultChunkSize
             dispatcher.leaseDuration = PostgresStore.defaultLeaseDuration
+            if instanceIDIsDefault { dispatcher.instanceID = .unique() }
         }
     }
 

@@ -58,6 +58,12 @@ public struct Gateway: Sendable {
             }
         }
         private var storeLocation: StoreLocation? = nil
+        /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
+        /// for PostgreSQL.
+        public var instanceIDIsDefault = false
+        /// How long this process's claim of its instance id outlives its last renewal (PostgreSQL). A
+        /// restart with the same explicit id after a crash waits up to this long.
+        public var instanceTimeToLive: Duration = .seconds(15)
 
         public init(databasePath: String, udp: UDPIngress.Configuration, apps: [App], dispatcher: Dispatcher.Configuration) {
             self.databasePath = databasePath
@@ -115,8 +121,11 @@ public struct Gateway: Sendable {
         let store: any PushStore
         var postgres: PostgresStore? = nil
         let storeDescription: String
+        var fileLock: DatabaseFileLock? = nil
+        defer { withExtendedLifetime(fileLock) {} }
         switch configuration.store {
         case .sqlite(let path):
+            fileLock = try DatabaseFileLock(databasePath: path)
             do {
                 store = try SQLiteStore(path: path, logger: Logger(label: "pushgate.store"))
             } catch {
@@ -192,10 +201,9 @@ public struct Gateway: Sendable {
                         httpPort: { httpPort.value }))
             })
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
-        services += [.init(service: dispatcher), .init(service: udp)]
-        services += feedbackPollers.map { .init(service: $0) }
-        // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
-        if let postgres { services.insert(.init(service: postgres), at: 0) }
+        // What runs under this instance's id: the dispatcher, and the intake that feeds it.
+        var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: dispatcher), .init(service: udp)]
+        underID += feedbackPollers.map { .init(service: $0) }
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -217,7 +225,19 @@ public struct Gateway: Sendable {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
             // Started after the UDP ingress, so stopped before it.
-            services.append(.init(service: api.buildApplication()))
+            underID.append(.init(service: api.buildApplication()))
+        }
+        if let postgres {
+            // The id is claimed before the dispatcher frees "its own" leases (SQLite's file lock already kept a
+            // second process away). Only the dispatcher waits for it: a nested ServiceGroup around the intake
+            // stalled the dispatcher after PostgreSQL connections were terminated (PostgresFaultTests).
+            let claim = InstanceClaim(
+                leases: postgres, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
+                clock: clock, logger: logger, work: { try await dispatcher.run() })
+            // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
+            services = [.init(service: postgres)] + services + [.init(service: claim)] + underID.dropFirst()
+        } else {
+            services += underID
         }
         for app in configuration.apps {
             logger.info(
@@ -227,7 +247,11 @@ public struct Gateway: Sendable {
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
                 ])
         }
-        logger.info("pushgate starting", metadata: ["push.database": "\(storeDescription)"])
+        logger.info(
+            "pushgate starting",
+            metadata: [
+                "push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)",
+            ])
         let group = ServiceGroup(
             configuration: .init(
                 services: services,

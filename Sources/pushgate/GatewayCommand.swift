@@ -92,10 +92,14 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(help: "Run an APNs simulator in-process and deliver to it: try pushgate without an Apple account.")
     var simulator = false
 
-    @Option(name: .customLong("max-connections"), help: "Most APNs connections per app (opened only while the open ones are full; default 8).")
+    @Option(
+        name: .customLong("max-connections"),
+        help: "Most APNs connections per app (opened only while the open ones are full; kept open; default 16).")
     var maximumConnections: String?
 
-    @Option(name: .customLong("max-streams"), help: "Most concurrent streams per APNs connection (the server may allow fewer; default 100).")
+    @Option(
+        name: .customLong("max-streams"),
+        help: "A cap on concurrent streams per APNs connection (default: what the server allows, 1,000 at APNs).")
     var maximumStreams: String?
 
     /// Unconditional: the value may start with a dash (`--http-port -1`, as documented).
@@ -107,7 +111,11 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")
     var apiKeyFile: String?
 
-    @Option(name: .customLong("instance-id"), help: "This instance's name in the ledger's work leases (default local).")
+    @Option(
+        name: .customLong("instance-id"),
+        help: ArgumentHelp(
+            "This instance's name in the ledger's work leases; one live process per id "
+                + "(default: local with -d, unique per process with --store)."))
     var instanceID: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error (default info).")

@@ -47,6 +47,17 @@ struct GatewayCrashTests {
 
     /// Starts `pushgate -f` against the simulator and waits until it says it is ready.
     static func startDaemon(database: String, simulator: RunningAPNsSimulator, keyPath: String) async throws -> Daemon {
+        let daemon = try launchDaemon(database: database, simulator: simulator, keyPath: keyPath)
+        let (process, output) = (daemon.process, daemon.output)
+        try await eventually("the daemon is ready", timeout: .seconds(60)) {
+            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+            return output.text.contains("pushgate ready")
+        }
+        return daemon
+    }
+
+    /// Starts `pushgate -f` against the simulator without waiting for it.
+    static func launchDaemon(database: String, simulator: RunningAPNsSimulator, keyPath: String) throws -> Daemon {
         let registrationPort = ExternalTools.freeTCPPort()
         let notificationPort = ExternalTools.freeTCPPort()
         let process = Process()
@@ -62,16 +73,14 @@ struct GatewayCrashTests {
         process.standardOutput = FileHandle.nullDevice
         pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
         try process.run()
-        try await eventually("the daemon is ready", timeout: .seconds(60)) {
-            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
-            return output.text.contains("pushgate ready")
-        }
         return Daemon(process: process, output: output, notificationPort: notificationPort)
     }
 
-    /// Runs a broadcast, interrupts the daemon with `signal` once `interruptAfter` devices were
-    /// reached, restarts it and waits until every device has the notification.
-    static func interruptedBroadcast(signal: Int32, interruptAfter: Int) async throws -> (atInterrupt: Int, total: Int, exitSeconds: Double) {
+    /// A database of `devices` devices in group "all", and a slow simulator (50 streams, 10 ms each: about
+    /// 5,000/s, so that an interruption lands mid-broadcast) that knows the key at `keyPath`.
+    static func withPreparedDatabase<T: Sendable>(
+        _ body: (_ database: String, _ simulator: RunningAPNsSimulator, _ keyPath: String) async throws -> T
+    ) async throws -> T {
         let directory = try TemporaryDirectory()
         let database = directory.path("gateway.db")
         try await prepareDatabase(at: database)
@@ -80,13 +89,20 @@ struct GatewayCrashTests {
 
         var configuration = APNsSimulator.Configuration()
         configuration.tokenKeys = [ProviderTokenKey(keyID: keyID, teamID: teamID, publicKey: key.publicKey)]
-        // A slow APNs (50 streams, 10 ms each: about 5,000/s) so the interruption lands mid-broadcast.
         configuration.maxConcurrentStreams = 50
         configuration.faults.latencyMilliseconds = 10
         configuration.recordLimit = 0
         configuration.logger = TestLogger.make("simulator")
         return try await APNsSimulator.withRunning(configuration) { simulator in
-            let first = try await startDaemon(database: database, simulator: simulator, keyPath: directory.path("AuthKey.p8"))
+            try await body(database, simulator, directory.path("AuthKey.p8"))
+        }
+    }
+
+    /// Runs a broadcast, interrupts the daemon with `signal` once `interruptAfter` devices were
+    /// reached, restarts it and waits until every device has the notification.
+    static func interruptedBroadcast(signal: Int32, interruptAfter: Int) async throws -> (atInterrupt: Int, total: Int, exitSeconds: Double) {
+        try await withPreparedDatabase { database, simulator, keyPath in
+            let first = try await startDaemon(database: database, simulator: simulator, keyPath: keyPath)
             try UDPSender(port: first.notificationPort).send(#"{"groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "broadcast"}}}"#)
             try await eventually("broadcast under way") { simulator.stats().accepted >= interruptAfter }
             let interruptedAt = ContinuousClock.now
@@ -98,7 +114,7 @@ struct GatewayCrashTests {
             if ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"] != nil { print(first.output.text) }
             #expect(atInterrupt < devices, "the interruption came too late to test anything")
 
-            let second = try await startDaemon(database: database, simulator: simulator, keyPath: directory.path("AuthKey.p8"))
+            let second = try await startDaemon(database: database, simulator: simulator, keyPath: keyPath)
             defer { kill(second.process.processIdentifier, SIGKILL) }
             try await eventually("every device reached after the restart", timeout: .seconds(180)) {
                 simulator.stats().devices >= devices
@@ -123,6 +139,23 @@ struct GatewayCrashTests {
         // the transport shim) and the outcomes of one progress batch not yet written.
         let window = 2_000 + Dispatcher.Configuration(instanceID: InstanceID("window")).progressBatch
         #expect(duplicates <= window, "duplicates beyond the in-flight and unrecorded window")
+    }
+
+    @Test(
+        "a second process on the same SQLite file is refused at once (exit 78); the first serves on",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+    func secondProcessOnOneFileRefused() async throws {
+        try await Self.withPreparedDatabase { database, simulator, keyPath in
+            let first = try await Self.startDaemon(database: database, simulator: simulator, keyPath: keyPath)
+            defer { kill(first.process.processIdentifier, SIGKILL) }
+            let second = try Self.launchDaemon(database: database, simulator: simulator, keyPath: keyPath)
+            defer { kill(second.process.processIdentifier, SIGKILL) }
+            try await eventually("the second process gives up", timeout: .seconds(30)) { !second.process.isRunning }
+            #expect(second.process.terminationStatus == 78)
+            #expect(second.output.text.contains("another pushgate process uses it"))
+            #expect(!second.output.text.contains("pushgate ready"))
+            #expect(first.process.isRunning)
+        }
     }
 
     @Test(

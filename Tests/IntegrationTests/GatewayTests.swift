@@ -1,6 +1,10 @@
 import APNsSimulator
 import Foundation
+import Logging
 import PushgateCore
+import PushgateGateway
+import PushgateSQLite
+import Synchronization
 import Testing
 
 /// The gateway end to end: real UDP datagrams in, the real SQLite store, the real APNs client, the
@@ -201,5 +205,70 @@ struct GatewayTests {
             #expect(context.simulator.deliveries(device: Self.token(1)).accepted == 1)
             #expect(context.simulator.deliveries(device: Self.token(9)).accepted == 1)
         }
+    }
+}
+
+/// The claim of an instance id (PostgreSQL's rule, on the SQLite store's heartbeat table, which follows
+/// the same contract), with a wall clock that moves only when the claim sleeps.
+@Suite("Instance id claim: one live process per id")
+struct InstanceClaimTests {
+    static let id = InstanceID("shared")
+    static let timeToLive = Duration.seconds(15)
+
+    /// A fresh store whose id `holder` claimed now.
+    static func claimed(by holder: String) async throws -> (TemporaryDirectory, SQLiteStore, ManualWallClock) {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("claims.db"))
+        let clock = ManualWallClock()
+        try await store.claimInstance(id, holder: holder, now: clock.now(), timeToLive: timeToLive)
+        return (directory, store, clock)
+    }
+
+    @Test("a claim its holder keeps renewing is refused after one time to live; the work never starts")
+    func liveHolderRefused() async throws {
+        let (directory, store, clock) = try await Self.claimed(by: "other")
+        defer { withExtendedLifetime(directory) {} }
+        let started = Mutex(false)
+        let claim = InstanceClaim(
+            leases: store, id: Self.id, holder: "me", timeToLive: Self.timeToLive, clock: clock,
+            logger: Logger(label: "test"), work: { started.withLock { $0 = true } },
+            sleep: { duration in
+                clock.advance(by: Double(duration.components.seconds))
+                // The other process is alive: it renews while we wait.
+                try await store.renewInstance(Self.id, holder: "other", now: clock.now(), timeToLive: Self.timeToLive)
+            })
+        await #expect(throws: Gateway.StartupError.self) { try await claim.run() }
+        #expect(!started.withLock { $0 }, "refused before the work started")
+        #expect(clock.now() >= ManualWallClock().now().addingTimeInterval(15), "waited one time to live first")
+    }
+
+    @Test("a claim left by a dead holder is waited out and taken over, renewed while the work runs, released after")
+    func deadHolderTakenOver() async throws {
+        let (directory, store, clock) = try await Self.claimed(by: "crashed")
+        defer { withExtendedLifetime(directory) {} }
+        let (renewedTwice, signal) = AsyncStream<Void>.makeStream()
+        let renewSleeps = Mutex(0)
+        let claim = InstanceClaim(
+            leases: store, id: Self.id, holder: "me", timeToLive: Self.timeToLive, clock: clock,
+            logger: Logger(label: "test"),
+            work: {
+                for await _ in renewedTwice { break }
+                // 15 s after the claim: without the two renewals it would have lapsed by now.
+                await #expect(throws: StoreError.instanceIDInUse(Self.id)) {
+                    try await store.claimInstance(Self.id, holder: "next", now: clock.now(), timeToLive: Self.timeToLive)
+                }
+            },
+            sleep: { duration in
+                clock.advance(by: Double(duration.components.seconds))
+                guard duration == Self.timeToLive / 3 else { return }
+                // The third renewal sleep: two renewals happened; hold here until the work ends.
+                if renewSleeps.withLock({ $0 += 1; return $0 }) == 3 {
+                    signal.yield()
+                    try await Task.sleep(for: .seconds(3_600))
+                }
+            })
+        try await claim.run()
+        // Released: the next process claims the id at once.
+        try await store.claimInstance(Self.id, holder: "next", now: clock.now(), timeToLive: Self.timeToLive)
     }
 }

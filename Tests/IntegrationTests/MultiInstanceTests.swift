@@ -32,22 +32,40 @@ struct MultiInstanceTests {
         let notificationPort: Int
     }
 
+    /// The `--instance-id` an instance is started with.
+    enum InstanceChoice {
+        /// Its name.
+        case name
+        case explicit(String)
+        /// None: the default, unique per process with PostgreSQL.
+        case unset
+
+        func arguments(_ name: String) -> [String] {
+            switch self {
+            case .name: ["--instance-id", name]
+            case .explicit(let id): ["--instance-id", id]
+            case .unset: []
+            }
+        }
+    }
+
     /// Starts `pushgate -f --store …` (password through the environment) without waiting for it.
     static func start(
         _ name: String, keyID: String, keyPath: String, database: PostgresTestDatabase, simulator: RunningAPNsSimulator,
-        chunkSize: Int, leaseSeconds: Int = 30
+        chunkSize: Int, leaseSeconds: Int = 30, instanceID: InstanceChoice = .name
     ) throws -> Instance {
         let registrationPort = ExternalTools.freeTCPPort()
         let notificationPort = ExternalTools.freeTCPPort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = [
-            "-f", "--store", database.urlWithoutPassword, "--instance-id", name, "-l", "127.0.0.1",
+            "-f", "--store", database.urlWithoutPassword, "-l", "127.0.0.1",
             "-g", "\(registrationPort)", "-n", "\(notificationPort)", "--http-port", "0",
             "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key", keyPath,
             "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
             "--chunk-size", "\(chunkSize)", "--lease", "\(leaseSeconds)",
-        ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
+        ] + instanceID.arguments(name)
+            + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         environment["PUSHGATE_STORE_PASSWORD"] = database.password
         process.environment = environment
@@ -200,6 +218,70 @@ struct MultiInstanceTests {
             #expect(duplicates <= chunkSize, "duplicates bounded by the dead instance's one chunk in flight")
             #expect(stats.duplicates == duplicates)
         }
+    }
+
+    @Test("one explicit id, two processes: the second refused (exit 78) while the first lives, taken over once it died")
+    func liveInstanceIDRefused() async throws {
+        let database = try PostgresTestDatabase()
+        defer { database.drop() }
+        try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
+            let (name, keyID) = Self.instances[0]
+            func start() throws -> Instance {
+                try Self.start(
+                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
+                    chunkSize: 1_000, instanceID: .explicit("shared"))
+            }
+            let first = try start()
+            defer { kill(first.process.processIdentifier, SIGKILL) }
+            try await Self.waitUntilReady(first)
+
+            let second = try start()
+            defer { kill(second.process.processIdentifier, SIGKILL) }
+            // The second waits one time to live (15 s) for the claim to lapse; the first keeps renewing it.
+            try await eventually("the second instance gives up", timeout: .seconds(90)) { !second.process.isRunning }
+            #expect(second.process.terminationStatus == 78)
+            #expect(second.output.text.contains("shared is in use by another live process"))
+            #expect(first.process.isRunning, "the first instance runs on")
+
+            // A crash leaves the claim behind: a restart with the same id waits it out and takes over.
+            kill(first.process.processIdentifier, SIGKILL)
+            try await eventually("the first instance died", timeout: .seconds(30)) { !first.process.isRunning }
+            let restarted = try start()
+            defer { kill(restarted.process.processIdentifier, SIGKILL) }
+            try await eventually("the restart took the id over", timeout: .seconds(60)) {
+                restarted.output.text.contains("instance id taken over")
+            }
+            #expect(restarted.output.text.contains("waiting for its claim to lapse"))
+        }
+    }
+
+    @Test("two instances left on their default ids: the ids differ, and both serve")
+    func defaultInstanceIDsDiffer() async throws {
+        let database = try PostgresTestDatabase()
+        defer { database.drop() }
+        try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
+            let running = try Self.instances.map { name, keyID in
+                try Self.start(
+                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
+                    chunkSize: 1_000, instanceID: .unset)
+            }
+            defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
+            for instance in running { try await Self.waitUntilReady(instance) }
+            let ids = running.map { Self.instanceID(in: $0.output.text) }
+            print("default instance ids: \(ids)")
+            #expect(ids.allSatisfy { $0 != nil && $0 != "local" }, "each logs a per-process id")
+            #expect(ids[0] != ids[1], "unique per process")
+            let claimed = try database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).instance")
+            #expect(claimed == "2", "each claimed its own id")
+        }
+    }
+
+    /// The `push.instance` of the "pushgate starting" line.
+    static func instanceID(in log: String) -> String? {
+        guard let line = log.split(separator: "\n").first(where: { $0.contains("pushgate starting") }),
+            let range = line.range(of: "push.instance=")
+        else { return nil }
+        return String(line[range.upperBound...].prefix { !$0.isWhitespace })
     }
 
     @Test("two instances started at once on an empty database: the schema is migrated once, and both serve")

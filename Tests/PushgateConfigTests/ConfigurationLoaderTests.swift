@@ -40,11 +40,27 @@ struct ConfigurationLoaderTests {
         #expect(configuration.udp.notificationPort == 7874)
         #expect(configuration.http.port == 7880)
         #expect(configuration.store.path == "pushgate.db")
-        #expect(configuration.instanceID == "local")
+        #expect(configuration.instanceID == nil, "chosen by the store at start")
         #expect(configuration.apps.map(\.name) == [Registration.defaultApp])
         #expect(configuration.apps[0].authentication == .certificate(file: "pushd.crt", key: "pushd.key"))
         #expect(configuration.apps[0].pool == GatewayConfiguration.App.Pool())
+        #expect(configuration.apps[0].pool.maximumConnections == 16, "16 x 1,000 streams: 100,000/s up to 160 ms")
+        #expect(configuration.apps[0].pool.maximumStreams == nil, "as many streams as the server allows")
         #expect(configuration.apiKeys.isEmpty)
+    }
+
+    @Test("max streams: a cap from the file, the environment or a flag; validated when given")
+    func maximumStreamsCap() async throws {
+        let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"])
+        #expect(fromEnvironment.apps[0].pool.maximumStreams == 500)
+        let fromFlag = try await load(
+            environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"],
+            appFlags: ["pool.maxStreams": ("250", "--max-streams")])
+        #expect(fromFlag.apps[0].pool.maximumStreams == 250, "--max-streams over the environment")
+        let zero = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(appFlags: ["pool.maxStreams": ("0", "--max-streams")])
+        }
+        #expect(zero == ConfigurationProblem(key: "--max-streams", "must be at least 1"))
     }
 
     @Test("flags win over the environment, the environment over the file, the file over the defaults")
@@ -158,7 +174,8 @@ struct ConfigurationLoaderTests {
         #expect(news.topic == "com.example.news")
         #expect(news.environment == .production)
         #expect(news.authentication == .certificate(file: "/etc/pushgate/news.crt", key: "/etc/pushgate/news.key"))
-        #expect(news.pool.maximumConnections == 8)
+        #expect(news.pool.maximumConnections == 16)
+        #expect(news.pool.maximumStreams == nil, "the example leaves the streams to the server")
         #expect(news.transport == .http2)
         let weather = configuration.apps[1]
         #expect(weather.environment == .sandbox)

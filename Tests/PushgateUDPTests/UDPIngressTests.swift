@@ -89,6 +89,19 @@ struct UDPIngressTests {
         }
     }
 
+    @Test("a notification to a known and an unknown group is accepted (the C pushd delivered to the groups that exist)")
+    func knownAndUnknownGroups() async throws {
+        let intake = FakeIntake(knownGroups: ["Choom"])
+        try await withIngress(registry: FakeRegistry(), intake: intake) { running in
+            try running.notify(#"{"groups": ["Choom", "Nobody"], "payload": {"aps": {"alert": "hi"}}}"#)
+            try running.notify(#"{"groups": ["Nobody", "Nobody2"], "payload": {"aps": {"alert": "hi"}}}"#)
+            #expect(
+                await running.observer.wait { $0.notification.applied == 1 && $0.notification.rejectedTotal == 1 })
+            #expect(intake.requests.map(\.groups) == [["Choom", "Nobody"]])
+            #expect(running.ingress.statistics.notification.rejected == ["unknown_group": 1], "all unknown: rejected")
+        }
+    }
+
     @Test("bad datagrams change nothing, are counted by reason, and the listener keeps serving")
     func badDatagrams() async throws {
         let registry = FakeRegistry()

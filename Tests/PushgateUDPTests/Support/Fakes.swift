@@ -126,8 +126,12 @@ final class FakeIntake: NotificationIntake {
             return state.next.isEmpty ? nil : state.next.removeFirst()
         }
         if let failure { throw failure }
-        if let unknown = request.groups.first(where: { !knownGroups.contains($0) }) {
-            throw StoreError.unknownGroup(app: request.app, group: unknown)
+        // The store's rule: unknown groups target nothing; only a request whose groups are all unknown and
+        // that names no device is rejected.
+        if request.devices.isEmpty, let first = request.groups.first,
+            request.groups.allSatisfy({ !knownGroups.contains($0) })
+        {
+            throw StoreError.unknownGroup(app: request.app, group: first)
         }
         stored.withLock { $0.append(request) }
         return EnqueueResult(id: request.id, targetCount: request.devices.count + request.groups.count)
