@@ -13,6 +13,8 @@ import PackageDescription
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("InternalImportsByDefault"),
+    // Our targets only: a warning in our code fails the build (CI's "warnings as errors").
+    .treatAllWarnings(as: .error),
 ]
 
 let package = Package(

@@ -1,7 +1,7 @@
 public import NIOCore
 import NIOSSL
-public import PushgateCore
 public import PushTransport
+public import PushgateCore
 
 extension APNsClient {
     public typealias Endpoint = PushTransport.Endpoint
@@ -64,7 +64,10 @@ extension APNsClient {
             case .token: certificate = nil
             }
             return try TransportTLS.makeContext(
-                trustRoots: trustRoots, certificate: certificate, applicationProtocols: ["h2"])
+                trustRoots: trustRoots,
+                certificate: certificate,
+                applicationProtocols: ["h2"]
+            )
         }
     }
 }

@@ -3,8 +3,8 @@ import NIOConcurrencyHelpers
 public import NIOCore
 import NIOPosix
 import NIOSSL
-public import PushgateCore
 public import PushTransport
+public import PushgateCore
 public import ServiceLifecycle
 
 /// A client for the APNs HTTP/2 provider API: one pool of connections for one set of credentials and
@@ -26,7 +26,9 @@ public final class APNsClient: Sendable {
     /// - Parameter metrics: where the client's metrics go (`APNsClientMetrics`, made with the gateway's
     ///   `MetricsFactory`); nothing is recorded by default.
     public init(
-        configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil,
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil,
         metrics: APNsClientMetrics = .disabled
     ) throws {
         var logger = logger ?? Logger(label: "pushgate.apns")
@@ -50,33 +52,51 @@ public final class APNsClient: Sendable {
         }
         let plugin = APNsHTTP2Plugin(
             connection: .init(
-                pingInterval: configuration.pingInterval, pingTimeout: configuration.pingTimeout,
+                pingInterval: configuration.pingInterval,
+                pingTimeout: configuration.pingTimeout,
                 idleTimeout: configuration.idleTimeout,
                 // A rate-limited connection counts as full at `rate` streams, so that sustained load
                 // opens more connections (the C pushd's `-r` behaviour) instead of queueing.
-                maximumStreams: [configuration.maximumStreamsPerConnection, configuration.maximumNotificationsPerSecondPerConnection]
-                    .compactMap { $0 }.min()),
-            authority: configuration.endpoint.host, tickInterval: configuration.tickInterval,
+                maximumStreams: [
+                    configuration.maximumStreamsPerConnection, configuration.maximumNotificationsPerSecondPerConnection,
+                ]
+                .compactMap { $0 }.min()
+            ),
+            authority: configuration.endpoint.host,
+            tickInterval: configuration.tickInterval,
             requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection,
-            tokenSource: tokenSource, metrics: metrics, logger: logger)
+            tokenSource: tokenSource,
+            metrics: metrics,
+            logger: logger
+        )
         self.pool = ConnectionPool(
             configuration: .init(
-                endpoint: configuration.endpoint, tlsContext: tlsContext,
+                endpoint: configuration.endpoint,
+                tlsContext: tlsContext,
                 pool: .init(
                     maximumConnections: configuration.maximumConnections,
                     reconnectBaseDelay: configuration.reconnectBaseDelay,
                     reconnectMaximumDelay: configuration.reconnectMaximumDelay,
-                    maximumQueued: configuration.maximumQueuedRequests),
-                connectTimeout: configuration.connectTimeout, requestTimeout: configuration.requestTimeout,
-                maximumResends: configuration.maximumUnprocessedAttempts, tickInterval: configuration.tickInterval,
-                assumedStreamsPerConnection: plugin.connection.maximumStreams.map { min($0, 1000) } ?? 1000),
-            plugin: plugin, group: group, logger: logger)
+                    maximumQueued: configuration.maximumQueuedRequests
+                ),
+                connectTimeout: configuration.connectTimeout,
+                requestTimeout: configuration.requestTimeout,
+                maximumResends: configuration.maximumUnprocessedAttempts,
+                tickInterval: configuration.tickInterval,
+                assumedStreamsPerConnection: plugin.connection.maximumStreams.map { min($0, 1000) } ?? 1000
+            ),
+            plugin: plugin,
+            group: group,
+            logger: logger
+        )
         pool.start()
     }
 
     /// Runs `body` with a client and shuts it down afterwards, whatever happens.
     public static func withClient<Result: Sendable>(
-        configuration: Configuration, eventLoopGroup: (any EventLoopGroup)? = nil, logger: Logger? = nil,
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil,
         _ body: (APNsClient) async throws -> Result
     ) async throws -> Result {
         let client = try APNsClient(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger)
@@ -115,7 +135,9 @@ public final class APNsClient: Sendable {
     /// Sends one notification to one device and waits for the outcome. Cancelling the task abandons
     /// the request and frees its stream.
     public func send(
-        _ notification: PreparedNotification, to deviceToken: DeviceToken, apnsID: APNsID? = nil,
+        _ notification: PreparedNotification,
+        to deviceToken: DeviceToken,
+        apnsID: APNsID? = nil,
         deadline: NIODeadline? = nil
     ) async -> APNsOutcome {
         let receiver = SingleOutcomeReceiver()
@@ -123,7 +145,13 @@ public final class APNsClient: Sendable {
             await withCheckedContinuation { continuation in
                 receiver.install(continuation)
                 let ids = pool.submit([
-                    APNsRequest(notification: notification, deviceToken: deviceToken, apnsID: apnsID, receiver: receiver, deadline: deadline)
+                    APNsRequest(
+                        notification: notification,
+                        deviceToken: deviceToken,
+                        apnsID: apnsID,
+                        receiver: receiver,
+                        deadline: deadline
+                    )
                 ])
                 // Cancelled before the id was known: abandon it now rather than at its deadline.
                 if receiver.submitted(id: ids[0]) { pool.cancel(poolRequestID: ids[0]) }

@@ -3,8 +3,8 @@ public import Logging
 import NIOCore
 import NIOPosix
 import NIOSSL
-public import PushgateCore
 public import PushTransport
+public import PushgateCore
 public import ServiceLifecycle
 
 /// Polls the legacy feedback service: connects with the app's certificate, reads the tuples (timestamp,

@@ -2,8 +2,8 @@ import Logging
 import NIOCore
 import NIOSSL
 import NIOTLS
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// What a legacy connection handler needs from its pool.
 protocol LegacyConnectionDelegate: AnyObject, Sendable {

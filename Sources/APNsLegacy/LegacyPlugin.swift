@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// A request inside the legacy pool: the caller's request and how often it was sent again.
 struct LegacyPooledRequest: TransportPooledRequest {

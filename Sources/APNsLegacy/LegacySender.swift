@@ -2,8 +2,8 @@ import Foundation
 public import Logging
 import NIOCore
 import NIOPosix
-public import PushgateCore
 public import PushTransport
+public import PushgateCore
 public import ServiceLifecycle
 
 /// Sends notifications over Apple's legacy binary provider interface (the frame format, command 2),

@@ -96,7 +96,11 @@ public struct APNsSimulator: Service {
                 controlPort = control.localAddress?.port
             }
             let legacyPorts = try await LegacyGatewayServer.bind(
-                configuration, core: core.legacy, sslContext: material.sslContext, group: group)
+                configuration,
+                core: core.legacy,
+                sslContext: material.sslContext,
+                group: group
+            )
             channels.append(contentsOf: legacyPorts.channels)
             let running = RunningAPNsSimulator(
                 host: configuration.host,

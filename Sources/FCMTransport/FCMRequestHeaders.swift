@@ -1,6 +1,6 @@
 package import NIOCore
-package import PushgateCore
 package import PushTransport
+package import PushgateCore
 
 /// The header block of one `messages:send` request, HPACK-encoded with the connection's encoder
 /// (the shared `HPACKRequestEncoder`, as for APNs).
@@ -27,7 +27,9 @@ package struct FCMRequestHeaders: Sendable {
 
     /// Writes the block (not the frame header) for a body of `contentLength` bytes.
     package func write(
-        accessToken: FCMAccessToken, contentLength: Int, encoder: inout HPACKRequestEncoder,
+        accessToken: FCMAccessToken,
+        contentLength: Int,
+        encoder: inout HPACKRequestEncoder,
         into buffer: inout ByteBuffer
     ) {
         encoder.writePendingSizeUpdate(into: &buffer)
@@ -37,8 +39,10 @@ package struct FCMRequestHeaders: Sendable {
         encoder.writeIndexable(name: ":authority", value: authority, into: &buffer)
         encoder.writeIndexable(name: "content-type", value: Self.contentType, into: &buffer)
         HPACKRequestEncoder.writeNotIndexed(
-            staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: accessToken.authorizationHeaderValue,
-            into: &buffer)
+            staticNameIndex: HPACKRequestEncoder.StaticName.authorization,
+            value: accessToken.authorizationHeaderValue,
+            into: &buffer
+        )
         HPACKRequestEncoder.writeNotIndexed(name: "content-length", value: String(contentLength), into: &buffer)
     }
 }

@@ -1,6 +1,6 @@
 public import NIOCore
-public import PushgateCore
 public import PushTransport
+public import PushgateCore
 
 /// Receives the outcome of each message submitted to the FCM transport.
 ///
@@ -22,7 +22,10 @@ public struct FCMSendRequest: Sendable, TransportSubmission {
     public var deadline: NIODeadline?
 
     public init(
-        message: FCMMessage, token: String, tag: UInt64 = 0, receiver: any FCMOutcomeReceiver,
+        message: FCMMessage,
+        token: String,
+        tag: UInt64 = 0,
+        receiver: any FCMOutcomeReceiver,
         deadline: NIODeadline? = nil
     ) {
         self.message = message

@@ -29,9 +29,10 @@ public struct ClientCertificate: Sendable {
             throw TransportSetupError.unreadableFile(path: certificatePath, what: "client certificate (PEM)")
         }
         // NIOSSL's PEM readers stop at blocks of another kind, so a combined file is split by hand.
-        let chain = (try? pemBlocks(in: certificateFile, labelled: "CERTIFICATE").map {
-            try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem)
-        }) ?? []
+        let chain =
+            (try? pemBlocks(in: certificateFile, labelled: "CERTIFICATE").map {
+                try NIOSSLCertificate(bytes: Array($0.utf8), format: .pem)
+            }) ?? []
         guard !chain.isEmpty else {
             throw TransportSetupError.unreadableFile(path: certificatePath, what: "client certificate (PEM)")
         }

@@ -1,4 +1,4 @@
-public import NIOCore
+import NIOCore
 public import PushgateCore
 
 /// Where a transport connects: a push service's host, or any `HOST:PORT` (a simulator, a proxy).
@@ -14,7 +14,11 @@ public struct Endpoint: Sendable, Hashable, CustomStringConvertible {
     /// Parses `HOST:PORT`, `[IPv6]:PORT`, or `HOST` (port 443).
     public init(parsing text: String) throws(ValidationError) {
         func fail() -> ValidationError {
-            ValidationError(code: .init("invalid_host"), field: "apns-host", message: "expected HOST:PORT, got \"\(text)\"")
+            ValidationError(
+                code: .init("invalid_host"),
+                field: "apns-host",
+                message: "expected HOST:PORT, got \"\(text)\""
+            )
         }
         var host = Substring(text)
         var port = 443

@@ -17,4 +17,3 @@ public protocol NotificationTransport: AnyObject, Sendable {
     /// the streams each may carry (the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by configuration).
     var inFlightCapacity: Int { get }
 }
-

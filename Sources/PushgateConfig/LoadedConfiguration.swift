@@ -1,7 +1,7 @@
 public import APNsHTTP2
-public import PushTransport
 import Crypto
 public import Foundation
+public import PushTransport
 public import PushgateCore
 
 /// A configuration whose files were read and checked: credentials parsed, certificates in date, API

@@ -1,6 +1,6 @@
 import APNsHTTP2
-import PushTransport
 import Foundation
+import PushTransport
 import PushgateCore
 import Synchronization
 
@@ -10,7 +10,8 @@ final class BackgroundResult<Value: Sendable>: Sendable {
     private let slot = Mutex<Result<Value, any Error>?>(nil)
 
     /// Starts `work` in `group`; when it ends, its result waits here and `signal` wakes the loop.
-    init(in group: inout DiscardingTaskGroup, signal: WakeSignal, _ work: @escaping @Sendable () async throws -> Value) {
+    init(in group: inout DiscardingTaskGroup, signal: WakeSignal, _ work: @escaping @Sendable () async throws -> Value)
+    {
         group.addTask { [self] in
             let result: Result<Value, any Error>
             do { result = .success(try await work()) } catch { result = .failure(error) }
@@ -61,8 +62,12 @@ final class ChunkDelivery {
     private(set) var completedChunk = false
 
     init(
-        chunk: WorkChunk, request: NotificationRequest, notification: PreparedNotification, route: DeliveryRoute,
-        dispatcher: Dispatcher, signal: WakeSignal
+        chunk: WorkChunk,
+        request: NotificationRequest,
+        notification: PreparedNotification,
+        route: DeliveryRoute,
+        dispatcher: Dispatcher,
+        signal: WakeSignal
     ) {
         self.chunk = chunk
         self.request = request
@@ -146,7 +151,9 @@ final class ChunkDelivery {
             switch outcome {
             case .leaseLost:
                 dispatcher.logger.warning(
-                    "lost the lease of a chunk; another instance resumes it", metadata: ["push.chunk": "\(chunk.id)"])
+                    "lost the lease of a chunk; another instance resumes it",
+                    metadata: ["push.chunk": "\(chunk.id)"]
+                )
                 isDone = true
             case .chunkCompleted:
                 completedChunk = true
@@ -186,8 +193,14 @@ final class ChunkDelivery {
                 }
                 order.complete(sequence: outcome.tag)
                 let disposition = OutcomeDisposition.decide(
-                    outcome.outcome, token: outcome.token, attempt: 1, request: request, policy: configuration.retryPolicy,
-                    now: now, using: &generator)
+                    outcome.outcome,
+                    token: outcome.token,
+                    attempt: 1,
+                    request: request,
+                    policy: configuration.retryPolicy,
+                    now: now,
+                    using: &generator
+                )
                 batch.add(disposition, token: outcome.token, at: now)
                 tally.add(outcome.outcome, disposition: disposition, request: request, now: now)
             }
@@ -197,8 +210,10 @@ final class ChunkDelivery {
                 dispatcher.logger.debug(
                     "device outcome",
                     metadata: [
-                        "push.request_id": "\(request.id)", "push.device": "\(outcome.token.hex)", "apns.outcome": "\(outcome.outcome)",
-                    ])
+                        "push.request_id": "\(request.id)", "push.device": "\(outcome.token.hex)",
+                        "apns.outcome": "\(outcome.outcome)",
+                    ]
+                )
             }
         }
     }
@@ -212,7 +227,9 @@ final class ChunkDelivery {
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
-            requests.append(APNsRequest(notification: notification, deviceToken: target.token, tag: sequence, receiver: collector))
+            requests.append(
+                APNsRequest(notification: notification, deviceToken: target.token, tag: sequence, receiver: collector)
+            )
         }
         bufferedHead += count
         collector.willSend(count)
@@ -252,7 +269,9 @@ final class ChunkDelivery {
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
         lastRecord = now
-        let (store, owner, clock, lease) = (dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration)
+        let (store, owner, clock, lease) = (
+            dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration
+        )
         recording = (
             BackgroundResult(in: &group, signal: signal) {
                 try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
@@ -288,7 +307,10 @@ struct SendOrder {
     }
 
     var isEmpty: Bool {
-        mutating get { advance(); return head == cursors.count }
+        mutating get {
+            advance()
+            return head == cursors.count
+        }
     }
 
     var firstPending: Int64? {
@@ -344,7 +366,14 @@ struct ProgressBatch {
 
     func progress(for chunk: WorkChunk, through: Int64, completes: Bool) -> ChunkProgress {
         ChunkProgress(
-            chunk: chunk, through: through, accepted: accepted, lastAPNsID: lastAPNsID, retries: retries, failures: failures,
-            invalidations: invalidations, completesChunk: completes)
+            chunk: chunk,
+            through: through,
+            accepted: accepted,
+            lastAPNsID: lastAPNsID,
+            retries: retries,
+            failures: failures,
+            invalidations: invalidations,
+            completesChunk: completes
+        )
     }
 }

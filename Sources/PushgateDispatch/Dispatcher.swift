@@ -1,7 +1,7 @@
-public import APNsHTTP2
-public import PushTransport
+import APNsHTTP2
 import Foundation
 public import Logging
+public import PushTransport
 public import PushgateCore
 public import ServiceLifecycle
 import Synchronization
@@ -76,8 +76,11 @@ public final class Dispatcher: Service, NotificationIntake {
     let random = Mutex(SystemRandomNumberGenerator())
 
     public init(
-        store: any PushStore, routes: [String: DeliveryRoute], configuration: Configuration,
-        clock: any WallClock = SystemWallClock(), logger: Logger = Logger(label: "pushgate.dispatch"),
+        store: any PushStore,
+        routes: [String: DeliveryRoute],
+        configuration: Configuration,
+        clock: any WallClock = SystemWallClock(),
+        logger: Logger = Logger(label: "pushgate.dispatch"),
         metrics: DispatchMetrics = .disabled
     ) {
         self.metrics = metrics
@@ -87,7 +90,11 @@ public final class Dispatcher: Service, NotificationIntake {
         self.clock = clock
         self.logger = logger
         self.storeHealth = StoreHealth(
-            backoff: configuration.storeBackoff, clock: clock, logger: logger, factory: metrics.factory)
+            backoff: configuration.storeBackoff,
+            clock: clock,
+            logger: logger,
+            factory: metrics.factory
+        )
     }
 
     /// Notifications that may be sent and not yet answered: the sum of what the routes' transports can
@@ -119,7 +126,11 @@ public final class Dispatcher: Service, NotificationIntake {
         workAdded.store(true, ordering: .releasing)
         logger.debug(
             "notification request queued",
-            metadata: ["push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)", "push.app": "\(request.app)"])
+            metadata: [
+                "push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)",
+                "push.app": "\(request.app)",
+            ]
+        )
         wake.signal()
         return result
     }
@@ -150,12 +161,17 @@ public final class Dispatcher: Service, NotificationIntake {
     /// answers (or the dispatcher stops).
     private func releaseOwnLeases() async {
         while !isStopping {
-            if let released = await storeHealth.attempt(.releaseLeases, {
-                try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
-            }) {
+            if let released = await storeHealth.attempt(
+                .releaseLeases,
+                {
+                    try await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
+                }
+            ) {
                 if released > 0 {
                     logger.info(
-                        "resuming work left by the previous run", metadata: ["push.leases_released": "\(released)"])
+                        "resuming work left by the previous run",
+                        metadata: ["push.leases_released": "\(released)"]
+                    )
                 }
                 return
             }
@@ -188,15 +204,22 @@ public final class Dispatcher: Service, NotificationIntake {
     /// the store answers.
     private func loop(active: inout [ChunkDelivery], group: inout DiscardingTaskGroup) async {
         var machine = DispatchLoop(
-            idleInterval: configuration.idleInterval, progressInterval: configuration.progressInterval)
+            idleInterval: configuration.idleInterval,
+            progressInterval: configuration.progressInterval
+        )
         /// Claimed chunks whose start failed on a store error (still leased to us).
         var unstarted: [WorkChunk] = []
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
             let snapshot = DispatchLoop.Snapshot(
-                now: clock.now(), stopRequested: isStopping, active: active.count,
-                allSent: active.allSatisfy(\.isAllSent), unstarted: unstarted.count,
-                storeAvailable: storeHealth.mayTry(), storeRetryAt: storeHealth.retryAt)
+                now: clock.now(),
+                stopRequested: isStopping,
+                active: active.count,
+                allSent: active.allSatisfy(\.isAllSent),
+                unstarted: unstarted.count,
+                storeAvailable: storeHealth.mayTry(),
+                storeRetryAt: storeHealth.retryAt
+            )
             switch machine.next(snapshot) {
             case .beginStop:
                 let deadline = snapshot.now.addingTimeInterval(configuration.shutdownGracePeriod.seconds)
@@ -210,8 +233,11 @@ public final class Dispatcher: Service, NotificationIntake {
             case .claimChunk:
                 let claim = await storeHealth.attempt(.claimChunk) {
                     try await store.claimChunk(
-                        owner: configuration.instanceID, now: snapshot.now, leaseDuration: configuration.leaseDuration,
-                        chunkSize: configuration.chunkSize)
+                        owner: configuration.instanceID,
+                        now: snapshot.now,
+                        leaseDuration: configuration.leaseDuration,
+                        chunkSize: configuration.chunkSize
+                    )
                 }
                 switch claim {
                 case .none: machine.claimed(.failed)
@@ -238,7 +264,9 @@ public final class Dispatcher: Service, NotificationIntake {
             case .idle(var until):
                 if storeHealth.mayTry(),
                     let next = await storeHealth.attempt(
-                        .nextWakeUp, { try await store.nextWakeUp(after: snapshot.now) }) ?? nil
+                        .nextWakeUp,
+                        { try await store.nextWakeUp(after: snapshot.now) }
+                    ) ?? nil
                 {
                     until = min(until, next)
                 }
@@ -259,7 +287,10 @@ public final class Dispatcher: Service, NotificationIntake {
         let expired = await storeHealth.attempt(.expireOverdue, { try await store.expireOverdue(now: now) })
         guard let expired else { return }
         for id in expired {
-            logger.info("notification request expired before every device was reached", metadata: ["push.request_id": "\(id)"])
+            logger.info(
+                "notification request expired before every device was reached",
+                metadata: ["push.request_id": "\(id)"]
+            )
             await logCompletion(of: id)
         }
     }
@@ -285,15 +316,28 @@ public final class Dispatcher: Service, NotificationIntake {
             return nil
         }
         if chunk.isTakeover {
-            logger.info("taking over an unfinished chunk", metadata: ["push.request_id": "\(chunk.requestID)", "push.chunk": "\(chunk.id)"])
+            logger.info(
+                "taking over an unfinished chunk",
+                metadata: ["push.request_id": "\(chunk.requestID)", "push.chunk": "\(chunk.id)"]
+            )
         }
-        let delivery = ChunkDelivery(chunk: chunk, request: request, notification: notification, route: route, dispatcher: self, signal: wake)
+        let delivery = ChunkDelivery(
+            chunk: chunk,
+            request: request,
+            notification: notification,
+            route: route,
+            dispatcher: self,
+            signal: wake
+        )
         // The first page is read here rather than in the background: one hand-over less between a
         // request's arrival and its first send.
         // On a store error the delivery reads it again itself, after the back-off.
-        if let page = await storeHealth.attempt(.readTargets, {
-            try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize)
-        }) {
+        if let page = await storeHealth.attempt(
+            .readTargets,
+            {
+                try await store.targets(of: chunk, after: chunk.progress, limit: configuration.pageSize)
+            }
+        ) {
             delivery.accept(page)
         }
         return delivery
@@ -303,7 +347,10 @@ public final class Dispatcher: Service, NotificationIntake {
         if let cached = prepared.withLock({ $0[id] }) { return cached }
         guard let request = try await store.request(id) else { return nil }
         guard routes[request.app] != nil else {
-            logger.error("request for an app that is not configured", metadata: ["push.request_id": "\(id)", "push.app": "\(request.app)"])
+            logger.error(
+                "request for an app that is not configured",
+                metadata: ["push.request_id": "\(id)", "push.app": "\(request.app)"]
+            )
             return nil
         }
         do {
@@ -320,8 +367,13 @@ public final class Dispatcher: Service, NotificationIntake {
     private func prepare(_ request: NotificationRequest) throws -> (NotificationRequest, PreparedNotification)? {
         guard let route = routes[request.app] else { return nil }
         let content = try NotificationContent(
-            topic: route.topic, pushType: request.pushType, priority: request.priority, expiration: request.expiration,
-            collapseID: request.collapseID, payload: request.payload)
+            topic: route.topic,
+            pushType: request.pushType,
+            priority: request.priority,
+            expiration: request.expiration,
+            collapseID: request.collapseID,
+            payload: request.payload
+        )
         let entry = (request, PreparedNotification(content))
         prepared.withLock { cache in
             if cache.count > 1_000 { cache.removeAll() }
@@ -342,8 +394,11 @@ public final class Dispatcher: Service, NotificationIntake {
             }
             cursor = page.scannedThrough
             _ = try await store.recordProgress(
-                batch.progress(for: chunk, through: cursor, completes: page.isEnd), owner: configuration.instanceID, now: clock.now(),
-                leaseDuration: configuration.leaseDuration)
+                batch.progress(for: chunk, through: cursor, completes: page.isEnd),
+                owner: configuration.instanceID,
+                now: clock.now(),
+                leaseDuration: configuration.leaseDuration
+            )
             if page.isEnd { return }
         }
     }
@@ -360,14 +415,18 @@ public final class Dispatcher: Service, NotificationIntake {
             return logged.insert(id).inserted
         }
         guard first else { return }
-        let failed = report.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: ",")
+        let failed = report.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(
+            separator: ","
+        )
         let duration = (report.finishedAt ?? clock.now()).timeIntervalSince(report.createdAt)
         logger.info(
             "notification request \(report.state)",
             metadata: [
                 "push.request_id": "\(id)", "push.app": "\(report.app)", "push.targets": "\(report.targets)",
-                "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)", "push.failed_by_reason": "\(failed)",
+                "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)",
+                "push.failed_by_reason": "\(failed)",
                 "push.duration_s": "\(String(format: "%.3f", duration))",
-            ])
+            ]
+        )
     }
 }

@@ -9,8 +9,13 @@ enum OutcomeDisposition: Equatable {
     case retry(at: Date, reason: String)
 
     static func decide(
-        _ outcome: APNsOutcome, token: DeviceToken, attempt: Int, request: NotificationRequest, policy: RetryPolicy,
-        now: Date, using generator: inout some RandomNumberGenerator
+        _ outcome: APNsOutcome,
+        token: DeviceToken,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
     ) -> OutcomeDisposition {
         switch outcome.outcomeClass {
         case .accepted:
@@ -24,11 +29,21 @@ enum OutcomeDisposition: Equatable {
             return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: invalidation)
         case .retryable, .connectionFatal:
             switch policy.decide(
-                after: outcome.outcomeClass, attempt: attempt, expiration: request.expiration, firstAttemptAt: request.createdAt,
-                now: now, using: &generator)
+                after: outcome.outcomeClass,
+                attempt: attempt,
+                expiration: request.expiration,
+                firstAttemptAt: request.createdAt,
+                now: now,
+                using: &generator
+            )
             {
             case .retry(let delay):
-                return .retry(at: now.addingTimeInterval(Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18), reason: outcome.reasonLabel)
+                return .retry(
+                    at: now.addingTimeInterval(
+                        Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
+                    ),
+                    reason: outcome.reasonLabel
+                )
             case .giveUp:
                 return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: nil)
             }

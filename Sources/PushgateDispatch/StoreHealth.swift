@@ -1,7 +1,7 @@
-public import CoreMetrics
+import CoreMetrics
 public import Foundation
 import Logging
-public import PushgateCore
+import PushgateCore
 import Synchronization
 
 /// The dispatcher's store operations, as named in logs and in `pushgate_store_failures_total`.

@@ -1,11 +1,11 @@
 import Foundation
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Musl)
-    import Musl
+import Musl
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif
 
 /// One process per SQLite file: an exclusive `flock` on `PATH.lock`, held while the gateway runs. The
@@ -27,7 +27,8 @@ final class DatabaseFileLock: Sendable {
             close(descriptor)
             throw Gateway.StartupError(
                 description: "-d: \(databasePath): \(reason) (one SQLite file serves one process; "
-                    + "share a database between instances with --store postgres://...)")
+                    + "share a database between instances with --store postgres://...)"
+            )
         }
     }
 

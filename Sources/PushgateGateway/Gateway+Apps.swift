@@ -38,10 +38,22 @@ struct SingleAppRegistry: DeviceRegistry {
     func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
         try await base.devices(app: resolve(app), group: group, after: after, limit: limit)
     }
-    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+    func invalidate(
+        app: String,
+        token: DeviceToken,
+        reason: APNsReason,
+        appleTimestamp: Date?,
+        at: Date
+    )
         async throws -> InvalidationResult
     {
-        try await base.invalidate(app: resolve(app), token: token, reason: reason, appleTimestamp: appleTimestamp, at: at)
+        try await base.invalidate(
+            app: resolve(app),
+            token: token,
+            reason: reason,
+            appleTimestamp: appleTimestamp,
+            at: at
+        )
     }
 }
 
@@ -63,20 +75,28 @@ extension Gateway.Configuration {
     public init(_ loaded: LoadedConfiguration) {
         let configuration = loaded.configuration
         var udp = UDPIngress.Configuration(
-            host: configuration.listen, registrationPort: configuration.udp.registrationPort,
-            notificationPort: configuration.udp.notificationPort)
+            host: configuration.listen,
+            registrationPort: configuration.udp.registrationPort,
+            notificationPort: configuration.udp.notificationPort
+        )
         // The kernel charges ~830 bytes per small datagram: 64 MiB (128 MiB granted, forced when root)
         // holds a 100,000-registration burst even while a debug build writes slowly.
         udp.receiveBufferBytes = 64 << 20
         self.init(
-            databasePath: configuration.store.path, udp: udp,
-            apps: loaded.apps.map { Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0)) },
-            dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value)))
+            databasePath: configuration.store.path,
+            udp: udp,
+            apps: loaded.apps.map {
+                Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0))
+            },
+            dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value))
+        )
         instanceIDIsDefault = configuration.instanceID == nil
         if configuration.http.port >= 0 {
             var http = HTTPAPI.Configuration(
                 host: configuration.http.effectiveHost(listen: configuration.listen, hasKeys: !loaded.apiKeys.isEmpty),
-                port: configuration.http.port, apps: loaded.apps.map(\.name))
+                port: configuration.http.port,
+                apps: loaded.apps.map(\.name)
+            )
             http.apiKeys = loaded.apiKeys.map { APIKey(sha256: $0.sha256, app: $0.app) }
             self.http = http
         }
@@ -101,12 +121,22 @@ extension Gateway.Configuration {
     /// The legacy sender and feedback poller of a `transport: legacy` app (validation made sure it
     /// authenticates with a certificate); nil for HTTP/2 apps.
     static func legacyOptions(of app: LoadedApp) -> LegacyTransportOptions? {
-        guard app.transport == .legacy, case .certificate(let certificate) = app.client.authentication else { return nil }
-        var sender = LegacySender.Configuration(gateway: app.legacyGateway, certificate: certificate, trustRoots: app.client.trustRoots)
+        guard app.transport == .legacy, case .certificate(let certificate) = app.client.authentication else {
+            return nil
+        }
+        var sender = LegacySender.Configuration(
+            gateway: app.legacyGateway,
+            certificate: certificate,
+            trustRoots: app.client.trustRoots
+        )
         sender.maximumConnections = app.client.maximumConnections
         let feedback = app.legacyFeedbackInterval.map { interval in
             var feedback = FeedbackPoller.Configuration(
-                endpoint: app.legacyFeedback, app: app.name, certificate: certificate, trustRoots: app.client.trustRoots)
+                endpoint: app.legacyFeedback,
+                app: app.name,
+                certificate: certificate,
+                trustRoots: app.client.trustRoots
+            )
             feedback.interval = interval
             return feedback
         }

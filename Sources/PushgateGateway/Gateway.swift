@@ -1,18 +1,18 @@
 public import APNsHTTP2
-public import PushTransport
 import APNsLegacy
 import Foundation
 public import Logging
+import Prometheus
+import PushTransport
 import PushgateConfig
 public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
 public import PushgatePostgres
 import PushgateSQLite
-import Prometheus
-import Synchronization
 public import PushgateUDP
 import ServiceLifecycle
+import Synchronization
 public import UnixSignals
 
 /// The gateway daemon as one value: the SQLite store, one APNs client per app, the dispatcher and
@@ -30,7 +30,8 @@ public struct Gateway: Sendable {
         /// HTTP/2 with `client`).
         public var legacy: LegacyTransportOptions?
 
-        public init(name: String, topic: Topic, client: APNsClient.Configuration, legacy: LegacyTransportOptions? = nil) {
+        public init(name: String, topic: Topic, client: APNsClient.Configuration, legacy: LegacyTransportOptions? = nil)
+        {
             self.name = name
             self.topic = topic
             self.client = client
@@ -65,7 +66,12 @@ public struct Gateway: Sendable {
         /// restart with the same explicit id after a crash waits up to this long.
         public var instanceTimeToLive: Duration = .seconds(15)
 
-        public init(databasePath: String, udp: UDPIngress.Configuration, apps: [App], dispatcher: Dispatcher.Configuration) {
+        public init(
+            databasePath: String,
+            udp: UDPIngress.Configuration,
+            apps: [App],
+            dispatcher: Dispatcher.Configuration
+        ) {
             self.databasePath = databasePath
             self.udp = udp
             self.apps = apps
@@ -74,12 +80,18 @@ public struct Gateway: Sendable {
 
         /// A single app named ``Registration/defaultApp`` (the pushd-compatible command line).
         public init(
-            databasePath: String, udp: UDPIngress.Configuration, client: APNsClient.Configuration, topic: Topic,
+            databasePath: String,
+            udp: UDPIngress.Configuration,
+            client: APNsClient.Configuration,
+            topic: Topic,
             dispatcher: Dispatcher.Configuration
         ) {
             self.init(
-                databasePath: databasePath, udp: udp, apps: [App(name: Registration.defaultApp, topic: topic, client: client)],
-                dispatcher: dispatcher)
+                databasePath: databasePath,
+                udp: udp,
+                apps: [App(name: Registration.defaultApp, topic: topic, client: client)],
+                dispatcher: dispatcher
+            )
         }
     }
 
@@ -114,7 +126,11 @@ public struct Gateway: Sendable {
 
     /// Runs until a shutdown signal (or cancellation): intake stops first, the dispatcher drains its
     /// in-flight work and leaves the rest queued, the APNs connections close last.
-    public func run(logger: Logger, clock: any WallClock = SystemWallClock(), onReady: @escaping @Sendable (Running) async -> Void = { _ in })
+    public func run(
+        logger: Logger,
+        clock: any WallClock = SystemWallClock(),
+        onReady: @escaping @Sendable (Running) async -> Void = { _ in }
+    )
         async throws
     {
         try configuration.checkLease()
@@ -134,7 +150,10 @@ public struct Gateway: Sendable {
             storeDescription = path
         case .postgres(let postgresConfiguration):
             do {
-                postgres = try PostgresStore(configuration: postgresConfiguration, logger: Logger(label: "pushgate.store"))
+                postgres = try PostgresStore(
+                    configuration: postgresConfiguration,
+                    logger: Logger(label: "pushgate.store")
+                )
             } catch {
                 throw StartupError(description: "--store: \(error)")
             }
@@ -152,7 +171,9 @@ public struct Gateway: Sendable {
         var feedbackPollers: [FeedbackPoller] = []
         var routes: [String: DeliveryRoute] = [:]
         for app in configuration.apps {
-            guard routes[app.name] == nil else { throw StartupError(description: "apps: app \"\(app.name)\" is listed twice") }
+            guard routes[app.name] == nil else {
+                throw StartupError(description: "apps: app \"\(app.name)\" is listed twice")
+            }
             let transport: any NotificationTransport & Service
             if let legacy = app.legacy {
                 var appLogger = Logger(label: "pushgate.legacy")
@@ -163,13 +184,23 @@ public struct Gateway: Sendable {
                     throw StartupError(description: "app.\(app.name).transport: legacy: \(error)")
                 }
                 if let feedback = legacy.feedback {
-                    feedbackPollers.append(FeedbackPoller(configuration: feedback, registry: store, clock: clock, logger: Logger(label: "pushgate.feedback")))
+                    feedbackPollers.append(
+                        FeedbackPoller(
+                            configuration: feedback,
+                            registry: store,
+                            clock: clock,
+                            logger: Logger(label: "pushgate.feedback")
+                        )
+                    )
                 }
             } else {
                 var appLogger = Logger(label: "pushgate.apns")
                 appLogger[metadataKey: "push.app"] = "\(app.name)"
                 let client = try APNsClient(
-                    configuration: app.client, logger: appLogger, metrics: APNsClientMetrics(factory: metricsFactory, app: app.name))
+                    configuration: app.client,
+                    logger: appLogger,
+                    metrics: APNsClientMetrics(factory: metricsFactory, app: app.name)
+                )
                 apnsClients.append(client)
                 transport = client
             }
@@ -177,8 +208,13 @@ public struct Gateway: Sendable {
             routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic)
         }
         let dispatcher = Dispatcher(
-            store: store, routes: routes, configuration: configuration.dispatcher, clock: clock, logger: Logger(label: "pushgate.dispatch"),
-            metrics: DispatchMetrics(factory: metricsFactory))
+            store: store,
+            routes: routes,
+            configuration: configuration.dispatcher,
+            clock: clock,
+            logger: Logger(label: "pushgate.dispatch"),
+            metrics: DispatchMetrics(factory: metricsFactory)
+        )
         // Other instances' new work (NOTIFY) wakes this dispatcher instead of its idle polling.
         postgres?.onWorkAvailable { dispatcher.wakeUp() }
         // pushd's datagrams name no app; they mean the only one, whatever it is called.
@@ -186,41 +222,63 @@ public struct Gateway: Sendable {
         let udpRegistry: any DeviceRegistry = single.map { SingleAppRegistry(base: store, app: $0) } ?? store
         let udpIntake: any NotificationIntake = single.map { SingleAppIntake(base: dispatcher, app: $0) } ?? dispatcher
         let udp = UDPIngress(
-            configuration: configuration.udp, registry: udpRegistry, intake: udpIntake, clock: clock,
-            observer: UDPIngressMetrics(factory: metricsFactory), logger: Logger(label: "pushgate.udp"),
+            configuration: configuration.udp,
+            registry: udpRegistry,
+            intake: udpIntake,
+            clock: clock,
+            observer: UDPIngressMetrics(factory: metricsFactory),
+            logger: Logger(label: "pushgate.udp"),
             onBound: { bound in
                 logger.info(
                     "pushgate ready",
                     metadata: [
                         "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
                         "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
-                    ])
+                    ]
+                )
                 await onReady(
                     Running(
-                        udp: bound, store: store, intake: dispatcher, metricsExposition: { registry.emitToBuffer() },
-                        httpPort: { httpPort.value }))
-            })
+                        udp: bound,
+                        store: store,
+                        intake: dispatcher,
+                        metricsExposition: { registry.emitToBuffer() },
+                        httpPort: { httpPort.value }
+                    )
+                )
+            }
+        )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.
-        var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: dispatcher), .init(service: udp)]
+        var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: dispatcher), .init(service: udp),
+        ]
         underID += feedbackPollers.map { .init(service: $0) }
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
-                    description: "http.host: \(http.host) is not a loopback address; without API keys the API listens on loopback only")
+                    description:
+                        "http.host: \(http.host) is not a loopback address; without API keys the API listens on loopback only"
+                )
             }
             http.apps = configuration.apps.map(\.name)
             let api: HTTPAPI
             let apnsClients = apnsClients
             do {
                 api = try HTTPAPI(
-                    configuration: http, store: store, intake: dispatcher, clock: clock, logger: Logger(label: "pushgate.http"),
+                    configuration: http,
+                    store: store,
+                    intake: dispatcher,
+                    clock: clock,
+                    logger: Logger(label: "pushgate.http"),
                     monitoring: .init(
-                        metricsFactory: metricsFactory, metricsExposition: { registry.emitToBuffer() },
+                        metricsFactory: metricsFactory,
+                        metricsExposition: { registry.emitToBuffer() },
                         // Ready when some app can reach APNs (a legacy-only gateway has no HTTP/2 client to ask).
                         apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } },
-                        dispatcherReady: { dispatcher.isStoreHealthy }),
-                    onBound: { port in httpPort.value = port })
+                        dispatcherReady: { dispatcher.isStoreHealthy }
+                    ),
+                    onBound: { port in httpPort.value = port }
+                )
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
@@ -232,8 +290,13 @@ public struct Gateway: Sendable {
             // second process away). Only the dispatcher waits for it: a nested ServiceGroup around the intake
             // stalled the dispatcher after PostgreSQL connections were terminated (PostgresFaultTests).
             let claim = InstanceClaim(
-                leases: postgres, id: configuration.dispatcher.instanceID, timeToLive: configuration.instanceTimeToLive,
-                clock: clock, logger: logger, work: { try await dispatcher.run() })
+                leases: postgres,
+                id: configuration.dispatcher.instanceID,
+                timeToLive: configuration.instanceTimeToLive,
+                clock: clock,
+                logger: logger,
+                work: { try await dispatcher.run() }
+            )
             // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
             services = [.init(service: postgres)] + services + [.init(service: claim)] + underID.dropFirst()
         } else {
@@ -245,17 +308,22 @@ public struct Gateway: Sendable {
                 metadata: [
                     "push.app": "\(app.name)", "push.topic": "\(app.topic)",
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
-                ])
+                ]
+            )
         }
         logger.info(
             "pushgate starting",
             metadata: [
                 "push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)",
-            ])
+            ]
+        )
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
-                gracefulShutdownSignals: configuration.shutdownSignals, logger: logger))
+                gracefulShutdownSignals: configuration.shutdownSignals,
+                logger: logger
+            )
+        )
         do {
             try await group.run()
         } catch let error as StoreError where postgres != nil {

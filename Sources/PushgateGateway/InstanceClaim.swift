@@ -1,7 +1,7 @@
 import Foundation
 package import Logging
 package import PushgateCore
-package import ServiceLifecycle
+import ServiceLifecycle
 
 /// Keeps this process's instance id to itself while the work under it runs (PostgreSQL, where several
 /// processes share one database): claims the id before `work` starts (and so before the dispatcher
@@ -24,8 +24,13 @@ package struct InstanceClaim: Service {
     let work: @Sendable () async throws -> Void
 
     package init(
-        leases: any InstanceLeases, id: InstanceID, holder: String = UUID().uuidString, timeToLive: Duration,
-        clock: any WallClock, logger: Logger, work: @escaping @Sendable () async throws -> Void,
+        leases: any InstanceLeases,
+        id: InstanceID,
+        holder: String = UUID().uuidString,
+        timeToLive: Duration,
+        clock: any WallClock,
+        logger: Logger,
+        work: @escaping @Sendable () async throws -> Void,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
         self.leases = leases
@@ -70,7 +75,8 @@ package struct InstanceClaim: Service {
                     deadline = attempt.addingTimeInterval(timeToLive.seconds)
                     logger.info(
                         "instance id held by another process; waiting for its claim to lapse",
-                        metadata: ["push.instance": "\(id)", "push.wait_seconds": "\(timeToLive.seconds)"])
+                        metadata: ["push.instance": "\(id)", "push.wait_seconds": "\(timeToLive.seconds)"]
+                    )
                     try await sleep(retry)
                     continue
                 }
@@ -78,7 +84,8 @@ package struct InstanceClaim: Service {
                 guard attempt < until else {
                     throw Gateway.StartupError(
                         description: "--instance-id: \(id) is in use by another live process (it kept renewing its "
-                            + "claim for \(timeToLive)); give each instance its own id, or leave it unset")
+                            + "claim for \(timeToLive)); give each instance its own id, or leave it unset"
+                    )
                 }
                 try await sleep(retry)
             } catch let error as Gateway.StartupError {
@@ -87,7 +94,9 @@ package struct InstanceClaim: Service {
                 throw CancellationError()
             } catch {
                 logger.warning(
-                    "cannot claim the instance id yet", metadata: ["push.instance": "\(id)", "error": "\(error)"])
+                    "cannot claim the instance id yet",
+                    metadata: ["push.instance": "\(id)", "error": "\(error)"]
+                )
                 try await sleep(retry)
             }
         }
@@ -102,13 +111,17 @@ package struct InstanceClaim: Service {
                 try await leases.renewInstance(id, holder: holder, now: clock.now(), timeToLive: timeToLive)
             } catch let error as StoreError where error.code == .instanceIDInUse {
                 logger.error(
-                    "instance id taken over by another process; stopping", metadata: ["push.instance": "\(id)"])
+                    "instance id taken over by another process; stopping",
+                    metadata: ["push.instance": "\(id)"]
+                )
                 throw Gateway.StartupError(description: "--instance-id: \(id) was taken over by another process")
             } catch is CancellationError {
                 throw CancellationError()
             } catch {
                 logger.warning(
-                    "cannot renew the instance id", metadata: ["push.instance": "\(id)", "error": "\(error)"])
+                    "cannot renew the instance id",
+                    metadata: ["push.instance": "\(id)", "error": "\(error)"]
+                )
             }
         }
     }

@@ -116,7 +116,11 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// Store failures are logged at most once per second per route and code, with a count.
     let storeFailures: SharedFailureStorm<String>
 
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response)
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    )
         async throws -> Response
     {
         do {
@@ -128,7 +132,9 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 // The router answers 404 for a known path asked with a method it does not have.
                 let allow = allowed.map(\.rawValue).joined(separator: ", ")
                 var response = APIError(
-                    .methodNotAllowed, .methodNotAllowed, field: nil,
+                    .methodNotAllowed,
+                    .methodNotAllowed,
+                    field: nil,
                     message: "\(request.method) is not allowed here; use \(allow)"
                 ).response()
                 response.headers[.allow] = allow
@@ -142,15 +148,20 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                     "store failed while serving a request",
                     metadata: [
                         HTTPLogKey.route: "\(route)", HTTPLogKey.error: "\(error)", HTTPLogKey.repeated: "\(count)",
-                    ])
+                    ]
+                )
             }
             return APIError(
-                .serviceUnavailable, .storeUnavailable, field: nil, message: "the store could not answer; try again"
+                .serviceUnavailable,
+                .storeUnavailable,
+                field: nil,
+                message: "the store could not answer; try again"
             ).response()
         } catch {
             logger.error(
                 "request failed",
-                metadata: [HTTPLogKey.route: "\(context.endpointPath ?? "?")", HTTPLogKey.error: "\(error)"])
+                metadata: [HTTPLogKey.route: "\(context.endpointPath ?? "?")", HTTPLogKey.error: "\(error)"]
+            )
             return APIError(.internalServerError, .internalError, field: nil, message: "internal error").response()
         }
     }
@@ -165,8 +176,11 @@ struct APIErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             APIError(.contentTooLarge, .bodyTooLarge, field: "body", message: "the request body is too large")
         default:
             APIError(
-                status, APIError.Code("http_\(status.code)"), field: nil,
-                message: status.reasonPhrase.isEmpty ? "request failed" : status.reasonPhrase)
+                status,
+                APIError.Code("http_\(status.code)"),
+                field: nil,
+                message: status.reasonPhrase.isEmpty ? "request failed" : status.reasonPhrase
+            )
         }
     }
 }

@@ -41,7 +41,9 @@ extension HTTPAPI {
             }
             var seen = Set<String>()
             for app in apps {
-                guard !app.isEmpty else { throw HTTPAPIConfigurationError(key: "apps", message: "app names must not be empty") }
+                guard !app.isEmpty else {
+                    throw HTTPAPIConfigurationError(key: "apps", message: "app names must not be empty")
+                }
                 guard seen.insert(app).inserted else {
                     throw HTTPAPIConfigurationError(key: "apps", message: "app \"\(app)\" is listed twice")
                 }
@@ -52,12 +54,16 @@ extension HTTPAPI {
                 }
                 if let app = key.app, !seen.contains(app) {
                     throw HTTPAPIConfigurationError(
-                        key: "apiKeys", message: "a key is limited to app \"\(app)\", which is not served")
+                        key: "apiKeys",
+                        message: "a key is limited to app \"\(app)\", which is not served"
+                    )
                 }
             }
             guard maximumBodyBytes >= 1024 else {
                 throw HTTPAPIConfigurationError(
-                    key: "maximumBodyBytes", message: "must be at least 1024 (got \(maximumBodyBytes))")
+                    key: "maximumBodyBytes",
+                    message: "must be at least 1024 (got \(maximumBodyBytes))"
+                )
             }
         }
     }

@@ -39,8 +39,15 @@ public struct HTTPAPI: Sendable {
         try configuration.validate()
         self.configuration = configuration
         self.handlers = APIHandlers(
-            apps: AppNames(configuration.apps), store: store, intake: intake, clock: clock, requestIDs: requestIDs,
-            maximumBodyBytes: configuration.maximumBodyBytes, monitoring: monitoring, logger: logger)
+            apps: AppNames(configuration.apps),
+            store: store,
+            intake: intake,
+            clock: clock,
+            requestIDs: requestIDs,
+            maximumBodyBytes: configuration.maximumBodyBytes,
+            monitoring: monitoring,
+            logger: logger
+        )
         self.requestMetrics = HTTPRequestMetrics(factory: monitoring.metricsFactory)
         self.logger = logger
         self.onBound = onBound
@@ -53,11 +60,19 @@ public struct HTTPAPI: Sendable {
         router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
         router.add(
             middleware: APIErrorMiddleware(
-                logger: logger, routes: handlers.routeTable, storeFailures: SharedFailureStorm(clock: handlers.clock)))
+                logger: logger,
+                routes: handlers.routeTable,
+                storeFailures: SharedFailureStorm(clock: handlers.clock)
+            )
+        )
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(configuration.apiKeys), apps: handlers.apps, store: handlers.store))
+                    keyring: APIKeyring(configuration.apiKeys),
+                    apps: handlers.apps,
+                    store: handlers.store
+                )
+            )
         }
         handlers.addRoutes(to: router)
         let logger = self.logger
@@ -65,7 +80,9 @@ public struct HTTPAPI: Sendable {
         return Application(
             router: router,
             configuration: .init(
-                address: .hostname(configuration.host, port: configuration.port), serverName: "pushgate"),
+                address: .hostname(configuration.host, port: configuration.port),
+                serverName: "pushgate"
+            ),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 logger.info("HTTP API listening", metadata: [HTTPLogKey.port: "\(port)"])

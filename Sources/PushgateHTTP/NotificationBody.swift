@@ -7,7 +7,13 @@ import PushgateCore
 enum NotificationBody {
     /// `scope`: the one app the API key may act on (nil: any). A body for another app is refused with
     /// 403 `forbidden_app` at the app check, the first field check, from this one strict parse.
-    static func parse(_ bytes: [UInt8], apps: AppNames, scope: String?, id: RequestID, receivedAt: Date)
+    static func parse(
+        _ bytes: [UInt8],
+        apps: AppNames,
+        scope: String?,
+        id: RequestID,
+        receivedAt: Date
+    )
         throws(APIError) -> NotificationRequest
     {
         try validated { () throws(ValidationError) in

@@ -21,7 +21,8 @@ enum PostgresSchema {
 
     static let migrations: [Migration] = [
         Migration(
-            version: 1, name: "registry and ledger",
+            version: 1,
+            name: "registry and ledger",
             statements: [
                 """
                 CREATE TABLE device (
@@ -147,9 +148,11 @@ enum PostgresSchema {
                     PRIMARY KEY (request_seq, reason)
                 )
                 """,
-            ]),
+            ]
+        ),
         Migration(
-            version: 2, name: "unknown groups of a request",
+            version: 2,
+            name: "unknown groups of a request",
             statements: [
                 """
                 CREATE TABLE request_unknown_group (
@@ -159,12 +162,15 @@ enum PostgresSchema {
                     PRIMARY KEY (request_seq, position)
                 )
                 """
-            ]),
+            ]
+        ),
         Migration(
-            version: 3, name: "instance heartbeats",
+            version: 3,
+            name: "instance heartbeats",
             statements: [
                 "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)"
-            ]),
+            ]
+        ),
     ]
 
     /// The latest schema version this build knows.

@@ -7,7 +7,12 @@ public import PushgateCore
 extension PostgresStore {
     // MARK: - Chunks
 
-    public func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws
+    public func claimChunk(
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration,
+        chunkSize: Int
+    ) async throws
         -> WorkChunk?
     {
         guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
@@ -28,11 +33,21 @@ extension PostgresStore {
                 UPDATE chunk c SET owner = \(owner.value), lease_expires_at = \(leaseUntil), generation = c.generation + 1
                 FROM t, request r WHERE c.id = t.id AND r.seq = c.request_seq
                 RETURNING c.id, r.id, c.kind::BIGINT, c.range_after, c.range_through, c.progress, c.generation
-                """, as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self, logger: logger)
-            {
+                """,
+                as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self,
+                logger: logger
+            ) {
                 return WorkChunk(
-                    id: row.0, requestID: try StoredForm.requestID(row.1), kind: StoredForm.chunkKind(row.2), after: row.3, through: row.4,
-                    progress: row.5, leaseGeneration: row.6, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
+                    id: row.0,
+                    requestID: try StoredForm.requestID(row.1),
+                    kind: StoredForm.chunkKind(row.2),
+                    after: row.3,
+                    through: row.4,
+                    progress: row.5,
+                    leaseGeneration: row.6,
+                    leaseExpiresAt: Millis.date(leaseUntil),
+                    isTakeover: true
+                )
             }
 
             // 2. Cut the next chunk of the oldest request with uncut targets. Instances cutting the same
@@ -42,22 +57,34 @@ extension PostgresStore {
                 """
                 SELECT seq FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND NOT cut_done
                 ORDER BY seq LIMIT 1
-                """, as: Int64.self, logger: logger)
-            {
+                """,
+                as: Int64.self,
+                logger: logger
+            ) {
                 guard
                     let row = try await connection.first(
                         """
                         SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
                         FROM request WHERE seq = \(candidate) FOR UPDATE
-                        """, as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self, logger: logger),
+                        """,
+                        as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self,
+                        logger: logger
+                    ),
                     !row.5, row.6 < Code.done.rawValue
                 else { continue }  // another instance finished cutting it meanwhile
                 let requestID = try StoredForm.requestID(row.0)
                 let groupIDs = try await connection.all(
-                    "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id", as: Int64.self,
-                    logger: logger)
+                    "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id",
+                    as: Int64.self,
+                    logger: logger
+                )
                 let cursor = LedgerArithmetic.CutCursor(
-                    tokenCut: row.3, tokenCount: row.4, groupCut: row.2, bound: row.1, hasGroups: !groupIDs.isEmpty)
+                    tokenCut: row.3,
+                    tokenCount: row.4,
+                    groupCut: row.2,
+                    bound: row.1,
+                    hasGroups: !groupIDs.isEmpty
+                )
                 let kind: WorkChunk.Kind
                 let after: Int64
                 let through: Int64
@@ -68,16 +95,31 @@ extension PostgresStore {
                         """
                         UPDATE request SET token_cut = \(through), cut_done = \(cutDone),
                             state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
-                        """, logger: logger)
+                        """,
+                        logger: logger
+                    )
                 case .members(let from, let bound):
                     let cut = try await Self.cutMembers(
-                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, on: connection,
-                        logger: logger)
+                        groupIDs: groupIDs,
+                        after: from,
+                        through: bound,
+                        limit: chunkSize,
+                        on: connection,
+                        logger: logger
+                    )
                     guard
                         let range = LedgerArithmetic.deviceRange(
-                            after: from, bound: bound, found: cut.count, lastFound: cut.last, chunkSize: chunkSize)
+                            after: from,
+                            bound: bound,
+                            found: cut.count,
+                            lastFound: cut.last,
+                            chunkSize: chunkSize
+                        )
                     else {
-                        try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)", logger: logger)
+                        try await connection.run(
+                            "UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)",
+                            logger: logger
+                        )
                         try await Self.finishIfDone(requestSeq: candidate, nowMs: nowMs, on: connection, logger: logger)
                         continue
                     }
@@ -86,7 +128,9 @@ extension PostgresStore {
                         """
                         UPDATE request SET group_cut = \(through), cut_done = \(range.cutDone),
                             state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
-                        """, logger: logger)
+                        """,
+                        logger: logger
+                    )
                 }
                 guard
                     let chunkID = try await connection.first(
@@ -97,11 +141,22 @@ extension PostgresStore {
                                 \(unescaped: Self.sql(ChunkCode.open)),
                                 \(owner.value), \(leaseUntil), 1)
                         RETURNING id
-                        """, as: Int64.self, logger: logger)
+                        """,
+                        as: Int64.self,
+                        logger: logger
+                    )
                 else { throw StoreError.backend("inserting a chunk returned no id") }
                 return WorkChunk(
-                    id: chunkID, requestID: requestID, kind: kind, after: after, through: through, progress: after,
-                    leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
+                    id: chunkID,
+                    requestID: requestID,
+                    kind: kind,
+                    after: after,
+                    through: through,
+                    progress: after,
+                    leaseGeneration: 1,
+                    leaseExpiresAt: Millis.date(leaseUntil),
+                    isTakeover: false
+                )
             }
             return nil
         }
@@ -119,20 +174,35 @@ extension PostgresStore {
                     SELECT c.request_seq, r.app,
                         ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id)
                     FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id)
-                    """, as: (Int64, String, [Int64]).self, logger: logger)
+                    """,
+                    as: (Int64, String, [Int64]).self,
+                    logger: logger
+                )
             else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
             let found: [(cursor: Int64, token: String)]
             let exhausted: Bool
             switch chunk.kind {
             case .deviceRange:
                 let page = try await Self.deviceTargets(
-                    groupIDs: row.2, after: start, through: chunk.through, limit: limit, on: connection, logger: logger)
+                    groupIDs: row.2,
+                    after: start,
+                    through: chunk.through,
+                    limit: limit,
+                    on: connection,
+                    logger: logger
+                )
                 found = page.targets.map { ($0.id, $0.token) }
                 exhausted = page.exhausted
             case .directTokens:
                 let page = try await Self.tokenTargets(
-                    requestSeq: row.0, app: row.1, after: start, through: chunk.through, limit: limit, on: connection,
-                    logger: logger)
+                    requestSeq: row.0,
+                    app: row.1,
+                    after: start,
+                    through: chunk.through,
+                    limit: limit,
+                    on: connection,
+                    logger: logger
+                )
                 found = page.targets.map { ($0.position, $0.token) }
                 exhausted = page.exhausted
             }
@@ -150,7 +220,12 @@ extension PostgresStore {
     /// then `finishIfDone` needs it exclusive, and taking it exclusive from the start avoids two holders
     /// of the shared lock each waiting to upgrade. `expireOverdue` (request `FOR UPDATE`, then chunks)
     /// waits for, or skips, such a transaction instead of deadlocking with it.
-    public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+    public func recordProgress(
+        _ progress: ChunkProgress,
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration
+    )
         async throws -> ProgressResult
     {
         let nowMs = Millis.from(now)
@@ -160,20 +235,31 @@ extension PostgresStore {
             // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
             guard
                 let requestSeq = try await connection.first(
-                    "SELECT request_seq FROM chunk WHERE id = \(chunk.id)", as: Int64.self, logger: logger),
+                    "SELECT request_seq FROM chunk WHERE id = \(chunk.id)",
+                    as: Int64.self,
+                    logger: logger
+                ),
                 try await Self.lockRequest(
-                    requestSeq, exclusive: progress.completesChunk, on: connection, logger: logger),
+                    requestSeq,
+                    exclusive: progress.completesChunk,
+                    on: connection,
+                    logger: logger
+                ),
                 let row = try await connection.first(
                     """
                     SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
                     FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id) FOR UPDATE OF c
-                    """, as: (Int64, String?, Int64, Int64, Int64, String).self, logger: logger)
+                    """,
+                    as: (Int64, String?, Int64, Int64, Int64, String).self,
+                    logger: logger
+                )
             else { return .leaseLost }
             let (seq, holder, generation, state, recorded, app) = row
             guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
                 return .leaseLost
             }
-            let newProgress = progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
+            let newProgress =
+                progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
             try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
             if !progress.retries.isEmpty {
@@ -191,7 +277,9 @@ extension PostgresStore {
                     last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                     last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                 WHERE id = \(chunk.id)
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             if progress.completesChunk {
                 try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
                 return .chunkCompleted

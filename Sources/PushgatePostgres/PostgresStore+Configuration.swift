@@ -54,14 +54,20 @@ extension PostgresStore {
             }
             let database = String(components.path.drop(while: { $0 == "/" }))
             guard !database.isEmpty, !database.contains("/") else {
-                throw StoreError.invalidArgument("the URL names no database (expected postgres://user@host:port/database)")
+                throw StoreError.invalidArgument(
+                    "the URL names no database (expected postgres://user@host:port/database)"
+                )
             }
             if let port = components.port, !(1...65535).contains(port) {
                 throw StoreError.invalidArgument("port \(port) is out of range")
             }
             self.init(
-                host: host, port: components.port ?? 5432, username: user.removingPercentEncoding ?? user,
-                password: components.password.map { $0.removingPercentEncoding ?? $0 }, database: database.removingPercentEncoding ?? database)
+                host: host,
+                port: components.port ?? 5432,
+                username: user.removingPercentEncoding ?? user,
+                password: components.password.map { $0.removingPercentEncoding ?? $0 },
+                database: database.removingPercentEncoding ?? database
+            )
             var sslmode: String?
             var sslrootcert: String?
             for item in components.queryItems ?? [] {
@@ -74,7 +80,8 @@ extension PostgresStore {
                     sslrootcert = item.value ?? ""
                 default:
                     throw StoreError.invalidArgument(
-                        "unknown URL parameter \"\(item.name)\" (known: schema, sslmode, sslrootcert)")
+                        "unknown URL parameter \"\(item.name)\" (known: schema, sslmode, sslrootcert)"
+                    )
                 }
             }
             tlsMode = try TLSMode.parse(sslmode: sslmode, sslrootcert: sslrootcert, host: host)
@@ -84,11 +91,15 @@ extension PostgresStore {
         /// Checks what the server cannot: the schema name (it is written into SQL) and the limits.
         public func validate() throws {
             guard !schema.isEmpty, schema.utf8.count <= 63,
-                schema.utf8.allSatisfy({ ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_") }),
+                schema.utf8.allSatisfy({
+                    ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
+                        || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || $0 == UInt8(ascii: "_")
+                }),
                 !(schema.utf8.first.map { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") } ?? true)
             else {
                 throw StoreError.invalidArgument(
-                    "schema \"\(schema.prefix(64))\" must be 1 to 63 characters of a-z, 0-9 and _, not starting with a digit")
+                    "schema \"\(schema.prefix(64))\" must be 1 to 63 characters of a-z, 0-9 and _, not starting with a digit"
+                )
             }
             guard maximumConnections >= 2 else {
                 throw StoreError.invalidArgument("maximumConnections must be at least 2 (got \(maximumConnections))")

@@ -23,7 +23,12 @@ extension PostgresStore {
     /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
     /// `exhausted` is true when no more exist in the range after the last one returned.
     static func deviceTargets(
-        groupIDs: [Int64], after: Int64, through: Int64, limit: Int, on connection: PostgresConnection, logger: Logger
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> (targets: [(id: Int64, token: String)], exhausted: Bool) {
         let rows: [(Int64, String)]
         if groupIDs.count == 1 {
@@ -33,7 +38,10 @@ extension PostgresStore {
                 WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
                   AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
                 ORDER BY m.device_id LIMIT \(limit)
-                """, as: (Int64, String).self, logger: logger)
+                """,
+                as: (Int64, String).self,
+                logger: logger
+            )
         } else {
             rows = try await connection.all(
                 """
@@ -48,7 +56,10 @@ extension PostgresStore {
                     ORDER BY x.device_id LIMIT \(limit)
                 ) AS u JOIN device d ON d.id = u.device_id
                 ORDER BY u.device_id
-                """, as: (Int64, String).self, logger: logger)
+                """,
+                as: (Int64, String).self,
+                logger: logger
+            )
         }
         return (rows.map { (id: $0.0, token: $0.1) }, rows.count < limit)
     }
@@ -57,7 +68,12 @@ extension PostgresStore {
     /// `limit`, and the highest of those counted: where the next chunk ends. Reads only the membership
     /// index; sends two numbers back, not the ids.
     static func cutMembers(
-        groupIDs: [Int64], after: Int64, through: Int64, limit: Int, on connection: PostgresConnection, logger: Logger
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> (count: Int, last: Int64?) {
         let row: (Int64, Int64?)?
         if groupIDs.count == 1 {
@@ -68,7 +84,10 @@ extension PostgresStore {
                     WHERE group_id = \(groupIDs[0]) AND device_id > \(after) AND device_id <= \(through)
                     ORDER BY device_id LIMIT \(limit)
                 ) AS s
-                """, as: (Int64, Int64?).self, logger: logger)
+                """,
+                as: (Int64, Int64?).self,
+                logger: logger
+            )
         } else {
             row = try await connection.first(
                 """
@@ -81,14 +100,21 @@ extension PostgresStore {
                     ) AS x
                     ORDER BY x.device_id LIMIT \(limit)
                 ) AS s
-                """, as: (Int64, Int64?).self, logger: logger)
+                """,
+                as: (Int64, Int64?).self,
+                logger: logger
+            )
         }
         return (Int(row?.0 ?? 0), row?.1)
     }
 
     /// How many distinct valid devices of `groupIDs` lie in `(after, through]`.
     static func countDeviceTargets(
-        groupIDs: [Int64], after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> Int {
         guard !groupIDs.isEmpty, after < through else { return 0 }
         let count: Int64?
@@ -98,14 +124,20 @@ extension PostgresStore {
                 SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
                   AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
-                """, as: Int64.self, logger: logger)
+                """,
+                as: Int64.self,
+                logger: logger
+            )
         } else {
             count = try await connection.first(
                 """
                 SELECT COUNT(*) FROM device d
                 WHERE d.id > \(after) AND d.id <= \(through) AND d.state = 0
                   AND EXISTS (SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[]))
-                """, as: Int64.self, logger: logger)
+                """,
+                as: Int64.self,
+                logger: logger
+            )
         }
         return Int(count ?? 0)
     }
@@ -113,7 +145,12 @@ extension PostgresStore {
     /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
     /// not known as invalid for the app; ascending position, at most `limit`.
     static func tokenTargets(
-        requestSeq: Int64, app: String, after: Int64, through: Int64, limit: Int, on connection: PostgresConnection,
+        requestSeq: Int64,
+        app: String,
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        on connection: PostgresConnection,
         logger: Logger
     ) async throws -> (targets: [(position: Int64, token: String)], exhausted: Bool) {
         let rows = try await connection.all(
@@ -123,12 +160,20 @@ extension PostgresStore {
             WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
               AND (d.state IS NULL OR d.state = 0)
             ORDER BY rt.position LIMIT \(limit)
-            """, as: (Int64, String).self, logger: logger)
+            """,
+            as: (Int64, String).self,
+            logger: logger
+        )
         return (rows.map { (position: $0.0, token: $0.1) }, rows.count < limit)
     }
 
     static func countTokenTargets(
-        requestSeq: Int64, app: String, after: Int64, through: Int64, on connection: PostgresConnection, logger: Logger
+        requestSeq: Int64,
+        app: String,
+        after: Int64,
+        through: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> Int {
         guard after < through else { return 0 }
         let count = try await connection.first(
@@ -137,7 +182,10 @@ extension PostgresStore {
             LEFT JOIN device d ON d.app = \(app) AND d.token = rt.token
             WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
               AND (d.state IS NULL OR d.state = 0)
-            """, as: Int64.self, logger: logger)
+            """,
+            as: Int64.self,
+            logger: logger
+        )
         return Int(count ?? 0)
     }
 }

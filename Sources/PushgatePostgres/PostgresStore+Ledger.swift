@@ -22,22 +22,41 @@ extension PostgresStore {
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
         return try await transaction(isolation: "REPEATABLE READ") { connection in
-            if try await connection.first("SELECT seq FROM request WHERE id = \(request.id.value)", as: Int64.self, logger: logger) != nil {
+            if try await connection.first(
+                "SELECT seq FROM request WHERE id = \(request.id.value)",
+                as: Int64.self,
+                logger: logger
+            ) != nil {
                 throw StoreError.duplicateRequestID(request.id)
             }
             var known = [String: Int64]()
             for (name, id) in try await connection.all(
                 "SELECT name, id FROM device_group WHERE app = \(request.app) AND name = ANY(\(groups)::TEXT[])",
-                as: (String, Int64).self, logger: logger)
-            {
+                as: (String, Int64).self,
+                logger: logger
+            ) {
                 known[name] = id
             }
             let resolved = try TargetGroups.resolve(
-                app: request.app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
+                app: request.app,
+                groups: groups,
+                known: known,
+                hasDevices: !tokens.isEmpty
+            )
             let groupIDs = resolved.ids
-            let bound = try await connection.first("SELECT COALESCE(MAX(id), 0)::BIGINT FROM device", as: Int64.self, logger: logger) ?? Int64(0)
+            let bound =
+                try await connection.first(
+                    "SELECT COALESCE(MAX(id), 0)::BIGINT FROM device",
+                    as: Int64.self,
+                    logger: logger
+                ) ?? Int64(0)
             var targetCount = try await Self.countDeviceTargets(
-                groupIDs: groupIDs, after: 0, through: bound, on: connection, logger: logger)
+                groupIDs: groupIDs,
+                after: 0,
+                through: bound,
+                on: connection,
+                logger: logger
+            )
             var covered = [Bool]()
             covered.reserveCapacity(tokens.count)
             if !tokens.isEmpty {
@@ -49,8 +68,10 @@ extension PostgresStore {
                     FROM unnest(\(tokens.map(\.hex))::TEXT[]) WITH ORDINALITY AS t(token, position)
                     LEFT JOIN device d ON d.app = \(request.app) AND d.token = t.token
                     ORDER BY t.position
-                    """, as: (Int64, Int64?, Bool).self, logger: logger)
-                {
+                    """,
+                    as: (Int64, Int64?, Bool).self,
+                    logger: logger
+                ) {
                     covered.append(isCovered)
                     // A member of a target group is counted with its group; a known invalid device is skipped.
                     if !isCovered && deviceState != 1 { targetCount += 1 }
@@ -70,12 +91,16 @@ extension PostgresStore {
                             \(done ? created : nil), \(done))
                     ON CONFLICT (id) DO NOTHING
                     RETURNING seq
-                    """, as: Int64.self, logger: logger)
+                    """,
+                    as: Int64.self,
+                    logger: logger
+                )
             else { throw StoreError.duplicateRequestID(request.id) }
             if !groupIDs.isEmpty {
                 try await connection.run(
                     "INSERT INTO request_group (request_seq, group_id) SELECT \(seq), g FROM unnest(\(groupIDs)::BIGINT[]) AS g",
-                    logger: logger)
+                    logger: logger
+                )
             }
             if !tokens.isEmpty {
                 try await connection.run(
@@ -83,7 +108,9 @@ extension PostgresStore {
                     INSERT INTO request_token (request_seq, position, token, covered)
                     SELECT \(seq), t.position, t.token, t.covered
                     FROM unnest(\(tokens.map(\.hex))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
             if !resolved.unknown.isEmpty {
                 try await connection.run(
@@ -91,7 +118,9 @@ extension PostgresStore {
                     INSERT INTO request_unknown_group (request_seq, position, name)
                     SELECT \(seq), t.position, t.name
                     FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
             if !done { try await notifyWork(on: connection) }
             return EnqueueResult(id: request.id, targetCount: targetCount, unknownGroups: resolved.unknown)
@@ -105,23 +134,37 @@ extension PostgresStore {
                     """
                     SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at
                     FROM request WHERE id = \(id.value)
-                    """, as: (Int64, String, String, Int64, Int64?, String?, Data, Int64).self, logger: logger)
+                    """,
+                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64).self,
+                    logger: logger
+                )
             else { return nil }
             let groups = try await connection.all(
                 """
                 SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
                 WHERE rg.request_seq = \(row.0) ORDER BY g.name COLLATE "C"
-                """, as: String.self, logger: logger)
+                """,
+                as: String.self,
+                logger: logger
+            )
             let tokens = try await connection.all(
-                "SELECT token FROM request_token WHERE request_seq = \(row.0) ORDER BY position", as: String.self, logger: logger)
+                "SELECT token FROM request_token WHERE request_seq = \(row.0) ORDER BY position",
+                as: String.self,
+                logger: logger
+            )
             do throws(ValidationError) {
                 return NotificationRequest(
-                    id: id, app: row.1, groups: groups,
+                    id: id,
+                    app: row.1,
+                    groups: groups,
                     devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
-                    pushType: try PushType(validating: row.2), priority: try Priority(validating: Int(row.3)),
+                    pushType: try PushType(validating: row.2),
+                    priority: try Priority(validating: Int(row.3)),
                     expiration: StoredForm.expiration(stored: row.4),
                     collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
-                    payload: try Payload(jsonBytes: Array(row.6)), createdAt: Millis.date(row.7))
+                    payload: try Payload(jsonBytes: Array(row.6)),
+                    createdAt: Millis.date(row.7)
+                )
             } catch {
                 throw StoreError.backend("stored request \(id) is malformed: \(error)")
             }
@@ -140,13 +183,17 @@ extension PostgresStore {
                         (SELECT COALESCE(SUM(c.accepted), 0)::BIGINT FROM chunk c WHERE c.request_seq = r.seq),
                         (SELECT COUNT(*) FROM retry t WHERE t.request_seq = r.seq)
                     FROM request r WHERE r.id = \(id.value)
-                    """, as: (Int64, String, Int64, Int64, Int64, Int64, Int64?, String?, Int64?, Int64, Int64).self,
-                    logger: logger)
+                    """,
+                    as: (Int64, String, Int64, Int64, Int64, Int64, Int64?, String?, Int64?, Int64, Int64).self,
+                    logger: logger
+                )
             else { return nil }
             var failedByReason = [String: Int]()
             for (reason, count) in try await connection.all(
-                "SELECT reason, count FROM failure_count WHERE request_seq = \(row.0)", as: (String, Int64).self, logger: logger)
-            {
+                "SELECT reason, count FROM failure_count WHERE request_seq = \(row.0)",
+                as: (String, Int64).self,
+                logger: logger
+            ) {
                 failedByReason[reason] = Int(count)
             }
             var lastAPNsID = row.7
@@ -155,17 +202,30 @@ extension PostgresStore {
                 SELECT last_apns_id, last_apns_at FROM chunk
                 WHERE request_seq = \(row.0) AND last_apns_at IS NOT NULL
                 ORDER BY last_apns_at DESC, id DESC LIMIT 1
-                """, as: (String, Int64).self, logger: logger), latest.1 > (row.8 ?? Int64.min)
-            {
+                """,
+                as: (String, Int64).self,
+                logger: logger
+            ), latest.1 > (row.8 ?? Int64.min) {
                 lastAPNsID = latest.0
             }
             let unknownGroups = try await connection.all(
                 "SELECT name FROM request_unknown_group WHERE request_seq = \(row.0) ORDER BY position",
-                as: String.self, logger: logger)
+                as: String.self,
+                logger: logger
+            )
             return DeliveryReport(
-                id: id, app: row.1, state: StoredForm.requestState(row.2), targets: Int(row.3), accepted: Int(row.4 + row.9),
-                failedByReason: failedByReason, pendingRetries: Int(row.10), createdAt: Millis.date(row.5),
-                finishedAt: row.6.map(Millis.date), lastAPNsID: lastAPNsID, unknownGroups: unknownGroups)
+                id: id,
+                app: row.1,
+                state: StoredForm.requestState(row.2),
+                targets: Int(row.3),
+                accepted: Int(row.4 + row.9),
+                failedByReason: failedByReason,
+                pendingRetries: Int(row.10),
+                createdAt: Millis.date(row.5),
+                finishedAt: row.6.map(Millis.date),
+                lastAPNsID: lastAPNsID,
+                unknownGroups: unknownGroups
+            )
         }
     }
 
@@ -176,9 +236,16 @@ extension PostgresStore {
                 """
                 SELECT f.token, f.reason, f.status::BIGINT, f.failed_at FROM failure f JOIN request r ON r.seq = f.request_seq
                 WHERE r.id = \(id.value) AND f.token > \(after?.hex ?? "") ORDER BY f.token LIMIT \(limit)
-                """, as: (String, String, Int64?, Int64).self, logger: logger
+                """,
+                as: (String, String, Int64?, Int64).self,
+                logger: logger
             ).map { row in
-                FailureEntry(token: try StoredForm.deviceToken(row.0), reason: row.1, status: row.2.map { Int($0) }, at: Millis.date(row.3))
+                FailureEntry(
+                    token: try StoredForm.deviceToken(row.0),
+                    reason: row.1,
+                    status: row.2.map { Int($0) },
+                    at: Millis.date(row.3)
+                )
             }
         }
     }
@@ -193,12 +260,18 @@ extension PostgresStore {
                 """
                 UPDATE chunk SET lease_expires_at = LEAST(lease_expires_at, \(nowMs)), generation = generation + 1
                 WHERE owner = \(owner.value) AND state = \(unescaped: Self.sql(ChunkCode.open)) RETURNING id
-                """, as: Int64.self, logger: logger)
+                """,
+                as: Int64.self,
+                logger: logger
+            )
             let retries = try await connection.all(
                 """
                 UPDATE retry SET owner = NULL, lease_expires_at = LEAST(lease_expires_at, \(nowMs)), generation = generation + 1
                 WHERE owner = \(owner.value) RETURNING attempt
-                """, as: Int64.self, logger: logger)
+                """,
+                as: Int64.self,
+                logger: logger
+            )
             let released = chunks.count + retries.count
             if released > 0 { try await notifyWork(on: connection) }
             return released
@@ -207,7 +280,9 @@ extension PostgresStore {
 
     public func expireOverdue(now: Date) async throws -> [RequestID] {
         let nowMs = Millis.from(now)
-        return try await transaction { connection in try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger) }
+        return try await transaction { connection in
+            try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger)
+        }
     }
 
     public func nextWakeUp(after now: Date) async throws -> Date? {
@@ -220,7 +295,10 @@ extension PostgresStore {
                             WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
                            (SELECT MIN(expiration) * 1000 + 1 FROM request
                             WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
-                    """, as: (Int64?, Int64?, Int64?).self, logger: logger)
+                    """,
+                    as: (Int64?, Int64?, Int64?).self,
+                    logger: logger
+                )
             else { return nil }
             return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
         }
@@ -230,7 +308,12 @@ extension PostgresStore {
 
     /// A failure row per device (the first failure of a device in a request wins) and the counts by
     /// reason, in one statement.
-    static func recordFailures(_ failures: [FailureEntry], requestSeq: Int64, on connection: PostgresConnection, logger: Logger)
+    static func recordFailures(
+        _ failures: [FailureEntry],
+        requestSeq: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    )
         async throws
     {
         guard !failures.isEmpty else { return }
@@ -248,10 +331,18 @@ extension PostgresStore {
             INSERT INTO failure_count (request_seq, reason, count)
             SELECT \(requestSeq), reason, COUNT(*) FROM inserted GROUP BY reason
             ON CONFLICT (request_seq, reason) DO UPDATE SET count = failure_count.count + excluded.count
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
-    static func addFailureCount(_ count: Int, reason: String, requestSeq: Int64, on connection: PostgresConnection, logger: Logger)
+    static func addFailureCount(
+        _ count: Int,
+        reason: String,
+        requestSeq: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    )
         async throws
     {
         guard count > 0 else { return }
@@ -259,12 +350,19 @@ extension PostgresStore {
             """
             INSERT INTO failure_count (request_seq, reason, count) VALUES (\(requestSeq), \(reason), \(Int64(count)))
             ON CONFLICT (request_seq, reason) DO UPDATE SET count = failure_count.count + excluded.count
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     /// Locks a request row: `FOR UPDATE` when `exclusive`, else `FOR KEY SHARE`. False if it is gone.
     /// Every transaction that locks chunk or retry rows of a request locks the request first.
-    static func lockRequest(_ seq: Int64, exclusive: Bool, on connection: PostgresConnection, logger: Logger)
+    static func lockRequest(
+        _ seq: Int64,
+        exclusive: Bool,
+        on connection: PostgresConnection,
+        logger: Logger
+    )
         async throws -> Bool
     {
         let sql: PostgresQuery =
@@ -279,7 +377,12 @@ extension PostgresStore {
     /// The caller holds the request row `FOR UPDATE` (taken before any chunk or retry row): two instances
     /// completing its last two chunks at once then take turns, and the second one's check (a new
     /// snapshot, READ COMMITTED) sees the first one's chunk done.
-    static func finishIfDone(requestSeq: Int64, nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws {
+    static func finishIfDone(
+        requestSeq: Int64,
+        nowMs: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
         _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
         try await connection.run(
             """
@@ -289,18 +392,27 @@ extension PostgresStore {
                 SELECT 1 FROM chunk
                 WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open)))
               AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`. Requests another instance is
     /// working on right now (row locked) are left for the next call.
-    static func expireOverdue(nowMs: Int64, on connection: PostgresConnection, logger: Logger) async throws -> [RequestID] {
+    static func expireOverdue(
+        nowMs: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [RequestID] {
         let overdue = try await connection.all(
             """
             SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
             WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0 AND expiration * 1000 < \(nowMs)
             ORDER BY seq FOR UPDATE SKIP LOCKED
-            """, as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool).self, logger: logger)
+            """,
+            as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool).self,
+            logger: logger
+        )
         var expired = [RequestID]()
         for (seq, id, app, bound, groupCut, tokenCut, tokenCount, cutDone) in overdue {
             // Pending retries: a failure row each.
@@ -310,42 +422,73 @@ extension PostgresStore {
                 SELECT request_seq, token, \(FailureEntry.expiredReason), NULL, \(nowMs) FROM retry WHERE request_seq = \(seq)
                 ON CONFLICT (request_seq, token) DO NOTHING
                 RETURNING token
-                """, as: String.self, logger: logger
+                """,
+                as: String.self,
+                logger: logger
             ).count
             try await connection.run("DELETE FROM retry WHERE request_seq = \(seq)", logger: logger)
 
             // Targets never sent: counted, without a row each.
             let groupIDs = try await connection.all(
-                "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id", as: Int64.self, logger: logger)
+                "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id",
+                as: Int64.self,
+                logger: logger
+            )
             let openChunks = try await connection.all(
                 """
                 SELECT kind::BIGINT, progress, range_through FROM chunk
                 WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
-                """, as: (Int64, Int64, Int64).self, logger: logger
+                """,
+                as: (Int64, Int64, Int64).self,
+                logger: logger
             ).map { (kind: StoredForm.chunkKind($0.0), progress: $0.1, through: $0.2) }
             let cursor = LedgerArithmetic.CutCursor(
-                tokenCut: tokenCut, tokenCount: tokenCount, groupCut: groupCut, bound: bound,
-                hasGroups: !groupIDs.isEmpty)
+                tokenCut: tokenCut,
+                tokenCount: tokenCount,
+                groupCut: groupCut,
+                bound: bound,
+                hasGroups: !groupIDs.isEmpty
+            )
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
                 expiredCount +=
                     range.kind == .deviceRange
                     ? try await countDeviceTargets(
-                        groupIDs: groupIDs, after: range.after, through: range.through, on: connection, logger: logger)
+                        groupIDs: groupIDs,
+                        after: range.after,
+                        through: range.through,
+                        on: connection,
+                        logger: logger
+                    )
                     : try await countTokenTargets(
-                        requestSeq: seq, app: app, after: range.after, through: range.through, on: connection,
-                        logger: logger)
+                        requestSeq: seq,
+                        app: app,
+                        after: range.after,
+                        through: range.through,
+                        on: connection,
+                        logger: logger
+                    )
             }
-            try await addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, on: connection, logger: logger)
+            try await addFailureCount(
+                expiredCount,
+                reason: FailureEntry.expiredReason,
+                requestSeq: seq,
+                on: connection,
+                logger: logger
+            )
             try await connection.run(
                 """
                 UPDATE chunk SET state = \(unescaped: Self.sql(ChunkCode.done)), generation = generation + 1
                 WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             try await connection.run(
                 """
                 UPDATE request SET state = \(unescaped: Self.sql(Code.expired)), finished_at = \(nowMs), cut_done = TRUE
                 WHERE seq = \(seq)
-                """, logger: logger)
+                """,
+                logger: logger
+            )
             expired.append(try StoredForm.requestID(id))
         }
         return expired

@@ -30,7 +30,10 @@ extension PostgresStore {
                 WHERE group_id = (SELECT id FROM device_group WHERE app = \(app) AND name = \(group))
                   AND device_id = (SELECT id FROM device WHERE app = \(app) AND token = \(token.hex))
                 RETURNING device_id
-                """, as: Int64.self, logger: logger) != nil
+                """,
+                as: Int64.self,
+                logger: logger
+            ) != nil
         }
     }
 
@@ -38,7 +41,10 @@ extension PostgresStore {
         try await transaction { connection in
             // Memberships go by ON DELETE CASCADE.
             try await connection.first(
-                "DELETE FROM device WHERE app = \(app) AND token = \(token.hex) RETURNING id", as: Int64.self, logger: logger) != nil
+                "DELETE FROM device WHERE app = \(app) AND token = \(token.hex) RETURNING id",
+                as: Int64.self,
+                logger: logger
+            ) != nil
         }
     }
 
@@ -49,17 +55,29 @@ extension PostgresStore {
                     """
                     SELECT id, state::BIGINT, registered_at, last_registered_at, invalidated_at, invalid_reason
                     FROM device WHERE app = \(app) AND token = \(token.hex)
-                    """, as: (Int64, Int64, Int64, Int64, Int64?, String?).self, logger: logger)
+                    """,
+                    as: (Int64, Int64, Int64, Int64, Int64?, String?).self,
+                    logger: logger
+                )
             else { return nil }
             let groups = try await connection.all(
                 """
                 SELECT g.name FROM membership m JOIN device_group g ON g.id = m.group_id
                 WHERE m.device_id = \(row.0) ORDER BY g.name COLLATE "C"
-                """, as: String.self, logger: logger)
+                """,
+                as: String.self,
+                logger: logger
+            )
             return DeviceRecord(
-                app: app, token: token, state: Self.deviceState(row.1), groups: groups, registeredAt: Millis.date(row.2),
-                lastRegisteredAt: Millis.date(row.3), invalidatedAt: row.4.map(Millis.date),
-                invalidReason: row.5.map(APNsReason.init(rawValue:)))
+                app: app,
+                token: token,
+                state: Self.deviceState(row.1),
+                groups: groups,
+                registeredAt: Millis.date(row.2),
+                lastRegisteredAt: Millis.date(row.3),
+                invalidatedAt: row.4.map(Millis.date),
+                invalidReason: row.5.map(APNsReason.init(rawValue:))
+            )
         }
     }
 
@@ -78,7 +96,10 @@ extension PostgresStore {
         return try await transaction(isolation: "REPEATABLE READ") { connection in
             guard
                 let groupID = try await connection.first(
-                    "SELECT id FROM device_group WHERE app = \(app) AND name = \(group)", as: Int64.self, logger: logger)
+                    "SELECT id FROM device_group WHERE app = \(app) AND name = \(group)",
+                    as: Int64.self,
+                    logger: logger
+                )
             else { throw StoreError.unknownGroup(app: app, group: group) }
             let rows = try await connection.all(
                 """
@@ -86,36 +107,61 @@ extension PostgresStore {
                 FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = \(groupID) AND m.device_id > \(afterID)
                 ORDER BY m.device_id LIMIT \(limit + 1)
-                """, as: (Int64, String, Int64, Int64).self, logger: logger)
+                """,
+                as: (Int64, String, Int64, Int64).self,
+                logger: logger
+            )
             var members = [GroupMember]()
             members.reserveCapacity(min(rows.count, limit))
             for row in rows.prefix(limit) {
-                members.append(GroupMember(token: try StoredForm.deviceToken(row.1), state: Self.deviceState(row.2), registeredAt: Millis.date(row.3)))
+                members.append(
+                    GroupMember(
+                        token: try StoredForm.deviceToken(row.1),
+                        state: Self.deviceState(row.2),
+                        registeredAt: Millis.date(row.3)
+                    )
+                )
             }
             let next = rows.count > limit ? GroupCursor(String(rows[limit - 1].0)) : nil
             return GroupPage(devices: members, next: next)
         }
     }
 
-    public func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+    public func invalidate(
+        app: String,
+        token: DeviceToken,
+        reason: APNsReason,
+        appleTimestamp: Date?,
+        at: Date
+    )
         async throws -> InvalidationResult
     {
         try await transaction { connection in
             try await Self.invalidate(
-                app: app, DeviceInvalidation(token: token, reason: reason, appleTimestamp: appleTimestamp), at: at,
-                on: connection, logger: logger)
+                app: app,
+                DeviceInvalidation(token: token, reason: reason, appleTimestamp: appleTimestamp),
+                at: at,
+                on: connection,
+                logger: logger
+            )
         }
     }
 
     // MARK: - Shared (inside a transaction)
 
     static func invalidate(
-        app: String, _ invalidation: DeviceInvalidation, at: Date, on connection: PostgresConnection, logger: Logger
+        app: String,
+        _ invalidation: DeviceInvalidation,
+        at: Date,
+        on connection: PostgresConnection,
+        logger: Logger
     ) async throws -> InvalidationResult {
         guard
             let row = try await connection.first(
                 "SELECT id, state::BIGINT, last_registered_at FROM device WHERE app = \(app) AND token = \(invalidation.token.hex) FOR UPDATE",
-                as: (Int64, Int64, Int64).self, logger: logger)
+                as: (Int64, Int64, Int64).self,
+                logger: logger
+            )
         else { return .unknownDevice }
         if deviceState(row.1) == .invalid { return .alreadyInvalid }
         if let appleTimestamp = invalidation.appleTimestamp, row.2 > Millis.from(appleTimestamp) {
@@ -123,7 +169,8 @@ extension PostgresStore {
         }
         try await connection.run(
             "UPDATE device SET state = 1, invalidated_at = \(Millis.from(at)), invalid_reason = \(invalidation.reason.rawValue) WHERE id = \(row.0)",
-            logger: logger)
+            logger: logger
+        )
         return .invalidated
     }
 
@@ -189,15 +236,19 @@ private struct RegistrationBatch {
             INSERT INTO device_group (app, name, created_at)
             SELECT * FROM unnest(\(groupOrder.map(\.app))::TEXT[], \(groupOrder.map(\.name))::TEXT[], \(groupOrder.map { groupFirstSeen[$0]! })::BIGINT[])
             ON CONFLICT (app, name) DO NOTHING
-            """, logger: logger)
+            """,
+            logger: logger
+        )
         var groupIDs = [GroupKey: Int64]()
         for (app, name, id) in try await connection.all(
             """
             SELECT g.app, g.name, g.id FROM device_group g
             JOIN unnest(\(groupOrder.map(\.app))::TEXT[], \(groupOrder.map(\.name))::TEXT[]) AS k(app, name)
               ON g.app = k.app AND g.name = k.name
-            """, as: (String, String, Int64).self, logger: logger)
-        {
+            """,
+            as: (String, String, Int64).self,
+            logger: logger
+        ) {
             groupIDs[GroupKey(app: app, name: name)] = id
         }
 
@@ -209,8 +260,10 @@ private struct RegistrationBatch {
             FROM unnest(\(deviceOrder.map(\.app))::TEXT[], \(deviceOrder.map(\.token))::TEXT[], \(deviceOrder.map { deviceFirstSeen[$0]! })::BIGINT[]) AS k(app, token, at)
             ON CONFLICT (app, token) DO NOTHING
             RETURNING app, token
-            """, as: (String, String).self, logger: logger)
-        {
+            """,
+            as: (String, String).self,
+            logger: logger
+        ) {
             created.insert(DeviceKey(app: app, token: token))
         }
         var devices = [DeviceKey: DeviceRow]()
@@ -221,10 +274,16 @@ private struct RegistrationBatch {
               ON d.app = k.app AND d.token = k.token
             ORDER BY d.id
             FOR UPDATE OF d
-            """, as: (String, String, Int64, Int64, Int64, Int64).self, logger: logger)
-        {
+            """,
+            as: (String, String, Int64, Int64, Int64, Int64).self,
+            logger: logger
+        ) {
             devices[DeviceKey(app: app, token: token)] = DeviceRow(
-                id: id, valid: state == 0, registeredAt: registeredAt, lastRegisteredAt: lastRegisteredAt)
+                id: id,
+                valid: state == 0,
+                registeredAt: registeredAt,
+                lastRegisteredAt: lastRegisteredAt
+            )
         }
 
         // Memberships: every distinct (group, device) pair of the batch; the insert says which are new.
@@ -244,8 +303,10 @@ private struct RegistrationBatch {
             SELECT * FROM unnest(\(pairs.map(\.group))::BIGINT[], \(pairs.map(\.device))::BIGINT[])
             ON CONFLICT DO NOTHING
             RETURNING group_id, device_id
-            """, as: (Int64, Int64).self, logger: logger)
-        {
+            """,
+            as: (Int64, Int64).self,
+            logger: logger
+        ) {
             newPairs.insert([group, device])
         }
 
@@ -294,7 +355,9 @@ private struct RegistrationBatch {
                 FROM unnest(\(changed.map(\.id))::BIGINT[], \(changed.map(\.registeredAt))::BIGINT[], \(changed.map(\.lastRegisteredAt))::BIGINT[])
                     AS u(id, registered_at, last_registered_at)
                 WHERE d.id = u.id
-                """, logger: logger)
+                """,
+                logger: logger
+            )
         }
         return results
     }

@@ -6,7 +6,12 @@ public import PushgateCore
 /// Retries: rows claimed with `FOR UPDATE SKIP LOCKED`, earliest first, and their outcomes written with one
 /// statement per kind (removed, rescheduled, failed) for the whole batch.
 extension PostgresStore {
-    public func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws
+    public func claimRetries(
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration,
+        limit: Int
+    ) async throws
         -> [RetryClaim]
     {
         guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
@@ -26,16 +31,28 @@ extension PostgresStore {
                 FROM due, request r
                 WHERE t.request_seq = due.request_seq AND t.token = due.token AND r.seq = t.request_seq
                 RETURNING t.next_attempt_at, t.request_seq, t.token, r.id, t.attempt, t.last_reason, t.generation
-                """, as: (Int64, Int64, String, String, Int64, String, Int64).self, logger: logger)
+                """,
+                as: (Int64, Int64, String, String, Int64, String, Int64).self,
+                logger: logger
+            )
             return try rows.sorted { ($0.0, $0.1, $0.2) < ($1.0, $1.1, $1.2) }.map { row in
                 RetryClaim(
-                    requestID: try StoredForm.requestID(row.3), token: try StoredForm.deviceToken(row.2), attempt: Int(row.4), lastReason: row.5,
-                    leaseGeneration: row.6, leaseExpiresAt: Millis.date(leaseUntil))
+                    requestID: try StoredForm.requestID(row.3),
+                    token: try StoredForm.deviceToken(row.2),
+                    attempt: Int(row.4),
+                    lastReason: row.5,
+                    leaseGeneration: row.6,
+                    leaseExpiresAt: Millis.date(leaseUntil)
+                )
             }
         }
     }
 
-    public func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws
+    public func recordRetryOutcomes(
+        _ outcomes: [RetryOutcome],
+        owner: InstanceID,
+        now: Date
+    ) async throws
         -> RetryRecordResult
     {
         guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
@@ -49,8 +66,10 @@ extension PostgresStore {
                 SELECT id, seq, app FROM request
                 WHERE id = ANY(\(Array(Set(outcomes.map(\.claim.requestID.value))))::TEXT[])
                 ORDER BY seq FOR UPDATE
-                """, as: (String, Int64, String).self, logger: logger)
-            {
+                """,
+                as: (String, Int64, String).self,
+                logger: logger
+            ) {
                 requests[id] = (seq, app)
             }
             struct Key: Hashable {
@@ -68,8 +87,10 @@ extension PostgresStore {
                   ON t.request_seq = k.seq AND t.token = k.token
                 ORDER BY t.request_seq, t.token
                 FOR UPDATE OF t
-                """, as: (Int64, String, String?, Int64).self, logger: logger)
-            {
+                """,
+                as: (Int64, String, String?, Int64).self,
+                logger: logger
+            ) {
                 holders[Key(seq: seq, token: token)] = (holder, generation)
             }
 
@@ -87,7 +108,8 @@ extension PostgresStore {
                     continue
                 }
                 let key = Key(seq: request.seq, token: claim.token.hex)
-                guard let holder = holders[key], holder.owner == owner.value, holder.generation == claim.leaseGeneration,
+                guard let holder = holders[key], holder.owner == owner.value,
+                    holder.generation == claim.leaseGeneration,
                     handled.insert(key).inserted
                 else {
                     lost.append(claim)
@@ -102,7 +124,9 @@ extension PostgresStore {
                     accepted[request.seq] = entry
                 case .failed(let reason, let status):
                     removed.append(key)
-                    failures[request.seq, default: []].append(FailureEntry(token: claim.token, reason: reason, status: status, at: now))
+                    failures[request.seq, default: []].append(
+                        FailureEntry(token: claim.token, reason: reason, status: status, at: now)
+                    )
                 case .retry(let nextAttemptAt, let reason):
                     rescheduled.append((key, Int64(claim.attempt + 1), Millis.from(nextAttemptAt), reason))
                 }
@@ -114,7 +138,9 @@ extension PostgresStore {
                     """
                     DELETE FROM retry t USING unnest(\(removed.map(\.seq))::BIGINT[], \(removed.map(\.token))::TEXT[]) AS k(seq, token)
                     WHERE t.request_seq = k.seq AND t.token = k.token
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
             if !rescheduled.isEmpty {
                 try await connection.run(
@@ -125,7 +151,9 @@ extension PostgresStore {
                                 \(rescheduled.map(\.attempt))::BIGINT[], \(rescheduled.map(\.next))::BIGINT[],
                                 \(rescheduled.map(\.reason))::TEXT[]) AS k(seq, token, attempt, next, reason)
                     WHERE t.request_seq = k.seq AND t.token = k.token
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
                 try await notifyWork(on: connection)
             }
             for (seq, entry) in accepted.sorted(by: { $0.key < $1.key }) {
@@ -135,7 +163,9 @@ extension PostgresStore {
                         last_apns_id = COALESCE(\(entry.apnsID), last_apns_id),
                         last_apns_at = CASE WHEN \(entry.apnsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                     WHERE seq = \(seq)
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
             }
             for (seq, entries) in failures.sorted(by: { $0.key < $1.key }) {
                 try await Self.recordFailures(entries, requestSeq: seq, on: connection, logger: logger)
@@ -153,7 +183,12 @@ extension PostgresStore {
     // MARK: - Inside transactions
 
     /// Upserts retry rows (unleased), one statement. A token repeated in the batch keeps its last entry.
-    static func scheduleRetries(_ retries: [RetryEntry], requestSeq: Int64, on connection: PostgresConnection, logger: Logger)
+    static func scheduleRetries(
+        _ retries: [RetryEntry],
+        requestSeq: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    )
         async throws
     {
         var latest = [String: RetryEntry]()
@@ -169,6 +204,8 @@ extension PostgresStore {
             ON CONFLICT (request_seq, token) DO UPDATE SET
                 attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
                 last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
-            """, logger: logger)
+            """,
+            logger: logger
+        )
     }
 }

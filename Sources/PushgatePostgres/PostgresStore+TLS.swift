@@ -1,6 +1,6 @@
 import Foundation
 import PostgresNIO
-public import PushgateCore
+import PushgateCore
 
 extension PostgresStore {
     /// How the store talks TLS to the server, as `sslmode` in the URL says (libpq's meanings).

@@ -38,9 +38,13 @@ public final class PostgresStore: PushStore, Service {
     public init(configuration: Configuration, logger: Logger = Logger(label: "pushgate.store")) throws {
         try configuration.validate()
         var postgres = PostgresClient.Configuration(
-            host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database,
-            tls: configuration.tlsMode.clientConfiguration().map { .require($0) } ?? .disable)
+            host: configuration.host,
+            port: configuration.port,
+            username: configuration.username,
+            password: configuration.password,
+            database: configuration.database,
+            tls: configuration.tlsMode.clientConfiguration().map { .require($0) } ?? .disable
+        )
         postgres.options.maximumConnections = configuration.maximumConnections
         // Every connection resolves table names in the configured schema.
         postgres.options.additionalStartupParameters = [
@@ -60,7 +64,10 @@ public final class PostgresStore: PushStore, Service {
                 try await migrate()
             } catch {
                 let failure = Self.storeError(error)
-                logger.error("cannot prepare the PostgreSQL schema", metadata: ["store.url": "\(configuration.redactedURL)", "store.error": "\(failure.message)"])
+                logger.error(
+                    "cannot prepare the PostgreSQL schema",
+                    metadata: ["store.url": "\(configuration.redactedURL)", "store.error": "\(failure.message)"]
+                )
                 finishStarting(.failed(failure))
                 group.cancelAll()
                 throw failure
@@ -78,7 +85,8 @@ public final class PostgresStore: PushStore, Service {
     /// Runs `body` with a running store (migrated), stopping it when `body` returns or throws. For tools
     /// and tests; the gateway runs the store as a service of its `ServiceGroup`.
     public static func withStore<Result: Sendable>(
-        configuration: Configuration, logger: Logger = Logger(label: "pushgate.store"),
+        configuration: Configuration,
+        logger: Logger = Logger(label: "pushgate.store"),
         _ body: @Sendable (PostgresStore) async throws -> Result
     ) async throws -> Result {
         let store = try PostgresStore(configuration: configuration, logger: logger)
@@ -160,14 +168,22 @@ public final class PostgresStore: PushStore, Service {
     /// circuit breaker gives up with no reason.
     private func migrate() async throws {
         var connectionConfiguration = PostgresConnection.Configuration(
-            host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database,
+            host: configuration.host,
+            port: configuration.port,
+            username: configuration.username,
+            password: configuration.password,
+            database: configuration.database,
             tls: try configuration.tlsMode.clientConfiguration().map { .require(try NIOSSLContext(configuration: $0)) }
-                ?? .disable)
+                ?? .disable
+        )
         connectionConfiguration.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", "pushgate"),
         ]
-        let connection = try await PostgresConnection.connect(configuration: connectionConfiguration, id: 0, logger: logger)
+        let connection = try await PostgresConnection.connect(
+            configuration: connectionConfiguration,
+            id: 0,
+            logger: logger
+        )
         do {
             try await migrate(on: connection)
             try? await connection.close()
@@ -184,8 +200,13 @@ public final class PostgresStore: PushStore, Service {
             do {
                 // One lock per schema: the key is the schema's hash, in pushgate's own lock namespace.
                 try await connection.query(
-                    "SELECT pg_advisory_xact_lock(\(Self.migrationLockNamespace), hashtext(\(schema)))", logger: logger)
-                try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger)
+                    "SELECT pg_advisory_xact_lock(\(Self.migrationLockNamespace), hashtext(\(schema)))",
+                    logger: logger
+                )
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"),
+                    logger: logger
+                )
                 try await connection.query(
                     """
                     CREATE TABLE IF NOT EXISTS pushgate_migration (
@@ -194,16 +215,20 @@ public final class PostgresStore: PushStore, Service {
                         applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
                         applied_by_pid INTEGER NOT NULL DEFAULT pg_backend_pid()
                     )
-                    """, logger: logger)
+                    """,
+                    logger: logger
+                )
                 var current = 0
                 for try await version in try await connection.query(
-                    "SELECT COALESCE(MAX(version), 0)::BIGINT FROM pushgate_migration", logger: logger
+                    "SELECT COALESCE(MAX(version), 0)::BIGINT FROM pushgate_migration",
+                    logger: logger
                 ).decode(Int64.self) {
                     current = Int(version)
                 }
                 if current > PostgresSchema.latestVersion {
                     throw StoreError.backend(
-                        "the database schema is at version \(current), newer than this pushgate knows (\(PostgresSchema.latestVersion)): upgrade pushgate")
+                        "the database schema is at version \(current), newer than this pushgate knows (\(PostgresSchema.latestVersion)): upgrade pushgate"
+                    )
                 }
                 for migration in PostgresSchema.migrations where migration.version > current {
                     for statement in migration.statements {
@@ -211,14 +236,22 @@ public final class PostgresStore: PushStore, Service {
                     }
                     try await connection.query(
                         "INSERT INTO pushgate_migration (version, name) VALUES (\(migration.version), \(migration.name))",
-                        logger: logger)
+                        logger: logger
+                    )
                     logger.info(
                         "applied schema migration",
-                        metadata: ["store.schema": "\(schema)", "store.migration": "\(migration.version)", "store.migration_name": "\(migration.name)"])
+                        metadata: [
+                            "store.schema": "\(schema)", "store.migration": "\(migration.version)",
+                            "store.migration_name": "\(migration.name)",
+                        ]
+                    )
                 }
                 try await connection.query("COMMIT", logger: logger)
                 if current == PostgresSchema.latestVersion {
-                    logger.debug("schema up to date", metadata: ["store.schema": "\(schema)", "store.migration": "\(current)"])
+                    logger.debug(
+                        "schema up to date",
+                        metadata: ["store.schema": "\(schema)", "store.migration": "\(current)"]
+                    )
                 }
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
@@ -249,7 +282,8 @@ public final class PostgresStore: PushStore, Service {
                 if Task.isCancelled { return }
                 logger.warning(
                     "work listener lost its connection; reconnecting",
-                    metadata: ["store.error": "\(Self.storeError(error).message)", "store.retry_in": "\(delay)"])
+                    metadata: ["store.error": "\(Self.storeError(error).message)", "store.retry_in": "\(delay)"]
+                )
             }
             try? await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
@@ -271,7 +305,8 @@ public final class PostgresStore: PushStore, Service {
     /// when it returns. A deadlock or serialization failure reruns it (up to 5 times); other errors
     /// roll back and surface as ``StoreError`` (store errors thrown by `body` unchanged).
     func transaction<T: Sendable>(
-        isolation: String? = nil, _ body: (PostgresConnection) async throws -> T
+        isolation: String? = nil,
+        _ body: (PostgresConnection) async throws -> T
     ) async throws -> T {
         try await ready()
         var attempt = 0
@@ -280,7 +315,9 @@ public final class PostgresStore: PushStore, Service {
             do {
                 return try await client.withConnection { connection in
                     try await connection.query(
-                        isolation.map { PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \($0)") } ?? "BEGIN", logger: logger)
+                        isolation.map { PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \($0)") } ?? "BEGIN",
+                        logger: logger
+                    )
                     do {
                         let value = try await body(connection)
                         try await connection.query("COMMIT", logger: logger)
@@ -292,7 +329,10 @@ public final class PostgresStore: PushStore, Service {
                 }
             } catch let error as PSQLError where attempt < 5 && Self.isTransient(error) {
                 if Self.sqlState(error) == "40P01" { deadlocks.add(1, ordering: .relaxed) }
-                logger.debug("transaction conflict; running it again", metadata: ["store.sqlstate": "\(Self.sqlState(error) ?? "")"])
+                logger.debug(
+                    "transaction conflict; running it again",
+                    metadata: ["store.sqlstate": "\(Self.sqlState(error) ?? "")"]
+                )
                 try await Task.sleep(for: .milliseconds(Int64.random(in: 1...(5 * Int64(attempt)))))
                 continue
             } catch let error as StoreError {
@@ -332,7 +372,8 @@ public final class PostgresStore: PushStore, Service {
         if let error = error as? PSQLError {
             if let info = error.serverInfo {
                 return StoreError.backend(
-                    "PostgreSQL error \(info[.sqlState] ?? "?"): \(info[.message] ?? "no message")")
+                    "PostgreSQL error \(info[.sqlState] ?? "?"): \(info[.message] ?? "no message")"
+                )
             }
             return StoreError.backend("PostgreSQL client error: \(error.code)")
         }
@@ -343,7 +384,9 @@ public final class PostgresStore: PushStore, Service {
 extension PostgresConnection {
     /// Every row of `query`, decoded.
     func all<each Column: PostgresDecodable & Sendable>(
-        _ query: PostgresQuery, as types: (repeat each Column).Type, logger: Logger
+        _ query: PostgresQuery,
+        as types: (repeat each Column).Type,
+        logger: Logger
     ) async throws -> [(repeat each Column)] {
         var rows: [(repeat each Column)] = []
         for try await row in try await self.query(query, logger: logger).decode(types) { rows.append(row) }
@@ -352,7 +395,9 @@ extension PostgresConnection {
 
     /// The first row of `query`, decoded (nil if none).
     func first<each Column: PostgresDecodable & Sendable>(
-        _ query: PostgresQuery, as types: (repeat each Column).Type, logger: Logger
+        _ query: PostgresQuery,
+        as types: (repeat each Column).Type,
+        logger: Logger
     ) async throws -> (repeat each Column)? {
         for try await row in try await self.query(query, logger: logger).decode(types) { return row }
         return nil

@@ -145,14 +145,16 @@ enum SQLiteSchema {
                         count INTEGER NOT NULL,
                         PRIMARY KEY (request_seq, reason)
                     ) WITHOUT ROWID;
-                    """)
+                    """
+            )
         }
         migrator.registerMigration("v2: unknown groups of a request") { db in
             try db.execute(sql: SQLiteSchema.unknownGroupTable)
         }
         migrator.registerMigration("v3: instance heartbeats") { db in
             try db.execute(
-                sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)")
+                sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)"
+            )
         }
         migrator.registerMigration("v4: accepted counts on chunks, as in PostgreSQL") { db in
             try db.execute(sql: "ALTER TABLE chunk ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0")

@@ -6,7 +6,12 @@ public import PushgateCore
 extension SQLiteStore {
     // MARK: - Chunks
 
-    public func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws
+    public func claimChunk(
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration,
+        chunkSize: Int
+    ) async throws
         -> WorkChunk?
     {
         guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
@@ -23,17 +28,26 @@ extension SQLiteStore {
                     FROM chunk c JOIN request r ON r.seq = c.request_seq
                     WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
                     ORDER BY c.request_seq, c.id LIMIT 1
-                    """, arguments: [nowMs])
-            {
+                    """,
+                arguments: [nowMs]
+            ) {
                 let chunkID: Int64 = row[0]
                 let generation: Int64 = row[6] + 1
                 try db.execute(
                     sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
-                    arguments: [owner.value, leaseUntil, generation, chunkID])
+                    arguments: [owner.value, leaseUntil, generation, chunkID]
+                )
                 return WorkChunk(
-                    id: chunkID, requestID: try StoredForm.requestID(row[1]), kind: StoredForm.chunkKind(row[2]), after: row[3],
-                    through: row[4], progress: row[5], leaseGeneration: generation,
-                    leaseExpiresAt: Millis.date(leaseUntil), isTakeover: true)
+                    id: chunkID,
+                    requestID: try StoredForm.requestID(row[1]),
+                    kind: StoredForm.chunkKind(row[2]),
+                    after: row[3],
+                    through: row[4],
+                    progress: row[5],
+                    leaseGeneration: generation,
+                    leaseExpiresAt: Millis.date(leaseUntil),
+                    isTakeover: true
+                )
             }
 
             // 2. Cut the next chunk of the oldest request with uncut targets.
@@ -42,15 +56,22 @@ extension SQLiteStore {
                 sql: """
                     SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
                     WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
-                    """)
-            {
+                    """
+            ) {
                 let seq: Int64 = row[0]
                 let requestID = try StoredForm.requestID(row[1])
                 let groupIDs = try Int64.fetchAll(
-                    db, sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
-                    arguments: [seq])
+                    db,
+                    sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
+                    arguments: [seq]
+                )
                 let cursor = LedgerArithmetic.CutCursor(
-                    tokenCut: row[4], tokenCount: row[5], groupCut: row[3], bound: row[2], hasGroups: !groupIDs.isEmpty)
+                    tokenCut: row[4],
+                    tokenCount: row[5],
+                    groupCut: row[3],
+                    bound: row[2],
+                    hasGroups: !groupIDs.isEmpty
+                )
                 let kind: WorkChunk.Kind
                 let after: Int64
                 let through: Int64
@@ -59,13 +80,24 @@ extension SQLiteStore {
                     (kind, after, through) = (.directTokens, from, to)
                     try db.execute(
                         sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
-                        arguments: [through, cutDone, Code.sending.rawValue, seq])
+                        arguments: [through, cutDone, Code.sending.rawValue, seq]
+                    )
                 case .members(let from, let bound):
                     let ids = try Self.memberIDs(
-                        groupIDs: groupIDs, after: from, through: bound, limit: chunkSize, in: db)
+                        groupIDs: groupIDs,
+                        after: from,
+                        through: bound,
+                        limit: chunkSize,
+                        in: db
+                    )
                     guard
                         let range = LedgerArithmetic.deviceRange(
-                            after: from, bound: bound, found: ids.count, lastFound: ids.last, chunkSize: chunkSize)
+                            after: from,
+                            bound: bound,
+                            found: ids.count,
+                            lastFound: ids.last,
+                            chunkSize: chunkSize
+                        )
                     else {
                         try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
                         try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
@@ -74,7 +106,8 @@ extension SQLiteStore {
                     (kind, after, through) = (.deviceRange, range.after, range.through)
                     try db.execute(
                         sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
-                        arguments: [through, range.cutDone, Code.sending.rawValue, seq])
+                        arguments: [through, range.cutDone, Code.sending.rawValue, seq]
+                    )
                 }
                 try db.execute(
                     sql: """
@@ -84,10 +117,19 @@ extension SQLiteStore {
                         """,
                     arguments: [
                         seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
-                    ])
+                    ]
+                )
                 return WorkChunk(
-                    id: db.lastInsertedRowID, requestID: requestID, kind: kind, after: after, through: through,
-                    progress: after, leaseGeneration: 1, leaseExpiresAt: Millis.date(leaseUntil), isTakeover: false)
+                    id: db.lastInsertedRowID,
+                    requestID: requestID,
+                    kind: kind,
+                    after: after,
+                    through: through,
+                    progress: after,
+                    leaseGeneration: 1,
+                    leaseExpiresAt: Millis.date(leaseUntil),
+                    isTakeover: false
+                )
             }
             return nil
         }
@@ -101,8 +143,10 @@ extension SQLiteStore {
             guard
                 let row = try Row.fetchOne(
                     db,
-                    sql: "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
-                    arguments: [chunk.id])
+                    sql:
+                        "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
+                    arguments: [chunk.id]
+                )
             else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
             let seq: Int64 = row[0]
             let app: String = row[1]
@@ -112,14 +156,26 @@ extension SQLiteStore {
             case .deviceRange:
                 let groupIDs = try Int64.fetchAll(
                     try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
-                    arguments: [seq])
+                    arguments: [seq]
+                )
                 let page = try Self.deviceTargets(
-                    groupIDs: groupIDs, after: start, through: chunk.through, limit: limit, in: db)
+                    groupIDs: groupIDs,
+                    after: start,
+                    through: chunk.through,
+                    limit: limit,
+                    in: db
+                )
                 found = page.targets.map { ($0.id, $0.token) }
                 exhausted = page.exhausted
             case .directTokens:
                 let page = try Self.tokenTargets(
-                    requestSeq: seq, app: app, after: start, through: chunk.through, limit: limit, in: db)
+                    requestSeq: seq,
+                    app: app,
+                    after: start,
+                    through: chunk.through,
+                    limit: limit,
+                    in: db
+                )
                 found = page.targets.map { ($0.position, $0.token) }
                 exhausted = page.exhausted
             }
@@ -127,7 +183,12 @@ extension SQLiteStore {
         }
     }
 
-    public func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+    public func recordProgress(
+        _ progress: ChunkProgress,
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration
+    )
         async throws -> ProgressResult
     {
         let nowMs = Millis.from(now)
@@ -140,7 +201,10 @@ extension SQLiteStore {
                         sql: """
                             SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
                             FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
-                            """), arguments: [chunk.id])
+                            """
+                    ),
+                    arguments: [chunk.id]
+                )
             else { return .leaseLost }
             let holder: String? = row[1]
             let generation: Int64 = row[2]
@@ -163,7 +227,8 @@ extension SQLiteStore {
                     ON CONFLICT (request_seq, token) DO UPDATE SET
                         attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
                         last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
-                    """)
+                    """
+            )
             for retry in progress.retries {
                 try upsertRetry.execute(arguments: [
                     seq, retry.token.hex, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,

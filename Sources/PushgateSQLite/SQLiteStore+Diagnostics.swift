@@ -18,7 +18,8 @@ extension SQLiteStore {
                 journalMode: try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
                 synchronous: try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
                 foreignKeys: try Bool.fetchOne(db, sql: "PRAGMA foreign_keys") ?? false,
-                busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1)
+                busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1
+            )
         }
     }
 

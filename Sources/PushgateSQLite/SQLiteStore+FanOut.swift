@@ -11,7 +11,13 @@ import PushgateCore
 extension SQLiteStore {
     /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
     /// `exhausted` is true when no more exist in the range after the last one returned.
-    static func deviceTargets(groupIDs: [Int64], after: Int64, through: Int64, limit: Int, in db: Database) throws
+    static func deviceTargets(
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        in db: Database
+    ) throws
         -> (targets: [(id: Int64, token: String)], exhausted: Bool)
     {
         let statement = try db.cachedStatement(
@@ -19,7 +25,8 @@ extension SQLiteStore {
                 SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
                 ORDER BY m.device_id LIMIT ?
-                """)
+                """
+        )
         var lists = [[(id: Int64, token: String)]]()
         lists.reserveCapacity(groupIDs.count)
         for groupID in groupIDs {
@@ -34,13 +41,20 @@ extension SQLiteStore {
 
     /// Member device ids (valid or not) in `(after, through]` of any of `groupIDs`, distinct, ascending,
     /// at most `limit`: where chunks are cut. Reads only the membership index.
-    static func memberIDs(groupIDs: [Int64], after: Int64, through: Int64, limit: Int, in db: Database) throws -> [Int64] {
+    static func memberIDs(
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        in db: Database
+    ) throws -> [Int64] {
         let statement = try db.cachedStatement(
             sql: """
                 SELECT device_id FROM membership
                 WHERE group_id = ? AND device_id > ? AND device_id <= ?
                 ORDER BY device_id LIMIT ?
-                """)
+                """
+        )
         var lists = [[Int64]]()
         for groupID in groupIDs {
             lists.append(try Int64.fetchAll(statement, arguments: [groupID, after, through, limit]))
@@ -58,14 +72,18 @@ extension SQLiteStore {
                     sql: """
                         SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
                         WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
-                        """), arguments: [groupIDs[0], after, through]) ?? 0
+                        """
+                ),
+                arguments: [groupIDs[0], after, through]
+            ) ?? 0
         }
         let statement = try db.cachedStatement(
             sql: """
                 SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
                 ORDER BY m.device_id LIMIT ?
-                """)
+                """
+        )
         let page = 4096
         var count = 0
         var cursor = after
@@ -83,7 +101,14 @@ extension SQLiteStore {
 
     /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
     /// not known as invalid for the app; ascending position, at most `limit`.
-    static func tokenTargets(requestSeq: Int64, app: String, after: Int64, through: Int64, limit: Int, in db: Database)
+    static func tokenTargets(
+        requestSeq: Int64,
+        app: String,
+        after: Int64,
+        through: Int64,
+        limit: Int,
+        in db: Database
+    )
         throws -> (targets: [(position: Int64, token: String)], exhausted: Bool)
     {
         let rows = try Row.fetchAll(
@@ -94,12 +119,21 @@ extension SQLiteStore {
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0)
                     ORDER BY rt.position LIMIT ?
-                    """), arguments: [app, requestSeq, after, through, limit])
+                    """
+            ),
+            arguments: [app, requestSeq, after, through, limit]
+        )
         let targets = rows.map { (position: $0[0] as Int64, token: $0[1] as String) }
         return (targets, targets.count < limit)
     }
 
-    static func countTokenTargets(requestSeq: Int64, app: String, after: Int64, through: Int64, in db: Database) throws
+    static func countTokenTargets(
+        requestSeq: Int64,
+        app: String,
+        after: Int64,
+        through: Int64,
+        in db: Database
+    ) throws
         -> Int
     {
         guard after < through else { return 0 }
@@ -110,7 +144,10 @@ extension SQLiteStore {
                     LEFT JOIN device d ON d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0)
-                    """), arguments: [app, requestSeq, after, through]) ?? 0
+                    """
+            ),
+            arguments: [app, requestSeq, after, through]
+        ) ?? 0
     }
 
     /// Merges ascending lists into one ascending list without duplicate keys, stopping at `limit`.
@@ -128,7 +165,8 @@ extension SQLiteStore {
             }
             guard let best else { break }
             merged.append(lists[best.list][heads[best.list]])
-            for index in lists.indices where heads[index] < lists[index].count && key(lists[index][heads[index]]) == best.key {
+            for index in lists.indices
+            where heads[index] < lists[index].count && key(lists[index][heads[index]]) == best.key {
                 heads[index] += 1
             }
         }

@@ -16,9 +16,11 @@ extension SQLiteStore {
         // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
         // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
         // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
-        let plan = try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db) }
+        let plan = try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db)
+        }
         return try await write { db in
-            if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
+            if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil
+            {
                 throw StoreError.duplicateRequestID(request.id)
             }
             let created = Millis.from(request.createdAt)
@@ -34,24 +36,32 @@ extension SQLiteStore {
                     StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
                     created, plan.bound, tokens.count, plan.targetCount,
                     (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
-                ])
+                ]
+            )
             let seq = db.lastInsertedRowID
             for groupID in plan.groupIDs {
                 try db.execute(
-                    sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)", arguments: [seq, groupID])
+                    sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
+                    arguments: [seq, groupID]
+                )
             }
             for (index, name) in plan.unknownGroups.enumerated() {
                 try db.execute(
                     sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
-                    arguments: [seq, index + 1, name])
+                    arguments: [seq, index + 1, name]
+                )
             }
             let insertToken = try db.cachedStatement(
-                sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)")
+                sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
+            )
             for (index, token) in tokens.enumerated() {
                 try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
             }
             return EnqueueResult(
-                id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
+                id: request.id,
+                targetCount: plan.targetCount,
+                unknownGroups: plan.unknownGroups
+            )
         }
     }
 
@@ -66,7 +76,8 @@ extension SQLiteStore {
         var targetCount: Int
     }
 
-    static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan {
+    static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan
+    {
         var known = [String: Int64]()
         for group in groups {
             if let groupID = try groupID(app: app, name: group, in: db) { known[group] = groupID }
@@ -82,14 +93,17 @@ extension SQLiteStore {
             ? nil
             : try db.makeStatement(
                 sql: "SELECT 1 FROM membership WHERE device_id = ? AND group_id IN ("
-                    + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1")
+                    + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1"
+            )
         let lookup = try db.cachedStatement(sql: "SELECT id, state FROM device WHERE app = ? AND token = ?")
         for token in tokens {
             var isCovered = false
             var counts = true
             if let row = try Row.fetchOne(lookup, arguments: [app, token.hex]) {
                 let deviceID: Int64 = row[0]
-                if let memberOfTargets, deviceID <= bound, try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil {
+                if let memberOfTargets, deviceID <= bound,
+                    try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil
+                {
                     isCovered = true
                     counts = false  // counted with its group
                 } else if deviceState(row[1]) == .invalid {
@@ -100,8 +114,12 @@ extension SQLiteStore {
             if counts { targetCount += 1 }
         }
         return TargetPlan(
-            groupIDs: groupIDs, unknownGroups: resolved.unknown, bound: bound, covered: covered,
-            targetCount: targetCount)
+            groupIDs: groupIDs,
+            unknownGroups: resolved.unknown,
+            bound: bound,
+            covered: covered,
+            targetCount: targetCount
+        )
     }
 
     public func request(_ id: RequestID) async throws -> NotificationRequest? {
@@ -112,7 +130,9 @@ extension SQLiteStore {
                     sql: """
                         SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at
                         FROM request WHERE id = ?
-                        """, arguments: [id.value])
+                        """,
+                    arguments: [id.value]
+                )
             else { return nil }
             let seq: Int64 = row[0]
             let groups = try String.fetchAll(
@@ -120,18 +140,30 @@ extension SQLiteStore {
                 sql: """
                     SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
                     WHERE rg.request_seq = ? ORDER BY g.name
-                    """, arguments: [seq])
+                    """,
+                arguments: [seq]
+            )
             let tokens = try String.fetchAll(
-                db, sql: "SELECT token FROM request_token WHERE request_seq = ? ORDER BY position", arguments: [seq])
+                db,
+                sql: "SELECT token FROM request_token WHERE request_seq = ? ORDER BY position",
+                arguments: [seq]
+            )
             do throws(ValidationError) {
                 let pushTypeRaw: String = row[2]
                 let collapse: String? = row[5]
                 let payload: Data = row[6]
                 return NotificationRequest(
-                    id: id, app: row[1], groups: groups, devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
-                    pushType: try PushType(validating: pushTypeRaw), priority: try Priority(validating: row[3]),
-                    expiration: StoredForm.expiration(stored: row[4]), collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
-                    payload: try Payload(jsonBytes: Array(payload)), createdAt: Millis.date(row[7]))
+                    id: id,
+                    app: row[1],
+                    groups: groups,
+                    devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
+                    pushType: try PushType(validating: pushTypeRaw),
+                    priority: try Priority(validating: row[3]),
+                    expiration: StoredForm.expiration(stored: row[4]),
+                    collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
+                    payload: try Payload(jsonBytes: Array(payload)),
+                    createdAt: Millis.date(row[7])
+                )
             } catch {
                 throw StoreError.backend("stored request \(id) is malformed: \(error)")
             }
@@ -149,25 +181,40 @@ extension SQLiteStore {
                                 + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
                             created_at, finished_at, last_apns_id
                         FROM request WHERE id = ?
-                        """, arguments: [id.value])
+                        """,
+                    arguments: [id.value]
+                )
             else { return nil }
             let seq: Int64 = row[0]
             var failedByReason = [String: Int]()
             for reasonRow in try Row.fetchAll(
-                db, sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?", arguments: [seq])
-            {
+                db,
+                sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?",
+                arguments: [seq]
+            ) {
                 failedByReason[reasonRow[0]] = reasonRow[1]
             }
             let pending =
                 try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
             let finishedAt: Int64? = row[6]
             let unknownGroups = try String.fetchAll(
-                db, sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position",
-                arguments: [seq])
+                db,
+                sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position",
+                arguments: [seq]
+            )
             return DeliveryReport(
-                id: id, app: row[1], state: StoredForm.requestState(row[2]), targets: row[3], accepted: row[4],
-                failedByReason: failedByReason, pendingRetries: pending, createdAt: Millis.date(row[5]),
-                finishedAt: finishedAt.map(Millis.date), lastAPNsID: row[7], unknownGroups: unknownGroups)
+                id: id,
+                app: row[1],
+                state: StoredForm.requestState(row[2]),
+                targets: row[3],
+                accepted: row[4],
+                failedByReason: failedByReason,
+                pendingRetries: pending,
+                createdAt: Millis.date(row[5]),
+                finishedAt: finishedAt.map(Millis.date),
+                lastAPNsID: row[7],
+                unknownGroups: unknownGroups
+            )
         }
     }
 
@@ -181,9 +228,15 @@ extension SQLiteStore {
                 sql: """
                     SELECT token, reason, status, failed_at FROM failure
                     WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
-                    """, arguments: [seq, after?.hex ?? "", limit]
+                    """,
+                arguments: [seq, after?.hex ?? "", limit]
             ).map { row in
-                FailureEntry(token: try StoredForm.deviceToken(row[0]), reason: row[1], status: row[2], at: Millis.date(row[3]))
+                FailureEntry(
+                    token: try StoredForm.deviceToken(row[0]),
+                    reason: row[1],
+                    status: row[2],
+                    at: Millis.date(row[3])
+                )
             }
         }
     }
@@ -198,14 +251,18 @@ extension SQLiteStore {
                 sql: """
                     UPDATE chunk SET lease_expires_at = min(lease_expires_at, ?), generation = generation + 1
                     WHERE owner = ? AND state = \(ChunkCode.open.rawValue)
-                    """, arguments: [nowMs, owner.value])
+                    """,
+                arguments: [nowMs, owner.value]
+            )
             let chunks = db.changesCount
             try db.execute(
                 sql: """
                     UPDATE retry SET owner = NULL, lease_expires_at = min(lease_expires_at, ?),
                         generation = generation + 1
                     WHERE owner = ?
-                    """, arguments: [nowMs, owner.value])
+                    """,
+                arguments: [nowMs, owner.value]
+            )
             return chunks + db.changesCount
         }
     }
@@ -219,14 +276,17 @@ extension SQLiteStore {
         try await read { db in
             let retry = try Int64.fetchOne(db, sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
             let lease = try Int64.fetchOne(
-                db, sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)")
+                db,
+                sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)"
+            )
             // Expiry happens once `now` is past the expiration: 1 ms after it.
             let expiry = try Int64.fetchOne(
                 db,
                 sql: """
                     SELECT MIN(expiration) * 1000 + 1 FROM request
                     WHERE state < \(Code.done.rawValue) AND expiration > 0
-                    """)
+                    """
+            )
             return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
         }
     }
@@ -247,7 +307,8 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO failure (request_seq, token, reason, status, failed_at) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (request_seq, token) DO NOTHING
-                """)
+                """
+        )
         var byReason = [String: Int]()
         for failure in failures {
             try insert.execute(arguments: [
@@ -288,7 +349,10 @@ extension SQLiteStore {
                 sql: """
                     SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
                     WHERE state < \(Code.done.rawValue) AND expiration > 0 AND expiration * 1000 < ?
-                    """), arguments: [nowMs])
+                    """
+            ),
+            arguments: [nowMs]
+        )
         var expired = [RequestID]()
         for row in overdue {
             let seq: Int64 = row[0]
@@ -299,13 +363,18 @@ extension SQLiteStore {
                     INSERT INTO failure (request_seq, token, reason, status, failed_at)
                     SELECT request_seq, token, ?, NULL, ? FROM retry WHERE request_seq = ?
                     ON CONFLICT (request_seq, token) DO NOTHING
-                    """, arguments: [FailureEntry.expiredReason, nowMs, seq])
+                    """,
+                arguments: [FailureEntry.expiredReason, nowMs, seq]
+            )
             var expiredCount = db.changesCount
             try db.execute(sql: "DELETE FROM retry WHERE request_seq = ?", arguments: [seq])
 
             // Targets never sent: counted, without a row each.
             let groupIDs = try Int64.fetchAll(
-                db, sql: "SELECT group_id FROM request_group WHERE request_seq = ?", arguments: [seq])
+                db,
+                sql: "SELECT group_id FROM request_group WHERE request_seq = ?",
+                arguments: [seq]
+            )
             let openChunks = try Row.fetchAll(
                 db,
                 sql: """
@@ -317,14 +386,24 @@ extension SQLiteStore {
                 (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64)
             }
             let cursor = LedgerArithmetic.CutCursor(
-                tokenCut: row[5], tokenCount: row[6], groupCut: row[4], bound: row[3], hasGroups: !groupIDs.isEmpty)
+                tokenCut: row[5],
+                tokenCount: row[6],
+                groupCut: row[4],
+                bound: row[3],
+                hasGroups: !groupIDs.isEmpty
+            )
             let cutDone = row[7] as Int64 != 0
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
                 expiredCount +=
                     range.kind == .deviceRange
                     ? try countDeviceTargets(groupIDs: groupIDs, after: range.after, through: range.through, in: db)
                     : try countTokenTargets(
-                        requestSeq: seq, app: app, after: range.after, through: range.through, in: db)
+                        requestSeq: seq,
+                        app: app,
+                        after: range.after,
+                        through: range.through,
+                        in: db
+                    )
             }
             try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
             try db.execute(
@@ -332,10 +411,12 @@ extension SQLiteStore {
                     UPDATE chunk SET state = \(ChunkCode.done.rawValue), generation = generation + 1
                     WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
                     """,
-                arguments: [seq])
+                arguments: [seq]
+            )
             try db.execute(
                 sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?",
-                arguments: [nowMs, seq])
+                arguments: [nowMs, seq]
+            )
             expired.append(try StoredForm.requestID(row[1]))
         }
         return expired

@@ -56,7 +56,11 @@ public final class SQLiteStore: PushStore {
     private let stopped = Mutex<StoreError?>(nil)
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
-    public init(path: String, configuration: Configuration = .init(), logger: Logger = Logger(label: "pushgate.store"))
+    public init(
+        path: String,
+        configuration: Configuration = .init(),
+        logger: Logger = Logger(label: "pushgate.store")
+    )
         throws
     {
         var config = GRDB.Configuration()
@@ -74,7 +78,9 @@ public final class SQLiteStore: PushStore {
             }
             try SQLiteSchema.migrator.migrate(pool)
         } catch let error as DatabaseError {
-            throw StoreError.backend("cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")")
+            throw StoreError.backend(
+                "cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")"
+            )
         }
         self.path = path
         self.logger = logger
@@ -144,7 +150,8 @@ public final class SQLiteStore: PushStore {
             let failure = StoreError.backend(
                 "SQLite store stopped: synchronous = FULL could not be restored after a write without fsync "
                     + "(\(reason)); "
-                    + "later commits would not be durable. Restart the gateway")
+                    + "later commits would not be durable. Restart the gateway"
+            )
             stopped.withLock { if $0 == nil { $0 = failure } }
             logger.error("store stopped: durability could not be restored", metadata: ["store.error": "\(reason)"])
             throw failure

@@ -1,17 +1,27 @@
 import PushgateCore
 
 func expect(
-    _ condition: Bool, _ message: @autoclosure () -> String, file: StaticString = #fileID, line: UInt = #line
+    _ condition: Bool,
+    _ message: @autoclosure () -> String,
+    file: StaticString = #fileID,
+    line: UInt = #line
 ) throws {
     guard condition else { throw ConformanceFailure(file: "\(file)", line: Int(line), message: message()) }
 }
 
 func expectEqual<T: Equatable>(
-    _ actual: T, _ expected: T, _ what: String, file: StaticString = #fileID, line: UInt = #line
+    _ actual: T,
+    _ expected: T,
+    _ what: String,
+    file: StaticString = #fileID,
+    line: UInt = #line
 ) throws {
     guard actual == expected else {
         throw ConformanceFailure(
-            file: "\(file)", line: Int(line), message: "\(what): expected \(expected), got \(actual)")
+            file: "\(file)",
+            line: Int(line),
+            message: "\(what): expected \(expected), got \(actual)"
+        )
     }
 }
 
@@ -22,7 +32,10 @@ func unwrap<T>(_ value: T?, _ what: String, file: StaticString = #fileID, line: 
 
 /// Expects `body` to throw a ``StoreError`` with `code`.
 func expectStoreError(
-    _ code: StoreError.Code, _ what: String, file: StaticString = #fileID, line: UInt = #line,
+    _ code: StoreError.Code,
+    _ what: String,
+    file: StaticString = #fileID,
+    line: UInt = #line,
     _ body: () async throws -> Void
 ) async throws {
     do {
@@ -32,7 +45,14 @@ func expectStoreError(
         return
     } catch {
         throw ConformanceFailure(
-            file: "\(file)", line: Int(line), message: "\(what): expected StoreError \(code), got \(error)")
+            file: "\(file)",
+            line: Int(line),
+            message: "\(what): expected StoreError \(code), got \(error)"
+        )
     }
-    throw ConformanceFailure(file: "\(file)", line: Int(line), message: "\(what): expected StoreError \(code), got success")
+    throw ConformanceFailure(
+        file: "\(file)",
+        line: Int(line),
+        message: "\(what): expected StoreError \(code), got success"
+    )
 }

@@ -9,7 +9,8 @@ enum FanOutChecks {
         try await F.register(store, 20...50, in: "b")
         try await F.register(store, stride(from: 2, through: 60, by: 2), in: "c")
         let result = try await store.enqueue(
-            F.request("r1", groups: ["a", "b", "c"], devices: [F.token(25), F.token(58), F.token(999)]))
+            F.request("r1", groups: ["a", "b", "c"], devices: [F.token(25), F.token(58), F.token(999)])
+        )
         let expected = Set((1...50).map(F.token) + stride(from: 52, through: 60, by: 2).map(F.token) + [F.token(999)])
         try expectEqual(result.targetCount, expected.count, "target count")
         let sent = try await F.deliverAll(store, chunkSize: 7, pageSize: 3)
@@ -23,12 +24,30 @@ enum FanOutChecks {
     static func fanOutSkipsInvalidDevices(_ store: any PushStore) async throws {
         try await F.register(store, 1...10, in: "g")
         try await F.register(store, [20], in: "other")
-        _ = try await store.invalidate(app: F.app, token: F.token(2), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(0))
-        _ = try await store.invalidate(app: F.app, token: F.token(20), reason: .unregistered, appleTimestamp: F.at(0), at: F.at(0))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(2),
+            reason: .badDeviceToken,
+            appleTimestamp: nil,
+            at: F.at(0)
+        )
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(20),
+            reason: .unregistered,
+            appleTimestamp: F.at(0),
+            at: F.at(0)
+        )
         let result = try await store.enqueue(F.request("r1", groups: ["g"], devices: [F.token(20)], at: 1))
         try expectEqual(result.targetCount, 9, "target count leaves invalid devices out")
         // Invalidated after the request was stored, before fan-out reached it: skipped too.
-        _ = try await store.invalidate(app: F.app, token: F.token(7), reason: .unregistered, appleTimestamp: F.at(0), at: F.at(2))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(7),
+            reason: .unregistered,
+            appleTimestamp: F.at(0),
+            at: F.at(2)
+        )
         let sent = try await F.deliverAll(store, now: F.at(3), chunkSize: 4, pageSize: 2)
         try expectEqual(Set(sent), Set([1, 3, 4, 5, 6, 8, 9, 10].map(F.token)), "valid devices only")
         try expectEqual(sent.count, 8, "each once")
@@ -69,11 +88,18 @@ enum FanOutChecks {
         try await F.register(store, 1...20, in: "g")
         for number in [3, 4, 5, 6, 7] {
             _ = try await store.invalidate(
-                app: F.app, token: F.token(number), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(0))
+                app: F.app,
+                token: F.token(number),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: F.at(0)
+            )
         }
         _ = try await store.enqueue(F.request("r1", groups: ["g"], at: 1))
         let chunk = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 10), "chunk")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 10),
+            "chunk"
+        )
         try expectEqual(chunk.kind, .deviceRange, "kind")
         try expectEqual(chunk.progress, chunk.after, "a fresh chunk starts at its beginning")
         try expectEqual(chunk.isTakeover, false, "a fresh chunk is no takeover")
@@ -95,7 +121,11 @@ enum FanOutChecks {
         // Chunk of 10 member ids: 1...10, of which 3...7 are invalid.
         try expectEqual(tokens, [1, 2, 8, 9, 10].map(F.token), "valid members of the chunk, in order")
         let past = try await store.targets(of: chunk, after: chunk.through, limit: 5)
-        try expectEqual(past, TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true), "nothing after the end")
+        try expectEqual(
+            past,
+            TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true),
+            "nothing after the end"
+        )
     }
 
     /// 50,000 devices in three overlapping groups (0..<30k, 20k..<50k, every third one): every device
@@ -117,8 +147,11 @@ enum FanOutChecks {
         var duplicates = 0
         var chunks = 0
         while let chunk = try await store.claimChunk(
-            owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 5_000)
-        {
+            owner: F.instanceA,
+            now: F.at(2),
+            leaseDuration: F.lease,
+            chunkSize: 5_000
+        ) {
             chunks += 1
             var cursor = chunk.progress
             while true {
@@ -127,8 +160,15 @@ enum FanOutChecks {
                 for target in page.targets where !seen.insert(target.token).inserted { duplicates += 1 }
                 let outcome = try await store.recordProgress(
                     ChunkProgress(
-                        chunk: chunk, through: page.scannedThrough, accepted: page.targets.count, completesChunk: page.isEnd),
-                    owner: F.instanceA, now: F.at(2), leaseDuration: F.lease)
+                        chunk: chunk,
+                        through: page.scannedThrough,
+                        accepted: page.targets.count,
+                        completesChunk: page.isEnd
+                    ),
+                    owner: F.instanceA,
+                    now: F.at(2),
+                    leaseDuration: F.lease
+                )
                 try expect(outcome != .leaseLost, "lease held")
                 cursor = page.scannedThrough
                 if page.isEnd { break }

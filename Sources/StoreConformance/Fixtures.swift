@@ -22,7 +22,12 @@ enum Fixture {
         Registration(app: app, token: token(number), group: group, at: at(seconds))
     }
 
-    static func register(_ store: any PushStore, _ numbers: some Sequence<Int>, in group: String, at seconds: Int = 0)
+    static func register(
+        _ store: any PushStore,
+        _ numbers: some Sequence<Int>,
+        in group: String,
+        at seconds: Int = 0
+    )
         async throws
     {
         _ = try await store.register(batch: numbers.map { registration($0, group, at: seconds) })
@@ -31,12 +36,23 @@ enum Fixture {
     static func requestID(_ name: String) -> RequestID { try! RequestID(name) }
 
     static func request(
-        _ name: String, groups: [String] = [], devices: [DeviceToken] = [], expiration: Expiration = .immediately,
+        _ name: String,
+        groups: [String] = [],
+        devices: [DeviceToken] = [],
+        expiration: Expiration = .immediately,
         at seconds: Int = 0
     ) -> NotificationRequest {
         NotificationRequest(
-            id: requestID(name), app: app, groups: groups, devices: devices, pushType: .alert, priority: .immediate,
-            expiration: expiration, payload: Payload.alert("hello"), createdAt: at(seconds))
+            id: requestID(name),
+            app: app,
+            groups: groups,
+            devices: devices,
+            pushType: .alert,
+            priority: .immediate,
+            expiration: expiration,
+            payload: Payload.alert("hello"),
+            createdAt: at(seconds)
+        )
     }
 
     /// What the simulated APNs answers for one device.
@@ -50,11 +66,16 @@ enum Fixture {
     /// a page at a time. Returns the tokens sent to, in order.
     @discardableResult
     static func deliverAll(
-        _ store: any PushStore, owner: InstanceID = instanceA, now: Date = at(1), chunkSize: Int = 100,
-        pageSize: Int = 50, answer: (DeviceToken) -> Answer = { _ in .accept }
+        _ store: any PushStore,
+        owner: InstanceID = instanceA,
+        now: Date = at(1),
+        chunkSize: Int = 100,
+        pageSize: Int = 50,
+        answer: (DeviceToken) -> Answer = { _ in .accept }
     ) async throws -> [DeviceToken] {
         var sent = [DeviceToken]()
-        while let chunk = try await store.claimChunk(owner: owner, now: now, leaseDuration: lease, chunkSize: chunkSize) {
+        while let chunk = try await store.claimChunk(owner: owner, now: now, leaseDuration: lease, chunkSize: chunkSize)
+        {
             sent += try await deliver(chunk, store: store, owner: owner, now: now, pageSize: pageSize, answer: answer)
         }
         return sent
@@ -62,18 +83,27 @@ enum Fixture {
 
     /// Sends every target of one chunk from its progress on and completes it.
     static func deliver(
-        _ chunk: WorkChunk, store: any PushStore, owner: InstanceID = instanceA, now: Date, pageSize: Int = 50,
-        maximumPages: Int = .max, answer: (DeviceToken) -> Answer = { _ in .accept }
+        _ chunk: WorkChunk,
+        store: any PushStore,
+        owner: InstanceID = instanceA,
+        now: Date,
+        pageSize: Int = 50,
+        maximumPages: Int = .max,
+        answer: (DeviceToken) -> Answer = { _ in .accept }
     ) async throws -> [DeviceToken] {
         var sent = [DeviceToken]()
         var cursor = chunk.progress
         var pages = 0
         while pages < maximumPages {
             let page = try await store.targets(of: chunk, after: cursor, limit: pageSize)
-            try expect(page.targets.count <= pageSize, "a page holds at most its limit (\(page.targets.count) > \(pageSize))")
+            try expect(
+                page.targets.count <= pageSize,
+                "a page holds at most its limit (\(page.targets.count) > \(pageSize))"
+            )
             try expect(
                 page.targets.allSatisfy { $0.cursor > cursor && $0.cursor <= chunk.through },
-                "page targets lie within (\(cursor), \(chunk.through)] of \(chunk)")
+                "page targets lie within (\(cursor), \(chunk.through)] of \(chunk)"
+            )
             var progress = ChunkProgress(chunk: chunk, through: page.scannedThrough, completesChunk: page.isEnd)
             for target in page.targets {
                 sent.append(target.token)
@@ -84,7 +114,9 @@ enum Fixture {
                 case .reject(let reason, let status):
                     progress.failures.append(FailureEntry(token: target.token, reason: reason, status: status, at: now))
                 case .retry(let reason, let next):
-                    progress.retries.append(RetryEntry(token: target.token, attempt: 1, nextAttemptAt: next, reason: reason))
+                    progress.retries.append(
+                        RetryEntry(token: target.token, attempt: 1, nextAttemptAt: next, reason: reason)
+                    )
                 }
             }
             let result = try await store.recordProgress(progress, owner: owner, now: now, leaseDuration: lease)

@@ -19,7 +19,11 @@ enum RegistryChecks {
 
     static func registeringTwiceIsIdempotent(_ store: any PushStore) async throws {
         try expectEqual(try await store.register(F.registration(1, "news", at: 5)), .created, "first registration")
-        try expectEqual(try await store.register(F.registration(1, "news", at: 9)), .alreadyMember, "second registration")
+        try expectEqual(
+            try await store.register(F.registration(1, "news", at: 9)),
+            .alreadyMember,
+            "second registration"
+        )
         let device = try unwrap(try await store.device(app: F.app, token: F.token(1)), "lookup")
         try expectEqual(device.groups, ["news"], "groups")
         try expectEqual(device.registeredAt, F.at(5), "registeredAt stays the first")
@@ -29,21 +33,40 @@ enum RegistryChecks {
         // An older registration arriving late does not move lastRegisteredAt back.
         try expectEqual(try await store.register(F.registration(1, "news", at: 7)), .alreadyMember, "late registration")
         try expectEqual(
-            try await store.device(app: F.app, token: F.token(1))?.lastRegisteredAt, F.at(9), "lastRegisteredAt never moves back")
+            try await store.device(app: F.app, token: F.token(1))?.lastRegisteredAt,
+            F.at(9),
+            "lastRegisteredAt never moves back"
+        )
     }
 
     static func registeringInAnotherGroupJoinsIt(_ store: any PushStore) async throws {
         try expectEqual(try await store.register(F.registration(1, "sports")), .created, "first group")
         try expectEqual(try await store.register(F.registration(1, "news")), .joinedGroup, "second group")
-        try expectEqual(try await store.device(app: F.app, token: F.token(1))?.groups, ["news", "sports"], "groups by name")
+        try expectEqual(
+            try await store.device(app: F.app, token: F.token(1))?.groups,
+            ["news", "sports"],
+            "groups by name"
+        )
     }
 
     static func appsAreSeparateNamespaces(_ store: any PushStore) async throws {
         try expectEqual(try await store.register(F.registration(1, "news", app: "one")), .created, "app one")
-        try expectEqual(try await store.register(F.registration(1, "news", app: "two")), .created, "same token, app two")
         try expectEqual(
-            try await store.invalidate(app: "one", token: F.token(1), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(1)),
-            .invalidated, "invalidate in app one")
+            try await store.register(F.registration(1, "news", app: "two")),
+            .created,
+            "same token, app two"
+        )
+        try expectEqual(
+            try await store.invalidate(
+                app: "one",
+                token: F.token(1),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: F.at(1)
+            ),
+            .invalidated,
+            "invalidate in app one"
+        )
         try expectEqual(try await store.device(app: "one", token: F.token(1))?.state, .invalid, "app one's device")
         try expectEqual(try await store.device(app: "two", token: F.token(1))?.state, .valid, "app two's device")
         try await expectStoreError(.unknownGroup, "app three has no group news") {
@@ -58,7 +81,13 @@ enum RegistryChecks {
 
     static func batchRegistrationReportsEachRegistration(_ store: any PushStore) async throws {
         _ = try await store.register(F.registration(9, "old"))
-        _ = try await store.invalidate(app: F.app, token: F.token(9), reason: .unregistered, appleTimestamp: F.at(1), at: F.at(2))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(9),
+            reason: .unregistered,
+            appleTimestamp: F.at(1),
+            at: F.at(2)
+        )
         let results = try await store.register(batch: [
             F.registration(1, "a", at: 3), F.registration(1, "a", at: 3), F.registration(2, "a", at: 3),
             F.registration(1, "b", at: 3), F.registration(9, "a", at: 3),
@@ -67,7 +96,11 @@ enum RegistryChecks {
         try expectEqual(try await store.register(batch: []), [], "an empty batch")
         let page = try await store.devices(app: F.app, group: "a", after: nil, limit: 10)
         try expectEqual(Set(page.devices.map(\.token)), [F.token(1), F.token(2), F.token(9)], "group a")
-        try expectEqual(try await store.device(app: F.app, token: F.token(9))?.groups, ["a", "old"], "revalidated keeps its groups")
+        try expectEqual(
+            try await store.device(app: F.app, token: F.token(9))?.groups,
+            ["a", "old"],
+            "revalidated keeps its groups"
+        )
     }
 
     static func invalidBatchWritesNothing(_ store: any PushStore) async throws {
@@ -82,14 +115,28 @@ enum RegistryChecks {
         _ = try await store.register(F.registration(1, "b"))
         try expectEqual(try await store.unassign(app: F.app, token: F.token(1), group: "a"), true, "unassign a member")
         try expectEqual(try await store.unassign(app: F.app, token: F.token(1), group: "a"), false, "unassign again")
-        try expectEqual(try await store.unassign(app: F.app, token: F.token(2), group: "b"), false, "unassign an unknown device")
-        try expectEqual(try await store.unassign(app: F.app, token: F.token(1), group: "zz"), false, "unassign from an unknown group")
+        try expectEqual(
+            try await store.unassign(app: F.app, token: F.token(2), group: "b"),
+            false,
+            "unassign an unknown device"
+        )
+        try expectEqual(
+            try await store.unassign(app: F.app, token: F.token(1), group: "zz"),
+            false,
+            "unassign from an unknown group"
+        )
         try expectEqual(try await store.device(app: F.app, token: F.token(1))?.groups, ["b"], "remaining groups")
         try expectEqual(
-            try await store.devices(app: F.app, group: "a", after: nil, limit: 10).devices, [], "group a is empty but exists")
+            try await store.devices(app: F.app, group: "a", after: nil, limit: 10).devices,
+            [],
+            "group a is empty but exists"
+        )
         _ = try await store.unassign(app: F.app, token: F.token(1), group: "b")
         try expectEqual(
-            try await store.device(app: F.app, token: F.token(1))?.groups, [], "a device in no group stays registered")
+            try await store.device(app: F.app, token: F.token(1))?.groups,
+            [],
+            "a device in no group stays registered"
+        )
     }
 
     static func removingADeviceRemovesItEverywhere(_ store: any PushStore) async throws {
@@ -100,7 +147,10 @@ enum RegistryChecks {
         try expectEqual(try await store.removeDevice(app: F.app, token: F.token(1)), false, "remove again")
         try expectEqual(try await store.device(app: F.app, token: F.token(1)), nil, "lookup after removal")
         try expectEqual(
-            try await store.devices(app: F.app, group: "a", after: nil, limit: 10).devices.map(\.token), [F.token(2)], "group a")
+            try await store.devices(app: F.app, group: "a", after: nil, limit: 10).devices.map(\.token),
+            [F.token(2)],
+            "group a"
+        )
         try expectEqual(try await store.devices(app: F.app, group: "b", after: nil, limit: 10).devices, [], "group b")
         try expectEqual(try await store.register(F.registration(1, "b")), .created, "registering again creates it anew")
     }
@@ -137,11 +187,19 @@ enum RegistryChecks {
         // A group whose size is a multiple of the limit ends with next == nil, not with an empty page.
         try await F.register(store, 300...319, in: "even")
         let first = try await store.devices(app: F.app, group: "even", after: nil, limit: 10)
-        let second = try await store.devices(app: F.app, group: "even", after: try unwrap(first.next, "next"), limit: 10)
+        let second = try await store.devices(
+            app: F.app,
+            group: "even",
+            after: try unwrap(first.next, "next"),
+            limit: 10
+        )
         try expectEqual(second.devices.count, 10, "second page")
         try expectEqual(second.next, nil, "no page after the last")
         try expectEqual(
-            first.devices.map(\.token) + second.devices.map(\.token), (300...319).map(F.token), "listing order is registration order")
+            first.devices.map(\.token) + second.devices.map(\.token),
+            (300...319).map(F.token),
+            "listing order is registration order"
+        )
     }
 
     static func listingAnUnknownGroupFails(_ store: any PushStore) async throws {
@@ -153,26 +211,54 @@ enum RegistryChecks {
     static func badDeviceTokenInvalidatesWithoutTimestamp(_ store: any PushStore) async throws {
         _ = try await store.register(F.registration(1, "a", at: 100))
         try expectEqual(
-            try await store.invalidate(app: F.app, token: F.token(1), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(200)),
-            .invalidated, "BadDeviceToken")
+            try await store.invalidate(
+                app: F.app,
+                token: F.token(1),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: F.at(200)
+            ),
+            .invalidated,
+            "BadDeviceToken"
+        )
         let device = try unwrap(try await store.device(app: F.app, token: F.token(1)), "lookup")
         try expectEqual(device.state, .invalid, "state")
         try expectEqual(device.invalidReason, .badDeviceToken, "reason")
         try expectEqual(device.invalidatedAt, F.at(200), "invalidatedAt")
         try expectEqual(device.groups, ["a"], "an invalid device keeps its memberships")
         try expectEqual(
-            try await store.invalidate(app: F.app, token: F.token(1), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(300)),
-            .alreadyInvalid, "invalidating again")
+            try await store.invalidate(
+                app: F.app,
+                token: F.token(1),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: F.at(300)
+            ),
+            .alreadyInvalid,
+            "invalidating again"
+        )
         try expectEqual(
-            try await store.device(app: F.app, token: F.token(1))?.invalidatedAt, F.at(200), "the first invalidation is kept")
+            try await store.device(app: F.app, token: F.token(1))?.invalidatedAt,
+            F.at(200),
+            "the first invalidation is kept"
+        )
     }
 
     static func reRegistrationAfterAppleTimestampSurvives410(_ store: any PushStore) async throws {
         _ = try await store.register(F.registration(1, "a", at: 0))
         _ = try await store.register(F.registration(1, "a", at: 100))
         let result = try await store.invalidate(
-            app: F.app, token: F.token(1), reason: .unregistered, appleTimestamp: F.at(50), at: F.at(120))
-        try expectEqual(result, .keptBecauseRegisteredLater(lastRegisteredAt: F.at(100)), "410 older than the re-registration")
+            app: F.app,
+            token: F.token(1),
+            reason: .unregistered,
+            appleTimestamp: F.at(50),
+            at: F.at(120)
+        )
+        try expectEqual(
+            result,
+            .keptBecauseRegisteredLater(lastRegisteredAt: F.at(100)),
+            "410 older than the re-registration"
+        )
         try expectEqual(try await store.device(app: F.app, token: F.token(1))?.state, .valid, "state")
     }
 
@@ -180,8 +266,15 @@ enum RegistryChecks {
         _ = try await store.register(F.registration(1, "a", at: 0))
         try expectEqual(
             try await store.invalidate(
-                app: F.app, token: F.token(1), reason: .unregistered, appleTimestamp: F.at(50), at: F.at(60)),
-            .invalidated, "410 newer than the registration")
+                app: F.app,
+                token: F.token(1),
+                reason: .unregistered,
+                appleTimestamp: F.at(50),
+                at: F.at(60)
+            ),
+            .invalidated,
+            "410 newer than the registration"
+        )
         let device = try unwrap(try await store.device(app: F.app, token: F.token(1)), "lookup")
         try expectEqual(device.state, .invalid, "state")
         try expectEqual(device.invalidReason, .unregistered, "reason")
@@ -189,13 +282,26 @@ enum RegistryChecks {
         _ = try await store.register(F.registration(2, "a", at: 70))
         try expectEqual(
             try await store.invalidate(
-                app: F.app, token: F.token(2), reason: .unregistered, appleTimestamp: F.at(70), at: F.at(80)),
-            .invalidated, "410 at the very moment of the registration")
+                app: F.app,
+                token: F.token(2),
+                reason: .unregistered,
+                appleTimestamp: F.at(70),
+                at: F.at(80)
+            ),
+            .invalidated,
+            "410 at the very moment of the registration"
+        )
     }
 
     static func reRegisteringAnInvalidDeviceRevalidatesIt(_ store: any PushStore) async throws {
         _ = try await store.register(F.registration(1, "a", at: 0))
-        _ = try await store.invalidate(app: F.app, token: F.token(1), reason: .unregistered, appleTimestamp: F.at(5), at: F.at(10))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(1),
+            reason: .unregistered,
+            appleTimestamp: F.at(5),
+            at: F.at(10)
+        )
         try expectEqual(try await store.register(F.registration(1, "b", at: 20)), .revalidated, "re-registration")
         let device = try unwrap(try await store.device(app: F.app, token: F.token(1)), "lookup")
         try expectEqual(device.state, .valid, "state")
@@ -208,8 +314,16 @@ enum RegistryChecks {
 
     static func invalidatingAnUnknownDeviceChangesNothing(_ store: any PushStore) async throws {
         try expectEqual(
-            try await store.invalidate(app: F.app, token: F.token(1), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(1)),
-            .unknownDevice, "unknown device")
+            try await store.invalidate(
+                app: F.app,
+                token: F.token(1),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: F.at(1)
+            ),
+            .unknownDevice,
+            "unknown device"
+        )
         try expectEqual(try await store.device(app: F.app, token: F.token(1)), nil, "still unknown")
     }
 }

@@ -18,16 +18,20 @@ enum ReportChecks {
         }
         let claim = try await store.claimRetries(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, limit: 10)[0]
         _ = try await store.recordRetryOutcomes(
-            [RetryOutcome(claim: claim, result: .failed(reason: "TooManyRequests", status: 429))], owner: F.instanceA,
-            now: F.at(3))
+            [RetryOutcome(claim: claim, result: .failed(reason: "TooManyRequests", status: 429))],
+            owner: F.instanceA,
+            now: F.at(3)
+        )
         let report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.id, id, "id")
         try expectEqual(report.app, F.app, "app")
         try expectEqual(report.targets, 8, "targets")
         try expectEqual(report.accepted, 3, "accepted")
         try expectEqual(
-            report.failedByReason, ["BadDeviceToken": 1, "Unregistered": 2, "PayloadTooLarge": 1, "TooManyRequests": 1],
-            "failed by reason")
+            report.failedByReason,
+            ["BadDeviceToken": 1, "Unregistered": 2, "PayloadTooLarge": 1, "TooManyRequests": 1],
+            "failed by reason"
+        )
         try expectEqual(report.failed, 5, "failed")
         try expectEqual(report.pendingRetries, 0, "pending")
         try expectEqual(report.state, .done, "state")
@@ -43,10 +47,13 @@ enum ReportChecks {
         _ = try await store.register(F.registration(2, "g", at: 100))
         _ = try await store.enqueue(F.request("r1", groups: ["g"], at: 101))
         let chunk = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(200), leaseDuration: F.lease, chunkSize: 10), "claim")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(200), leaseDuration: F.lease, chunkSize: 10),
+            "claim"
+        )
         let result = try await store.recordProgress(
             ChunkProgress(
-                chunk: chunk, through: chunk.through,
+                chunk: chunk,
+                through: chunk.through,
                 failures: [
                     FailureEntry(token: F.token(1), reason: "Unregistered", status: 410, at: F.at(200)),
                     FailureEntry(token: F.token(2), reason: "Unregistered", status: 410, at: F.at(200)),
@@ -54,14 +61,22 @@ enum ReportChecks {
                 invalidations: [
                     DeviceInvalidation(token: F.token(1), reason: .unregistered, appleTimestamp: F.at(150)),
                     DeviceInvalidation(token: F.token(2), reason: .unregistered, appleTimestamp: F.at(50)),
-                ], completesChunk: true),
-            owner: F.instanceA, now: F.at(201), leaseDuration: F.lease)
+                ],
+                completesChunk: true
+            ),
+            owner: F.instanceA,
+            now: F.at(201),
+            leaseDuration: F.lease
+        )
         try expectEqual(result, .chunkCompleted, "recorded")
         let first = try unwrap(try await store.device(app: F.app, token: F.token(1)), "device 1")
         try expectEqual(first.state, .invalid, "device 1 is invalid")
         try expectEqual(first.invalidatedAt, F.at(201), "invalidated when recorded")
         try expectEqual(
-            try await store.device(app: F.app, token: F.token(2))?.state, .valid, "device 2 was registered after Apple's timestamp")
+            try await store.device(app: F.app, token: F.token(2))?.state,
+            .valid,
+            "device 2 was registered after Apple's timestamp"
+        )
     }
 
     static func failuresAreListedByTokenInPages(_ store: any PushStore) async throws {
@@ -76,7 +91,11 @@ enum ReportChecks {
         try expectEqual(third.map(\.token), [F.token(5)], "last page")
         try expectEqual(third.first?.reason, "DeviceTokenNotForTopic", "reason")
         try expectEqual(third.first?.at, F.at(1), "time")
-        try expectEqual(try await store.failures(of: F.requestID("unknown"), after: nil, limit: 2), [], "unknown request")
+        try expectEqual(
+            try await store.failures(of: F.requestID("unknown"), after: nil, limit: 2),
+            [],
+            "unknown request"
+        )
     }
 
     static func reportOfAnUnknownRequestIsNil(_ store: any PushStore) async throws {

@@ -7,13 +7,28 @@ enum RequestChecks {
     static func enqueueCountsDistinctTargets(_ store: any PushStore) async throws {
         try await F.register(store, 1...10, in: "g1")
         try await F.register(store, 6...15, in: "g2")
-        _ = try await store.invalidate(app: F.app, token: F.token(3), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(0))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(3),
+            reason: .badDeviceToken,
+            appleTimestamp: nil,
+            at: F.at(0)
+        )
         try await F.register(store, [50], in: "elsewhere")
-        _ = try await store.invalidate(app: F.app, token: F.token(50), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(0))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(50),
+            reason: .badDeviceToken,
+            appleTimestamp: nil,
+            at: F.at(0)
+        )
         let result = try await store.enqueue(
             F.request(
-                "r1", groups: ["g1", "g2", "g1"],
-                devices: [F.token(5), F.token(100), F.token(100), F.token(200), F.token(50)]))
+                "r1",
+                groups: ["g1", "g2", "g1"],
+                devices: [F.token(5), F.token(100), F.token(100), F.token(200), F.token(50)]
+            )
+        )
         // 1...15 without 3 (invalid) = 14; 5 is a member; 100 twice counts once; 200; 50 is known invalid.
         try expectEqual(result.targetCount, 16, "distinct valid targets")
         try expectEqual(result.id, F.requestID("r1"), "id")
@@ -29,14 +44,18 @@ enum RequestChecks {
     static func unknownGroupsTargetNothingAndAreReported(_ store: any PushStore) async throws {
         try await F.register(store, 1...3, in: "g1")
         let result = try await store.enqueue(
-            F.request("r1", groups: ["missing", "g1", "", "missing", "other"], devices: [F.token(9)]))
+            F.request("r1", groups: ["missing", "g1", "", "missing", "other"], devices: [F.token(9)])
+        )
         try expectEqual(result.targetCount, 4, "the known group's devices and the direct token")
         try expectEqual(result.unknownGroups, ["missing", "", "other"], "unknown groups, in order, each once")
         let report = try unwrap(try await store.report(result.id), "report")
         try expectEqual(report.unknownGroups, ["missing", "", "other"], "the report lists the unknown groups")
         try expectEqual(report.targets, 4, "report targets")
         try expectEqual(
-            try await store.request(result.id)?.groups, ["g1"], "the stored request targets the known group")
+            try await store.request(result.id)?.groups,
+            ["g1"],
+            "the stored request targets the known group"
+        )
         let sent = try await F.deliverAll(store)
         try expectEqual(Set(sent), Set([1, 2, 3, 9].map(F.token)), "delivered to the group that exists")
         try expectEqual(try await store.report(result.id)?.state, .done, "done")
@@ -54,8 +73,10 @@ enum RequestChecks {
         try expectEqual(try await store.request(F.requestID("r1")), nil, "request not stored")
         try expectEqual(try await store.report(F.requestID("r1")), nil, "no report")
         try expectEqual(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 10), nil,
-            "no work")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 10),
+            nil,
+            "no work"
+        )
         // The id is still free.
         let again = try await store.enqueue(F.request("r1", groups: ["g1"]))
         try expectEqual(again.targetCount, 3, "the same id is accepted afterwards")
@@ -75,7 +96,11 @@ enum RequestChecks {
         try await expectStoreError(.duplicateRequestID, "a second request with the same id") {
             _ = try await store.enqueue(F.request("r1", devices: [F.token(2)]))
         }
-        try expectEqual(try await store.request(F.requestID("r1"))?.devices, [F.token(1)], "the first request is intact")
+        try expectEqual(
+            try await store.request(F.requestID("r1"))?.devices,
+            [F.token(1)],
+            "the first request is intact"
+        )
     }
 
     static func storedRequestReadsBackUnchanged(_ store: any PushStore) async throws {
@@ -83,16 +108,35 @@ enum RequestChecks {
         try await F.register(store, [2], in: "b")
         let variants: [NotificationRequest] = [
             NotificationRequest(
-                id: F.requestID("full"), app: F.app, groups: ["a", "b"], devices: [F.token(7), F.token(1)],
-                pushType: .background, priority: .conservePower, expiration: .at(epochSeconds: 1_900_000_000),
-                collapseID: try CollapseID("news-1"), payload: try Payload(jsonString: #"{"aps":{"content-available":1},"k":[1,2]}"#),
-                createdAt: F.at(3)),
+                id: F.requestID("full"),
+                app: F.app,
+                groups: ["a", "b"],
+                devices: [F.token(7), F.token(1)],
+                pushType: .background,
+                priority: .conservePower,
+                expiration: .at(epochSeconds: 1_900_000_000),
+                collapseID: try CollapseID("news-1"),
+                payload: try Payload(jsonString: #"{"aps":{"content-available":1},"k":[1,2]}"#),
+                createdAt: F.at(3)
+            ),
             NotificationRequest(
-                id: F.requestID("plain"), app: F.app, devices: [F.token(8)], pushType: .voip, priority: .powerSaving,
-                expiration: .storagePolicy, payload: Payload.alert("x"), createdAt: F.at(4)),
+                id: F.requestID("plain"),
+                app: F.app,
+                devices: [F.token(8)],
+                pushType: .voip,
+                priority: .powerSaving,
+                expiration: .storagePolicy,
+                payload: Payload.alert("x"),
+                createdAt: F.at(4)
+            ),
             NotificationRequest(
-                id: F.requestID("once"), app: F.app, groups: ["a"], expiration: .immediately, payload: Payload.alert("y"),
-                createdAt: F.at(5)),
+                id: F.requestID("once"),
+                app: F.app,
+                groups: ["a"],
+                expiration: .immediately,
+                payload: Payload.alert("y"),
+                createdAt: F.at(5)
+            ),
         ]
         for request in variants {
             _ = try await store.enqueue(request)
@@ -103,7 +147,13 @@ enum RequestChecks {
 
     static func requestWithNoValidTargetIsDoneAtOnce(_ store: any PushStore) async throws {
         try await F.register(store, [1], in: "g")
-        _ = try await store.invalidate(app: F.app, token: F.token(1), reason: .badDeviceToken, appleTimestamp: nil, at: F.at(0))
+        _ = try await store.invalidate(
+            app: F.app,
+            token: F.token(1),
+            reason: .badDeviceToken,
+            appleTimestamp: nil,
+            at: F.at(0)
+        )
         _ = try await store.register(F.registration(2, "empty"))
         _ = try await store.unassign(app: F.app, token: F.token(2), group: "empty")
         let result = try await store.enqueue(F.request("r1", groups: ["g", "empty"], at: 2))
@@ -112,8 +162,10 @@ enum RequestChecks {
         try expectEqual(report.state, .done, "state")
         try expectEqual(report.finishedAt, F.at(2), "finished when stored")
         try expectEqual(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(3), leaseDuration: F.lease, chunkSize: 10), nil,
-            "no work")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(3), leaseDuration: F.lease, chunkSize: 10),
+            nil,
+            "no work"
+        )
     }
 
     static func oldestRequestIsServedFirst(_ store: any PushStore) async throws {
@@ -121,16 +173,28 @@ enum RequestChecks {
         _ = try await store.enqueue(F.request("zzz-first", groups: ["g"], at: 1))
         _ = try await store.enqueue(F.request("aaa-second", groups: ["g"], at: 2))
         let first = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(3), leaseDuration: F.lease, chunkSize: 2), "first claim")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(3), leaseDuration: F.lease, chunkSize: 2),
+            "first claim"
+        )
         try expectEqual(first.requestID, F.requestID("zzz-first"), "the request stored first is cut first")
         try expectEqual(try await store.report(first.requestID)?.state, .sending, "state once cut")
         try expectEqual(try await store.report(F.requestID("aaa-second"))?.state, .queued, "the other one waits")
         var order = [RequestID]()
-        while let chunk = try await store.claimChunk(owner: F.instanceA, now: F.at(3), leaseDuration: F.lease, chunkSize: 2) {
+        while let chunk = try await store.claimChunk(
+            owner: F.instanceA,
+            now: F.at(3),
+            leaseDuration: F.lease,
+            chunkSize: 2
+        ) {
             order.append(chunk.requestID)
         }
         try expectEqual(
-            order, [F.requestID("zzz-first"), F.requestID("zzz-first"), F.requestID("aaa-second"), F.requestID("aaa-second"), F.requestID("aaa-second")],
-            "chunks in request order")
+            order,
+            [
+                F.requestID("zzz-first"), F.requestID("zzz-first"), F.requestID("aaa-second"),
+                F.requestID("aaa-second"), F.requestID("aaa-second"),
+            ],
+            "chunks in request order"
+        )
     }
 }

@@ -5,7 +5,10 @@ enum RetryChecks {
     typealias F = Fixture
 
     /// Three devices; the second answers 429 and is due again at 10 s.
-    private static func requestWithOneRetry(_ store: any PushStore, expiration: Expiration = .immediately) async throws
+    private static func requestWithOneRetry(
+        _ store: any PushStore,
+        expiration: Expiration = .immediately
+    ) async throws
         -> RequestID
     {
         try await F.register(store, 1...3, in: "g")
@@ -22,8 +25,10 @@ enum RetryChecks {
         try expectEqual(report.pendingRetries, 1, "pending retries")
         try expectEqual(report.state, .sending, "state while a retry is pending")
         try expectEqual(
-            try await store.claimRetries(owner: F.instanceA, now: F.at(9), leaseDuration: F.lease, limit: 10), [],
-            "not before it is due")
+            try await store.claimRetries(owner: F.instanceA, now: F.at(9), leaseDuration: F.lease, limit: 10),
+            [],
+            "not before it is due"
+        )
         let claims = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)
         try expectEqual(claims.count, 1, "claimed when due")
         let claim = claims[0]
@@ -33,8 +38,10 @@ enum RetryChecks {
         try expectEqual(claim.lastReason, "TooManyRequests", "last reason")
         try expectEqual(claim.leaseExpiresAt, F.at(40), "lease end")
         try expectEqual(
-            try await store.claimRetries(owner: F.instanceB, now: F.at(11), leaseDuration: F.lease, limit: 10), [],
-            "not while leased")
+            try await store.claimRetries(owner: F.instanceB, now: F.at(11), leaseDuration: F.lease, limit: 10),
+            [],
+            "not while leased"
+        )
         let again = try await store.claimRetries(owner: F.instanceB, now: F.at(40), leaseDuration: F.lease, limit: 10)
         try expectEqual(again.map(\.token), [F.token(2)], "claimable again once the lease ends")
         try expect(again[0].leaseGeneration != claim.leaseGeneration, "with a new lease generation")
@@ -42,14 +49,27 @@ enum RetryChecks {
 
     static func retryOutcomeWithLostLeaseIsRefused(_ store: any PushStore) async throws {
         let id = try await requestWithOneRetry(store)
-        let stale = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[0]
-        let current = try await store.claimRetries(owner: F.instanceB, now: F.at(45), leaseDuration: F.lease, limit: 10)[0]
+        let stale = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[
+            0
+        ]
+        let current = try await store.claimRetries(
+            owner: F.instanceB,
+            now: F.at(45),
+            leaseDuration: F.lease,
+            limit: 10
+        )[0]
         let refused = try await store.recordRetryOutcomes(
-            [RetryOutcome(claim: stale, result: .accepted(apnsID: nil))], owner: F.instanceA, now: F.at(46))
+            [RetryOutcome(claim: stale, result: .accepted(apnsID: nil))],
+            owner: F.instanceA,
+            now: F.at(46)
+        )
         try expectEqual(refused, RetryRecordResult(applied: 0, leaseLost: [stale]), "A's late outcome")
         try expectEqual(try await store.report(id)?.accepted, 2, "nothing written for it")
         let accepted = try await store.recordRetryOutcomes(
-            [RetryOutcome(claim: current, result: .accepted(apnsID: "a-1"))], owner: F.instanceB, now: F.at(46))
+            [RetryOutcome(claim: current, result: .accepted(apnsID: "a-1"))],
+            owner: F.instanceB,
+            now: F.at(46)
+        )
         try expectEqual(accepted, RetryRecordResult(applied: 1, leaseLost: []), "B's outcome")
         let report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.accepted, 3, "accepted")
@@ -60,13 +80,19 @@ enum RetryChecks {
 
     static func rescheduledRetryWaitsForItsNextAttempt(_ store: any PushStore) async throws {
         let id = try await requestWithOneRetry(store)
-        let claim = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[0]
+        let claim = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[
+            0
+        ]
         _ = try await store.recordRetryOutcomes(
             [RetryOutcome(claim: claim, result: .retry(nextAttemptAt: F.at(100), reason: "ServiceUnavailable"))],
-            owner: F.instanceA, now: F.at(11))
+            owner: F.instanceA,
+            now: F.at(11)
+        )
         try expectEqual(
-            try await store.claimRetries(owner: F.instanceA, now: F.at(99), leaseDuration: F.lease, limit: 10), [],
-            "not before the new due time, though the lease was given back")
+            try await store.claimRetries(owner: F.instanceA, now: F.at(99), leaseDuration: F.lease, limit: 10),
+            [],
+            "not before the new due time, though the lease was given back"
+        )
         let next = try await store.claimRetries(owner: F.instanceA, now: F.at(100), leaseDuration: F.lease, limit: 10)
         try expectEqual(next.map(\.attempt), [2], "attempts so far")
         try expectEqual(next.map(\.lastReason), ["ServiceUnavailable"], "last reason")
@@ -75,12 +101,17 @@ enum RetryChecks {
 
     static func releasedRetryLeasesAreClaimableAtOnce(_ store: any PushStore) async throws {
         _ = try await requestWithOneRetry(store)
-        let stale = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[0]
+        let stale = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)[
+            0
+        ]
         try expectEqual(try await store.releaseLeases(owner: F.instanceA, now: F.at(11)), 1, "released")
         let claims = try await store.claimRetries(owner: F.instanceA, now: F.at(11), leaseDuration: F.lease, limit: 10)
         try expectEqual(claims.map(\.token), [F.token(2)], "claimable at once")
         let refused = try await store.recordRetryOutcomes(
-            [RetryOutcome(claim: stale, result: .accepted(apnsID: nil))], owner: F.instanceA, now: F.at(12))
+            [RetryOutcome(claim: stale, result: .accepted(apnsID: nil))],
+            owner: F.instanceA,
+            now: F.at(12)
+        )
         try expectEqual(refused.leaseLost, [stale], "the released claim's outcome is refused")
     }
 
@@ -100,24 +131,32 @@ enum RetryChecks {
         try await F.register(store, 1...4, in: "g")
         let id = try await store.enqueue(F.request("r1", groups: ["g"])).id
         let first = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 2), "first chunk")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 2),
+            "first chunk"
+        )
         _ = try await F.deliver(first, store: store, now: F.at(1)) { token in
             token == F.token(1) ? .retry("InternalServerError", nextAttemptAt: F.at(5)) : .accept
         }
         try expectEqual(try await store.report(id)?.state, .sending, "one chunk left")
         let second = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 2), "second chunk")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 2),
+            "second chunk"
+        )
         _ = try await F.deliver(second, store: store, now: F.at(2))
         try expectEqual(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 2), nil,
-            "all chunks cut")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 2),
+            nil,
+            "all chunks cut"
+        )
         var report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.state, .sending, "a retry is still pending")
         try expectEqual(report.finishedAt, nil, "not finished")
         let claim = try await store.claimRetries(owner: F.instanceA, now: F.at(5), leaseDuration: F.lease, limit: 10)[0]
         _ = try await store.recordRetryOutcomes(
-            [RetryOutcome(claim: claim, result: .failed(reason: "BadDeviceToken", status: 400))], owner: F.instanceA,
-            now: F.at(6))
+            [RetryOutcome(claim: claim, result: .failed(reason: "BadDeviceToken", status: 400))],
+            owner: F.instanceA,
+            now: F.at(6)
+        )
         report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.state, .done, "done")
         try expectEqual(report.finishedAt, F.at(6), "finished with its last outcome")
@@ -126,7 +165,10 @@ enum RetryChecks {
     }
 
     static func expiredRequestRecordsPendingRetriesAsFailed(_ store: any PushStore) async throws {
-        let id = try await requestWithOneRetry(store, expiration: .at(epochSeconds: Int64(F.at(60).timeIntervalSince1970)))
+        let id = try await requestWithOneRetry(
+            store,
+            expiration: .at(epochSeconds: Int64(F.at(60).timeIntervalSince1970))
+        )
         try expectEqual(try await store.expireOverdue(now: F.at(60)), [], "not at its expiration time")
         try expectEqual(try await store.expireOverdue(now: F.at(61)), [id], "past it")
         let report = try unwrap(try await store.report(id), "report")
@@ -139,8 +181,10 @@ enum RetryChecks {
         try expectEqual(failures.map(\.token), [F.token(2)], "failure rows")
         try expectEqual(failures.map(\.reason), [FailureEntry.expiredReason], "reason")
         try expectEqual(
-            try await store.claimRetries(owner: F.instanceA, now: F.at(61), leaseDuration: F.lease, limit: 10), [],
-            "nothing to retry")
+            try await store.claimRetries(owner: F.instanceA, now: F.at(61), leaseDuration: F.lease, limit: 10),
+            [],
+            "nothing to retry"
+        )
         try expectEqual(try await store.expireOverdue(now: F.at(62)), [], "expires once")
     }
 
@@ -150,20 +194,30 @@ enum RetryChecks {
             F.request("r1", groups: ["g"], expiration: .at(epochSeconds: Int64(F.at(60).timeIntervalSince1970)))
         ).id
         let chunk = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 4), "claim")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(1), leaseDuration: F.lease, chunkSize: 4),
+            "claim"
+        )
         _ = try await F.deliver(chunk, store: store, now: F.at(1), pageSize: 2, maximumPages: 1)
         // Claims expire overdue requests too.
         try expectEqual(
-            try await store.claimChunk(owner: F.instanceB, now: F.at(61), leaseDuration: F.lease, chunkSize: 4), nil,
-            "no work left once expired")
+            try await store.claimChunk(owner: F.instanceB, now: F.at(61), leaseDuration: F.lease, chunkSize: 4),
+            nil,
+            "no work left once expired"
+        )
         let report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.state, .expired, "state")
         try expectEqual(report.accepted, 2, "accepted")
         try expectEqual(report.failedByReason, [FailureEntry.expiredReason: 8], "unsent targets counted as expired")
         try expectEqual(
             try await store.recordProgress(
-                ChunkProgress(chunk: chunk, through: chunk.through, accepted: 2, completesChunk: true), owner: F.instanceA,
-                now: F.at(62), leaseDuration: F.lease), .leaseLost, "the expired request's chunk is closed")
+                ChunkProgress(chunk: chunk, through: chunk.through, accepted: 2, completesChunk: true),
+                owner: F.instanceA,
+                now: F.at(62),
+                leaseDuration: F.lease
+            ),
+            .leaseLost,
+            "the expired request's chunk is closed"
+        )
     }
 
     static func requestsWithoutExpirationTimeNeverExpire(_ store: any PushStore) async throws {
@@ -183,15 +237,25 @@ enum RetryChecks {
         try expectEqual(try await store.nextWakeUp(after: F.at(0)), nil, "an empty ledger")
         try await F.register(store, 1...2, in: "g")
         _ = try await store.enqueue(
-            F.request("r1", groups: ["g"], expiration: .at(epochSeconds: Int64(F.at(1000).timeIntervalSince1970))))
+            F.request("r1", groups: ["g"], expiration: .at(epochSeconds: Int64(F.at(1000).timeIntervalSince1970)))
+        )
         let first = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(0), leaseDuration: F.lease, chunkSize: 1), "first")
-        _ = try await F.deliver(first, store: store, now: F.at(0)) { _ in .retry("TooManyRequests", nextAttemptAt: F.at(10)) }
+            try await store.claimChunk(owner: F.instanceA, now: F.at(0), leaseDuration: F.lease, chunkSize: 1),
+            "first"
+        )
+        _ = try await F.deliver(first, store: store, now: F.at(0)) { _ in
+            .retry("TooManyRequests", nextAttemptAt: F.at(10))
+        }
         _ = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(0), leaseDuration: F.lease, chunkSize: 1), "second")
+            try await store.claimChunk(owner: F.instanceA, now: F.at(0), leaseDuration: F.lease, chunkSize: 1),
+            "second"
+        )
         try expectEqual(try await store.nextWakeUp(after: F.at(0)), F.at(10), "the retry due at 10 s")
         _ = try await store.claimRetries(owner: F.instanceA, now: F.at(10), leaseDuration: F.lease, limit: 10)
         try expectEqual(
-            try await store.nextWakeUp(after: F.at(10)), F.at(30), "the second chunk's lease, before the retry's (40 s)")
+            try await store.nextWakeUp(after: F.at(10)),
+            F.at(30),
+            "the second chunk's lease, before the retry's (40 s)"
+        )
     }
 }

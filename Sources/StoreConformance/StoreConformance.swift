@@ -13,14 +13,16 @@ public import PushgateCore
 /// Each check takes a fresh, empty store from the factory, passes time explicitly (never sleeps) and
 /// throws a ``ConformanceFailure`` naming what differed.
 public enum StoreConformance {
-    public static let allChecks: [StoreCheck] = registryChecks + requestChecks + fanOutChecks + leaseChecks
+    public static let allChecks: [StoreCheck] =
+        registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks
 
     static let instanceChecks: [StoreCheck] = [
         StoreCheck("aLiveInstanceIDIsRefusedToAnotherProcess", InstanceChecks.aLiveInstanceIDIsRefusedToAnotherProcess),
         StoreCheck(
             "aStaleInstanceIDIsTakenOverAndTheOldHolderCannotRenew",
-            InstanceChecks.aStaleInstanceIDIsTakenOverAndTheOldHolderCannotRenew),
+            InstanceChecks.aStaleInstanceIDIsTakenOverAndTheOldHolderCannotRenew
+        ),
         StoreCheck("aReleasedInstanceIDIsFreeAtOnce", InstanceChecks.aReleasedInstanceIDIsFreeAtOnce),
     ]
 
@@ -36,18 +38,35 @@ public enum StoreConformance {
         StoreCheck("lookingUpAnUnknownDeviceFindsNothing", RegistryChecks.lookingUpAnUnknownDeviceFindsNothing),
         StoreCheck("pagedGroupListingIsStableAcrossPages", RegistryChecks.pagedGroupListingIsStableAcrossPages),
         StoreCheck("listingAnUnknownGroupFails", RegistryChecks.listingAnUnknownGroupFails),
-        StoreCheck("badDeviceTokenInvalidatesWithoutTimestamp", RegistryChecks.badDeviceTokenInvalidatesWithoutTimestamp),
-        StoreCheck("reRegistrationAfterAppleTimestampSurvives410", RegistryChecks.reRegistrationAfterAppleTimestampSurvives410),
-        StoreCheck("registrationBeforeAppleTimestampIsInvalidatedBy410", RegistryChecks.registrationBeforeAppleTimestampIsInvalidatedBy410),
-        StoreCheck("reRegisteringAnInvalidDeviceRevalidatesIt", RegistryChecks.reRegisteringAnInvalidDeviceRevalidatesIt),
-        StoreCheck("invalidatingAnUnknownDeviceChangesNothing", RegistryChecks.invalidatingAnUnknownDeviceChangesNothing),
+        StoreCheck(
+            "badDeviceTokenInvalidatesWithoutTimestamp",
+            RegistryChecks.badDeviceTokenInvalidatesWithoutTimestamp
+        ),
+        StoreCheck(
+            "reRegistrationAfterAppleTimestampSurvives410",
+            RegistryChecks.reRegistrationAfterAppleTimestampSurvives410
+        ),
+        StoreCheck(
+            "registrationBeforeAppleTimestampIsInvalidatedBy410",
+            RegistryChecks.registrationBeforeAppleTimestampIsInvalidatedBy410
+        ),
+        StoreCheck(
+            "reRegisteringAnInvalidDeviceRevalidatesIt",
+            RegistryChecks.reRegisteringAnInvalidDeviceRevalidatesIt
+        ),
+        StoreCheck(
+            "invalidatingAnUnknownDeviceChangesNothing",
+            RegistryChecks.invalidatingAnUnknownDeviceChangesNothing
+        ),
     ]
 
     static let requestChecks: [StoreCheck] = [
         StoreCheck("enqueueCountsDistinctTargets", RequestChecks.enqueueCountsDistinctTargets),
         StoreCheck("unknownGroupsTargetNothingAndAreReported", RequestChecks.unknownGroupsTargetNothingAndAreReported),
         StoreCheck(
-            "requestWhoseGroupsAreAllUnknownIsRejected", RequestChecks.requestWhoseGroupsAreAllUnknownIsRejected),
+            "requestWhoseGroupsAreAllUnknownIsRejected",
+            RequestChecks.requestWhoseGroupsAreAllUnknownIsRejected
+        ),
         StoreCheck("requestWithoutTargetsIsRejected", RequestChecks.requestWithoutTargetsIsRejected),
         StoreCheck("duplicateRequestIDIsRejected", RequestChecks.duplicateRequestIDIsRejected),
         StoreCheck("storedRequestReadsBackUnchanged", RequestChecks.storedRequestReadsBackUnchanged),
@@ -59,8 +78,14 @@ public enum StoreConformance {
         StoreCheck("fanOutDedupesAcrossGroups", FanOutChecks.fanOutDedupesAcrossGroups),
         StoreCheck("fanOutSkipsInvalidDevices", FanOutChecks.fanOutSkipsInvalidDevices),
         StoreCheck("fanOutSendsToUnregisteredDirectTokens", FanOutChecks.fanOutSendsToUnregisteredDirectTokens),
-        StoreCheck("devicesRegisteredAfterEnqueueAreNotTargeted", FanOutChecks.devicesRegisteredAfterEnqueueAreNotTargeted),
-        StoreCheck("devicesLeavingAGroupBeforeFanOutAreSkipped", FanOutChecks.devicesLeavingAGroupBeforeFanOutAreSkipped),
+        StoreCheck(
+            "devicesRegisteredAfterEnqueueAreNotTargeted",
+            FanOutChecks.devicesRegisteredAfterEnqueueAreNotTargeted
+        ),
+        StoreCheck(
+            "devicesLeavingAGroupBeforeFanOutAreSkipped",
+            FanOutChecks.devicesLeavingAGroupBeforeFanOutAreSkipped
+        ),
         StoreCheck("targetPagesRespectTheLimitAndTheChunk", FanOutChecks.targetPagesRespectTheLimitAndTheChunk),
         StoreCheck("fanOutStreamsLargeGroupInPages", FanOutChecks.fanOutStreamsLargeGroupInPages),
     ]
@@ -71,7 +96,10 @@ public enum StoreConformance {
         StoreCheck("progressWithLostLeaseIsRefused", LeaseChecks.progressWithLostLeaseIsRefused),
         StoreCheck("progressRenewsTheLease", LeaseChecks.progressRenewsTheLease),
         StoreCheck("progressNeverMovesBack", LeaseChecks.progressNeverMovesBack),
-        StoreCheck("restartedInstanceReclaimsItsOwnChunksAtOnce", LeaseChecks.restartedInstanceReclaimsItsOwnChunksAtOnce),
+        StoreCheck(
+            "restartedInstanceReclaimsItsOwnChunksAtOnce",
+            LeaseChecks.restartedInstanceReclaimsItsOwnChunksAtOnce
+        ),
         StoreCheck("nothingAcceptedIsLostWhenAnInstanceDies", LeaseChecks.nothingAcceptedIsLostWhenAnInstanceDies),
         StoreCheck("concurrentInstancesNeverShareAChunk", LeaseChecks.concurrentInstancesNeverShareAChunk),
     ]
@@ -82,16 +110,28 @@ public enum StoreConformance {
         StoreCheck("rescheduledRetryWaitsForItsNextAttempt", RetryChecks.rescheduledRetryWaitsForItsNextAttempt),
         StoreCheck("releasedRetryLeasesAreClaimableAtOnce", RetryChecks.releasedRetryLeasesAreClaimableAtOnce),
         StoreCheck("retryClaimsRespectTheLimitEarliestFirst", RetryChecks.retryClaimsRespectTheLimitEarliestFirst),
-        StoreCheck("requestIsDoneWhenAllChunksAndRetriesAreDone", RetryChecks.requestIsDoneWhenAllChunksAndRetriesAreDone),
-        StoreCheck("expiredRequestRecordsPendingRetriesAsFailed", RetryChecks.expiredRequestRecordsPendingRetriesAsFailed),
-        StoreCheck("expiredRequestCountsUnsentTargetsAndClosesItsChunks", RetryChecks.expiredRequestCountsUnsentTargetsAndClosesItsChunks),
+        StoreCheck(
+            "requestIsDoneWhenAllChunksAndRetriesAreDone",
+            RetryChecks.requestIsDoneWhenAllChunksAndRetriesAreDone
+        ),
+        StoreCheck(
+            "expiredRequestRecordsPendingRetriesAsFailed",
+            RetryChecks.expiredRequestRecordsPendingRetriesAsFailed
+        ),
+        StoreCheck(
+            "expiredRequestCountsUnsentTargetsAndClosesItsChunks",
+            RetryChecks.expiredRequestCountsUnsentTargetsAndClosesItsChunks
+        ),
         StoreCheck("requestsWithoutExpirationTimeNeverExpire", RetryChecks.requestsWithoutExpirationTimeNeverExpire),
         StoreCheck("nextWakeUpIsTheEarliestPendingWork", RetryChecks.nextWakeUpIsTheEarliestPendingWork),
     ]
 
     static let reportChecks: [StoreCheck] = [
         StoreCheck("reportCountsByReason", ReportChecks.reportCountsByReason),
-        StoreCheck("invalidationsWithProgressApplyToTheRegistry", ReportChecks.invalidationsWithProgressApplyToTheRegistry),
+        StoreCheck(
+            "invalidationsWithProgressApplyToTheRegistry",
+            ReportChecks.invalidationsWithProgressApplyToTheRegistry
+        ),
         StoreCheck("failuresAreListedByTokenInPages", ReportChecks.failuresAreListedByTokenInPages),
         StoreCheck("reportOfAnUnknownRequestIsNil", ReportChecks.reportOfAnUnknownRequestIsNil),
     ]

@@ -87,13 +87,22 @@ struct ClientBenchOptions: ParsableArguments {
     @Option(name: .customLong("max-concurrent-streams"), help: "SETTINGS_MAX_CONCURRENT_STREAMS the simulator sends.")
     var maxConcurrentStreams: Int = 1_000
 
-    @Flag(name: .customLong("simulator-process"), help: "Run the simulator as a separate process (`pushgate simulate`), so that client CPU is measured alone.")
+    @Flag(
+        name: .customLong("simulator-process"),
+        help: "Run the simulator as a separate process (`pushgate simulate`), so that client CPU is measured alone."
+    )
     var simulatorProcess = false
 
-    @Option(name: .customLong("pushgate-binary"), help: "The pushgate executable for --simulator-process (default: beside this one).")
+    @Option(
+        name: .customLong("pushgate-binary"),
+        help: "The pushgate executable for --simulator-process (default: beside this one)."
+    )
     var pushgateBinary: String?
 
-    @Option(name: .customLong("apns-host"), help: "Send to this HOST:PORT instead of a simulator we start (it must accept any provider token).")
+    @Option(
+        name: .customLong("apns-host"),
+        help: "Send to this HOST:PORT instead of a simulator we start (it must accept any provider token)."
+    )
     var apnsHost: String?
 
     @Option(help: "CA certificate (PEM) that signed --apns-host's certificate (default: the system trust store).")
@@ -117,7 +126,11 @@ struct ClientBenchOptions: ParsableArguments {
     @Option(name: .customLong("h2load-streams"), help: "h2load -m: concurrent streams per connection.")
     var h2loadStreams: Int = 100
 
-    @Option(name: .customLong("quiet-wait"), help: "Before each run, wait up to this many seconds for the machine to be at most --quiet-threshold busy (0: don't wait).")
+    @Option(
+        name: .customLong("quiet-wait"),
+        help:
+            "Before each run, wait up to this many seconds for the machine to be at most --quiet-threshold busy (0: don't wait)."
+    )
     var quietWait: Int = 30
 
     @Option(name: .customLong("quiet-threshold"), help: "Busy fraction of all cores (0-1) that counts as quiet.")
@@ -130,7 +143,9 @@ struct ClientBenchOptions: ParsableArguments {
         guard count >= 1 else { throw ValidationError("--count must be at least 1") }
         guard inFlight >= 1 else { throw ValidationError("--in-flight must be at least 1") }
         guard batch >= 1 else { throw ValidationError("--batch must be at least 1") }
-        guard clientThreads >= 1, simulatorThreads >= 1 else { throw ValidationError("thread counts must be at least 1") }
+        guard clientThreads >= 1, simulatorThreads >= 1 else {
+            throw ValidationError("thread counts must be at least 1")
+        }
         guard repetitions >= 1, repetitions <= 20 else { throw ValidationError("--repeat must be 1...20") }
         guard (1...3_600).contains(timeout) else { throw ValidationError("--timeout must be 1...3600 seconds") }
         guard warmup >= 0 else { throw ValidationError("--warmup must be ≥ 0") }
@@ -160,12 +175,27 @@ struct ClientBenchOptions: ParsableArguments {
     func run(mode: BenchCommand.Mode) async throws {
         ChildProcesses.installSignalHandlers()
         let options = BenchOptions(
-            count: count, connections: try parsedConnections(), inFlight: inFlight, batch: batch, streams: streams,
-            clientThreads: clientThreads, simulatorThreads: simulatorThreads, maxConcurrentStreams: maxConcurrentStreams,
-            simulatorProcess: simulatorProcess, pushgateBinaryOverride: pushgateBinary,
-            externalEndpoint: try apnsHost.map { try APNsClient.Endpoint(parsing: $0) }, ca: ca, topic: topic,
-            warmup: warmup, repetitions: repetitions, timeout: timeout, h2loadPath: h2loadPath,
-            h2loadStreams: h2loadStreams, quietWait: quietWait, quietThreshold: quietThreshold)
+            count: count,
+            connections: try parsedConnections(),
+            inFlight: inFlight,
+            batch: batch,
+            streams: streams,
+            clientThreads: clientThreads,
+            simulatorThreads: simulatorThreads,
+            maxConcurrentStreams: maxConcurrentStreams,
+            simulatorProcess: simulatorProcess,
+            pushgateBinaryOverride: pushgateBinary,
+            externalEndpoint: try apnsHost.map { try APNsClient.Endpoint(parsing: $0) },
+            ca: ca,
+            topic: topic,
+            warmup: warmup,
+            repetitions: repetitions,
+            timeout: timeout,
+            h2loadPath: h2loadPath,
+            h2loadStreams: h2loadStreams,
+            quietWait: quietWait,
+            quietThreshold: quietThreshold
+        )
         let report = Report(json: json)
         do {
             try await BenchRunner(mode: mode, options: options, report: report).run()
@@ -213,9 +243,11 @@ enum PushgateBinary {
             }
             return override
         }
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
-        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("pushgate").path
+        let candidate = URL(fileURLWithPath: executable).deletingLastPathComponent().appendingPathComponent("pushgate")
+            .path
         guard FileManager.default.isExecutableFile(atPath: candidate) else {
             throw BenchError(
                 "\(purpose) needs the pushgate executable at \(candidate): build it with `swift build -c release --product pushgate`, or pass --pushgate-binary"

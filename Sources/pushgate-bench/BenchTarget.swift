@@ -68,11 +68,14 @@ struct ThrowawayKey: Sendable {
 enum BenchTargets {
     /// Runs `body` against a fresh target, and stops whatever was started for it.
     static func with<Result: Sendable>(
-        options: BenchOptions, setup: SimulatorSetup, _ body: (BenchTarget) async throws -> Result
+        options: BenchOptions,
+        setup: SimulatorSetup,
+        _ body: (BenchTarget) async throws -> Result
     ) async throws -> Result {
         if let external = options.externalEndpoint {
             return try await body(
-                BenchTarget(host: external.host, port: external.port, caPath: options.ca, placement: .external))
+                BenchTarget(host: external.host, port: external.port, caPath: options.ca, placement: .external)
+            )
         }
         if options.simulatorProcess {
             return try await withSimulatorProcess(binary: try options.pushgateBinary(), setup: setup, body)
@@ -81,7 +84,8 @@ enum BenchTargets {
     }
 
     private static func withInProcessSimulator<Result: Sendable>(
-        setup: SimulatorSetup, _ body: (BenchTarget) async throws -> Result
+        setup: SimulatorSetup,
+        _ body: (BenchTarget) async throws -> Result
     ) async throws -> Result {
         var configuration = APNsSimulator.Configuration()
         configuration.handling = .acceptAll
@@ -94,7 +98,11 @@ enum BenchTargets {
         configuration.logger = logger
         if let key = setup.tokenKey {
             configuration.tokenKeys = [
-                try ProviderTokenKey(keyID: ThrowawayKey.keyID, teamID: ThrowawayKey.teamID, publicKeyPEM: key.privateKeyPEM)
+                try ProviderTokenKey(
+                    keyID: ThrowawayKey.keyID,
+                    teamID: ThrowawayKey.teamID,
+                    publicKeyPEM: key.privateKeyPEM
+                )
             ]
         }
         // The simulator's event-loop threads are the ones that appear while it starts; they are
@@ -103,16 +111,25 @@ enum BenchTargets {
         return try await APNsSimulator.withRunning(configuration) { running in
             let threads = ProcessMetrics.threadIDs().subtracting(before)
             let target = BenchTarget(
-                host: running.host, port: running.port, caPath: running.caCertificatePath, placement: .inProcess,
-                simulatorThreads: threads, simulatorAccepted: { running.stats().accepted })
+                host: running.host,
+                port: running.port,
+                caPath: running.caCertificatePath,
+                placement: .inProcess,
+                simulatorThreads: threads,
+                simulatorAccepted: { running.stats().accepted }
+            )
             return try await body(target)
         }
     }
 
     private static func withSimulatorProcess<Result: Sendable>(
-        binary: String, setup: SimulatorSetup, _ body: (BenchTarget) async throws -> Result
+        binary: String,
+        setup: SimulatorSetup,
+        _ body: (BenchTarget) async throws -> Result
     ) async throws -> Result {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-bench-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-bench-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let caPath = directory.appendingPathComponent("ca.pem").path
@@ -124,7 +141,12 @@ enum BenchTargets {
         ]
         if let key = setup.tokenKey {
             let keyPath = directory.appendingPathComponent("bench-key.pem").path
-            guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
+            guard
+                FileManager.default.createFile(
+                    atPath: keyPath,
+                    contents: Data(key.privateKeyPEM.utf8),
+                    attributes: [.posixPermissions: 0o600]
+                )
             else { throw BenchError("cannot write the throwaway key to \(keyPath)") }
             arguments += ["--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)"]
         }
@@ -132,7 +154,12 @@ enum BenchTargets {
         do {
             let port = try await child.waitForPort(timeout: 20)
             let target = BenchTarget(
-                host: "127.0.0.1", port: port, caPath: caPath, placement: .process, simulatorPID: child.pid)
+                host: "127.0.0.1",
+                port: port,
+                caPath: caPath,
+                placement: .process,
+                simulatorPID: child.pid
+            )
             let result = try await body(target)
             await child.stop()
             return result
@@ -203,7 +230,9 @@ final class SimulatorProcess: Sendable {
                 }
             }
             guard process.isRunning else {
-                throw BenchError("pushgate simulate exited (status \(process.terminationStatus)) before printing its port")
+                throw BenchError(
+                    "pushgate simulate exited (status \(process.terminationStatus)) before printing its port"
+                )
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -226,7 +255,9 @@ final class SimulatorProcess: Sendable {
                 }
             }
             guard process.isRunning else {
-                throw BenchError("pushgate simulate exited (status \(process.terminationStatus)) before printing its control port")
+                throw BenchError(
+                    "pushgate simulate exited (status \(process.terminationStatus)) before printing its control port"
+                )
             }
             try await Task.sleep(for: .milliseconds(20))
         }

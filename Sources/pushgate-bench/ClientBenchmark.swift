@@ -1,8 +1,8 @@
 import APNsHTTP2
-import PushTransport
 import Foundation
 import Logging
 import NIOCore
+import PushTransport
 import PushgateCore
 import Synchronization
 
@@ -142,12 +142,23 @@ struct ClientRunResult: Sendable, Codable {
 enum ClientBenchmark {
     static let payload = #"{"aps":{"alert":"Hello from pushgate-bench"}}"#
 
-    static func run(options: BenchOptions, connections: Int, target: BenchTarget, key: ThrowawayKey) async throws -> ClientRunResult {
-        let signer = try ProviderTokenSigner(pemRepresentation: key.privateKeyPEM, keyID: ThrowawayKey.keyID, teamID: ThrowawayKey.teamID)
+    static func run(
+        options: BenchOptions,
+        connections: Int,
+        target: BenchTarget,
+        key: ThrowawayKey
+    ) async throws -> ClientRunResult {
+        let signer = try ProviderTokenSigner(
+            pemRepresentation: key.privateKeyPEM,
+            keyID: ThrowawayKey.keyID,
+            teamID: ThrowawayKey.teamID
+        )
         let tokens = ProviderTokenManager(signer: signer)
         var configuration = APNsClient.Configuration(
-            endpoint: .init(host: target.host, port: target.port), authentication: .token(tokens),
-            trustRoots: target.caPath.map { .caFile($0) } ?? .system)
+            endpoint: .init(host: target.host, port: target.port),
+            authentication: .token(tokens),
+            trustRoots: target.caPath.map { .caFile($0) } ?? .system
+        )
         configuration.maximumConnections = connections
         configuration.maximumStreamsPerConnection = options.streams
         configuration.eventLoopThreads = options.clientThreads
@@ -158,8 +169,14 @@ enum ClientBenchmark {
 
         let notification = PreparedNotification(
             try NotificationContent(
-                topic: Topic(options.topic), pushType: .alert, priority: .immediate, expiration: .immediately,
-                collapseID: nil, payload: Payload(jsonString: payload)))
+                topic: Topic(options.topic),
+                pushType: .alert,
+                priority: .immediate,
+                expiration: .immediately,
+                collapseID: nil,
+                payload: Payload(jsonString: payload)
+            )
+        )
 
         return try await APNsClient.withClient(configuration: configuration, logger: logger) { client in
             let factory = DeviceTokenFactory()
@@ -168,8 +185,14 @@ enum ClientBenchmark {
             if options.warmup > 0 {
                 let warmupReceiver = BenchReceiver()
                 let finished = await feed(
-                    client: client, notification: notification, receiver: warmupReceiver, tokens: factory,
-                    firstIndex: 1 << 40, count: options.warmup, options: options)
+                    client: client,
+                    notification: notification,
+                    receiver: warmupReceiver,
+                    tokens: factory,
+                    firstIndex: 1 << 40,
+                    count: options.warmup,
+                    options: options
+                )
                 guard finished, warmupReceiver.failed == 0 else {
                     throw BenchError(
                         "warm-up did not complete: \(warmupReceiver.completed) of \(options.warmup) answered, failures \(warmupReceiver.failuresByLabel)"
@@ -186,8 +209,14 @@ enum ClientBenchmark {
             let cpuBefore = ProcessMetrics.selfCPU()
             let start = ContinuousClock.now
             let finished = await feed(
-                client: client, notification: notification, receiver: receiver, tokens: factory, firstIndex: 0,
-                count: options.count, options: options)
+                client: client,
+                notification: notification,
+                receiver: receiver,
+                tokens: factory,
+                firstIndex: 0,
+                count: options.count,
+                options: options
+            )
             let elapsed = ContinuousClock.now - start
             let cpuAfter = ProcessMetrics.selfCPU()
             let simulatorAfter = target.simulatorCPU()
@@ -209,22 +238,39 @@ enum ClientBenchmark {
             }
             let completed = receiver.completed
             return ClientRunResult(
-                connectionsRequested: connections, connectionsUsed: max(connectionsUsed, client.statistics.connections),
-                notifications: options.count, completed: completed, accepted: completed - receiver.failed,
-                failed: receiver.failed, failures: receiver.failuresByLabel, timedOut: !finished, seconds: seconds,
-                notificationsPerSecond: Double(completed) / seconds, processCPU: processCPU, simulatorCPU: simulatorCPU,
-                clientCPU: clientCPU, clientCPUMicrosecondsPerNotification: clientCPU.total / Double(max(completed, 1)) * 1e6,
-                otherMachineCPUSeconds: other, peakRSSBytes: peak, simulatorPeakRSSBytes: target.simulatorPeakRSS(),
+                connectionsRequested: connections,
+                connectionsUsed: max(connectionsUsed, client.statistics.connections),
+                notifications: options.count,
+                completed: completed,
+                accepted: completed - receiver.failed,
+                failed: receiver.failed,
+                failures: receiver.failuresByLabel,
+                timedOut: !finished,
+                seconds: seconds,
+                notificationsPerSecond: Double(completed) / seconds,
+                processCPU: processCPU,
+                simulatorCPU: simulatorCPU,
+                clientCPU: clientCPU,
+                clientCPUMicrosecondsPerNotification: clientCPU.total / Double(max(completed, 1)) * 1e6,
+                otherMachineCPUSeconds: other,
+                peakRSSBytes: peak,
+                simulatorPeakRSSBytes: target.simulatorPeakRSS(),
                 simulatorAccepted: acceptedBefore.flatMap { before in target.simulatorAccepted.map { $0() - before } },
-                placement: target.placement)
+                placement: target.placement
+            )
         }
     }
 
     /// Submits `count` requests in batches, never more than `options.inFlight` outstanding, and
     /// waits for every outcome. Returns false when `options.timeout` ran out first.
     static func feed(
-        client: APNsClient, notification: PreparedNotification, receiver: BenchReceiver, tokens: DeviceTokenFactory,
-        firstIndex: Int, count: Int, options: BenchOptions
+        client: APNsClient,
+        notification: PreparedNotification,
+        receiver: BenchReceiver,
+        tokens: DeviceTokenFactory,
+        firstIndex: Int,
+        count: Int,
+        options: BenchOptions
     ) async -> Bool {
         let batchSize = max(1, min(options.batch, options.inFlight))
         let inFlight = options.inFlight
@@ -243,8 +289,12 @@ enum ClientBenchmark {
                         let index = firstIndex + submitted + offset
                         requests.append(
                             APNsRequest(
-                                notification: notification, deviceToken: tokens.token(index), tag: UInt64(index),
-                                receiver: receiver))
+                                notification: notification,
+                                deviceToken: tokens.token(index),
+                                tag: UInt64(index),
+                                receiver: receiver
+                            )
+                        )
                     }
                     client.submit(requests)
                     submitted += size

@@ -34,12 +34,14 @@ struct EndToEndCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("h2load-streams"),
-        help: "h2load -m (default: the gateway's --max-streams from --gateway-arg, else its default 100).")
+        help: "h2load -m (default: the gateway's --max-streams from --gateway-arg, else its default 100)."
+    )
     var h2loadStreams: Int?
 
     @Option(
         name: .customLong("h2load-connections"),
-        help: "h2load -c (default: the most connections the gateway held open to the stand-in during the run).")
+        help: "h2load -c (default: the most connections the gateway held open to the stand-in during the run)."
+    )
     var h2loadConnections: Int?
 
     @Flag(name: .customLong("no-h2load"), help: "Skip h2load.")
@@ -115,12 +117,18 @@ struct EndToEndBenchmark {
         let key = try ThrowawayKey.make()
         let keyPath = try key.write(in: work)
 
-        report.line("pushgate-bench e2e: \(Format.integer(command.devices)) devices in one group, \(command.runs) run(s)")
-        report.line("  gateway: \(binary) gateway -f -d <copy of the filled store> -l 127.0.0.1 -g 0 -n 0 --http-port=-1 --apns-host … --auth-key … \(options.gatewayArguments.joined(separator: " "))")
+        report.line(
+            "pushgate-bench e2e: \(Format.integer(command.devices)) devices in one group, \(command.runs) run(s)"
+        )
+        report.line(
+            "  gateway: \(binary) gateway -f -d <copy of the filled store> -l 127.0.0.1 -g 0 -n 0 --http-port=-1 --apns-host … --auth-key … \(options.gatewayArguments.joined(separator: " "))"
+        )
         report.line("  stand-in: \(StandIn.describe(options))")
         report.line("  datagram: \(Self.datagram)")
         report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
-        report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
+        report.line(
+            "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start"
+        )
 
         let template = work.appendingPathComponent("filled.db").path
         let fill = try await StoreFill.fill(path: template, devices: command.devices, group: Self.group)
@@ -143,12 +151,24 @@ struct EndToEndBenchmark {
         summary(runs)
     }
 
-    private func runOnce(binary: String, database: String, keyPath: String, standIn: StandIn) async throws -> EndToEndRun {
+    private func runOnce(
+        binary: String,
+        database: String,
+        keyPath: String,
+        standIn: StandIn
+    ) async throws -> EndToEndRun {
         let options = command.gateway
         let gateway = try GatewayProcess.start(
             GatewayLaunch(
-                binary: binary, databasePath: database, apnsHost: standIn.authority, caPath: standIn.caPath,
-                authKeyPath: keyPath, topic: options.topic, extraArguments: options.gatewayArguments))
+                binary: binary,
+                databasePath: database,
+                apnsHost: standIn.authority,
+                caPath: standIn.caPath,
+                authKeyPath: keyPath,
+                topic: options.topic,
+                extraArguments: options.gatewayArguments
+            )
+        )
         var result = EndToEndRun(devices: command.devices)
         do {
             let ports = try await gateway.waitForReady(timeout: 60)
@@ -161,7 +181,9 @@ struct EndToEndBenchmark {
             let simulatorBefore = standIn.standInCPU()
             let gatewayBefore = gateway.cpu()
             let start = ContinuousClock.now
-            guard sender.send(datagram, port: ports.notification) else { throw BenchError("sendto failed for the notification datagram") }
+            guard sender.send(datagram, port: ports.notification) else {
+                throw BenchError("sendto failed for the notification datagram")
+            }
             let connections = ConnectionSampler(port: standIn.port)
             defer { connections.stop() }
 
@@ -180,10 +202,16 @@ struct EndToEndBenchmark {
                     try gateway.checkAlive("during the broadcast")
                     try await Task.sleep(for: .milliseconds(command.pollMilliseconds))
                 }
-                if result.secondsToSimulatorCount == nil { result.incomplete = "the simulator did not count \(devices) answers in time" }
+                if result.secondsToSimulatorCount == nil {
+                    result.incomplete = "the simulator did not count \(devices) answers in time"
+                }
             }
             let remaining = max(1, (deadline - ContinuousClock.now).seconds)
-            if let done = try await gateway.waitForLines(containing: "notification request ", count: 1, timeout: remaining)?.first {
+            if let done = try await gateway.waitForLines(
+                containing: "notification request ",
+                count: 1,
+                timeout: remaining
+            )?.first {
                 result.secondsToDoneLine = (done.arrivedAt - start).seconds
                 result.gatewayDuration = done.metadata("push.duration_s").flatMap(Double.init)
                 result.gatewayAccepted = done.metadata("push.accepted").flatMap(Int.init)
@@ -192,7 +220,9 @@ struct EndToEndBenchmark {
                     result.incomplete = "the gateway logged: \(done.text)"
                 }
             } else {
-                result.incomplete = (result.incomplete.map { $0 + "; " } ?? "") + "no 'notification request done' line within \(options.timeout) s"
+                result.incomplete =
+                    (result.incomplete.map { $0 + "; " } ?? "")
+                    + "no 'notification request done' line within \(options.timeout) s"
             }
             let gatewayAfter = gateway.cpu()
             let simulatorAfter = standIn.standInCPU()
@@ -203,7 +233,8 @@ struct EndToEndBenchmark {
             if let before = gatewayBefore, let after = gatewayAfter { result.gatewayCPU = after - before }
             if let before = simulatorBefore, let after = simulatorAfter { result.simulatorCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
-                let ours = (result.gatewayCPU?.total ?? 0) + (result.simulatorCPU?.total ?? 0) + (ownAfter - ownBefore).total
+                let ours =
+                    (result.gatewayCPU?.total ?? 0) + (result.simulatorCPU?.total ?? 0) + (ownAfter - ownBefore).total
                 result.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
             }
             if let stats = standIn.stats() {
@@ -221,10 +252,16 @@ struct EndToEndBenchmark {
             if H2LoadBenchmark.isInstalled(command.h2loadPath) {
                 let connections = command.h2loadConnections ?? max(1, result.connectionsToStandIn ?? 1)
                 result.h2load = try await H2LoadBenchmark.run(
-                    options: h2loadOptions(standIn: standIn), connections: min(connections, command.devices),
+                    options: h2loadOptions(standIn: standIn),
+                    connections: min(connections, command.devices),
                     target: BenchTarget(
-                        host: standIn.host, port: standIn.port, caPath: standIn.caPath,
-                        placement: standIn.processPID == nil ? .external : .process, simulatorPID: standIn.processPID))
+                        host: standIn.host,
+                        port: standIn.port,
+                        caPath: standIn.caPath,
+                        placement: standIn.processPID == nil ? .external : .process,
+                        simulatorPID: standIn.processPID
+                    )
+                )
             }
         }
         return result
@@ -241,26 +278,47 @@ struct EndToEndBenchmark {
     private func h2loadOptions(standIn: StandIn) -> BenchOptions {
         let h2loadStreams = command.h2loadStreams ?? gatewayStreams(standIn: standIn)
         return BenchOptions(
-            count: command.devices, connections: [1], inFlight: 1, batch: 1, streams: nil, clientThreads: 1, simulatorThreads: 1,
-            maxConcurrentStreams: command.gateway.maxConcurrentStreams, simulatorProcess: true, pushgateBinaryOverride: nil,
-            externalEndpoint: nil, ca: nil, topic: command.gateway.topic, warmup: 0, repetitions: 1, timeout: command.gateway.timeout,
-            h2loadPath: command.h2loadPath, h2loadStreams: h2loadStreams, quietWait: 0, quietThreshold: 1)
+            count: command.devices,
+            connections: [1],
+            inFlight: 1,
+            batch: 1,
+            streams: nil,
+            clientThreads: 1,
+            simulatorThreads: 1,
+            maxConcurrentStreams: command.gateway.maxConcurrentStreams,
+            simulatorProcess: true,
+            pushgateBinaryOverride: nil,
+            externalEndpoint: nil,
+            ca: nil,
+            topic: command.gateway.topic,
+            warmup: 0,
+            repetitions: 1,
+            timeout: command.gateway.timeout,
+            h2loadPath: command.h2loadPath,
+            h2loadStreams: h2loadStreams,
+            quietWait: 0,
+            quietThreshold: 1
+        )
     }
 
     private func printRun(_ run: EndToEndRun, index: Int) {
         var first = "run \(index)/\(command.runs): \(Format.integer(run.devices)) devices"
         if let seconds = run.secondsToSimulatorCount {
-            first += " in \(Format.milliseconds(seconds)) (simulator count; last poll below N at \(Format.milliseconds(run.secondsBeforeSimulatorCount ?? 0)))"
+            first +=
+                " in \(Format.milliseconds(seconds)) (simulator count; last poll below N at \(Format.milliseconds(run.secondsBeforeSimulatorCount ?? 0)))"
         }
         if let rate = run.notificationsPerSecond { first += " = \(Format.integer(rate)) notifications/s" }
         if let incomplete = run.incomplete { first += "; INCOMPLETE: \(incomplete)" }
         report.line(first)
         var done = "  gateway 'done' line read at \(run.secondsToDoneLine.map(Format.milliseconds) ?? "?")"
         done += "; its push.duration_s \(run.gatewayDuration.map { String(format: "%.3f", $0) } ?? "?")"
-        done += ", accepted \(run.gatewayAccepted.map(Format.integer) ?? "?"), failed \(run.gatewayFailed.map(Format.integer) ?? "?")"
+        done +=
+            ", accepted \(run.gatewayAccepted.map(Format.integer) ?? "?"), failed \(run.gatewayFailed.map(Format.integer) ?? "?")"
         report.line(done)
         var cpu = "  gateway CPU: \(run.gatewayCPU.map(Format.cpu) ?? "?")"
-        if let gatewayCPU = run.gatewayCPU { cpu += " = \(Format.micro(gatewayCPU.total / Double(run.devices) * 1e6)) µs/notification" }
+        if let gatewayCPU = run.gatewayCPU {
+            cpu += " = \(Format.micro(gatewayCPU.total / Double(run.devices) * 1e6)) µs/notification"
+        }
         cpu += "; stand-in \(run.simulatorCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         report.line(cpu)
@@ -275,7 +333,9 @@ struct EndToEndBenchmark {
             var line = "  h2load -c \(h2load.connections) -m \(h2load.streamsPerConnection): "
             line += "\(Format.integer(h2load.requestsPerSecond)) req/s (\(Format.seconds(h2load.seconds)) s, "
             line += "2xx \(h2load.status2xx.map(Format.integer) ?? "?"))"
-            if let rate = run.notificationsPerSecond { line += "; gateway / h2load = \(Format.ratio(rate / h2load.requestsPerSecond))" }
+            if let rate = run.notificationsPerSecond {
+                line += "; gateway / h2load = \(Format.ratio(rate / h2load.requestsPerSecond))"
+            }
             report.line(line)
             var cpu = "  CPU: h2load \(Format.cpu(h2load.h2loadCPU))"
             cpu += " = \(Format.micro(h2load.microsecondsPerRequest)) µs/request"
@@ -285,7 +345,9 @@ struct EndToEndBenchmark {
             }
             report.line(cpu)
         } else if !command.noH2Load {
-            report.line("  h2load: not installed at \(command.h2loadPath), skipped (Debian: apt-get install nghttp2-client)")
+            report.line(
+                "  h2load: not installed at \(command.h2loadPath), skipped (Debian: apt-get install nghttp2-client)"
+            )
         }
     }
 
@@ -301,13 +363,17 @@ struct EndToEndBenchmark {
         report.line(
             "  time to the last APNs answer: \(Format.milliseconds(seconds.median)) (\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
         )
-        report.line("  notifications/s: \(Format.integer(rates.median)) (\(Format.integer(rates.minimum))-\(Format.integer(rates.maximum)))")
+        report.line(
+            "  notifications/s: \(Format.integer(rates.median)) (\(Format.integer(rates.minimum))-\(Format.integer(rates.maximum)))"
+        )
         let user = Spread(complete.compactMap { $0.gatewayCPU?.user })
         let system = Spread(complete.compactMap { $0.gatewayCPU?.system })
         report.line(
             "  gateway CPU user \(Format.seconds(user.median)) s (\(Format.seconds(user.minimum))-\(Format.seconds(user.maximum))), sys \(Format.seconds(system.median)) s (\(Format.seconds(system.minimum))-\(Format.seconds(system.maximum)))"
         )
-        report.line("  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)")
+        report.line(
+            "  gateway peak RSS: \(Format.mebibytes(complete.compactMap(\.gatewayPeakRSSBytes).max())) (largest)"
+        )
         let connections = Set(complete.compactMap(\.connectionsToStandIn)).sorted().map(String.init)
             .joined(separator: ", ")
         report.line("  most connections open to the stand-in: \(connections.isEmpty ? "?" : connections)")
@@ -317,7 +383,8 @@ struct EndToEndBenchmark {
             let shapes = Set(h2load.map { "-c \($0.connections) -m \($0.streamsPerConnection)" }).sorted()
             report.line(
                 "  h2load \(shapes.joined(separator: ", ")): \(Format.integer(h2loadRates.median)) req/s "
-                    + "(\(Format.integer(h2loadRates.minimum))-\(Format.integer(h2loadRates.maximum)))")
+                    + "(\(Format.integer(h2loadRates.minimum))-\(Format.integer(h2loadRates.maximum)))"
+            )
             report.line("  gateway / h2load: \(Format.ratio(rates.median / h2loadRates.median)) (ratio of the medians)")
             let h2loadCPU = Spread(h2load.map(\.microsecondsPerRequest))
             let gatewayCPU = Spread(complete.compactMap(\.microsecondsPerNotification))
@@ -326,7 +393,8 @@ struct EndToEndBenchmark {
             }
             report.line(
                 "  CPU: gateway \(spread(gatewayCPU)) µs/notification, h2load \(spread(h2loadCPU)) µs/request: "
-                    + "\(Format.ratio(gatewayCPU.median / h2loadCPU.median))x")
+                    + "\(Format.ratio(gatewayCPU.median / h2loadCPU.median))x"
+            )
         }
     }
 }
@@ -360,7 +428,9 @@ final class ConnectionSampler: Sendable {
 enum FileSystem {
     /// The file system type of the mount holding `path` (tmpfs makes fsync free).
     static func describe(_ path: String) -> String {
-        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else { return "file system unknown" }
+        guard let mounts = try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) else {
+            return "file system unknown"
+        }
         var best: (mountPoint: String, type: String)? = nil
         for line in mounts.split(separator: "\n") {
             let fields = line.split(separator: " ")

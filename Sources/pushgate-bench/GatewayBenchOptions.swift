@@ -4,7 +4,10 @@ import Foundation
 
 /// Options shared by the gateway modes (e2e, registrations, latency).
 struct GatewayBenchOptions: ParsableArguments {
-    @Option(name: .customLong("apns-host"), help: "Point the gateway at this HOST:PORT instead of a simulator we start (it must accept any provider token).")
+    @Option(
+        name: .customLong("apns-host"),
+        help: "Point the gateway at this HOST:PORT instead of a simulator we start (it must accept any provider token)."
+    )
     var apnsHost: String?
 
     @Option(help: "CA certificate (PEM) that signed --apns-host's certificate (default: the system trust store).")
@@ -14,8 +17,10 @@ struct GatewayBenchOptions: ParsableArguments {
     var pushgateBinary: String?
 
     @Option(
-        name: .customLong("gateway-arg"), parsing: .unconditionalSingleValue,
-        help: "An extra argument for `pushgate gateway` (repeatable), e.g. --gateway-arg=--max-streams=1000.")
+        name: .customLong("gateway-arg"),
+        parsing: .unconditionalSingleValue,
+        help: "An extra argument for `pushgate gateway` (repeatable), e.g. --gateway-arg=--max-streams=1000."
+    )
     var gatewayArguments: [String] = []
 
     @Option(name: .customLong("simulator-threads"), help: "Event-loop threads of the simulator process.")
@@ -29,12 +34,14 @@ struct GatewayBenchOptions: ParsableArguments {
         help: """
             Use the haproxy stand-in (scripts/haproxy-apns-standin.sh, a fresh apns-id per answer) holding \
             every answer this many milliseconds (0: at once) instead of our simulator.
-            """)
+            """
+    )
     var rttMilliseconds: Int?
 
     @Option(
         name: .customLong("standin-script"),
-        help: "The haproxy stand-in script for --rtt-ms (default: scripts/haproxy-apns-standin.sh of this checkout).")
+        help: "The haproxy stand-in script for --rtt-ms (default: scripts/haproxy-apns-standin.sh of this checkout)."
+    )
     var standInScript: String?
 
     @Option(help: "apns-topic (the gateway's --topic).")
@@ -43,13 +50,20 @@ struct GatewayBenchOptions: ParsableArguments {
     @Option(help: "Seconds after which a run is abandoned and reported as incomplete.")
     var timeout: Int = 300
 
-    @Option(name: .customLong("quiet-wait"), help: "Before each run, wait up to this many seconds for the machine to be at most --quiet-threshold busy (0: don't wait).")
+    @Option(
+        name: .customLong("quiet-wait"),
+        help:
+            "Before each run, wait up to this many seconds for the machine to be at most --quiet-threshold busy (0: don't wait)."
+    )
     var quietWait: Int = 10
 
     @Option(name: .customLong("quiet-threshold"), help: "Busy fraction of all cores (0-1) that counts as quiet.")
     var quietThreshold: Double = 0.3
 
-    @Option(help: "Directory for the temporary databases (default: the system's temporary directory). Its file system's fsync cost is part of what the gateway does.")
+    @Option(
+        help:
+            "Directory for the temporary databases (default: the system's temporary directory). Its file system's fsync cost is part of what the gateway does."
+    )
     var directory: String?
 
     func validate() throws {
@@ -70,7 +84,8 @@ struct GatewayBenchOptions: ParsableArguments {
         guard (0...600).contains(quietWait) else { throw ValidationError("--quiet-wait must be 0...600 seconds") }
         if let directory {
             var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+            guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue
+            else {
                 throw ValidationError("--directory: \(directory) is not a directory")
             }
         }
@@ -105,7 +120,9 @@ struct GatewayBenchOptions: ParsableArguments {
         guard quietWait > 0 else { return }
         let busy = await ProcessMetrics.waitForQuietMachine(threshold: quietThreshold, limit: Double(quietWait))
         if let busy, busy > quietThreshold {
-            report.line("note: the machine was still \(Format.percent(busy)) busy after waiting \(quietWait) s; running anyway (see 'other CPU')")
+            report.line(
+                "note: the machine was still \(Format.percent(busy)) busy after waiting \(quietWait) s; running anyway (see 'other CPU')"
+            )
         }
     }
 }
@@ -142,7 +159,10 @@ struct StandIn: Sendable {
     /// Runs `body` with a fresh stand-in that accepts provider tokens signed by `key` (written to
     /// `keyPath`), and stops it afterwards.
     static func with<Result: Sendable>(
-        options: GatewayBenchOptions, workDirectory: URL, keyPath: String, _ body: (StandIn) async throws -> Result
+        options: GatewayBenchOptions,
+        workDirectory: URL,
+        keyPath: String,
+        _ body: (StandIn) async throws -> Result
     ) async throws -> Result {
         if let apnsHost = options.apnsHost {
             let endpoint = try APNsClient.Endpoint(parsing: apnsHost)
@@ -150,12 +170,19 @@ struct StandIn: Sendable {
         }
         if let rtt = options.rttMilliseconds {
             let haproxy = try await HAProxyStandIn.start(
-                script: try HAProxyStandIn.locateScript(override: options.standInScript), rttMilliseconds: rtt)
+                script: try HAProxyStandIn.locateScript(override: options.standInScript),
+                rttMilliseconds: rtt
+            )
             do {
                 let result = try await body(
                     StandIn(
-                        host: haproxy.host, port: haproxy.port, caPath: haproxy.caPath, processPID: haproxy.pid,
-                        maxConcurrentStreams: 1_000))
+                        host: haproxy.host,
+                        port: haproxy.port,
+                        caPath: haproxy.caPath,
+                        processPID: haproxy.pid,
+                        maxConcurrentStreams: 1_000
+                    )
+                )
                 await haproxy.stop()
                 return result
             } catch {
@@ -176,8 +203,13 @@ struct StandIn: Sendable {
             let port = try await child.waitForPort(timeout: 30)
             let controlPort = try await child.waitForControlPort(timeout: 30)
             let standIn = StandIn(
-                host: "127.0.0.1", port: port, caPath: caPath, controlPort: controlPort, processPID: child.pid,
-                maxConcurrentStreams: options.maxConcurrentStreams)
+                host: "127.0.0.1",
+                port: port,
+                caPath: caPath,
+                controlPort: controlPort,
+                processPID: child.pid,
+                maxConcurrentStreams: options.maxConcurrentStreams
+            )
             let result = try await body(standIn)
             await child.stop()
             return result
@@ -192,7 +224,12 @@ extension ThrowawayKey {
     /// Writes the private key (mode 0600) for `pushgate gateway --auth-key` and `simulate --token-key`.
     func write(in directory: URL) throws -> String {
         let path = directory.appendingPathComponent("bench-key.p8").path
-        guard FileManager.default.createFile(atPath: path, contents: Data(privateKeyPEM.utf8), attributes: [.posixPermissions: 0o600])
+        guard
+            FileManager.default.createFile(
+                atPath: path,
+                contents: Data(privateKeyPEM.utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
         else { throw BenchError("cannot write the throwaway key to \(path)") }
         return path
     }

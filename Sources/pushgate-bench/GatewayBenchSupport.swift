@@ -78,7 +78,11 @@ enum StoreFill {
 
     /// `devices` random-token devices in `group` by direct SQL (``SQLiteStore/prefillForBenchmark``):
     /// seconds for millions, where `fill` would take minutes.
-    static func prefill(path: String, devices: Int, group: String) async throws
+    static func prefill(
+        path: String,
+        devices: Int,
+        group: String
+    ) async throws
         -> (created: Int, seconds: Double, bytes: Int?)
     {
         var logger = Logger(label: "pushgate.bench.fill")
@@ -176,9 +180,13 @@ enum ControlAPI {
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
-        guard connected == 0 else { throw BenchError("control API on port \(port): connect: \(String(cString: strerror(errno)))") }
+        guard connected == 0 else {
+            throw BenchError("control API on port \(port): connect: \(String(cString: strerror(errno)))")
+        }
         let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
         let written = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == request.count else { throw BenchError("control API: short write") }
@@ -195,7 +203,9 @@ enum ControlAPI {
             }
         }
         let text = String(decoding: response, as: UTF8.self)
-        guard let split = text.range(of: "\r\n\r\n") else { throw BenchError("control API \(path): no HTTP header end") }
+        guard let split = text.range(of: "\r\n\r\n") else {
+            throw BenchError("control API \(path): no HTTP header end")
+        }
         let statusLine = text[..<split.lowerBound].split(separator: "\r\n").first ?? ""
         guard statusLine.split(separator: " ").dropFirst().first == "200" else {
             throw BenchError("control API \(path): \(statusLine)")
@@ -232,7 +242,11 @@ enum ControlAPI {
     static func stats(port: Int) throws -> Stats {
         let json = try getJSON(port: port, path: "/stats")
         func integer(_ key: String) -> Int { (json[key] as? NSNumber)?.intValue ?? (json[key] as? Int) ?? -1 }
-        return Stats(accepted: integer("accepted"), rejected: integer("rejected"), connectionsOpened: integer("connections_opened"))
+        return Stats(
+            accepted: integer("accepted"),
+            rejected: integer("rejected"),
+            connectionsOpened: integer("connections_opened")
+        )
     }
 }
 

@@ -23,7 +23,8 @@ struct GatewayLaunch: Sendable {
     var arguments: [String] {
         var arguments = [
             "gateway", "-f", "-d", databasePath, "-l", "127.0.0.1", "-g", "0", "-n", "0", "--apns-host", apnsHost,
-            "--auth-key", authKeyPath, "--key-id", ThrowawayKey.keyID, "--team-id", ThrowawayKey.teamID, "--topic", topic,
+            "--auth-key", authKeyPath, "--key-id", ThrowawayKey.keyID, "--team-id", ThrowawayKey.teamID, "--topic",
+            topic,
             "--http-port=-1", "--log-level", logLevel,
         ]
         if let caPath { arguments += ["--ca", caPath] }
@@ -152,7 +153,9 @@ final class GatewayProcess: Sendable {
             try checkAlive("before it was ready")
             try await Task.sleep(for: .milliseconds(10))
         }
-        throw BenchError("the gateway was not ready within \(Int(timeout)) s; its last lines:\n\(log.recent.joined(separator: "\n"))")
+        throw BenchError(
+            "the gateway was not ready within \(Int(timeout)) s; its last lines:\n\(log.recent.joined(separator: "\n"))"
+        )
     }
 
     /// Waits until at least `count` kept lines contain `marker`; returns them.
@@ -170,7 +173,8 @@ final class GatewayProcess: Sendable {
     func checkAlive(_ when: String) throws {
         guard process.isRunning else {
             throw BenchError(
-                "the gateway exited (status \(process.terminationStatus)) \(when); its last lines:\n\(log.recent.joined(separator: "\n"))")
+                "the gateway exited (status \(process.terminationStatus)) \(when); its last lines:\n\(log.recent.joined(separator: "\n"))"
+            )
         }
     }
 
@@ -201,7 +205,9 @@ final class GatewayProcess: Sendable {
 
     private static func port(_ addresses: String) -> Int? {
         // One or more addresses, comma-separated; the same port on each.
-        guard let first = addresses.split(separator: ",").first, let colon = first.lastIndex(of: ":") else { return nil }
+        guard let first = addresses.split(separator: ",").first, let colon = first.lastIndex(of: ":") else {
+            return nil
+        }
         return Int(first[first.index(after: colon)...])
     }
 }

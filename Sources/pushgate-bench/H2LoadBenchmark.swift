@@ -35,7 +35,9 @@ enum H2LoadBenchmark {
     }
 
     static func run(options: BenchOptions, connections: Int, target: BenchTarget) async throws -> H2LoadRunResult {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-bench-h2load-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-bench-h2load-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let payloadPath = directory.appendingPathComponent("payload.json").path
@@ -91,7 +93,9 @@ enum H2LoadBenchmark {
         let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
         let parsed = H2LoadOutput(output)
         guard let seconds = parsed.seconds, let rate = parsed.requestsPerSecond else {
-            throw BenchError("could not read h2load's result (status \(process.terminationStatus)):\n\(output.suffix(2_000))")
+            throw BenchError(
+                "could not read h2load's result (status \(process.terminationStatus)):\n\(output.suffix(2_000))"
+            )
         }
         let simulatorCPU: CPUTime? = {
             guard let before = simulatorBefore, let after = simulatorAfter else { return nil }
@@ -105,11 +109,22 @@ enum H2LoadBenchmark {
             other = max(0, (after.busy - before.busy) - ours)
         }
         return H2LoadRunResult(
-            connections: connections, streamsPerConnection: options.h2loadStreams, notifications: options.count,
-            succeeded: parsed.succeeded, failed: parsed.failed, status2xx: parsed.status2xx, timedOut: timedOut,
-            seconds: seconds, requestsPerSecond: rate, h2loadCPU: h2loadCPU, simulatorCPU: simulatorCPU,
-            otherMachineCPUSeconds: other, simulatorPeakRSSBytes: target.simulatorPeakRSS(), placement: target.placement,
-            command: command)
+            connections: connections,
+            streamsPerConnection: options.h2loadStreams,
+            notifications: options.count,
+            succeeded: parsed.succeeded,
+            failed: parsed.failed,
+            status2xx: parsed.status2xx,
+            timedOut: timedOut,
+            seconds: seconds,
+            requestsPerSecond: rate,
+            h2loadCPU: h2loadCPU,
+            simulatorCPU: simulatorCPU,
+            otherMachineCPUSeconds: other,
+            simulatorPeakRSSBytes: target.simulatorPeakRSS(),
+            placement: target.placement,
+            command: command
+        )
     }
 
     private static func shellQuoted(_ argument: String) -> String {
@@ -133,9 +148,13 @@ struct H2LoadOutput {
         for rawLine in text.split(separator: "\n") {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
             if line.hasPrefix("finished in ") {
-                let parts = line.dropFirst("finished in ".count).split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                let parts = line.dropFirst("finished in ".count).split(separator: ",").map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
                 if let first = parts.first { seconds = Self.duration(first) }
-                if parts.count > 1, parts[1].hasSuffix(" req/s") { requestsPerSecond = Double(parts[1].dropLast(" req/s".count)) }
+                if parts.count > 1, parts[1].hasSuffix(" req/s") {
+                    requestsPerSecond = Double(parts[1].dropLast(" req/s".count))
+                }
             } else if line.hasPrefix("requests: ") {
                 succeeded = Self.count(before: "succeeded", in: line)
                 failed = Self.count(before: "failed", in: line)

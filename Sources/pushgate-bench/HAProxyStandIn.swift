@@ -28,7 +28,8 @@ struct HAProxyStandIn: Sendable {
             }
             return override
         }
-        let executable = (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
             ?? CommandLine.arguments[0]
         var directory = URL(fileURLWithPath: executable).deletingLastPathComponent()
         while directory.path != "/" {
@@ -39,7 +40,8 @@ struct HAProxyStandIn: Sendable {
         let fromCurrent = FileManager.default.currentDirectoryPath + "/" + scriptPath
         guard FileManager.default.isReadableFile(atPath: fromCurrent) else {
             throw BenchError(
-                "--rtt-ms needs \(scriptPath) (not found above \(executable) nor here): pass --standin-script")
+                "--rtt-ms needs \(scriptPath) (not found above \(executable) nor here): pass --standin-script"
+            )
         }
         return fromCurrent
     }
@@ -57,7 +59,13 @@ struct HAProxyStandIn: Sendable {
         else { throw BenchError("\(script) start printed no APNS_HOST/APNS_CA/STANDIN_ROOT/STANDIN_PID: \(output)") }
         ChildProcesses.register(pid, as: .simulator)
         return HAProxyStandIn(
-            host: String(authority[..<colon]), port: port, caPath: caPath, root: root, pid: pid, script: script)
+            host: String(authority[..<colon]),
+            port: port,
+            caPath: caPath,
+            root: root,
+            pid: pid,
+            script: script
+        )
     }
 
     func stop() async {

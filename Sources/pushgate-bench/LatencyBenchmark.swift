@@ -27,7 +27,9 @@ struct LatencyCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard samples >= 1 else { throw ValidationError("--samples must be at least 1") }
-        guard warmup >= 1 else { throw ValidationError("--warmup must be at least 1 (the first one opens the connection)") }
+        guard warmup >= 1 else {
+            throw ValidationError("--warmup must be at least 1 (the first one opens the connection)")
+        }
     }
 
     func run() async throws {
@@ -94,9 +96,13 @@ struct LatencyBenchmark {
         let database = work.appendingPathComponent("latency.db").path
         _ = try await StoreFill.fill(path: database, devices: 1, group: Self.group)
 
-        report.line("pushgate-bench latency: \(Format.integer(command.samples)) samples after \(command.warmup) warm-up, one at a time, one device")
+        report.line(
+            "pushgate-bench latency: \(Format.integer(command.samples)) samples after \(command.warmup) warm-up, one at a time, one device"
+        )
         report.line("  store: \(database) (\(FileSystem.describe(work.path)))")
-        report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
+        report.line(
+            "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start"
+        )
 
         if options.apnsHost != nil || options.rttMilliseconds != nil {
             report.line("  stand-in: \(StandIn.describe(options))")
@@ -121,25 +127,48 @@ struct LatencyBenchmark {
         configuration.eventLoopThreads = options.simulatorThreads
         configuration.maxConcurrentStreams = options.maxConcurrentStreams
         configuration.tokenKeys = [
-            try ProviderTokenKey(keyID: ThrowawayKey.keyID, teamID: ThrowawayKey.teamID, publicKeyPEM: key.privateKeyPEM)
+            try ProviderTokenKey(
+                keyID: ThrowawayKey.keyID,
+                teamID: ThrowawayKey.teamID,
+                publicKeyPEM: key.privateKeyPEM
+            )
         ]
         var logger = Logger(label: "pushgate.bench.simulator")
         logger.logLevel = .warning
         configuration.logger = logger
-        report.line("  stand-in: our simulator in this process (scripted accept-all handler that reads the clock), \(options.simulatorThreads) thread(s)")
+        report.line(
+            "  stand-in: our simulator in this process (scripted accept-all handler that reads the clock), \(options.simulatorThreads) thread(s)"
+        )
         try await APNsSimulator.withRunning(configuration) { running in
             try await measure(
-                binary: binary, database: database, keyPath: keyPath,
-                standIn: StandIn(host: running.host, port: running.port, caPath: running.caCertificatePath), arrivals: arrivals)
+                binary: binary,
+                database: database,
+                keyPath: keyPath,
+                standIn: StandIn(host: running.host, port: running.port, caPath: running.caCertificatePath),
+                arrivals: arrivals
+            )
         }
     }
 
-    private func measure(binary: String, database: String, keyPath: String, standIn: StandIn, arrivals: Arrivals?) async throws {
+    private func measure(
+        binary: String,
+        database: String,
+        keyPath: String,
+        standIn: StandIn,
+        arrivals: Arrivals?
+    ) async throws {
         let options = command.gateway
         let gateway = try GatewayProcess.start(
             GatewayLaunch(
-                binary: binary, databasePath: database, apnsHost: standIn.authority, caPath: standIn.caPath,
-                authKeyPath: keyPath, topic: options.topic, extraArguments: options.gatewayArguments))
+                binary: binary,
+                databasePath: database,
+                apnsHost: standIn.authority,
+                caPath: standIn.caPath,
+                authKeyPath: keyPath,
+                topic: options.topic,
+                extraArguments: options.gatewayArguments
+            )
+        )
         do {
             let ports = try await gateway.waitForReady(timeout: 60)
             let sender = try DatagramSender()
@@ -156,7 +185,9 @@ struct LatencyBenchmark {
                 if let arrivals {
                     let deadline = sentAt + .seconds(30)
                     while arrivals.arrival(of: sample) == nil {
-                        guard ContinuousClock.now < deadline else { throw BenchError("sample \(sample) did not reach the simulator within 30 s") }
+                        guard ContinuousClock.now < deadline else {
+                            throw BenchError("sample \(sample) did not reach the simulator within 30 s")
+                        }
                         try gateway.checkAlive("during sample \(sample)")
                         try await Task.sleep(for: .microseconds(200))
                     }
@@ -166,9 +197,15 @@ struct LatencyBenchmark {
                 }
                 // One at a time: the next datagram goes once the gateway has finished this request.
                 guard
-                    let done = try await gateway.waitForLines(containing: "notification request done", count: sample + 1, timeout: 30)
+                    let done = try await gateway.waitForLines(
+                        containing: "notification request done",
+                        count: sample + 1,
+                        timeout: 30
+                    )
                 else { throw BenchError("sample \(sample): no 'notification request done' line within 30 s") }
-                if sample >= command.warmup, let line = done.last { toDoneLine.append((line.arrivedAt - sentAt).seconds) }
+                if sample >= command.warmup, let line = done.last {
+                    toDoneLine.append((line.arrivedAt - sentAt).seconds)
+                }
             }
             let gatewayAfter = gateway.cpu()
             let machineAfter = ProcessMetrics.machineCPU()

@@ -47,14 +47,16 @@ enum ProcessMetrics {
         guard getrusage(__rusage_who_t(truncatingIfNeeded: who.rawValue), &usage) == 0 else { return .zero }
         return CPUTime(
             user: Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6,
-            system: Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6)
+            system: Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+        )
     }
 
     /// Peak resident set size (`VmHWM`) of a process, in bytes.
     static func peakRSS(pid: String = "self") -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
         for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let kilobytes = line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first.flatMap { Int($0) }
+            let kilobytes = line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first
+                .flatMap { Int($0) }
             return kilobytes.map { $0 * 1024 }
         }
         return nil

@@ -72,20 +72,25 @@ struct RegistrationBenchmark {
         let keyPath = try ThrowawayKey.make().write(in: work)
         let database = work.appendingPathComponent("registrations.db").path
 
-        let pace = command.rate > 0
+        let pace =
+            command.rate > 0
             ? "\(Format.integer(command.rate))/s in slices of \(Format.integer(command.slice))" : "one burst"
         report.line(
             "pushgate-bench registrations: \(Format.integer(command.count)) datagrams, distinct devices, "
-                + "group \"\(Self.group)\", \(pace)")
+                + "group \"\(Self.group)\", \(pace)"
+        )
         report.line("  stand-in: \(StandIn.describe(options)) (only for the gateway to start)")
         report.line("  store: \(database) (\(FileSystem.describe(work.path)))")
         if command.prefill > 0 {
             let fill = try await StoreFill.prefill(path: database, devices: command.prefill, group: "prefilled")
             report.line(
                 "  prefilled \(Format.integer(fill.created)) devices (random tokens, direct SQL) in "
-                    + "\(Format.seconds(fill.seconds)) s; file \(Format.mebibytes(fill.bytes))")
+                    + "\(Format.seconds(fill.seconds)) s; file \(Format.mebibytes(fill.bytes))"
+            )
         }
-        report.line("  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start")
+        report.line(
+            "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start"
+        )
 
         // Built before timing, so that the burst is only sendto(2) calls.
         let datagrams = (0..<command.count).map { index in
@@ -94,8 +99,15 @@ struct RegistrationBenchmark {
         try await StandIn.with(options: options, workDirectory: work, keyPath: keyPath) { standIn in
             let gateway = try GatewayProcess.start(
                 GatewayLaunch(
-                    binary: binary, databasePath: database, apnsHost: standIn.authority, caPath: standIn.caPath,
-                    authKeyPath: keyPath, topic: options.topic, extraArguments: options.gatewayArguments))
+                    binary: binary,
+                    databasePath: database,
+                    apnsHost: standIn.authority,
+                    caPath: standIn.caPath,
+                    authKeyPath: keyPath,
+                    topic: options.topic,
+                    extraArguments: options.gatewayArguments
+                )
+            )
             do {
                 try await measure(gateway: gateway, database: database, datagrams: datagrams)
             } catch {
@@ -105,7 +117,8 @@ struct RegistrationBenchmark {
             await gateway.stop()
             if let stopped = gateway.log.lines(containing: "UDP ingress stopped").last {
                 report.line(
-                    "  gateway at shutdown: udp.registrations_applied=\(stopped.metadata("udp.registrations_applied") ?? "?") (its own counter)")
+                    "  gateway at shutdown: udp.registrations_applied=\(stopped.metadata("udp.registrations_applied") ?? "?") (its own counter)"
+                )
             }
         }
     }
@@ -166,9 +179,11 @@ struct RegistrationBenchmark {
         )
         var line = "applied \(Format.integer(applied)) of \(Format.integer(datagrams.count))"
         if appliedAt != nil {
-            line += " in \(Format.milliseconds(seconds)) from the first datagram = \(Format.integer(Double(applied) / seconds))/s"
+            line +=
+                " in \(Format.milliseconds(seconds)) from the first datagram = \(Format.integer(Double(applied) / seconds))/s"
         } else {
-            line += "; INCOMPLETE: the count stopped moving at \(Format.milliseconds(seconds)) (datagrams lost, or rejected: see the gateway's warnings above)"
+            line +=
+                "; INCOMPLETE: the count stopped moving at \(Format.milliseconds(seconds)) (datagrams lost, or rejected: see the gateway's warnings above)"
         }
         report.line(line)
         let windows = Self.windowRates(samples, from: start, until: end)
@@ -177,20 +192,25 @@ struct RegistrationBenchmark {
             report.line(
                 "  apply rate over \(windows.count) whole 1-s windows: median \(Format.integer(spread.median))/s "
                     + "(\(Format.integer(spread.minimum))-\(Format.integer(spread.maximum))); "
-                    + "largest backlog (sent - applied) \(Format.integer(largestBacklog))")
+                    + "largest backlog (sent - applied) \(Format.integer(largestBacklog))"
+            )
         }
         if let dropsBefore, let dropsAfter {
             report.line(
                 "  kernel UDP receive-buffer drops (/proc/net/snmp RcvbufErrors, whole machine): "
-                    + Format.integer(dropsAfter - dropsBefore))
+                    + Format.integer(dropsAfter - dropsBefore)
+            )
         }
         var gatewayCPU: CPUTime? = nil
         if let gatewayBefore, let gatewayAfter { gatewayCPU = gatewayAfter - gatewayBefore }
         var cpu = "  gateway CPU: \(gatewayCPU.map(Format.cpu) ?? "?")"
-        if let gatewayCPU { cpu += " = \(Format.micro(gatewayCPU.total / Double(max(1, applied)) * 1e6)) µs/registration" }
+        if let gatewayCPU {
+            cpu += " = \(Format.micro(gatewayCPU.total / Double(max(1, applied)) * 1e6)) µs/registration"
+        }
         if let before = machineBefore, let after = machineAfter, let gatewayCPU {
             let ours = gatewayCPU.total + (ownAfter - ownBefore).total
-            cpu += "; bench (sender + store reads) \(Format.seconds((ownAfter - ownBefore).total)) s; other CPU \(Format.seconds(max(0, (after.busy - before.busy) - ours))) s"
+            cpu +=
+                "; bench (sender + store reads) \(Format.seconds((ownAfter - ownBefore).total)) s; other CPU \(Format.seconds(max(0, (after.busy - before.busy) - ours))) s"
         }
         report.line(cpu)
         report.line("  gateway peak RSS (VmHWM): \(Format.mebibytes(gateway.peakRSS()))")
@@ -199,7 +219,8 @@ struct RegistrationBenchmark {
     /// Applied per second in each whole second from `start` to `end`, interpolating the count at
     /// each second's boundary from the polls around it.
     static func windowRates(
-        _ samples: [(at: ContinuousClock.Instant, applied: Int)], from start: ContinuousClock.Instant,
+        _ samples: [(at: ContinuousClock.Instant, applied: Int)],
+        from start: ContinuousClock.Instant,
         until end: ContinuousClock.Instant
     ) -> [Double] {
         guard samples.count >= 2 else { return [] }
@@ -233,7 +254,11 @@ final class SendProgress: Sendable {
 
     /// Slice k goes at `start + k * slice / rate` (rate 0: everything at once).
     func send(
-        _ datagrams: [[UInt8]], with sender: DatagramSender, port: Int, rate: Int, slice: Int,
+        _ datagrams: [[UInt8]],
+        with sender: DatagramSender,
+        port: Int,
+        rate: Int,
+        slice: Int,
         from start: ContinuousClock.Instant
     ) async {
         var next = 0

@@ -18,7 +18,9 @@ final class Report {
     // MARK: Runs
 
     func header(mode: BenchCommand.Mode, options: BenchOptions) {
-        line("pushgate-bench \(mode.rawValue): \(Format.integer(options.count)) notifications per run, connections \(options.connections.map(String.init).joined(separator: ",")), \(options.repetitions) run(s) each")
+        line(
+            "pushgate-bench \(mode.rawValue): \(Format.integer(options.count)) notifications per run, connections \(options.connections.map(String.init).joined(separator: ",")), \(options.repetitions) run(s) each"
+        )
         line("  server: \(Self.serverDescription(options))")
         if mode != .h2load {
             line(
@@ -33,7 +35,9 @@ final class Report {
                 "  caveat: the simulator runs in this process: the process CPU includes it. 'client CPU' subtracts the simulator's event-loop threads; use --simulator-process to measure the client alone."
             )
         }
-        line("  caveat: client and server share this machine's \(ProcessInfo.processInfo.activeProcessorCount) cores; 'other CPU' is what everything else used during the run.")
+        line(
+            "  caveat: client and server share this machine's \(ProcessInfo.processInfo.activeProcessorCount) cores; 'other CPU' is what everything else used during the run."
+        )
     }
 
     func clientRun(_ result: ClientRunResult, run: Int, of total: Int) {
@@ -41,7 +45,9 @@ final class Report {
             "client \(Format.connections(result.connectionsRequested)), run \(run)/\(total): \(Format.integer(result.completed)) notifications in \(Format.seconds(result.seconds)) s = \(Format.integer(result.notificationsPerSecond))/s; accepted \(Format.integer(result.accepted)), failed \(Format.integer(result.failed)); connections used \(result.connectionsUsed)"
         if result.timedOut { first += "; INCOMPLETE: stopped after the timeout" }
         if !result.failures.isEmpty {
-            first += "; failures: " + result.failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+            first +=
+                "; failures: "
+                + result.failures.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         }
         line(first)
         let perNotification = "\(Format.micro(result.clientCPUMicrosecondsPerNotification)) µs/notification"
@@ -51,7 +57,8 @@ final class Report {
             cpu +=
                 "client ≈ \(Format.cpu(result.clientCPU)) = \(perNotification); process \(Format.seconds(result.processCPU.total)) s (client + simulator), simulator threads \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
         case .process:
-            cpu += "client \(Format.cpu(result.clientCPU)) = \(perNotification); simulator process \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
+            cpu +=
+                "client \(Format.cpu(result.clientCPU)) = \(perNotification); simulator process \(result.simulatorCPU.map { Format.seconds($0.total) } ?? "?") s"
         case .external:
             cpu += "client \(Format.cpu(result.clientCPU)) = \(perNotification)"
         }
@@ -59,8 +66,12 @@ final class Report {
         line(cpu)
         var memory = "  peak RSS: \(Format.mebibytes(result.peakRSSBytes))"
         memory += result.placement == .inProcess ? " (client + simulator)" : " (client)"
-        if let simulator = result.simulatorPeakRSSBytes { memory += "; simulator process \(Format.mebibytes(simulator))" }
-        if let accepted = result.simulatorAccepted { memory += "; simulator counted \(Format.integer(accepted)) accepted" }
+        if let simulator = result.simulatorPeakRSSBytes {
+            memory += "; simulator process \(Format.mebibytes(simulator))"
+        }
+        if let accepted = result.simulatorAccepted {
+            memory += "; simulator counted \(Format.integer(accepted)) accepted"
+        }
         line(memory)
     }
 
@@ -86,30 +97,47 @@ final class Report {
             guard !runs.isEmpty else { continue }
             rows.append(
                 SummaryRow(
-                    what: "client", connections: connections, runs: runs.count,
+                    what: "client",
+                    connections: connections,
+                    runs: runs.count,
                     perSecond: Spread(runs.map(\.notificationsPerSecond)),
                     cpuMicrosecondsPerNotification: Spread(runs.map(\.clientCPUMicrosecondsPerNotification)),
                     peakRSSBytes: runs.compactMap(\.peakRSSBytes).max(),
                     incompleteRuns: runs.filter { $0.timedOut || $0.completed < $0.notifications }.count,
-                    failedNotifications: runs.map(\.failed).reduce(0, +)))
+                    failedNotifications: runs.map(\.failed).reduce(0, +)
+                )
+            )
         }
         for connections in options.connections {
             let runs = h2load.filter { $0.connections == connections }
             guard !runs.isEmpty else { continue }
             rows.append(
                 SummaryRow(
-                    what: "h2load", connections: connections, runs: runs.count,
+                    what: "h2load",
+                    connections: connections,
+                    runs: runs.count,
                     perSecond: Spread(runs.map(\.requestsPerSecond)),
-                    cpuMicrosecondsPerNotification: Spread(runs.map { $0.h2loadCPU.total / Double($0.notifications) * 1e6 }),
-                    peakRSSBytes: nil, incompleteRuns: runs.filter(\.timedOut).count,
-                    failedNotifications: runs.compactMap(\.failed).reduce(0, +)))
+                    cpuMicrosecondsPerNotification: Spread(
+                        runs.map { $0.h2loadCPU.total / Double($0.notifications) * 1e6 }
+                    ),
+                    peakRSSBytes: nil,
+                    incompleteRuns: runs.filter(\.timedOut).count,
+                    failedNotifications: runs.compactMap(\.failed).reduce(0, +)
+                )
+            )
         }
         var ratios: [RatioRow] = []
         for connections in options.connections {
             guard let ours = rows.first(where: { $0.what == "client" && $0.connections == connections }),
                 let ceiling = rows.first(where: { $0.what == "h2load" && $0.connections == connections })
             else { continue }
-            ratios.append(RatioRow(connections: connections, clientPerSecond: ours.perSecond.median, h2loadPerSecond: ceiling.perSecond.median))
+            ratios.append(
+                RatioRow(
+                    connections: connections,
+                    clientPerSecond: ours.perSecond.median,
+                    h2loadPerSecond: ceiling.perSecond.median
+                )
+            )
         }
 
         line("")
@@ -117,9 +145,12 @@ final class Report {
         line("  server: \(Self.serverDescription(options)); \(Format.integer(options.count)) notifications per run")
         line("  median (min-max) over the runs; CPU per notification is the client's (h2load's own for h2load rows)")
         for row in rows {
-            var text = "  \(row.what.padding(toLength: 6, withPad: " ", startingAt: 0)) \(Format.connections(row.connections).padding(toLength: 13, withPad: " ", startingAt: 0))"
-            text += " \(Format.integer(row.perSecond.median))/s (\(Format.integer(row.perSecond.minimum))-\(Format.integer(row.perSecond.maximum)))"
-            text += ", CPU \(Format.micro(row.cpuMicrosecondsPerNotification.median)) µs/notification (\(Format.micro(row.cpuMicrosecondsPerNotification.minimum))-\(Format.micro(row.cpuMicrosecondsPerNotification.maximum)))"
+            var text =
+                "  \(row.what.padding(toLength: 6, withPad: " ", startingAt: 0)) \(Format.connections(row.connections).padding(toLength: 13, withPad: " ", startingAt: 0))"
+            text +=
+                " \(Format.integer(row.perSecond.median))/s (\(Format.integer(row.perSecond.minimum))-\(Format.integer(row.perSecond.maximum)))"
+            text +=
+                ", CPU \(Format.micro(row.cpuMicrosecondsPerNotification.median)) µs/notification (\(Format.micro(row.cpuMicrosecondsPerNotification.minimum))-\(Format.micro(row.cpuMicrosecondsPerNotification.maximum)))"
             if let peak = row.peakRSSBytes { text += ", peak RSS \(Format.mebibytes(peak))" }
             text += ", \(row.runs) run(s)"
             if row.incompleteRuns > 0 { text += ", \(row.incompleteRuns) INCOMPLETE" }
@@ -135,11 +166,22 @@ final class Report {
 
         if json {
             let document = JSONDocument(
-                mode: mode.rawValue, server: Self.serverDescription(options), notificationsPerRun: options.count,
-                connections: options.connections, repetitions: options.repetitions, inFlight: options.inFlight, batch: options.batch,
-                clientThreads: options.clientThreads, simulatorThreads: options.simulatorThreads,
-                streamsPerConnection: options.streams, h2loadStreams: options.h2loadStreams, client: client, h2load: h2load,
-                summary: rows, ratios: ratios)
+                mode: mode.rawValue,
+                server: Self.serverDescription(options),
+                notificationsPerRun: options.count,
+                connections: options.connections,
+                repetitions: options.repetitions,
+                inFlight: options.inFlight,
+                batch: options.batch,
+                clientThreads: options.clientThreads,
+                simulatorThreads: options.simulatorThreads,
+                streamsPerConnection: options.streams,
+                h2loadStreams: options.h2loadStreams,
+                client: client,
+                h2load: h2load,
+                summary: rows,
+                ratios: ratios
+            )
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             if let data = try? encoder.encode(document) {
@@ -151,7 +193,8 @@ final class Report {
     private static func serverDescription(_ options: BenchOptions) -> String {
         if let endpoint = options.externalEndpoint { return "\(endpoint) (external)" }
         let placement = options.simulatorProcess ? "separate process (pushgate simulate)" : "in this process"
-        return "our simulator, accept-all, \(placement), \(options.simulatorThreads) event-loop thread(s), max \(options.maxConcurrentStreams) streams per connection"
+        return
+            "our simulator, accept-all, \(placement), \(options.simulatorThreads) event-loop thread(s), max \(options.maxConcurrentStreams) streams per connection"
     }
 }
 

@@ -37,13 +37,17 @@ struct CredentialSources {
     func load(clock: any WallClock = SystemWallClock()) throws -> LoadedCredentials {
         let endpoint: APNsClient.Endpoint
         if let apnsHost {
-            do { endpoint = try APNsClient.Endpoint(parsing: apnsHost) } catch { throw ConfigurationError("--apns-host: \(error.message)") }
+            do { endpoint = try APNsClient.Endpoint(parsing: apnsHost) } catch {
+                throw ConfigurationError("--apns-host: \(error.message)")
+            }
         } else {
             endpoint = .apple(sandbox ? .sandbox : .production, alternativePort: alternativePort)
         }
         let trustRoots: APNsClient.TrustRoots
         if let caPath {
-            guard FileManager.default.isReadableFile(atPath: caPath) else { throw ConfigurationError("--ca: cannot read \(caPath)") }
+            guard FileManager.default.isReadableFile(atPath: caPath) else {
+                throw ConfigurationError("--ca: cannot read \(caPath)")
+            }
             trustRoots = .caFile(caPath)
         } else {
             trustRoots = .system
@@ -57,16 +61,24 @@ struct CredentialSources {
                 throw ConfigurationError("--auth-key: \(error)")
             }
             return LoadedCredentials(
-                endpoint: endpoint, authentication: .token(ProviderTokenManager(signer: signer, clock: clock)),
-                trustRoots: trustRoots, defaultTopic: nil)
+                endpoint: endpoint,
+                authentication: .token(ProviderTokenManager(signer: signer, clock: clock)),
+                trustRoots: trustRoots,
+                defaultTopic: nil
+            )
         }
         guard let certificatePath else {
-            throw ConfigurationError("no credentials: give \(certificateFlag) FILE [\(keyFlag) FILE] or --auth-key FILE --key-id ID --team-id ID")
+            throw ConfigurationError(
+                "no credentials: give \(certificateFlag) FILE [\(keyFlag) FILE] or --auth-key FILE --key-id ID --team-id ID"
+            )
         }
         let certificate: APNsClient.ClientCertificate
         do {
             if certificatePath.hasSuffix(".p12") || certificatePath.hasSuffix(".pfx") {
-                certificate = try .loadPKCS12(path: certificatePath, passphrase: ProcessInfo.processInfo.environment["PUSHGATE_P12_PASSPHRASE"])
+                certificate = try .loadPKCS12(
+                    path: certificatePath,
+                    passphrase: ProcessInfo.processInfo.environment["PUSHGATE_P12_PASSPHRASE"]
+                )
             } else {
                 certificate = try .load(certificatePath: certificatePath, keyPath: keyPath)
             }
@@ -77,8 +89,11 @@ struct CredentialSources {
             throw ConfigurationError("\(certificateFlag): the certificate expired on \(expiry.formatted(.iso8601))")
         }
         return LoadedCredentials(
-            endpoint: endpoint, authentication: .certificate(certificate), trustRoots: trustRoots,
-            defaultTopic: certificate.subjectUID)
+            endpoint: endpoint,
+            authentication: .certificate(certificate),
+            trustRoots: trustRoots,
+            defaultTopic: certificate.subjectUID
+        )
     }
 }
 
@@ -113,14 +128,25 @@ struct APNsCredentialOptions: ParsableArguments {
 
     func validate() throws {
         if cert != nil && authKey != nil { throw ValidationError("--cert and --auth-key are mutually exclusive") }
-        if authKey != nil && (keyID == nil || teamID == nil) { throw ValidationError("--auth-key needs --key-id and --team-id") }
-        if cert == nil && authKey == nil { throw ValidationError("give --cert FILE [--key FILE] or --auth-key FILE --key-id ID --team-id ID") }
+        if authKey != nil && (keyID == nil || teamID == nil) {
+            throw ValidationError("--auth-key needs --key-id and --team-id")
+        }
+        if cert == nil && authKey == nil {
+            throw ValidationError("give --cert FILE [--key FILE] or --auth-key FILE --key-id ID --team-id ID")
+        }
     }
 
     func load() throws -> LoadedCredentials {
         try CredentialSources(
-            certificatePath: cert, keyPath: key, authKeyPath: authKey, keyID: keyID, teamID: teamID, sandbox: sandbox,
-            alternativePort: port2197, apnsHost: apnsHost, caPath: ca
+            certificatePath: cert,
+            keyPath: key,
+            authKeyPath: authKey,
+            keyID: keyID,
+            teamID: teamID,
+            sandbox: sandbox,
+            alternativePort: port2197,
+            apnsHost: apnsHost,
+            caPath: ca
         ).load()
     }
 }

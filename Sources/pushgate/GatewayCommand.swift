@@ -32,13 +32,20 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(name: .customShort("f"), help: "Stay in the foreground and log to standard error.")
     var foreground = false
 
-    @Option(name: .customLong("config"), help: "YAML configuration file (also PUSHGATE_CONFIG). Flags override the environment, which overrides the file.")
+    @Option(
+        name: .customLong("config"),
+        help:
+            "YAML configuration file (also PUSHGATE_CONFIG). Flags override the environment, which overrides the file."
+    )
     var configFile: String?
 
     @Option(name: .customShort("d"), help: "Path to the database (store.path; default pushgate.db).")
     var database: String?
 
-    @Option(name: .customShort("l"), help: "Local address to listen on (listen; every address it resolves to; default localhost).")
+    @Option(
+        name: .customShort("l"),
+        help: "Local address to listen on (listen; every address it resolves to; default localhost)."
+    )
     var listen: String?
 
     @Option(name: .customShort("g"), help: "Group device registration UDP port (udp.registrationPort; default 7734).")
@@ -65,7 +72,10 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customShort("i"), help: "Idle timeout in hours (0 disables; default 24).")
     var idleHours: String?
 
-    @Option(name: .customShort("r"), help: "Notifications per second per connection (0 disables, the default). pushd's default was 5.")
+    @Option(
+        name: .customShort("r"),
+        help: "Notifications per second per connection (0 disables, the default). pushd's default was 5."
+    )
     var rate: String?
 
     @Option(name: .customShort("o"), help: "Log file path (used when detached).")
@@ -94,28 +104,37 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("max-connections"),
-        help: "Most APNs connections per app (opened only while the open ones are full; kept open; default 16).")
+        help: "Most APNs connections per app (opened only while the open ones are full; kept open; default 16)."
+    )
     var maximumConnections: String?
 
     @Option(
         name: .customLong("max-streams"),
-        help: "A cap on concurrent streams per APNs connection (default: what the server allows, 1,000 at APNs).")
+        help: "A cap on concurrent streams per APNs connection (default: what the server allows, 1,000 at APNs)."
+    )
     var maximumStreams: String?
 
     /// Unconditional: the value may start with a dash (`--http-port -1`, as documented).
     @Option(
-        name: .customLong("http-port"), parsing: .unconditional,
-        help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880).")
+        name: .customLong("http-port"),
+        parsing: .unconditional,
+        help: "HTTP API port (http.port; 0 picks one; -1 disables it; default 7880)."
+    )
     var httpPort: String?
 
-    @Option(name: .customLong("api-key-file"), help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only.")
+    @Option(
+        name: .customLong("api-key-file"),
+        help: "HTTP API bearer keys, one per line. Without keys the API serves loopback only."
+    )
     var apiKeyFile: String?
 
     @Option(
         name: .customLong("instance-id"),
         help: ArgumentHelp(
             "This instance's name in the ledger's work leases; one live process per id "
-                + "(default: local with -d, unique per process with --store)."))
+                + "(default: local with -d, unique per process with --store)."
+        )
+    )
     var instanceID: String?
 
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error (default info).")
@@ -123,33 +142,60 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("store"),
-        help: "A PostgreSQL database shared by several instances, postgres://user@host:port/database[?schema=NAME] (instead of -d). Password: in the URL, PUSHGATE_STORE_PASSWORD or --store-password-file.")
+        help:
+            "A PostgreSQL database shared by several instances, postgres://user@host:port/database[?schema=NAME] (instead of -d). Password: in the URL, PUSHGATE_STORE_PASSWORD or --store-password-file."
+    )
     var store: String?
 
-    @Option(name: .customLong("store-password-file"), help: "Read the PostgreSQL password from this file (its first line).")
+    @Option(
+        name: .customLong("store-password-file"),
+        help: "Read the PostgreSQL password from this file (its first line)."
+    )
     var storePasswordFile: String?
 
-    @Option(name: .customLong("chunk-size"), help: "Devices per unit of work an instance claims (default 20,000; with --store, 10,000).")
+    @Option(
+        name: .customLong("chunk-size"),
+        help: "Devices per unit of work an instance claims (default 20,000; with --store, 10,000)."
+    )
     var chunkSize: Int?
 
-    @Option(name: .customLong("lease"), help: "Seconds a claimed unit of work stays with an instance that stopped renewing it (default 60; with --store, 30).")
+    @Option(
+        name: .customLong("lease"),
+        help:
+            "Seconds a claimed unit of work stays with an instance that stopped renewing it (default 60; with --store, 30)."
+    )
     var leaseSeconds: Int?
 
-    @Option(help: "http2 (default), or legacy: Apple's binary interface (retired by Apple on 31 March 2021; for gateways and test rigs that still speak it).")
+    @Option(
+        help:
+            "http2 (default), or legacy: Apple's binary interface (retired by Apple on 31 March 2021; for gateways and test rigs that still speak it)."
+    )
     var transport: String?
 
-    @Option(name: .customLong("legacy-host"), help: "With --transport legacy: the gateway HOST:PORT (default gateway.push.apple.com:2195, sandbox with -s).")
+    @Option(
+        name: .customLong("legacy-host"),
+        help: "With --transport legacy: the gateway HOST:PORT (default gateway.push.apple.com:2195, sandbox with -s)."
+    )
     var legacyHost: String?
 
-    @Option(name: .customLong("feedback-host"), help: "With --transport legacy: the feedback service HOST:PORT (default feedback.push.apple.com:2196, sandbox with -s).")
+    @Option(
+        name: .customLong("feedback-host"),
+        help:
+            "With --transport legacy: the feedback service HOST:PORT (default feedback.push.apple.com:2196, sandbox with -s)."
+    )
     var feedbackHost: String?
 
-    @Option(name: .customLong("feedback-interval"), help: "With --transport legacy: seconds between feedback polls (the first runs at start-up).")
+    @Option(
+        name: .customLong("feedback-interval"),
+        help: "With --transport legacy: seconds between feedback polls (the first runs at start-up)."
+    )
     var feedbackInterval: String?
 
     @Argument(
         parsing: .allUnrecognized,
-        help: "Any configuration key as --key-path VALUE, e.g. --app-news-pool-max-streams 50 (see docs/configuration.md).")
+        help:
+            "Any configuration key as --key-path VALUE, e.g. --app-news-pool-max-streams 50 (see docs/configuration.md)."
+    )
     var configArguments: [String] = []
 
     func validate() throws {
@@ -255,7 +301,9 @@ struct GatewayCommand: AsyncParsableCommand {
             var simulatorConfiguration = APNsSimulator.Configuration()
             simulatorConfiguration.tls = .authority(authority)
             simulatorConfiguration.clientCertificateAuthorityPEM = authority.certificatePEM
-            simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)]
+            simulatorConfiguration.tokenKeys = [
+                ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)
+            ]
             simulatorConfiguration.legacyPort = 0
             simulatorConfiguration.feedbackPort = 0
             simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
@@ -263,13 +311,20 @@ struct GatewayCommand: AsyncParsableCommand {
                 logger.info(
                     "APNs simulator running in-process",
                     metadata: [
-                        "apns.simulator": "127.0.0.1:\(running.port)", "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
+                        "apns.simulator": "127.0.0.1:\(running.port)",
+                        "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
                         "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
                         "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
-                    ])
+                    ]
+                )
                 let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
                 let keyPath = directory.appendingPathComponent("simulator-auth-key.p8").path
-                guard FileManager.default.createFile(atPath: keyPath, contents: Data(key.pemRepresentation.utf8), attributes: [.posixPermissions: 0o600])
+                guard
+                    FileManager.default.createFile(
+                        atPath: keyPath,
+                        contents: Data(key.pemRepresentation.utf8),
+                        attributes: [.posixPermissions: 0o600]
+                    )
                 else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
                 var written = [keyPath]
                 defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
@@ -289,7 +344,11 @@ struct GatewayCommand: AsyncParsableCommand {
                         simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
                         simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
                     } else {
-                        simulated.apps[index].authentication = .token(keyFile: keyPath, keyID: "SIMULATOR1", teamID: "SIMTEAM001")
+                        simulated.apps[index].authentication = .token(
+                            keyFile: keyPath,
+                            keyID: "SIMULATOR1",
+                            teamID: "SIMTEAM001"
+                        )
                         simulated.apps[index].legacy = .init()
                     }
                 }
@@ -309,7 +368,8 @@ struct GatewayCommand: AsyncParsableCommand {
     private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
         var gateway = Gateway(configuration: Gateway.Configuration(loaded))
         gateway.configuration.use(
-            try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path))
+            try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path)
+        )
         if let chunkSize { gateway.configuration.dispatcher.chunkSize = chunkSize }
         if let leaseSeconds { gateway.configuration.dispatcher.leaseDuration = .seconds(leaseSeconds) }
         do {
@@ -323,7 +383,9 @@ struct GatewayCommand: AsyncParsableCommand {
     /// `--store-password-file`, `PUSHGATE_STORE_PASSWORD`, or the URL.
     private func storeLocation(url store: String?, path: String) throws -> Gateway.StoreLocation {
         guard let store else {
-            if storePasswordFile != nil { throw ConfigurationError("--store-password-file: needs --store (or store.url)") }
+            if storePasswordFile != nil {
+                throw ConfigurationError("--store-password-file: needs --store (or store.url)")
+            }
             return .sqlite(path: path)
         }
         var configuration: PostgresStore.Configuration
@@ -336,7 +398,9 @@ struct GatewayCommand: AsyncParsableCommand {
             guard let contents = try? String(contentsOfFile: storePasswordFile, encoding: .utf8) else {
                 throw ConfigurationError("--store-password-file: cannot read \(storePasswordFile)")
             }
-            configuration.password = String(contents.split(separator: "\n", omittingEmptySubsequences: false).first ?? "")
+            configuration.password = String(
+                contents.split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
+            )
         } else if let password = ProcessInfo.processInfo.environment["PUSHGATE_STORE_PASSWORD"] {
             configuration.password = password
         }
@@ -370,8 +434,8 @@ struct GatewayCommand: AsyncParsableCommand {
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
+            for argument in argv { free(argument) }
+            for variable in envp { free(variable) }
         }
         var pid = pid_t()
         let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
@@ -418,7 +482,9 @@ struct FileLogHandler: LogHandler {
     func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        let rendered = merged.isEmpty ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let rendered =
+            merged.isEmpty
+            ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         file.append("\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n")
     }
 }

@@ -1,8 +1,8 @@
 import APNsHTTP2
-import PushTransport
 import ArgumentParser
 import Foundation
 import Logging
+import PushTransport
 import PushgateCore
 
 /// `pushgate send`: one notification to one device, straight to APNs (or a simulator), printing
@@ -76,7 +76,10 @@ struct SendCommand: AsyncParsableCommand {
         do {
             token = try DeviceToken(hex: device, field: "--device")
             let type = try PushType(validating: pushType, field: "--push-type")
-            let priority = try Priority(validating: self.priority ?? (type == .background ? 5 : 10), field: "--priority")
+            let priority = try Priority(
+                validating: self.priority ?? (type == .background ? 5 : 10),
+                field: "--priority"
+            )
             var expiration = Expiration.storagePolicy
             if let value = self.expiration { expiration = try Expiration(validating: value, field: "--expiration") }
             var collapse: CollapseID? = nil
@@ -84,22 +87,37 @@ struct SendCommand: AsyncParsableCommand {
             let body = try alert.map(Payload.alert) ?? Payload(jsonString: payload!, field: "--payload")
             id = try apnsID.map { try APNsID($0, field: "--apns-id") }
             guard let topicName = self.topic ?? credentials.defaultTopic else {
-                throw ValidationError("give --topic (the certificate has no UID to take it from, or token auth is used)")
+                throw ValidationError(
+                    "give --topic (the certificate has no UID to take it from, or token auth is used)"
+                )
             }
             content = try NotificationContent(
-                topic: Topic(topicName, field: "--topic"), pushType: type, priority: priority, expiration: expiration,
-                collapseID: collapse, payload: body)
+                topic: Topic(topicName, field: "--topic"),
+                pushType: type,
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapse,
+                payload: body
+            )
         } catch let error as PushgateCore.ValidationError {
             throw ValidationError(error.description)
         }
         try await send(content: content, to: token, apnsID: id, credentials: credentials)
     }
 
-    private func send(content: NotificationContent, to token: DeviceToken, apnsID: APNsID?, credentials: LoadedCredentials) async throws {
+    private func send(
+        content: NotificationContent,
+        to token: DeviceToken,
+        apnsID: APNsID?,
+        credentials: LoadedCredentials
+    ) async throws {
         var logger = Logger(label: "pushgate.send")
         logger.logLevel = verbose ? .debug : .warning
         var configuration = APNsClient.Configuration(
-            endpoint: credentials.endpoint, authentication: credentials.authentication, trustRoots: credentials.trustRoots)
+            endpoint: credentials.endpoint,
+            authentication: credentials.authentication,
+            trustRoots: credentials.trustRoots
+        )
         configuration.maximumConnections = 1
         configuration.eventLoopThreads = 1
         configuration.requestTimeout = .seconds(Int64(timeout))

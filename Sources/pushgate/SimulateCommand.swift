@@ -28,10 +28,16 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("control-port"), help: "Control API (HTTP/1.1 JSON) port; 0 picks a free one.")
     var controlPort: Int = 2198
 
-    @Option(name: .customLong("legacy-port"), help: "Legacy binary gateway port (Apple's was 2195); 0 (default) picks a free one, -1 disables it.")
+    @Option(
+        name: .customLong("legacy-port"),
+        help: "Legacy binary gateway port (Apple's was 2195); 0 (default) picks a free one, -1 disables it."
+    )
     var legacyPort: Int = 0
 
-    @Option(name: .customLong("feedback-port"), help: "Legacy feedback service port (Apple's was 2196); 0 (default) picks a free one, -1 disables it.")
+    @Option(
+        name: .customLong("feedback-port"),
+        help: "Legacy feedback service port (Apple's was 2196); 0 (default) picks a free one, -1 disables it."
+    )
     var feedbackPort: Int = 0
 
     @Option(name: .customLong("tls-cert"), help: "Server certificate chain (PEM file).")
@@ -83,8 +89,12 @@ struct SimulateCommand: AsyncParsableCommand {
     func validate() throws {
         guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
         guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
-        guard (-1...65_535).contains(self.legacyPort) else { throw ValidationError("--legacy-port must be -1 (off) or 0...65535") }
-        guard (-1...65_535).contains(self.feedbackPort) else { throw ValidationError("--feedback-port must be -1 (off) or 0...65535") }
+        guard (-1...65_535).contains(self.legacyPort) else {
+            throw ValidationError("--legacy-port must be -1 (off) or 0...65535")
+        }
+        guard (-1...65_535).contains(self.feedbackPort) else {
+            throw ValidationError("--feedback-port must be -1 (off) or 0...65535")
+        }
         guard (self.tlsCertificate == nil) == (self.tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together")
         }

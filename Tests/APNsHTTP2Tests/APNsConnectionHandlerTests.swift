@@ -1,9 +1,9 @@
-import PushTransport
 import Logging
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
 import NIOHTTP2
+import PushTransport
 import PushgateCore
 import Testing
 
@@ -45,8 +45,11 @@ struct APNsConnectionHandlerTests {
         let channel = EmbeddedChannel()
         let delegate = Delegate()
         let handler = APNsConnectionHandler(
-            connectionID: 1, delegate: delegate,
-            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")), now: channel.eventLoop.now)
+            connectionID: 1,
+            delegate: delegate,
+            configuration: .init(connection: .init(), authority: "apns.test", logger: Logger(label: "test")),
+            now: channel.eventLoop.now
+        )
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
         return (channel, delegate, handler)
@@ -54,7 +57,13 @@ struct APNsConnectionHandlerTests {
 
     func serverFrame(_ type: UInt8, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8]) -> ByteBuffer {
         var buffer = ByteBuffer()
-        HTTP2Wire.writeFrameHeader(length: payload.count, type: HTTP2Wire.FrameType(rawValue: type)!, flags: flags, streamID: stream, into: &buffer)
+        HTTP2Wire.writeFrameHeader(
+            length: payload.count,
+            type: HTTP2Wire.FrameType(rawValue: type)!,
+            flags: flags,
+            streamID: stream,
+            into: &buffer
+        )
         buffer.writeBytes(payload)
         return buffer
     }
@@ -63,14 +72,18 @@ struct APNsConnectionHandlerTests {
     func clientFrames(_ channel: EmbeddedChannel, parser: inout HTTP2FrameParser) throws -> [HTTP2InboundFrame] {
         var frames: [HTTP2InboundFrame] = []
         while var bytes = try channel.readOutbound(as: ByteBuffer.self) {
-            if bytes.readableBytesView.starts(with: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) { bytes.moveReaderIndex(forwardBy: 24) }
+            if bytes.readableBytesView.starts(with: "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) {
+                bytes.moveReaderIndex(forwardBy: 24)
+            }
             parser.append(&bytes)
             while let frame = try parser.nextFrame() { frames.append(frame) }
         }
         return frames
     }
 
-    @Test("a 25-byte payload through a 10-byte stream window: DATA waits for WINDOW_UPDATE; PING and SETTINGS are acknowledged")
+    @Test(
+        "a 25-byte payload through a 10-byte stream window: DATA waits for WINDOW_UPDATE; PING and SETTINGS are acknowledged"
+    )
     func flowControlAndAcknowledgements() throws {
         let (channel, delegate, handler) = try connectedHandler()
         var parser = HTTP2FrameParser()
@@ -80,7 +93,11 @@ struct APNsConnectionHandlerTests {
             return
         }
         #expect(settings.contains { $0.parameter == 0x2 && $0.value == 0 }, "server push disabled")
-        #expect(opening.contains(.windowUpdate(streamID: 0, increment: UInt32(APNsConnectionHandler.initialConnectionWindowIncrement))))
+        #expect(
+            opening.contains(
+                .windowUpdate(streamID: 0, increment: UInt32(APNsConnectionHandler.initialConnectionWindowIncrement))
+            )
+        )
 
         // The server: at most 10 streams, 10-byte stream windows.
         try channel.writeInbound(serverFrame(0x4, [0, 0x3, 0, 0, 0, 10, 0, 0x4, 0, 0, 0, 10]))
@@ -91,11 +108,18 @@ struct APNsConnectionHandlerTests {
         let token = try DeviceToken(hex: String(repeating: "ab", count: 32))
         let notification = PreparedNotification(
             try NotificationContent(
-                topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: Payload(jsonString: #"{"aps":{"alert":"hello"}}"#)))
+                topic: Topic("com.example.app"),
+                pushType: .alert,
+                priority: .immediate,
+                payload: Payload(jsonString: #"{"aps":{"alert":"hello"}}"#)
+            )
+        )
         delegate.work = [
             PooledRequest(
-                request: APNsRequest(notification: notification, deviceToken: token, receiver: outcomes), poolRequestID: 1,
-                deadline: .now() + .seconds(60))
+                request: APNsRequest(notification: notification, deviceToken: token, receiver: outcomes),
+                poolRequestID: 1,
+                deadline: .now() + .seconds(60)
+            )
         ]
         handler.wake()
         let sent = try clientFrames(channel, parser: &parser)
@@ -109,14 +133,31 @@ struct APNsConnectionHandlerTests {
         #expect(headers[":path"] == ["/3/device/" + token.hex])
         #expect(headers[":authority"] == ["apns.test"])
         #expect(headers["apns-topic"] == ["com.example.app"])
-        #expect(sent.last == .data(streamID: 1, data: ByteBuffer(string: #"{"aps":{"a"#), endStream: false, flowControlledLength: 10))
+        #expect(
+            sent.last
+                == .data(
+                    streamID: 1,
+                    data: ByteBuffer(string: #"{"aps":{"a"#),
+                    endStream: false,
+                    flowControlledLength: 10
+                )
+        )
 
         // PING is answered with the same data; the window update releases the rest of the payload.
         try channel.writeInbound(serverFrame(0x6, [1, 2, 3, 4, 5, 6, 7, 8]))
         try channel.writeInbound(serverFrame(0x8, stream: 1, [0, 0, 0, 100]))
         let after = try clientFrames(channel, parser: &parser)
         #expect(after.contains(.ping(0x0102_0304_0506_0708, ack: true)))
-        #expect(after.contains(.data(streamID: 1, data: ByteBuffer(string: #"lert":"hello"}}"#), endStream: true, flowControlledLength: 15)))
+        #expect(
+            after.contains(
+                .data(
+                    streamID: 1,
+                    data: ByteBuffer(string: #"lert":"hello"}}"#),
+                    endStream: true,
+                    flowControlledLength: 15
+                )
+            )
+        )
 
         // `:status: 200` (static index 8) ends the stream: the outcome is delivered.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 1, [0x88]))
@@ -125,7 +166,9 @@ struct APNsConnectionHandlerTests {
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
-    @Test("answers read without the HPACK decoder and answers decoded by it share one table: an id indexed by one is found by a later one")
+    @Test(
+        "answers read without the HPACK decoder and answers decoded by it share one table: an id indexed by one is found by a later one"
+    )
     func answersKeepTheHPACKTableInStep() throws {
         let (channel, delegate, handler) = try connectedHandler()
         var parser = HTTP2FrameParser()
@@ -135,14 +178,25 @@ struct APNsConnectionHandlerTests {
         let outcomes = Outcomes()
         let notification = PreparedNotification(
             try NotificationContent(
-                topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: Payload(jsonString: #"{"aps":{}}"#)))
+                topic: Topic("com.example.app"),
+                pushType: .alert,
+                priority: .immediate,
+                payload: Payload(jsonString: #"{"aps":{}}"#)
+            )
+        )
         let sentID = try APNsID("11111111-2222-4333-8444-555555555555")
         delegate.work = try (1...5).map { index in
             PooledRequest(
                 request: APNsRequest(
-                    notification: notification, deviceToken: try DeviceToken(hex: String(repeating: "0\(index)", count: 32)),
-                    apnsID: index == 4 ? sentID : nil, tag: UInt64(index), receiver: outcomes),
-                poolRequestID: UInt64(index), deadline: .now() + .seconds(60))
+                    notification: notification,
+                    deviceToken: try DeviceToken(hex: String(repeating: "0\(index)", count: 32)),
+                    apnsID: index == 4 ? sentID : nil,
+                    tag: UInt64(index),
+                    receiver: outcomes
+                ),
+                poolRequestID: UInt64(index),
+                deadline: .now() + .seconds(60)
+            )
         }
         handler.wake()
         let requests = try clientFrames(channel, parser: &parser).filter {
@@ -154,17 +208,31 @@ struct APNsConnectionHandlerTests {
         let first = "aaaaaaaa-0000-4000-8000-000000000001"
         let second = "bbbbbbbb-0000-4000-8000-000000000002"
         // Stream 1: `apns-id` with incremental indexing (dynamic entry 62): read without the decoder, which is given the insertion.
-        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 1, [0x88, 0x40] + literal("apns-id") + literal(first)))
+        try channel.writeInbound(
+            serverFrame(0x1, flags: 0x5, stream: 1, [0x88, 0x40] + literal("apns-id") + literal(first))
+        )
         // Stream 3: a literal without indexing: read without the decoder.
-        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 3, [0x88, 0x00] + literal("apns-id") + literal(second)))
+        try channel.writeInbound(
+            serverFrame(0x1, flags: 0x5, stream: 3, [0x88, 0x00] + literal("apns-id") + literal(second))
+        )
         // Stream 5: dynamic index 62 (the decoder's path) must still be stream 1's id.
         try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 5, [0x88, 0xbe]))
         // Stream 7: the request's own id echoed.
-        try channel.writeInbound(serverFrame(0x1, flags: 0x5, stream: 7, [0x88, 0x00] + literal("apns-id") + literal(sentID.value)))
+        try channel.writeInbound(
+            serverFrame(0x1, flags: 0x5, stream: 7, [0x88, 0x00] + literal("apns-id") + literal(sentID.value))
+        )
         // Stream 9: 410 as a literal, its reason in DATA.
         try channel.writeInbound(
-            serverFrame(0x1, flags: 0x4, stream: 9, [0x08] + literal("410") + [0x00] + literal("apns-id") + literal(second)))
-        try channel.writeInbound(serverFrame(0x0, flags: 0x1, stream: 9, Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8)))
+            serverFrame(
+                0x1,
+                flags: 0x4,
+                stream: 9,
+                [0x08] + literal("410") + [0x00] + literal("apns-id") + literal(second)
+            )
+        )
+        try channel.writeInbound(
+            serverFrame(0x0, flags: 0x1, stream: 9, Array(#"{"reason":"Unregistered","timestamp":1700000000000}"#.utf8))
+        )
 
         #expect(outcomes.received.map(\.apnsID) == [first, second, first, sentID.value, second])
         #expect(outcomes.received.map(\.status) == [200, 200, 200, 200, 410])
@@ -184,19 +252,30 @@ struct APNsConnectionHandlerTests {
         let outcomes = Outcomes()
         let notification = PreparedNotification(
             try NotificationContent(
-                topic: Topic("com.example.app"), pushType: .alert, priority: .immediate, payload: Payload(jsonString: #"{"aps":{}}"#)))
+                topic: Topic("com.example.app"),
+                pushType: .alert,
+                priority: .immediate,
+                payload: Payload(jsonString: #"{"aps":{}}"#)
+            )
+        )
         delegate.work = [
             PooledRequest(
                 request: APNsRequest(
-                    notification: notification, deviceToken: try DeviceToken(hex: String(repeating: "01", count: 32)),
-                    receiver: outcomes),
-                poolRequestID: 1, deadline: .now() + .seconds(60))
+                    notification: notification,
+                    deviceToken: try DeviceToken(hex: String(repeating: "01", count: 32)),
+                    receiver: outcomes
+                ),
+                poolRequestID: 1,
+                deadline: .now() + .seconds(60)
+            )
         ]
         handler.wake()
         _ = try clientFrames(channel, parser: &parser)
         func literal(_ string: String) -> [UInt8] { [UInt8(string.utf8.count)] + Array(string.utf8) }
         try channel.writeInbound(serverFrame(0x1, flags: 0x4, stream: 1, [0x08] + literal("403")))
-        try channel.writeInbound(serverFrame(0x0, flags: 0x1, stream: 1, Array(#"{"reason":"ExpiredProviderToken"}"#.utf8)))
+        try channel.writeInbound(
+            serverFrame(0x0, flags: 0x1, stream: 1, Array(#"{"reason":"ExpiredProviderToken"}"#.utf8))
+        )
         #expect(delegate.requeued == [.expiredProviderToken])
         #expect(outcomes.received.isEmpty, "resent, not answered")
         _ = try channel.finish(acceptAlreadyClosed: true)

@@ -9,18 +9,28 @@ struct APNsConnectionStateMachineTests {
     let start = NIODeadline.uptimeNanoseconds(1_000_000_000)
 
     func makeMachine(
-        pingInterval: TimeAmount? = .minutes(60), pingTimeout: TimeAmount = .seconds(20), idleTimeout: TimeAmount? = .hours(24),
+        pingInterval: TimeAmount? = .minutes(60),
+        pingTimeout: TimeAmount = .seconds(20),
+        idleTimeout: TimeAmount? = .hours(24),
         maximumStreams: Int? = nil
     ) -> APNsConnectionStateMachine {
         APNsConnectionStateMachine(
-            configuration: .init(pingInterval: pingInterval, pingTimeout: pingTimeout, idleTimeout: idleTimeout, maximumStreams: maximumStreams),
-            now: start)
+            configuration: .init(
+                pingInterval: pingInterval,
+                pingTimeout: pingTimeout,
+                idleTimeout: idleTimeout,
+                maximumStreams: maximumStreams
+            ),
+            now: start
+        )
     }
 
     @Test func noStreamMayOpenBeforeTheServersFirstSettings() {
         var machine = makeMachine()
         #expect(machine.availableStreams == 0)
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 500, now: start) == .becameReady(availableStreams: 500))
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: 500, now: start) == .becameReady(availableStreams: 500)
+        )
         #expect(machine.availableStreams == 500)
     }
 
@@ -38,12 +48,16 @@ struct APNsConnectionStateMachineTests {
 
     @Test func settingsWithoutALimitMeanALargeFiniteDefault() {
         var machine = makeMachine()
-        #expect(machine.settingsReceived(maximumConcurrentStreams: nil, now: start) == .becameReady(availableStreams: 1000))
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: nil, now: start) == .becameReady(availableStreams: 1000)
+        )
     }
 
     @Test func ourOwnCapLowersTheServersLimit() {
         var machine = makeMachine(maximumStreams: 100)
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 1500, now: start) == .becameReady(availableStreams: 100))
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: 1500, now: start) == .becameReady(availableStreams: 100)
+        )
     }
 
     @Test func streamIDsAreOddAndIncreasing() {
@@ -58,7 +72,8 @@ struct APNsConnectionStateMachineTests {
         var machine = makeMachine()
         _ = machine.settingsReceived(maximumConcurrentStreams: 5, now: start)
         let ids = (0..<5).map { _ in machine.openStream(now: start) }
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 1, now: start) == .none)  // 0 available before and after
+        // 0 available before and after
+        #expect(machine.settingsReceived(maximumConcurrentStreams: 1, now: start) == .none)
         #expect(machine.availableStreams == 0)
         for id in ids.prefix(4) { _ = machine.streamClosed(id, now: start) }
         #expect(machine.availableStreams == 0, "one stream still open and the limit is one")
@@ -69,7 +84,10 @@ struct APNsConnectionStateMachineTests {
     @Test func raisingTheLimitReportsTheNewCapacity() {
         var machine = makeMachine()
         _ = machine.settingsReceived(maximumConcurrentStreams: 1, now: start)
-        #expect(machine.settingsReceived(maximumConcurrentStreams: 500, now: start) == .capacityChanged(availableStreams: 500))
+        #expect(
+            machine.settingsReceived(maximumConcurrentStreams: 500, now: start)
+                == .capacityChanged(availableStreams: 500)
+        )
     }
 
     @Test func goAwaySplitsOpenStreamsAtTheLastStreamID() {
@@ -92,15 +110,24 @@ struct APNsConnectionStateMachineTests {
         _ = machine.settingsReceived(maximumConcurrentStreams: 100, now: start)
         _ = machine.openStream(now: start)
         _ = machine.openStream(now: start)
-        #expect(machine.goAwayReceived(lastStreamID: 0, now: start) == .retire(unprocessed: [1, 3], awaiting: 0, closeNow: true))
+        #expect(
+            machine.goAwayReceived(lastStreamID: 0, now: start)
+                == .retire(unprocessed: [1, 3], awaiting: 0, closeNow: true)
+        )
     }
 
     @Test func aSecondGoAwayMayOnlyLowerTheLastStreamID() {
         var machine = makeMachine()
         _ = machine.settingsReceived(maximumConcurrentStreams: 100, now: start)
         for _ in 0..<4 { _ = machine.openStream(now: start) }  // 1 3 5 7
-        #expect(machine.goAwayReceived(lastStreamID: .maxID, now: start) == .retire(unprocessed: [], awaiting: 4, closeNow: false))
-        #expect(machine.goAwayReceived(lastStreamID: 3, now: start) == .retire(unprocessed: [5, 7], awaiting: 2, closeNow: false))
+        #expect(
+            machine.goAwayReceived(lastStreamID: .maxID, now: start)
+                == .retire(unprocessed: [], awaiting: 4, closeNow: false)
+        )
+        #expect(
+            machine.goAwayReceived(lastStreamID: 3, now: start)
+                == .retire(unprocessed: [5, 7], awaiting: 2, closeNow: false)
+        )
         #expect(machine.goAwayReceived(lastStreamID: 5, now: start) == .none)
     }
 

@@ -11,7 +11,12 @@ import Testing
 struct HPACKRequestEncoderTests {
     typealias Field = (name: String, value: String)
 
-    func encode(_ shared: [Field], path: String, authorization: String?, encoder: inout HPACKRequestEncoder) -> ByteBuffer {
+    func encode(
+        _ shared: [Field],
+        path: String,
+        authorization: String?,
+        encoder: inout HPACKRequestEncoder
+    ) -> ByteBuffer {
         var block = ByteBuffer()
         encoder.writePendingSizeUpdate(into: &block)
         block.writeInteger(0x83 as UInt8)
@@ -19,7 +24,11 @@ struct HPACKRequestEncoderTests {
         HPACKRequestEncoder.writePath(deviceHex: path, into: &block)
         for field in shared { encoder.writeIndexable(name: field.name, value: field.value, into: &block) }
         if let authorization {
-            HPACKRequestEncoder.writeNotIndexed(staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: authorization, into: &block)
+            HPACKRequestEncoder.writeNotIndexed(
+                staticNameIndex: HPACKRequestEncoder.StaticName.authorization,
+                value: authorization,
+                into: &block
+            )
         }
         return block
     }
@@ -47,8 +56,10 @@ struct HPACKRequestEncoderTests {
             sizes.append(block.readableBytes)
             let fields = try decoded(block, decoder: &decoder)
             #expect(
-                fields == [":method: POST", ":scheme: https", ":path: /3/device/\(device)"] + apnsFields.map { "\($0.name): \($0.value)" }
-                    + ["authorization: \(authorization)"])
+                fields == [":method: POST", ":scheme: https", ":path: /3/device/\(device)"]
+                    + apnsFields.map { "\($0.name): \($0.value)" }
+                    + ["authorization: \(authorization)"]
+            )
         }
         #expect(sizes[1] < sizes[0] - 60)
         #expect(sizes[1] == sizes[2])
@@ -79,7 +90,10 @@ struct HPACKRequestEncoderTests {
             let fields: [Field] = [(":authority", "localhost"), ("apns-topic", topic), ("apns-collapse-id", collapse)]
             let block = encode(fields, path: "\(round)", authorization: nil, encoder: &encoder)
             let decodedFields = try decoded(block, decoder: &decoder)
-            #expect(decodedFields == [":method: POST", ":scheme: https", ":path: /3/device/\(round)"] + fields.map { "\($0.name): \($0.value)" })
+            #expect(
+                decodedFields == [":method: POST", ":scheme: https", ":path: /3/device/\(round)"]
+                    + fields.map { "\($0.name): \($0.value)" }
+            )
         }
     }
 
@@ -98,19 +112,30 @@ struct HPACKRequestEncoderTests {
         #expect(encoder.generation != generation, "an entry larger than the table still changes it (it empties it)")
     }
 
-    @Test("integers across the prefix boundary", arguments: [0, 14, 15, 16, 126, 127, 128, 300, 16_383, 16_384, 1_000_000])
+    @Test(
+        "integers across the prefix boundary",
+        arguments: [0, 14, 15, 16, 126, 127, 128, 300, 16_383, 16_384, 1_000_000]
+    )
     func integers(value: Int) throws {
         let name = "x-\(value)"
         let valueString = String(repeating: "v", count: value % 5000)
         var buffer = ByteBuffer()
         HPACKRequestEncoder.writeNotIndexed(name: name, value: valueString, into: &buffer)
-        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: 1 << 20)
+        var decoder = HPACKDecoder(
+            allocator: ByteBufferAllocator(),
+            maxDynamicTableSize: 4096,
+            maxHeaderListSize: 1 << 20
+        )
         let headers = try decoder.decodeHeaders(from: &buffer)
         #expect(headers.first?.name == name)
         #expect(headers.first?.value == valueString)
         var integer = ByteBuffer()
         HPACKRequestEncoder.writeInteger(value, prefixBits: 5, firstByteFlags: 0x20, into: &integer)
-        var updates = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 2_000_000, maxHeaderListSize: 1 << 20)
+        var updates = HPACKDecoder(
+            allocator: ByteBufferAllocator(),
+            maxDynamicTableSize: 2_000_000,
+            maxHeaderListSize: 1 << 20
+        )
         // A size update is a bare integer: decoding one checks the encoding against NIO's reader.
         _ = try updates.decodeHeaders(from: &integer)
         #expect(updates.allowedDynamicTableLength == value)

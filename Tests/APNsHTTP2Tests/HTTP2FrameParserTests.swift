@@ -33,9 +33,11 @@ struct HTTP2FrameParserTests {
     var conversation: [UInt8] {
         frame(0x4, [0x00, 0x03, 0, 0, 0x03, 0xe8, 0x00, 0x04, 0, 0x01, 0, 0])  // SETTINGS: 1000 streams, 64 KiB window
             + frame(0x4, flags: 0x1, [])  // SETTINGS ack
-            + frame(0x1, flags: 0x1, stream: 1, [0x88, 0x00])  // HEADERS without END_HEADERS (":status: 200", then 0x00 literal start)
+            // HEADERS without END_HEADERS (":status: 200", then 0x00 literal start)
+            + frame(0x1, flags: 0x1, stream: 1, [0x88, 0x00])
             + frame(0x9, stream: 1, [0x07])
-            + frame(0x9, flags: 0x4, stream: 1, Array("apns-id".utf8).prefix(0) + [0x01, 0x61])  // CONTINUATION ends the block
+            // CONTINUATION ends the block
+            + frame(0x9, flags: 0x4, stream: 1, Array("apns-id".utf8).prefix(0) + [0x01, 0x61])
             + frame(0x0, flags: 0x9, stream: 3, [0x02] + Array("{}".utf8) + [0, 0])  // padded DATA with END_STREAM
             + frame(0x1, flags: 0x24, stream: 5, [0, 0, 0, 0, 16, 0x88])  // HEADERS with priority fields
             + frame(0x6, [1, 2, 3, 4, 5, 6, 7, 8])
@@ -52,21 +54,32 @@ struct HTTP2FrameParserTests {
         #expect(frames.count == 11)
         #expect(frames[0] == .settings([(0x3, 1000), (0x4, 65_536)]))
         #expect(frames[1] == .settingsAcknowledged)
-        #expect(frames[2] == .headers(streamID: 1, block: ByteBuffer(bytes: [0x88, 0x00, 0x07, 0x01, 0x61]), endStream: true))
-        #expect(frames[3] == .data(streamID: 3, data: ByteBuffer(string: "{}"), endStream: true, flowControlledLength: 5))
+        #expect(
+            frames[2]
+                == .headers(streamID: 1, block: ByteBuffer(bytes: [0x88, 0x00, 0x07, 0x01, 0x61]), endStream: true)
+        )
+        #expect(
+            frames[3] == .data(streamID: 3, data: ByteBuffer(string: "{}"), endStream: true, flowControlledLength: 5)
+        )
         #expect(frames[4] == .headers(streamID: 5, block: ByteBuffer(bytes: [0x88]), endStream: false))
         #expect(frames[5] == .ping(0x0102_0304_0506_0708, ack: false))
         #expect(frames[6] == .windowUpdate(streamID: 0, increment: 4096))
         #expect(frames[7] == .rstStream(streamID: 7, errorCode: 7))
         #expect(frames[8] == .ignored)
         #expect(frames[9] == .ignored)
-        #expect(frames[10] == .goAway(lastStreamID: 5, errorCode: 0, debugData: ByteBuffer(string: "{\"reason\":\"Shutdown\"}")))
+        #expect(
+            frames[10]
+                == .goAway(lastStreamID: 5, errorCode: 0, debugData: ByteBuffer(string: "{\"reason\":\"Shutdown\"}"))
+        )
     }
 
     @Test(
         "a broken server is a connection error with the right code",
         arguments: [
-            ("frame above SETTINGS_MAX_FRAME_SIZE", [0x00, 0x40, 0x01, 0x00, 0, 0, 0, 0, 1], HTTP2Wire.ErrorCode.frameSizeError),
+            (
+                "frame above SETTINGS_MAX_FRAME_SIZE", [0x00, 0x40, 0x01, 0x00, 0, 0, 0, 0, 1],
+                HTTP2Wire.ErrorCode.frameSizeError
+            ),
             ("SETTINGS on a stream", [0, 0, 0, 0x4, 0, 0, 0, 0, 1], .protocolError),
             ("SETTINGS of 5 bytes", [0, 0, 5, 0x4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], .frameSizeError),
             ("ENABLE_PUSH 2", [0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 2], .protocolError),
@@ -80,7 +93,8 @@ struct HTTP2FrameParserTests {
             ("padding longer than the frame", [0, 0, 2, 0x0, 0x8, 0, 0, 0, 1, 5, 0x61], .protocolError),
             ("RST_STREAM of 3 bytes", [0, 0, 3, 0x3, 0, 0, 0, 0, 1, 0, 0, 0], .frameSizeError),
             ("GOAWAY of 4 bytes", [0, 0, 4, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 1], .frameSizeError),
-        ] as [(String, [UInt8], HTTP2Wire.ErrorCode)])
+        ] as [(String, [UInt8], HTTP2Wire.ErrorCode)]
+    )
     func connectionErrors(_ name: String, bytes: [UInt8], code: HTTP2Wire.ErrorCode) {
         var parser = HTTP2FrameParser()
         var buffer = ByteBuffer(bytes: bytes)
@@ -99,6 +113,8 @@ struct HTTP2FrameParserTests {
         var parser = HTTP2FrameParser()
         var buffer = ByteBuffer(bytes: frame(0x1, stream: 1, [0x88]) + frame(0x6, [0, 0, 0, 0, 0, 0, 0, 0]))
         parser.append(&buffer)
-        #expect(throws: HTTP2ConnectionError(code: .protocolError, message: "expected CONTINUATION of stream 1")) { _ = try parser.nextFrame() }
+        #expect(throws: HTTP2ConnectionError(code: .protocolError, message: "expected CONTINUATION of stream 1")) {
+            _ = try parser.nextFrame()
+        }
     }
 }

@@ -1,6 +1,6 @@
-import PushTransport
 import NIOCore
 import NIOEmbedded
+import PushTransport
 import PushgateCore
 import Synchronization
 import Testing

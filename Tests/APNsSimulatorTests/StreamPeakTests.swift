@@ -16,7 +16,9 @@ struct StreamPeakTests {
             _ = try await probe.start(Self.held(1...5))
             try await probe.ping()  // the server has read all five
             let second = try await SimulatorProbe.connect(
-                port: simulator.port, trustRootsPEM: simulator.caCertificatePEM)
+                port: simulator.port,
+                trustRootsPEM: simulator.caCertificatePEM
+            )
             _ = try await second.start(Self.held(6...8))
             try await second.ping()
             var stats = simulator.stats()

@@ -27,7 +27,8 @@ struct FCMAnswerTests {
 
     @Test("429 QUOTA_EXCEEDED with Retry-After: retryable after that many seconds")
     func quotaExceededHonoursRetryAfter() {
-        let body = #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"#
+        let body =
+            #"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"#
             + #""type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"QUOTA_EXCEEDED"}]}}"#
         let outcome = answer([(":status", "429"), ("retry-after", "17")], body: [body]).outcome(now: now)
         #expect(outcome.outcomeClass == .retryable)
@@ -37,7 +38,8 @@ struct FCMAnswerTests {
 
     @Test("404 UNREGISTERED: rejected and the device invalidated")
     func unregisteredInvalidates() {
-        let body = #"{"error":{"code":404,"status":"NOT_FOUND","details":[{"@type":"#
+        let body =
+            #"{"error":{"code":404,"status":"NOT_FOUND","details":[{"@type":"#
             + #""type.googleapis.com/google.firebase.fcm.v1.FcmError","errorCode":"UNREGISTERED"}]}}"#
         let outcome = answer([(":status", "404")], body: [body]).outcome(now: now)
         #expect(outcome.outcomeClass == .rejected)
@@ -54,8 +56,10 @@ struct FCMAnswerTests {
 
     @Test("no :status: malformed, a transport failure; an oversized body is cut at the limit")
     func malformedAndBounded() {
-        #expect(answer([("content-type", "application/json")], body: []).outcome(now: now).transportFailure
-            == .malformedResponse("no :status"))
+        #expect(
+            answer([("content-type", "application/json")], body: []).outcome(now: now).transportFailure
+                == .malformedResponse("no :status")
+        )
         var big = FCMAnswer()
         big.append(ByteBuffer(repeating: 0x20, count: FCMAnswer.maximumBodyBytes - 10))
         big.append(ByteBuffer(repeating: 0x20, count: 100))

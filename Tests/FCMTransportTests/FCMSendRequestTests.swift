@@ -19,8 +19,13 @@ struct FCMSendRequestTests {
 
     static func message() throws -> FCMMessage {
         try FCMMessage(
-            payload: try Payload(jsonString: #"{"k":"v"}"#), pushType: .alert, priority: .immediate,
-            expiration: .immediately, collapseID: nil, createdAt: Date(timeIntervalSince1970: 0))
+            payload: try Payload(jsonString: #"{"k":"v"}"#),
+            pushType: .alert,
+            priority: .immediate,
+            expiration: .immediately,
+            collapseID: nil,
+            createdAt: Date(timeIntervalSince1970: 0)
+        )
     }
 
     @Test("a pooled message that got no answer reaches its receiver as FCMOutcome.failed, classed as for APNs")
@@ -54,7 +59,8 @@ struct FCMSendRequestTests {
                     [":method", "POST"], [":scheme", "https"], [":path", "/v1/projects/demo-project/messages:send"],
                     [":authority", "127.0.0.1:8443"], ["content-type", "application/json; charset=UTF-8"],
                     ["authorization", "Bearer \(token)"], ["content-length", "\(length)"],
-                ])
+                ]
+            )
             // The bearer token is a literal without indexing: the decoder's table never holds it.
             #expect(decoded.first(where: { $0.name == "authorization" })?.indexable == .nonIndexable)
         }

@@ -23,7 +23,11 @@ struct BroadcastConcurrencyTests {
             client: { $0.maximumConnections = 4 }
         ) { simulator, client, _ in
             try await DispatcherPipelineTests.withBroadcast(
-                to: client, devices: devices, chunkSize: 20_000, pageSize: 4_000, maximumInFlight: nil
+                to: client,
+                devices: devices,
+                chunkSize: 20_000,
+                pageSize: 4_000,
+                maximumInFlight: nil
             ) { store, id in
                 try await eventually("the broadcast is done", timeout: .seconds(90)) {
                     try await store.report(id)?.state == .done

@@ -1,18 +1,24 @@
 import APNsHTTP2
-import PushTransport
 import APNsSimulator
 import Foundation
 import NIOCore
+import PushTransport
 import PushgateCore
 import Testing
 
 /// The client against the simulator over real TLS and HTTP/2 on loopback.
 @Suite("APNs client against the simulator", .timeLimit(.minutes(3)))
 struct ClientSimulatorTests {
-    @Test("delivers with either authentication scheme, with every header APNs documents", arguments: TestAuthentication.allCases)
+    @Test(
+        "delivers with either authentication scheme, with every header APNs documents",
+        arguments: TestAuthentication.allCases
+    )
     func delivers(authentication: TestAuthentication) async throws {
         try await SimulatorFixture.with(authentication) { simulator, client, _ in
-            let notification = try SimulatorFixture.content(collapseID: "score", expiration: .at(epochSeconds: 4_000_000_000))
+            let notification = try SimulatorFixture.content(
+                collapseID: "score",
+                expiration: .at(epochSeconds: 4_000_000_000)
+            )
             let outcomes = await SimulatorFixture.sendToMany(client, notification, count: 50)
             #expect(outcomes.count == 50)
             for (index, outcome) in outcomes {
@@ -48,10 +54,16 @@ struct ClientSimulatorTests {
         try await SimulatorFixture.with(.token) { simulator, client, _ in
             let voip = try SimulatorFixture.content(pushType: .voip, payload: #"{"caller":"x"}"#)
             let background = try SimulatorFixture.content(
-                pushType: .background, priority: .conservePower, payload: #"{"aps":{"content-available":1}}"#)
+                pushType: .background,
+                priority: .conservePower,
+                payload: #"{"aps":{"content-available":1}}"#
+            )
             #expect(await client.send(voip, to: SimulatorFixture.token(1)).isAccepted)
             #expect(await client.send(background, to: SimulatorFixture.token(2)).isAccepted)
-            #expect(simulator.notifications(device: SimulatorFixture.token(1).hex).first?.topic == "com.example.pushgate.voip")
+            #expect(
+                simulator.notifications(device: SimulatorFixture.token(1).hex).first?.topic
+                    == "com.example.pushgate.voip"
+            )
             let recorded = simulator.notifications(device: SimulatorFixture.token(2).hex).first
             #expect(recorded?.headers["apns-priority"] == "5")
             #expect(recorded?.pushType == "background")
@@ -80,8 +92,17 @@ struct ClientSimulatorTests {
             #expect(bad.reason == .badDeviceToken)
             #expect(bad.outcomeClass == .rejected)
 
-            for (rate, status, reason) in [(\SimulatorFaults.rate429, 429, APNsReason.tooManyRequests), (\.rate500, 500, .internalServerError), (\.rate503, 503, .serviceUnavailable)] {
-                try simulator.setFaults({ var faults = SimulatorFaults(); faults[keyPath: rate] = 1; return faults }())
+            for (rate, status, reason) in [
+                (\SimulatorFaults.rate429, 429, APNsReason.tooManyRequests), (\.rate500, 500, .internalServerError),
+                (\.rate503, 503, .serviceUnavailable),
+            ] {
+                try simulator.setFaults(
+                    {
+                        var faults = SimulatorFaults()
+                        faults[keyPath: rate] = 1
+                        return faults
+                    }()
+                )
                 let outcome = await client.send(try SimulatorFixture.content(), to: SimulatorFixture.token(2))
                 #expect(outcome.status == status)
                 #expect(outcome.reason == reason)
@@ -96,7 +117,13 @@ struct ClientSimulatorTests {
     func topicDisallowed() async throws {
         try await SimulatorFixture.with(.certificate) { _, client, _ in
             let other = PreparedNotification(
-                try NotificationContent(topic: Topic("com.other.app"), pushType: .alert, priority: .immediate, payload: .alert("x")))
+                try NotificationContent(
+                    topic: Topic("com.other.app"),
+                    pushType: .alert,
+                    priority: .immediate,
+                    payload: .alert("x")
+                )
+            )
             let outcome = await client.send(other, to: SimulatorFixture.token(1))
             #expect(outcome.status == 400)
             #expect(outcome.outcomeClass == .rejected)
@@ -107,7 +134,10 @@ struct ClientSimulatorTests {
     func expiredProviderTokenIsRefreshed() async throws {
         let simulatorClock = ManualSimulatorClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         let clientClock = ManualWallClock(Date(timeIntervalSince1970: 1_800_000_000))
-        try await SimulatorFixture.with(.token, simulator: { $0.clock = simulatorClock }, clientClock: clientClock) { simulator, client, manager in
+        try await SimulatorFixture.with(.token, simulator: { $0.clock = simulatorClock }, clientClock: clientClock) {
+            simulator,
+            client,
+            manager in
             #expect(await client.send(try SimulatorFixture.content(), to: SimulatorFixture.token(1)).isAccepted)
             #expect(manager?.tokensMinted == 1)
             // APNs' clock runs an hour ahead of ours: our 30-minute-old token is over an hour old to it.
@@ -124,7 +154,10 @@ struct ClientSimulatorTests {
     func expiredProviderTokenRetriedOnlyOnce() async throws {
         let simulatorClock = ManualSimulatorClock(start: Date(timeIntervalSince1970: 1_800_000_000))
         let clientClock = ManualWallClock(Date(timeIntervalSince1970: 1_800_000_000 - 2 * 3600))
-        try await SimulatorFixture.with(.token, simulator: { $0.clock = simulatorClock }, clientClock: clientClock) { simulator, client, _ in
+        try await SimulatorFixture.with(.token, simulator: { $0.clock = simulatorClock }, clientClock: clientClock) {
+            simulator,
+            client,
+            _ in
             let outcome = await client.send(try SimulatorFixture.content(), to: SimulatorFixture.token(1))
             #expect(outcome.reason == .expiredProviderToken)
             #expect(outcome.status == 403)
@@ -132,10 +165,17 @@ struct ClientSimulatorTests {
         }
     }
 
-    @Test("GOAWAY mid-flight: nothing lost, nothing APNs answered is sent twice", arguments: TestAuthentication.allCases)
+    @Test(
+        "GOAWAY mid-flight: nothing lost, nothing APNs answered is sent twice",
+        arguments: TestAuthentication.allCases
+    )
     func goAwayMidFlight(authentication: TestAuthentication) async throws {
         try await SimulatorFixture.with(
-            authentication, simulator: { $0.faults.goAwayAfterStreams = 40; $0.faults.latencyMilliseconds = 5 },
+            authentication,
+            simulator: {
+                $0.faults.goAwayAfterStreams = 40
+                $0.faults.latencyMilliseconds = 5
+            },
             client: { $0.maximumConnections = 2 }
         ) { simulator, client, _ in
             let outcomes = await SimulatorFixture.sendToMany(client, try SimulatorFixture.content(), count: 120)
@@ -145,14 +185,22 @@ struct ClientSimulatorTests {
             #expect(stats.goAwaysSent >= 2)
             #expect(stats.accepted == 120)
             #expect(stats.duplicates == 0)
-            for index in 0..<120 { #expect(simulator.deliveries(device: SimulatorFixture.token(index).hex).accepted == 1) }
+            for index in 0..<120 {
+                #expect(simulator.deliveries(device: SimulatorFixture.token(index).hex).accepted == 1)
+            }
         }
     }
 
     @Test("SETTINGS_MAX_CONCURRENT_STREAMS lowered to 1 mid-flight is honoured")
     func maxConcurrentStreamsLowered() async throws {
-        try await SimulatorFixture.with(.token, simulator: { $0.faults.latencyMilliseconds = 20 }, client: { $0.maximumConnections = 1 }) {
-            simulator, client, _ in
+        try await SimulatorFixture.with(
+            .token,
+            simulator: { $0.faults.latencyMilliseconds = 20 },
+            client: { $0.maximumConnections = 1 }
+        ) {
+            simulator,
+            client,
+            _ in
             let notification = try SimulatorFixture.content()
             async let burst = SimulatorFixture.sendToMany(client, notification, count: 60)
             // Wait until the burst is in flight, then lower the limit under it.
@@ -175,7 +223,11 @@ struct ClientSimulatorTests {
     @Test("a dropped connection: every request gets an outcome, and the client reconnects")
     func droppedConnection() async throws {
         try await SimulatorFixture.with(
-            .certificate, simulator: { $0.faults.dropAfterStreams = 10; $0.faults.latencyMilliseconds = 5 }
+            .certificate,
+            simulator: {
+                $0.faults.dropAfterStreams = 10
+                $0.faults.latencyMilliseconds = 5
+            }
         ) { simulator, client, _ in
             let outcomes = await SimulatorFixture.sendToMany(client, try SimulatorFixture.content(), count: 60)
             #expect(outcomes.count == 60, "no request is left without an outcome")
@@ -194,15 +246,24 @@ struct ClientSimulatorTests {
             // APNs may have processed a request whose answer the drop swallowed: resending it can
             // duplicate, but only within what was unanswered.
             #expect(simulator.stats().duplicates <= unanswered.count)
-            for index in 0..<60 { #expect(simulator.deliveries(device: SimulatorFixture.token(index).hex).accepted >= 1) }
+            for index in 0..<60 {
+                #expect(simulator.deliveries(device: SimulatorFixture.token(index).hex).accepted >= 1)
+            }
         }
     }
 
     @Test("a server that never answers: the deadline fires and the stream is freed")
     func deadlineFreesTheStream() async throws {
         try await SimulatorFixture.with(
-            .token, simulator: { $0.maxConcurrentStreams = 1; $0.faults.blackhole = true },
-            client: { $0.requestTimeout = .milliseconds(300); $0.maximumConnections = 1 }
+            .token,
+            simulator: {
+                $0.maxConcurrentStreams = 1
+                $0.faults.blackhole = true
+            },
+            client: {
+                $0.requestTimeout = .milliseconds(300)
+                $0.maximumConnections = 1
+            }
         ) { simulator, client, _ in
             let outcome = await client.send(try SimulatorFixture.content(), to: SimulatorFixture.token(1))
             #expect(outcome.transportFailure == .deadlineExceeded)
@@ -229,8 +290,14 @@ struct ClientSimulatorTests {
 
     @Test("a send whose task is already cancelled is abandoned at once, not at its deadline")
     func cancelledBeforeSubmission() async throws {
-        try await SimulatorFixture.with(.token, simulator: { $0.faults.blackhole = true }, client: { $0.requestTimeout = .seconds(60) }) {
-            _, client, _ in
+        try await SimulatorFixture.with(
+            .token,
+            simulator: { $0.faults.blackhole = true },
+            client: { $0.requestTimeout = .seconds(60) }
+        ) {
+            _,
+            client,
+            _ in
             let notification = try SimulatorFixture.content()
             let task = Task {
                 // Cancelled before `send` runs: the id is not known when the cancellation arrives.
@@ -248,12 +315,18 @@ struct ClientSimulatorTests {
         let authority = try SimulatorCertificateAuthority()
         let issued = try authority.issueClientCertificate(topic: "com.example.fromcert")
         try issued.write(certificateTo: directory.path("c.pem"), privateKeyTo: directory.path("c.key"))
-        let certificate = try APNsClient.ClientCertificate.load(certificatePath: directory.path("c.pem"), keyPath: directory.path("c.key"))
+        let certificate = try APNsClient.ClientCertificate.load(
+            certificatePath: directory.path("c.pem"),
+            keyPath: directory.path("c.key")
+        )
         #expect(certificate.subjectUID == "com.example.fromcert")
         // A combined PEM (certificate and key in one file) loads too.
         let combined = issued.certificatePEM + issued.privateKeyPEM
         try combined.write(toFile: directory.path("combined.pem"), atomically: true, encoding: .utf8)
-        #expect(try APNsClient.ClientCertificate.load(certificatePath: directory.path("combined.pem"), keyPath: nil).subjectUID == "com.example.fromcert")
+        #expect(
+            try APNsClient.ClientCertificate.load(certificatePath: directory.path("combined.pem"), keyPath: nil)
+                .subjectUID == "com.example.fromcert"
+        )
     }
 
     @Test("submit delivers outcomes to one receiver without a task per request")
@@ -261,7 +334,16 @@ struct ClientSimulatorTests {
         try await SimulatorFixture.with(.token) { simulator, client, _ in
             let receiver = CollectingReceiver(expected: 500)
             let notification = try SimulatorFixture.content()
-            client.submit((0..<500).map { APNsRequest(notification: notification, deviceToken: SimulatorFixture.token($0), tag: UInt64($0), receiver: receiver) })
+            client.submit(
+                (0..<500).map {
+                    APNsRequest(
+                        notification: notification,
+                        deviceToken: SimulatorFixture.token($0),
+                        tag: UInt64($0),
+                        receiver: receiver
+                    )
+                }
+            )
             let outcomes = await receiver.all()
             #expect(outcomes.count == 500)
             let tags = Set(outcomes.map(\.tag))

@@ -1,6 +1,6 @@
 import APNsHTTP2
-import PushTransport
 import Foundation
+import PushTransport
 import PushgateCore
 import PushgateDispatch
 import PushgateSQLite
@@ -54,7 +54,10 @@ final class HeldAnswersTransport: NotificationTransport {
             return state.held
         }
         for request in requests {
-            request.receiver.receive(.answered(status: 200, reason: nil, apnsID: nil, apnsUniqueID: nil, invalidatedAtMilliseconds: nil), for: request)
+            request.receiver.receive(
+                .answered(status: 200, reason: nil, apnsID: nil, apnsUniqueID: nil, invalidatedAtMilliseconds: nil),
+                for: request
+            )
         }
     }
 }
@@ -68,22 +71,37 @@ struct DispatcherPipelineTests {
     /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to a
     /// transport that holds every answer; `body` gets them once a request to `all` was submitted.
     static func withBroadcast(
-        devices: Int, chunkSize: Int, pageSize: Int, capacity: Int = 1_000, maximumInFlight: Int? = 1_000,
-        clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
+        devices: Int,
+        chunkSize: Int,
+        pageSize: Int,
+        capacity: Int = 1_000,
+        maximumInFlight: Int? = 1_000,
+        clock: any WallClock = SystemWallClock(),
+        leaseDuration: Duration = .seconds(60),
         _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let transport = HeldAnswersTransport(capacity: capacity)
         try await withBroadcast(
-            to: transport, devices: devices, chunkSize: chunkSize, pageSize: pageSize, maximumInFlight: maximumInFlight,
-            clock: clock, leaseDuration: leaseDuration
+            to: transport,
+            devices: devices,
+            chunkSize: chunkSize,
+            pageSize: pageSize,
+            maximumInFlight: maximumInFlight,
+            clock: clock,
+            leaseDuration: leaseDuration
         ) { store, id in try await body(transport, store, id) }
     }
 
     /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to
     /// `transport`; `body` gets the store and the request once a request to `all` was submitted.
     static func withBroadcast(
-        to transport: any NotificationTransport, devices: Int, chunkSize: Int, pageSize: Int,
-        maximumInFlight: Int? = 1_000, clock: any WallClock = SystemWallClock(), leaseDuration: Duration = .seconds(60),
+        to transport: any NotificationTransport,
+        devices: Int,
+        chunkSize: Int,
+        pageSize: Int,
+        maximumInFlight: Int? = 1_000,
+        clock: any WallClock = SystemWallClock(),
+        leaseDuration: Duration = .seconds(60),
         _ body: (FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
@@ -106,24 +124,37 @@ struct DispatcherPipelineTests {
             routes: [
                 Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.pipeline"))
             ],
-            configuration: configuration, clock: clock, logger: TestLogger.make("dispatch"))
+            configuration: configuration,
+            clock: clock,
+            logger: TestLogger.make("dispatch")
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }
             let id = try RequestID("pipeline-\(devices)")
             _ = try await dispatcher.submit(
-                NotificationRequest(id: id, groups: ["all"], payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#), createdAt: now))
+                NotificationRequest(
+                    id: id,
+                    groups: ["all"],
+                    payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#),
+                    createdAt: now
+                )
+            )
             try await body(store, id)
             group.cancelAll()
         }
     }
 
-    @Test("the next chunk is claimed and sent while the previous chunk's answers are outstanding; every device is recorded once")
+    @Test(
+        "the next chunk is claimed and sent while the previous chunk's answers are outstanding; every device is recorded once"
+    )
     func chunksOverlap() async throws {
         try await Self.withBroadcast(devices: 250, chunkSize: 100, pageSize: 30) { transport, store, id in
             // No answer has come back, yet more than one chunk (100 targets each) has been sent: the
             // dispatcher did not wait for a chunk to drain before claiming the next one. Three chunks
             // at most are under way, so all 250 go out.
-            try await eventually("all three chunks sent without any answer", timeout: .seconds(60)) { transport.submitted == 250 }
+            try await eventually("all three chunks sent without any answer", timeout: .seconds(60)) {
+                transport.submitted == 250
+            }
             #expect(transport.held == 250)
             let before = try #require(try await store.report(id))
             #expect(before.accepted == 0)
@@ -163,7 +194,11 @@ struct DispatcherPipelineTests {
     func heldChunkRenewsItsLease() async throws {
         let clock = ManualWallClock(Date())
         try await Self.withBroadcast(
-            devices: 50, chunkSize: 50, pageSize: 50, clock: clock, leaseDuration: .seconds(30)
+            devices: 50,
+            chunkSize: 50,
+            pageSize: 50,
+            clock: clock,
+            leaseDuration: .seconds(30)
         ) { transport, store, id in
             // The stop's grace period runs on the manual clock: nothing may stay held when the test ends.
             defer { transport.answerAll() }

@@ -21,7 +21,8 @@ struct GatewayCrashTests {
 
     /// The `pushgate` binary next to the test bundle (SwiftPM builds both into the same folder).
     static var gatewayBinary: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pushgate").path
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pushgate")
+            .path
     }
 
     static func token(_ index: Int) -> String { String(format: "%064x", 0x5eed_0000 + index) }
@@ -62,11 +63,14 @@ struct GatewayCrashTests {
         let notificationPort = ExternalTools.freeTCPPort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: gatewayBinary)
-        process.arguments = [
-            "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
-            "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key", keyPath,
-            "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1", "--http-port", "0",
-        ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
+        process.arguments =
+            [
+                "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
+                "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key",
+                keyPath,
+                "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
+                "--http-port", "0",
+            ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
         let output = OutputCollector()
         let pipe = Pipe()
         process.standardError = pipe
@@ -100,15 +104,21 @@ struct GatewayCrashTests {
 
     /// Runs a broadcast, interrupts the daemon with `signal` once `interruptAfter` devices were
     /// reached, restarts it and waits until every device has the notification.
-    static func interruptedBroadcast(signal: Int32, interruptAfter: Int) async throws -> (atInterrupt: Int, total: Int, exitSeconds: Double) {
+    static func interruptedBroadcast(
+        signal: Int32,
+        interruptAfter: Int
+    ) async throws -> (atInterrupt: Int, total: Int, exitSeconds: Double) {
         try await withPreparedDatabase { database, simulator, keyPath in
             let first = try await startDaemon(database: database, simulator: simulator, keyPath: keyPath)
-            try UDPSender(port: first.notificationPort).send(#"{"groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "broadcast"}}}"#)
+            try UDPSender(port: first.notificationPort).send(
+                #"{"groups": ["all"], "type": "normal", "payload": {"aps": {"alert": "broadcast"}}}"#
+            )
             try await eventually("broadcast under way") { simulator.stats().accepted >= interruptAfter }
             let interruptedAt = ContinuousClock.now
             kill(first.process.processIdentifier, signal)
             try await eventually("the daemon exited", timeout: .seconds(30)) { !first.process.isRunning }
-            let exitSeconds = Double((ContinuousClock.now - interruptedAt).components.attoseconds) / 1e18
+            let exitSeconds =
+                Double((ContinuousClock.now - interruptedAt).components.attoseconds) / 1e18
                 + Double((ContinuousClock.now - interruptedAt).components.seconds)
             let atInterrupt = simulator.stats().accepted
             if ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"] != nil { print(first.output.text) }
@@ -129,11 +139,17 @@ struct GatewayCrashTests {
 
     @Test(
         "SIGKILL mid-broadcast to 20,000 devices, restart: every device reached, duplicates bounded by the in-flight window",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
+            "needs the pushgate binary built next to the tests"
+        )
+    )
     func killMidBroadcast() async throws {
         let (atKill, total, _) = try await Self.interruptedBroadcast(signal: SIGKILL, interruptAfter: 4_000)
         let duplicates = total - Self.devices
-        print("crash test: \(Self.devices) devices, \(atKill) reached before SIGKILL, \(total) deliveries in all, \(duplicates) duplicates")
+        print(
+            "crash test: \(Self.devices) devices, \(atKill) reached before SIGKILL, \(total) deliveries in all, \(duplicates) duplicates"
+        )
         // The daemon's defaults: 2,000 in flight, outcomes recorded at least every 4,000 or 100 ms.
         // Sent but unrecorded when killed: at most what was in flight (the budget's ceiling: 2,000 with
         // the transport shim) and the outcomes of one progress batch not yet written.
@@ -143,7 +159,11 @@ struct GatewayCrashTests {
 
     @Test(
         "a second process on the same SQLite file is refused at once (exit 78); the first serves on",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
+            "needs the pushgate binary built next to the tests"
+        )
+    )
     func secondProcessOnOneFileRefused() async throws {
         try await Self.withPreparedDatabase { database, simulator, keyPath in
             let first = try await Self.startDaemon(database: database, simulator: simulator, keyPath: keyPath)
@@ -160,11 +180,17 @@ struct GatewayCrashTests {
 
     @Test(
         "SIGTERM mid-broadcast: the daemon exits within its grace period and the rest is delivered after restart",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
+            "needs the pushgate binary built next to the tests"
+        )
+    )
     func terminateMidBroadcast() async throws {
         let (atTerm, total, exitSeconds) = try await Self.interruptedBroadcast(signal: SIGTERM, interruptAfter: 3_000)
         let duplicates = total - Self.devices
-        print("shutdown test: exited \(String(format: "%.2f", exitSeconds)) s after SIGTERM, \(atTerm) reached before, \(total) deliveries in all, \(duplicates) duplicates")
+        print(
+            "shutdown test: exited \(String(format: "%.2f", exitSeconds)) s after SIGTERM, \(atTerm) reached before, \(total) deliveries in all, \(duplicates) duplicates"
+        )
         #expect(exitSeconds < 15, "the dispatcher's grace is 5 s and the client's 10 s")
         #expect(duplicates == 0, "a graceful stop records every answer it got")
     }

@@ -19,15 +19,29 @@ struct GatewayTests {
 
     /// Registers device 1 in group "G", makes APNs answer 503 to everything, and submits a request to
     /// "G" with a known id and the given expiration.
-    static func submitWhileAPNsIsUnavailable(_ context: GatewayFixture.Context, id: String, expiration: Expiration) async throws -> RequestID {
+    static func submitWhileAPNsIsUnavailable(
+        _ context: GatewayFixture.Context,
+        id: String,
+        expiration: Expiration
+    ) async throws -> RequestID {
         register(context, 1, group: "G")
         try await eventually("registered") { try await device(context, 1) != nil }
         try context.simulator.setFaults(SimulatorFaults(rate503: 1))
         let requestID = try RequestID(id)
         _ = try await context.gateway.intake.submit(
             NotificationRequest(
-                id: requestID, app: "default", groups: ["G"], devices: [], pushType: .alert, priority: .immediate,
-                expiration: expiration, collapseID: nil, payload: Payload(jsonString: #"{"n":1}"#), createdAt: Date()))
+                id: requestID,
+                app: "default",
+                groups: ["G"],
+                devices: [],
+                pushType: .alert,
+                priority: .immediate,
+                expiration: expiration,
+                collapseID: nil,
+                payload: Payload(jsonString: #"{"n":1}"#),
+                createdAt: Date()
+            )
+        )
         return requestID
     }
 
@@ -43,7 +57,9 @@ struct GatewayTests {
             try await eventually("registration applied") {
                 try await context.gateway.store.device(app: "default", token: DeviceToken(hex: device)) != nil
             }
-            context.notification.send(#"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#)
+            context.notification.send(
+                #"{"groups": ["Choom"], "type": "urgent", "payload": {"aps": {"alert": "Hello world!"}}}"#
+            )
             try await eventually("notification delivered") { !context.simulator.notifications(device: device).isEmpty }
             let recorded = try #require(context.simulator.notifications(device: device).first)
             #expect(recorded.headers["apns-priority"] == "10")
@@ -59,8 +75,10 @@ struct GatewayTests {
             for index in 0..<30 { Self.register(context, index, group: "A") }
             for index in 20..<50 { Self.register(context, index, group: "B") }
             try await eventually("registrations applied") {
-                let a = try? await context.gateway.store.devices(app: "default", group: "A", after: nil, limit: 100).devices.count
-                let b = try? await context.gateway.store.devices(app: "default", group: "B", after: nil, limit: 100).devices.count
+                let a = try? await context.gateway.store.devices(app: "default", group: "A", after: nil, limit: 100)
+                    .devices.count
+                let b = try? await context.gateway.store.devices(app: "default", group: "B", after: nil, limit: 100)
+                    .devices.count
                 return a == 30 && b == 30
             }
             context.notification.send(#"{"groups": ["A", "B"], "type": "normal", "payload": {"aps": {"alert": "x"}}}"#)
@@ -79,17 +97,21 @@ struct GatewayTests {
             try await eventually("good registration") { try await Self.device(context, 1) != nil }
             let badRegistrations = [
                 "not json", "[]", #"{"device": "abc", "group": "G"}"#, #"{"device": "\#(Self.token(2))"}"#,
-                #"{"device": "\#(Self.token(2))", "group": ""}"#, #"{"device": "\#(Self.token(2))", "group": "G", "extra": 1}"#,
+                #"{"device": "\#(Self.token(2))", "group": ""}"#,
+                #"{"device": "\#(Self.token(2))", "group": "G", "extra": 1}"#,
                 #"{"device": 12, "group": "G"}"#, #"{"device": ["\#(Self.token(2))"], "group": "G"}"#,
                 #"{"device": "\#(Self.token(2))", "group": "G", "group": "H"}"#,
             ]
             for datagram in badRegistrations { context.registration.send(datagram) }
             let badNotifications = [
-                "{", #"{"groups": ["G"]}"#, #"{"groups": "G", "payload": {}}"#, #"{"groups": ["G"], "type": "loud", "payload": {}}"#,
-                #"{"groups": ["G"], "payload": {}, "bogus": 1}"#, #"{"groups": ["G"], "expiration": "1", "payload": {}}"#,
+                "{", #"{"groups": ["G"]}"#, #"{"groups": "G", "payload": {}}"#,
+                #"{"groups": ["G"], "type": "loud", "payload": {}}"#,
+                #"{"groups": ["G"], "payload": {}, "bogus": 1}"#,
+                #"{"groups": ["G"], "expiration": "1", "payload": {}}"#,
                 #"{"groups": ["G"], "key": "\#(String(repeating: "k", count: 65))", "payload": {}}"#,
                 #"{"groups": ["G"], "payload": {"big": "\#(String(repeating: "x", count: 5000))"}}"#,
-                #"{"groups": [], "payload": {}}"#, #"{"groups": ["nosuchgroup"], "payload": {}}"#, #"{"groups": ["G"], "payload": []}"#,
+                #"{"groups": [], "payload": {}}"#, #"{"groups": ["nosuchgroup"], "payload": {}}"#,
+                #"{"groups": ["G"], "payload": []}"#,
             ]
             for datagram in badNotifications { context.notification.send(datagram) }
             // A good datagram after the bad ones proves the daemon kept running and is the only effect.
@@ -100,7 +122,8 @@ struct GatewayTests {
             try await eventually("good notification delivered") { context.simulator.stats().accepted >= 2 }
             #expect(try await Self.device(context, 2) == nil)
             #expect(context.simulator.stats().received == 2, "only the good notification went out, to devices 1 and 3")
-            let groups = try await context.gateway.store.devices(app: "default", group: "G", after: nil, limit: 10).devices.count
+            let groups = try await context.gateway.store.devices(app: "default", group: "G", after: nil, limit: 10)
+                .devices.count
             #expect(groups == 2)
         }
     }
@@ -146,7 +169,9 @@ struct GatewayTests {
             try await eventually("device 1 invalidated") { try await Self.device(context, 1)?.state == .invalid }
             #expect(try await Self.device(context, 1)?.invalidReason == .badDeviceToken)
             context.notification.send(#"{"groups": ["G"], "payload": {"n": 2}}"#)
-            try await eventually("second notification to device 2") { context.simulator.deliveries(device: Self.token(2)).accepted == 2 }
+            try await eventually("second notification to device 2") {
+                context.simulator.deliveries(device: Self.token(2)).accepted == 2
+            }
             #expect(context.simulator.stats().received == 3)
         }
     }
@@ -154,8 +179,14 @@ struct GatewayTests {
     @Test("503 is retried with back-off and the notification is delivered once")
     func serviceUnavailableIsRetried() async throws {
         try await GatewayFixture.with { context in
-            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "retry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600))
-            try await eventually("503 answered") { (context.simulator.stats().rejectedByReason["ServiceUnavailable"] ?? 0) >= 2 }
+            let id = try await Self.submitWhileAPNsIsUnavailable(
+                context,
+                id: "retry-test-1",
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 600)
+            )
+            try await eventually("503 answered") {
+                (context.simulator.stats().rejectedByReason["ServiceUnavailable"] ?? 0) >= 2
+            }
             try context.simulator.setFaults(.none)
             try await eventually("request done") { try await context.gateway.store.report(id)?.state == .done }
             let report = try #require(try await context.gateway.store.report(id))
@@ -168,8 +199,14 @@ struct GatewayTests {
     @Test("retries stop when the notification expires")
     func expirationStopsRetries() async throws {
         try await GatewayFixture.with { context in
-            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "expiry-test-1", expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 5))
-            try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
+            let id = try await Self.submitWhileAPNsIsUnavailable(
+                context,
+                id: "expiry-test-1",
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 5)
+            )
+            try await eventually("request finished") {
+                try await context.gateway.store.report(id)?.state.isFinished == true
+            }
             let report = try #require(try await context.gateway.store.report(id))
             #expect(report.accepted == 0)
             #expect(report.failed == 1)
@@ -187,8 +224,14 @@ struct GatewayTests {
     @Test("expiration 0 gets a few attempts within a short window, then is recorded as failed")
     func immediateExpirationGivesUp() async throws {
         try await GatewayFixture.with { context in
-            let id = try await Self.submitWhileAPNsIsUnavailable(context, id: "immediate-test-1", expiration: .immediately)
-            try await eventually("request finished") { try await context.gateway.store.report(id)?.state.isFinished == true }
+            let id = try await Self.submitWhileAPNsIsUnavailable(
+                context,
+                id: "immediate-test-1",
+                expiration: .immediately
+            )
+            try await eventually("request finished") {
+                try await context.gateway.store.report(id)?.state.isFinished == true
+            }
             let report = try #require(try await context.gateway.store.report(id))
             #expect(report.failedByReason["ServiceUnavailable"] == 1)
             #expect(context.simulator.stats().received == 3, "the default policy: three attempts")
@@ -200,7 +243,9 @@ struct GatewayTests {
         try await GatewayFixture.with { context in
             Self.register(context, 1, group: "G")
             try await eventually("registered") { try await Self.device(context, 1) != nil }
-            context.notification.send(#"{"groups": ["G"], "devices": ["\#(Self.token(1))", "\#(Self.token(9))"], "payload": {"n": 1}}"#)
+            context.notification.send(
+                #"{"groups": ["G"], "devices": ["\#(Self.token(1))", "\#(Self.token(9))"], "payload": {"n": 1}}"#
+            )
             try await eventually("both reached") { context.simulator.stats().accepted == 2 }
             #expect(context.simulator.deliveries(device: Self.token(1)).accepted == 1)
             #expect(context.simulator.deliveries(device: Self.token(9)).accepted == 1)
@@ -230,13 +275,19 @@ struct InstanceClaimTests {
         defer { withExtendedLifetime(directory) {} }
         let started = Mutex(false)
         let claim = InstanceClaim(
-            leases: store, id: Self.id, holder: "me", timeToLive: Self.timeToLive, clock: clock,
-            logger: Logger(label: "test"), work: { started.withLock { $0 = true } },
+            leases: store,
+            id: Self.id,
+            holder: "me",
+            timeToLive: Self.timeToLive,
+            clock: clock,
+            logger: Logger(label: "test"),
+            work: { started.withLock { $0 = true } },
             sleep: { duration in
                 clock.advance(by: Double(duration.components.seconds))
                 // The other process is alive: it renews while we wait.
                 try await store.renewInstance(Self.id, holder: "other", now: clock.now(), timeToLive: Self.timeToLive)
-            })
+            }
+        )
         await #expect(throws: Gateway.StartupError.self) { try await claim.run() }
         #expect(!started.withLock { $0 }, "refused before the work started")
         #expect(clock.now() >= ManualWallClock().now().addingTimeInterval(15), "waited one time to live first")
@@ -249,24 +300,37 @@ struct InstanceClaimTests {
         let (renewedTwice, signal) = AsyncStream<Void>.makeStream()
         let renewSleeps = Mutex(0)
         let claim = InstanceClaim(
-            leases: store, id: Self.id, holder: "me", timeToLive: Self.timeToLive, clock: clock,
+            leases: store,
+            id: Self.id,
+            holder: "me",
+            timeToLive: Self.timeToLive,
+            clock: clock,
             logger: Logger(label: "test"),
             work: {
                 for await _ in renewedTwice { break }
                 // 15 s after the claim: without the two renewals it would have lapsed by now.
                 await #expect(throws: StoreError.instanceIDInUse(Self.id)) {
-                    try await store.claimInstance(Self.id, holder: "next", now: clock.now(), timeToLive: Self.timeToLive)
+                    try await store.claimInstance(
+                        Self.id,
+                        holder: "next",
+                        now: clock.now(),
+                        timeToLive: Self.timeToLive
+                    )
                 }
             },
             sleep: { duration in
                 clock.advance(by: Double(duration.components.seconds))
                 guard duration == Self.timeToLive / 3 else { return }
                 // The third renewal sleep: two renewals happened; hold here until the work ends.
-                if renewSleeps.withLock({ $0 += 1; return $0 }) == 3 {
+                if renewSleeps.withLock({
+                    $0 += 1
+                    return $0
+                }) == 3 {
                     signal.yield()
                     try await Task.sleep(for: .seconds(3_600))
                 }
-            })
+            }
+        )
         try await claim.run()
         // Released: the next process claims the id at once.
         try await store.claimInstance(Self.id, holder: "next", now: clock.now(), timeToLive: Self.timeToLive)

@@ -1,5 +1,5 @@
-import PushTransport
 import Foundation
+import PushTransport
 import PushgateCore
 import PushgateDispatch
 import Testing

@@ -1,9 +1,9 @@
 import APNsHTTP2
-import PushTransport
 import APNsLegacy
 import APNsSimulator
 import Foundation
 import Logging
+import PushTransport
 import PushgateCore
 import PushgateDispatch
 import PushgateSQLite

@@ -13,9 +13,18 @@ import Glibc
 ///
 /// Each daemon signs with its own token key, so the simulator's records say which instance sent what.
 @Suite(
-    "Several gateway instances on one PostgreSQL database", .serialized, .timeLimit(.minutes(15)),
-    .enabled(if: PostgresTestDatabase.isAvailable, "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"),
-    .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+    "Several gateway instances on one PostgreSQL database",
+    .serialized,
+    .timeLimit(.minutes(15)),
+    .enabled(
+        if: PostgresTestDatabase.isAvailable,
+        "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"
+    ),
+    .enabled(
+        if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
+        "needs the pushgate binary built next to the tests"
+    )
+)
 struct MultiInstanceTests {
     static let devices = 20_000
     static let teamID = "TEAM123456"
@@ -51,20 +60,28 @@ struct MultiInstanceTests {
 
     /// Starts `pushgate -f --store …` (password through the environment) without waiting for it.
     static func start(
-        _ name: String, keyID: String, keyPath: String, database: PostgresTestDatabase, simulator: RunningAPNsSimulator,
-        chunkSize: Int, leaseSeconds: Int = 30, instanceID: InstanceChoice = .name
+        _ name: String,
+        keyID: String,
+        keyPath: String,
+        database: PostgresTestDatabase,
+        simulator: RunningAPNsSimulator,
+        chunkSize: Int,
+        leaseSeconds: Int = 30,
+        instanceID: InstanceChoice = .name
     ) throws -> Instance {
         let registrationPort = ExternalTools.freeTCPPort()
         let notificationPort = ExternalTools.freeTCPPort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
-        process.arguments = [
-            "-f", "--store", database.urlWithoutPassword, "-l", "127.0.0.1",
-            "-g", "\(registrationPort)", "-n", "\(notificationPort)", "--http-port", "0",
-            "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key", keyPath,
-            "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
-            "--chunk-size", "\(chunkSize)", "--lease", "\(leaseSeconds)",
-        ] + instanceID.arguments(name)
+        process.arguments =
+            [
+                "-f", "--store", database.urlWithoutPassword, "-l", "127.0.0.1",
+                "-g", "\(registrationPort)", "-n", "\(notificationPort)", "--http-port", "0",
+                "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key",
+                keyPath,
+                "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
+                "--chunk-size", "\(chunkSize)", "--lease", "\(leaseSeconds)",
+            ] + instanceID.arguments(name)
             + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
         var environment = ProcessInfo.processInfo.environment
         environment["PUSHGATE_STORE_PASSWORD"] = database.password
@@ -76,13 +93,20 @@ struct MultiInstanceTests {
         pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
         try process.run()
         return Instance(
-            name: name, keyID: keyID, process: process, output: output, registrationPort: registrationPort,
-            notificationPort: notificationPort)
+            name: name,
+            keyID: keyID,
+            process: process,
+            output: output,
+            registrationPort: registrationPort,
+            notificationPort: notificationPort
+        )
     }
 
     static func waitUntilReady(_ instance: Instance) async throws {
         try await eventually("\(instance.name) is ready", timeout: .seconds(90)) {
-            if !instance.process.isRunning { throw ExternalTools.ToolError("\(instance.name) exited early:\n\(instance.output.text)") }
+            if !instance.process.isRunning {
+                throw ExternalTools.ToolError("\(instance.name) exited early:\n\(instance.output.text)")
+            }
             return instance.output.text.contains("pushgate ready")
         }
     }
@@ -90,7 +114,8 @@ struct MultiInstanceTests {
     /// A simulator that knows every instance's key, keeps a record of every notification, and answers
     /// after `latency` on at most 50 streams per connection (so that a broadcast takes seconds).
     static func withSimulator<R: Sendable>(
-        latencyMilliseconds: Int, _ body: @Sendable (RunningAPNsSimulator, [String: String]) async throws -> R
+        latencyMilliseconds: Int,
+        _ body: @Sendable (RunningAPNsSimulator, [String: String]) async throws -> R
     ) async throws -> R {
         let directory = try TemporaryDirectory()
         var configuration = APNsSimulator.Configuration()
@@ -126,11 +151,13 @@ struct MultiInstanceTests {
 
     /// The `kid` of `bearer <JWT>`.
     static func keyID(ofAuthorization value: String) -> String {
-        guard value.lowercased().hasPrefix("bearer "), let header = value.dropFirst(7).split(separator: ".").first else { return "?" }
+        guard value.lowercased().hasPrefix("bearer "), let header = value.dropFirst(7).split(separator: ".").first
+        else { return "?" }
         var base64 = header.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         guard let data = Data(base64Encoded: base64),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], let kid = object["kid"] as? String
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let kid = object["kid"] as? String
         else { return "?" }
         return kid
     }
@@ -144,13 +171,22 @@ struct MultiInstanceTests {
         try await database.register(count: Self.devices, in: "all", token: Self.token)
         try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
-                try Self.start(name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000)
+                try Self.start(
+                    name,
+                    keyID: keyID,
+                    keyPath: keyPaths[keyID]!,
+                    database: database,
+                    simulator: simulator,
+                    chunkSize: 1_000
+                )
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let started = ContinuousClock.now
             try UDPSender(port: running[0].notificationPort).send(Self.broadcast)
-            try await eventually("every device reached", timeout: .seconds(400)) { simulator.stats().devices >= Self.devices }
+            try await eventually("every device reached", timeout: .seconds(400)) {
+                simulator.stats().devices >= Self.devices
+            }
             let elapsed = ContinuousClock.now - started
             try await eventually("an instance reports the request done", timeout: .seconds(60)) {
                 running.contains { $0.output.text.contains("notification request done") }
@@ -171,7 +207,9 @@ struct MultiInstanceTests {
         }
     }
 
-    @Test("one of two instances killed (SIGKILL) mid-broadcast: the other finishes, nothing lost, duplicates within one chunk")
+    @Test(
+        "one of two instances killed (SIGKILL) mid-broadcast: the other finishes, nothing lost, duplicates within one chunk"
+    )
     func survivorFinishesTheBroadcast() async throws {
         let chunkSize = 2_000
         let database = try PostgresTestDatabase()
@@ -180,8 +218,14 @@ struct MultiInstanceTests {
         try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
                 try Self.start(
-                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: chunkSize,
-                    leaseSeconds: 30)
+                    name,
+                    keyID: keyID,
+                    keyPath: keyPaths[keyID]!,
+                    database: database,
+                    simulator: simulator,
+                    chunkSize: chunkSize,
+                    leaseSeconds: 30
+                )
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
@@ -202,7 +246,9 @@ struct MultiInstanceTests {
                     simulator.stats().devices >= Self.devices
                 }
             } catch {
-                Issue.record("\(error): \(simulator.stats().devices) devices reached; survivor's log ends with:\n\(survivor.output.text.suffix(4_000))")
+                Issue.record(
+                    "\(error): \(simulator.stats().devices) devices reached; survivor's log ends with:\n\(survivor.output.text.suffix(4_000))"
+                )
                 return
             }
             try await eventually("the survivor reports the request done", timeout: .seconds(60)) {
@@ -228,8 +274,14 @@ struct MultiInstanceTests {
             let (name, keyID) = Self.instances[0]
             func start() throws -> Instance {
                 try Self.start(
-                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
-                    chunkSize: 1_000, instanceID: .explicit("shared"))
+                    name,
+                    keyID: keyID,
+                    keyPath: keyPaths[keyID]!,
+                    database: database,
+                    simulator: simulator,
+                    chunkSize: 1_000,
+                    instanceID: .explicit("shared")
+                )
             }
             let first = try start()
             defer { kill(first.process.processIdentifier, SIGKILL) }
@@ -262,8 +314,14 @@ struct MultiInstanceTests {
         try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
                 try Self.start(
-                    name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator,
-                    chunkSize: 1_000, instanceID: .unset)
+                    name,
+                    keyID: keyID,
+                    keyPath: keyPaths[keyID]!,
+                    database: database,
+                    simulator: simulator,
+                    chunkSize: 1_000,
+                    instanceID: .unset
+                )
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
@@ -290,7 +348,14 @@ struct MultiInstanceTests {
         defer { database.drop() }
         try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
             let running = try Self.instances.map { name, keyID in
-                try Self.start(name, keyID: keyID, keyPath: keyPaths[keyID]!, database: database, simulator: simulator, chunkSize: 1_000)
+                try Self.start(
+                    name,
+                    keyID: keyID,
+                    keyPath: keyPaths[keyID]!,
+                    database: database,
+                    simulator: simulator,
+                    chunkSize: 1_000
+                )
             }
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
@@ -301,12 +366,18 @@ struct MultiInstanceTests {
             try await eventually("the registration is stored") {
                 (try? database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).membership")) == "1"
             }
-            try UDPSender(port: running[1].notificationPort).send(#"{"groups": ["shared"], "type": "normal", "payload": {"aps": {"alert": "hi"}}}"#)
+            try UDPSender(port: running[1].notificationPort).send(
+                #"{"groups": ["shared"], "type": "normal", "payload": {"aps": {"alert": "hi"}}}"#
+            )
             try await eventually("the device is reached") { simulator.stats().devices == 1 }
 
-            let versions = try database.psql("SELECT version FROM \(database.configuration.schema).pushgate_migration ORDER BY version")
+            let versions = try database.psql(
+                "SELECT version FROM \(database.configuration.schema).pushgate_migration ORDER BY version"
+            )
             let appliedBy = running.filter { $0.output.text.contains("applied schema migration") }.map(\.name)
-            print("multi-instance start: migrations recorded \(versions.split(separator: "\n")), applied by \(appliedBy)")
+            print(
+                "multi-instance start: migrations recorded \(versions.split(separator: "\n")), applied by \(appliedBy)"
+            )
             let recorded = versions.split(separator: "\n").compactMap { Int($0) }
             #expect(recorded.count == Set(recorded).count, "each migration recorded once")
             #expect(recorded == Array(1...recorded.count) && recorded.count >= 3, "every migration, in order, from 1")
@@ -314,7 +385,10 @@ struct MultiInstanceTests {
             #expect(running.allSatisfy { $0.process.isRunning }, "both instances run")
             // Instance B accepted a request for a group that only instance A was told about (an unknown group
             // is rejected), and one of them delivered it: whichever claimed the chunk first.
-            #expect(Self.split(simulator).values.reduce(0, +) == 1, "the device registered through A, notified through B, reached once")
+            #expect(
+                Self.split(simulator).values.reduce(0, +) == 1,
+                "the device registered through A, notified through B, reached once"
+            )
         }
     }
 }

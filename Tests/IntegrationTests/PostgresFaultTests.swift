@@ -20,12 +20,22 @@ import Glibc
 /// Until that is fixed these tests fail, and a stalled daemon keeps a test waiting for minutes, so
 /// they run only when `PUSHGATE_TEST_POSTGRES_FAULTS=1` asks for them, not in CI.
 @Suite(
-    "PostgreSQL faults mid-broadcast", .serialized, .timeLimit(.minutes(10)),
-    .enabled(if: PostgresTestDatabase.isAvailable, "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"),
+    "PostgreSQL faults mid-broadcast",
+    .serialized,
+    .timeLimit(.minutes(10)),
+    .enabled(
+        if: PostgresTestDatabase.isAvailable,
+        "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"
+    ),
     .enabled(
         if: ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_FAULTS"] == "1",
-        "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs them: they reproduce an open defect (a stall after a PostgreSQL restart)"),
-    .enabled(if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary), "needs the pushgate binary built next to the tests"))
+        "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs them: they reproduce an open defect (a stall after a PostgreSQL restart)"
+    ),
+    .enabled(
+        if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
+        "needs the pushgate binary built next to the tests"
+    )
+)
 struct PostgresFaultTests {
     static let devices = 20_000
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -57,26 +67,36 @@ struct PostgresFaultTests {
         defer { cluster.stop() }
         let database = try PostgresTestDatabase(url: cluster.url)
         try await database.register(count: Self.devices, in: "all", token: MultiInstanceTests.token)
-        let proxy: BlackHoleProxy? = if case .blackHole = fault { try BlackHoleProxy(upstreamPort: database.configuration.port) } else { nil }
+        let proxy: BlackHoleProxy? =
+            if case .blackHole = fault { try BlackHoleProxy(upstreamPort: database.configuration.port) } else { nil }
         defer { proxy?.stop() }
         let daemonDatabase = proxy.map { database.reached(throughPort: $0.port) } ?? database
 
         try await MultiInstanceTests.withSimulator(latencyMilliseconds: 20) { simulator, keyPaths in
             let (name, keyID) = MultiInstanceTests.instances[0]
             let daemon = try MultiInstanceTests.start(
-                name, keyID: keyID, keyPath: keyPaths[keyID]!, database: daemonDatabase, simulator: simulator, chunkSize: 2_000,
-                leaseSeconds: 30)
+                name,
+                keyID: keyID,
+                keyPath: keyPaths[keyID]!,
+                database: daemonDatabase,
+                simulator: simulator,
+                chunkSize: 2_000,
+                leaseSeconds: 30
+            )
             defer { kill(daemon.process.processIdentifier, SIGKILL) }
             try await MultiInstanceTests.waitUntilReady(daemon)
             try UDPSender(port: daemon.notificationPort).send(MultiInstanceTests.broadcast)
-            try await eventually("the broadcast is under way", timeout: .seconds(120)) { simulator.stats().accepted >= 2_000 }
+            try await eventually("the broadcast is under way", timeout: .seconds(120)) {
+                simulator.stats().accepted >= 2_000
+            }
 
             switch fault {
             case .restart:
                 try cluster.restart()
             case .terminateConnections:
                 let terminated = try cluster.psql(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = 'pushgate' AND pid <> pg_backend_pid()")
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = 'pushgate' AND pid <> pg_backend_pid()"
+                )
                 #expect(Int(terminated) ?? 0 >= 1, "at least one of pushgate's connections was terminated")
             case .blackHole(let seconds):
                 proxy!.blackHole(true)
@@ -88,24 +108,33 @@ struct PostgresFaultTests {
             let atFault = simulator.stats().devices
 
             do {
-                try await eventually("every device reached", timeout: .seconds(300)) { simulator.stats().devices >= Self.devices }
+                try await eventually("every device reached", timeout: .seconds(300)) {
+                    simulator.stats().devices >= Self.devices
+                }
                 try await eventually("the request is reported done", timeout: .seconds(120)) {
                     daemon.output.text.contains("notification request done")
                 }
             } catch {
-                Issue.record("\(error): \(simulator.stats().devices) devices reached; the log ends with:\n\(daemon.output.text.suffix(4_000))")
+                Issue.record(
+                    "\(error): \(simulator.stats().devices) devices reached; the log ends with:\n\(daemon.output.text.suffix(4_000))"
+                )
                 return
             }
             #expect(daemon.process.isRunning, "the gateway survived the fault")
             let stats = simulator.stats()
-            print("postgres fault \(fault): \(atFault) devices reached at the fault, \(stats.devices) in the end, \(stats.duplicates) duplicates")
+            print(
+                "postgres fault \(fault): \(atFault) devices reached at the fault, \(stats.devices) in the end, \(stats.duplicates) duplicates"
+            )
             #expect(stats.devices == Self.devices, "nothing lost")
 
             // The gateway still takes and delivers new work after the fault.
-            let next = #"{"devices": ["\#(MultiInstanceTests.token(7))"], "type": "normal", "payload": {"aps": {"alert": "after"}}}"#
+            let next =
+                #"{"devices": ["\#(MultiInstanceTests.token(7))"], "type": "normal", "payload": {"aps": {"alert": "after"}}}"#
             let before = stats.accepted
             try UDPSender(port: daemon.notificationPort).send(next)
-            try await eventually("the next notification goes out", timeout: .seconds(120)) { simulator.stats().accepted > before }
+            try await eventually("the next notification goes out", timeout: .seconds(120)) {
+                simulator.stats().accepted > before
+            }
             #expect(daemon.process.isRunning)
         }
     }
@@ -115,7 +144,8 @@ extension PostgresTestDatabase {
     /// A fresh schema on the server at `url` (not the one in the environment).
     init(url: String) throws {
         var configuration = try PostgresStore.Configuration(url: url)
-        configuration.schema = "fault_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
+        configuration.schema =
+            "fault_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(20)
         configuration.listensForWork = false
         self.init(exactly: configuration)
     }
@@ -136,7 +166,9 @@ extension PostgresTestDatabase {
 struct ThrowawayCluster {
     let url: String
     let root: String
-    static var script: String { PostgresFaultTests.repository.appendingPathComponent("scripts/postgres-test-cluster.sh").path }
+    static var script: String {
+        PostgresFaultTests.repository.appendingPathComponent("scripts/postgres-test-cluster.sh").path
+    }
 
     init() throws {
         let (status, output) = try Self.script(["start"])
@@ -146,7 +178,9 @@ struct ThrowawayCluster {
             guard let equals = assignment.firstIndex(of: "=") else { continue }
             exports[String(assignment[..<equals])] = String(assignment[assignment.index(after: equals)...])
         }
-        guard status == 0, let url = exports["PUSHGATE_TEST_POSTGRES_URL"], let root = exports["PUSHGATE_TEST_POSTGRES_ROOT"] else {
+        guard status == 0, let url = exports["PUSHGATE_TEST_POSTGRES_URL"],
+            let root = exports["PUSHGATE_TEST_POSTGRES_ROOT"]
+        else {
             throw ExternalTools.ToolError("could not start a PostgreSQL cluster: \(output)")
         }
         self.url = url
@@ -159,7 +193,10 @@ struct ThrowawayCluster {
     }
 
     func psql(_ sql: String) throws -> String {
-        let (status, output) = try ExternalTools.run("psql", [url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        let (status, output) = try ExternalTools.run(
+            "psql",
+            [url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]
+        )
         guard status == 0 else { throw ExternalTools.ToolError("psql failed: \(output)") }
         return output.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -199,7 +236,8 @@ struct BlackHoleProxy {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: ExternalTools.path(of: "python3") ?? "/usr/bin/python3")
         process.arguments = [
-            PostgresFaultTests.repository.appendingPathComponent("scripts/tcp-blackhole-proxy.py").path, "127.0.0.1", "\(upstreamPort)",
+            PostgresFaultTests.repository.appendingPathComponent("scripts/tcp-blackhole-proxy.py").path, "127.0.0.1",
+            "\(upstreamPort)",
         ]
         let pipe = Pipe()
         process.standardOutput = pipe

@@ -1,6 +1,6 @@
-import PushTransport
 import Foundation
 import Prometheus
+import PushTransport
 import PushgateCore
 import PushgateDispatch
 import PushgatePostgres

@@ -7,7 +7,11 @@ import Testing
 struct WakeSignalTests {
     /// Waits for the waiter; if the test is cancelled (its time limit), cancels the waiter, which wakes it.
     static func finish(_ waiter: Task<Void, Never>) async {
-        await withTaskCancellationHandler { await waiter.value } onCancel: { waiter.cancel() }
+        await withTaskCancellationHandler {
+            await waiter.value
+        } onCancel: {
+            waiter.cancel()
+        }
     }
 
     @Test("the timeout is a sleep on the injected clock: the wait ends when that clock reaches it, not before")

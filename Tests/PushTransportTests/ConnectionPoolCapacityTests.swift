@@ -43,10 +43,17 @@ struct ConnectionPoolCapacityTests {
             configuration: .init(
                 endpoint: Endpoint(host: "127.0.0.1", port: 1),
                 tlsContext: try NIOSSLContext(configuration: .makeClientConfiguration()),
-                pool: .init(maximumConnections: maximumConnections), connectTimeout: .seconds(1),
-                requestTimeout: .seconds(1), maximumResends: 0, tickInterval: .seconds(1),
-                assumedStreamsPerConnection: assumed),
-            plugin: NoPlugin(), group: EmbeddedEventLoop(), logger: Logger(label: "test"))
+                pool: .init(maximumConnections: maximumConnections),
+                connectTimeout: .seconds(1),
+                requestTimeout: .seconds(1),
+                maximumResends: 0,
+                tickInterval: .seconds(1),
+                assumedStreamsPerConnection: assumed
+            ),
+            plugin: NoPlugin(),
+            group: EmbeddedEventLoop(),
+            logger: Logger(label: "test")
+        )
     }
 
     @Test("capacity is connections x streams: assumed at first, then what SETTINGS say, following changes")

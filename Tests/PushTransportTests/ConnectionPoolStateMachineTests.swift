@@ -96,12 +96,21 @@ struct ConnectionPoolStateMachineTests {
         _ = machine.pull(connection: 0, released: 0, maximum: 2)
         // At the maximum already: the replacement is opened once the retiring one is gone.
         #expect(machine.connectionRetiring(0).connect == nil)
-        #expect(machine.pull(connection: 0, released: 1, maximum: 1).requests.isEmpty, "a retiring connection gets no work")
+        #expect(
+            machine.pull(connection: 0, released: 1, maximum: 1).requests.isEmpty,
+            "a retiring connection gets no work"
+        )
         #expect(machine.connectionClosed(0).connect == 1)
     }
 
     @Test func failedConnectsBackOffExponentiallyWithJitterWithinTheCap() {
-        var machine = Machine(configuration: .init(maximumConnections: 1, reconnectBaseDelay: .milliseconds(100), reconnectMaximumDelay: .seconds(2)))
+        var machine = Machine(
+            configuration: .init(
+                maximumConnections: 1,
+                reconnectBaseDelay: .milliseconds(100),
+                reconnectMaximumDelay: .seconds(2)
+            )
+        )
         #expect(machine.submit(requests(0..<1)).connect == 0)
         var id = 0
         var ceilings: [TimeAmount] = []

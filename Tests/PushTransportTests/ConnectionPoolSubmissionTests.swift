@@ -44,10 +44,17 @@ struct ConnectionPoolSubmissionTests {
             configuration: .init(
                 endpoint: Endpoint(host: "127.0.0.1", port: 1),
                 tlsContext: try NIOSSLContext(configuration: .makeClientConfiguration()),
-                pool: .init(maximumConnections: 1, maximumQueued: maximumQueued), connectTimeout: .seconds(1),
-                requestTimeout: .seconds(1), maximumResends: 0, tickInterval: .seconds(1),
-                assumedStreamsPerConnection: 1),
-            plugin: UnconnectedPlugin(), group: EmbeddedEventLoop(), logger: Logger(label: "test"))
+                pool: .init(maximumConnections: 1, maximumQueued: maximumQueued),
+                connectTimeout: .seconds(1),
+                requestTimeout: .seconds(1),
+                maximumResends: 0,
+                tickInterval: .seconds(1),
+                assumedStreamsPerConnection: 1
+            ),
+            plugin: UnconnectedPlugin(),
+            group: EmbeddedEventLoop(),
+            logger: Logger(label: "test")
+        )
     }
 
     @Test("after shutdown, submitted messages are failed through their own type as shutdown, in order")

@@ -9,7 +9,10 @@ struct HTTP2WireConnectionTests {
     func connectionFramesReadBack() throws {
         var buffer = ByteBuffer()
         HTTP2Wire.writeClientPreface(
-            settings: [(.enablePush, 0), (.maxConcurrentStreams, 100)], connectionWindowIncrement: 1000, into: &buffer)
+            settings: [(.enablePush, 0), (.maxConcurrentStreams, 100)],
+            connectionWindowIncrement: 1000,
+            into: &buffer
+        )
         let preface = buffer.readString(length: HTTP2Wire.clientPreface.utf8CodeUnitCount)
         #expect(preface == "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
         HTTP2Wire.writeSettingsAcknowledgement(into: &buffer)
@@ -29,8 +32,11 @@ struct HTTP2WireConnectionTests {
                 .ping(42, ack: false),
                 .ping(43, ack: true),
                 .goAway(
-                    lastStreamID: 0, errorCode: HTTP2Wire.ErrorCode.protocolError.rawValue,
-                    debugData: ByteBuffer(string: "bad")),
-            ])
+                    lastStreamID: 0,
+                    errorCode: HTTP2Wire.ErrorCode.protocolError.rawValue,
+                    debugData: ByteBuffer(string: "bad")
+                ),
+            ]
+        )
     }
 }

@@ -55,7 +55,8 @@ struct ConfigurationLoaderTests {
         #expect(fromEnvironment.apps[0].pool.maximumStreams == 500)
         let fromFlag = try await load(
             environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"],
-            appFlags: ["pool.maxStreams": ("250", "--max-streams")])
+            appFlags: ["pool.maxStreams": ("250", "--max-streams")]
+        )
         #expect(fromFlag.apps[0].pool.maximumStreams == 250, "--max-streams over the environment")
         let zero = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(appFlags: ["pool.maxStreams": ("0", "--max-streams")])

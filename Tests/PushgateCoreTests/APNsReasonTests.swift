@@ -18,7 +18,9 @@ struct APNsReasonTests {
         "ServiceUnavailable": 503, "Shutdown": 503,
     ]
 
-    static let connectionFatal: Set<String> = ["IdleTimeout", "Shutdown", "ExpiredProviderToken", "TooManyProviderTokenUpdates"]
+    static let connectionFatal: Set<String> = [
+        "IdleTimeout", "Shutdown", "ExpiredProviderToken", "TooManyProviderTokenUpdates",
+    ]
     static let retryable: Set<String> = ["TooManyRequests", "InternalServerError", "ServiceUnavailable"]
 
     @Test("every documented reason is known, and only those")
@@ -39,7 +41,8 @@ struct APNsReasonTests {
     @Test("each reason is in its outcome class", arguments: appleTable.keys.sorted())
     func outcomeClass(raw: String) {
         let expected: OutcomeClass =
-            Self.connectionFatal.contains(raw) ? .connectionFatal : Self.retryable.contains(raw) ? .retryable : .rejected
+            Self.connectionFatal.contains(raw)
+            ? .connectionFatal : Self.retryable.contains(raw) ? .retryable : .rejected
         #expect(APNsReason(rawValue: raw).outcomeClass == expected)
         #expect(APNsReason.classify(status: Self.appleTable[raw]!, reason: APNsReason(rawValue: raw)) == expected)
     }
@@ -93,8 +96,12 @@ struct APNsReasonTests {
 struct APNsOutcomeTests {
     private func answered(_ status: Int, _ reason: String?, timestamp: Int64? = nil) -> APNsOutcome {
         .answered(
-            status: status, reason: reason.map(APNsReason.init(rawValue:)), apnsID: "123e4567-e89b-12d3-a456-4266554400a0",
-            apnsUniqueID: nil, invalidatedAtMilliseconds: timestamp)
+            status: status,
+            reason: reason.map(APNsReason.init(rawValue:)),
+            apnsID: "123e4567-e89b-12d3-a456-4266554400a0",
+            apnsUniqueID: nil,
+            invalidatedAtMilliseconds: timestamp
+        )
     }
 
     @Test("200 is accepted")
@@ -144,6 +151,7 @@ struct APNsOutcomeTests {
     func description() {
         #expect(
             "\(answered(410, "Unregistered", timestamp: 5))"
-                == "rejected status=410 reason=Unregistered apns-id=123e4567-e89b-12d3-a456-4266554400a0 timestamp=5")
+                == "rejected status=410 reason=Unregistered apns-id=123e4567-e89b-12d3-a456-4266554400a0 timestamp=5"
+        )
     }
 }

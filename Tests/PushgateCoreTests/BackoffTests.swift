@@ -64,7 +64,9 @@ struct BackoffTests {
         var first = SplitMix64(seed: 1)
         var second = SplitMix64(seed: 1)
         for attempt in 1...20 {
-            #expect(backoff.delay(forAttempt: attempt, using: &first) == backoff.delay(forAttempt: attempt, using: &second))
+            #expect(
+                backoff.delay(forAttempt: attempt, using: &first) == backoff.delay(forAttempt: attempt, using: &second)
+            )
         }
     }
 

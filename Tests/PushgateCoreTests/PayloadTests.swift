@@ -42,7 +42,9 @@ struct PayloadTests {
 
     @Test("payloads must be non-empty JSON objects")
     func mustBeJSONObjects() throws {
-        #expect(throws: ValidationError(code: .payloadEmpty, field: "payload", message: "")) { try Payload(jsonString: "") }
+        #expect(throws: ValidationError(code: .payloadEmpty, field: "payload", message: "")) {
+            try Payload(jsonString: "")
+        }
         for bad in ["[]", "\"aps\"", "42", "{", "{\"aps\":}", "null"] {
             #expect(throws: ValidationError(code: .invalidPayload, field: "payload", message: "")) {
                 try Payload(jsonString: bad)
@@ -51,7 +53,10 @@ struct PayloadTests {
         #expect(try Payload(jsonString: #"{"aps":{"alert":"hi"}}"#).count == 22)
     }
 
-    @Test("an alert payload escapes its text as a JSON string", arguments: ["hello", "quote \" and \\ backslash", "line\nbreak\ttab\r", "bell \u{7} nul \u{0}", "émoji 🎉"])
+    @Test(
+        "an alert payload escapes its text as a JSON string",
+        arguments: ["hello", "quote \" and \\ backslash", "line\nbreak\ttab\r", "bell \u{7} nul \u{0}", "émoji 🎉"]
+    )
     func alertEscaping(text: String) throws {
         let payload = Payload.alert(text)
         _ = try Payload(jsonBytes: payload.bytes)
@@ -70,37 +75,75 @@ struct NotificationContentTests {
 
     @Test("an alert carries push type, topic, priority, expiration and content type, in that order")
     func alertHeaders() throws {
-        let content = try NotificationContent(topic: topic, pushType: .alert, priority: .immediate, payload: .alert("hi"))
-        #expect(content.headerFields.map(\.name) == ["apns-push-type", "apns-topic", "apns-priority", "apns-expiration", "content-type"])
-        #expect(headers(content) == [
-            "apns-push-type": "alert", "apns-topic": "com.example.app", "apns-priority": "10", "apns-expiration": "0",
-            "content-type": "application/json",
-        ])
+        let content = try NotificationContent(
+            topic: topic,
+            pushType: .alert,
+            priority: .immediate,
+            payload: .alert("hi")
+        )
+        #expect(
+            content.headerFields.map(\.name) == [
+                "apns-push-type", "apns-topic", "apns-priority", "apns-expiration", "content-type",
+            ]
+        )
+        #expect(
+            headers(content) == [
+                "apns-push-type": "alert", "apns-topic": "com.example.app", "apns-priority": "10",
+                "apns-expiration": "0",
+                "content-type": "application/json",
+            ]
+        )
     }
 
     @Test("the topic carries the push type's suffix", arguments: PushTypeTests.topicSuffixes)
     func topicSuffix(pushType: PushType, suffix: String) throws {
         let priority: Priority = pushType == .background ? .conservePower : .immediate
-        let content = try NotificationContent(topic: topic, pushType: pushType, priority: priority, payload: .alert("x"))
+        let content = try NotificationContent(
+            topic: topic,
+            pushType: pushType,
+            priority: priority,
+            payload: .alert("x")
+        )
         #expect(headers(content)["apns-topic"] == "com.example.app" + suffix)
         #expect(headers(content)["apns-push-type"] == pushType.rawValue)
     }
 
     @Test("the expiration header is omitted for the storage policy and sent otherwise")
     func expirationHeader() throws {
-        let stored = try NotificationContent(topic: topic, pushType: .alert, priority: .immediate, expiration: .storagePolicy, payload: .alert("x"))
+        let stored = try NotificationContent(
+            topic: topic,
+            pushType: .alert,
+            priority: .immediate,
+            expiration: .storagePolicy,
+            payload: .alert("x")
+        )
         #expect(headers(stored)["apns-expiration"] == nil)
         let timed = try NotificationContent(
-            topic: topic, pushType: .alert, priority: .immediate, expiration: .at(epochSeconds: 1_800_000_000), payload: .alert("x"))
+            topic: topic,
+            pushType: .alert,
+            priority: .immediate,
+            expiration: .at(epochSeconds: 1_800_000_000),
+            payload: .alert("x")
+        )
         #expect(headers(timed)["apns-expiration"] == "1800000000")
     }
 
     @Test("the collapse id header is present only when one is set")
     func collapseIDHeader() throws {
-        let without = try NotificationContent(topic: topic, pushType: .alert, priority: .immediate, payload: .alert("x"))
+        let without = try NotificationContent(
+            topic: topic,
+            pushType: .alert,
+            priority: .immediate,
+            payload: .alert("x")
+        )
         #expect(headers(without)["apns-collapse-id"] == nil)
         let with = try NotificationContent(
-            topic: topic, pushType: .alert, priority: .immediate, collapseID: CollapseID("score"), payload: .alert("x"))
+            topic: topic,
+            pushType: .alert,
+            priority: .immediate,
+            collapseID: CollapseID("score"),
+            payload: .alert("x")
+        )
         #expect(headers(with)["apns-collapse-id"] == "score")
     }
 
@@ -110,7 +153,11 @@ struct NotificationContentTests {
             try NotificationContent(topic: topic, pushType: .background, priority: .immediate, payload: .alert("x"))
         }
         let background = try NotificationContent(
-            topic: topic, pushType: .background, priority: .conservePower, payload: Payload(jsonString: #"{"aps":{"content-available":1}}"#))
+            topic: topic,
+            pushType: .background,
+            priority: .conservePower,
+            payload: Payload(jsonString: #"{"aps":{"content-available":1}}"#)
+        )
         #expect(headers(background)["apns-priority"] == "5")
     }
 

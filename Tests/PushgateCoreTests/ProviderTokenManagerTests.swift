@@ -8,7 +8,11 @@ struct ProviderTokenManagerTests {
     let manager: ProviderTokenManager
 
     init() throws {
-        let signer = try ProviderTokenSigner(pemRepresentation: TestKeys.pkcs8PEM, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        let signer = try ProviderTokenSigner(
+            pemRepresentation: TestKeys.pkcs8PEM,
+            keyID: "ABC123DEFG",
+            teamID: "DEF123GHIJ"
+        )
         manager = ProviderTokenManager(signer: signer, clock: clock)
     }
 

@@ -8,7 +8,11 @@ struct ProviderTokenSignerTests {
     let signer: ProviderTokenSigner
 
     init() throws {
-        signer = try ProviderTokenSigner(pemRepresentation: TestKeys.pkcs8PEM, keyID: "ABC123DEFG", teamID: "DEF123GHIJ")
+        signer = try ProviderTokenSigner(
+            pemRepresentation: TestKeys.pkcs8PEM,
+            keyID: "ABC123DEFG",
+            teamID: "DEF123GHIJ"
+        )
     }
 
     private func parts(of token: ProviderToken) throws -> [Substring] {
@@ -80,7 +84,8 @@ struct ProviderTokenSignerTests {
     @Test("a key file with CRLF line ends, indentation, blank lines and rewrapped base64 is accepted")
     func untidyPEM() throws {
         let body = TestKeys.pkcs8PEM.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
-        let untidy = "\r\n  -----BEGIN PRIVATE KEY-----  \r\n\r\n  " + body.prefix(70) + "\r\n" + body.dropFirst(70)
+        let untidy =
+            "\r\n  -----BEGIN PRIVATE KEY-----  \r\n\r\n  " + body.prefix(70) + "\r\n" + body.dropFirst(70)
             + "\r\n-----END PRIVATE KEY-----\r\n\r\n"
         let parsed = try ProviderTokenSigner(pemRepresentation: untidy, keyID: "K", teamID: "T")
         #expect(parsed.publicKey.rawRepresentation == signer.publicKey.rawRepresentation)
@@ -111,7 +116,10 @@ struct ProviderTokenSignerTests {
             case .bodyNotBase64: "-----BEGIN PRIVATE KEY-----\n!!!!\n-----END PRIVATE KEY-----"
             case .emptyBody: "-----BEGIN PRIVATE KEY-----\n-----END PRIVATE KEY-----"
             case .truncatedKey:
-                TestKeys.pkcs8PEM.replacingOccurrences(of: "d9OzJ8q5btdXqaJ66bVi1BXRa0fwpG1CfbmAR6SUJtr7QZ3gLAnBd0q3\n", with: "")
+                TestKeys.pkcs8PEM.replacingOccurrences(
+                    of: "d9OzJ8q5btdXqaJ66bVi1BXRa0fwpG1CfbmAR6SUJtr7QZ3gLAnBd0q3\n",
+                    with: ""
+                )
             case .beginLineOnly: "-----BEGIN PRIVATE KEY-----\nAAAA"
             }
         }
@@ -124,7 +132,10 @@ struct ProviderTokenSignerTests {
         }
     }
 
-    @Test("key ids and team ids that would break the JWT are refused", arguments: ["", " ", "ABC 123", "ABC\"1", "AB\\C", "ABC\n", "ÄBC"])
+    @Test(
+        "key ids and team ids that would break the JWT are refused",
+        arguments: ["", " ", "ABC 123", "ABC\"1", "AB\\C", "ABC\n", "ÄBC"]
+    )
     func invalidIdentifiers(id: String) {
         #expect(throws: ProviderTokenSignerError.invalidKeyID) {
             try ProviderTokenSigner(pemRepresentation: TestKeys.pkcs8PEM, keyID: id, teamID: "DEF123GHIJ")
@@ -144,7 +155,9 @@ struct ProviderTokenSignerTests {
 
     @Test("a key file is read from disk; a missing one is an unreadable key file")
     func keyFile() throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-test-\(UUID().uuidString).p8").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-test-\(UUID().uuidString).p8"
+        ).path
         try TestKeys.pkcs8PEM.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
         let fromFile = try ProviderTokenSigner(contentsOfFile: path, keyID: "K", teamID: "T")

@@ -14,7 +14,9 @@ struct ProviderTokenStateMachineTests {
 
     /// Runs a request; if the machine asks for a token, "signs" one named `name` at the requested time.
     private func request(
-        _ machine: inout ProviderToken.StateMachine, atMinute minute: Double, mintingAs name: String
+        _ machine: inout ProviderToken.StateMachine,
+        atMinute minute: Double,
+        mintingAs name: String
     ) -> (token: ProviderToken, minted: Bool) {
         switch machine.tokenRequested(now: at(minutes: minute)) {
         case .use(let token):
@@ -53,8 +55,12 @@ struct ProviderTokenStateMachineTests {
     func configuredRefreshAge(minutes: Int) {
         var machine = ProviderToken.StateMachine(configuration: .init(refreshAge: .minutes(minutes)))
         machine.tokenMinted(token("first", issuedAtMinute: 0))
-        #expect(machine.tokenRequested(now: at(minutes: Double(minutes) - 0.01)) == .use(token("first", issuedAtMinute: 0)))
-        #expect(machine.tokenRequested(now: at(minutes: Double(minutes))) == .mint(issuedAt: at(minutes: Double(minutes))))
+        #expect(
+            machine.tokenRequested(now: at(minutes: Double(minutes) - 0.01)) == .use(token("first", issuedAtMinute: 0))
+        )
+        #expect(
+            machine.tokenRequested(now: at(minutes: Double(minutes))) == .mint(issuedAt: at(minutes: Double(minutes)))
+        )
     }
 
     @Test("the token is never refreshed before 20 minutes, even when configured to")
@@ -157,16 +163,24 @@ struct ProviderTokenStateMachineTests {
         _ = request(&machine, atMinute: 0, mintingAs: "first")
         let second = request(&machine, atMinute: 50, mintingAs: "second")
         #expect(second.minted)
-        #expect(machine.expiredTokenRejected(token: token("first", issuedAtMinute: 0), now: at(minutes: 51)) == .alreadyReplaced)
+        #expect(
+            machine.expiredTokenRejected(token: token("first", issuedAtMinute: 0), now: at(minutes: 51))
+                == .alreadyReplaced
+        )
         #expect(machine.tokenRequested(now: at(minutes: 51)) == .use(second.token))
     }
 
     @Test("a rejection before any token was minted, or of a stranger's token, changes nothing")
     func rejectionOfUnknownToken() {
         var machine = ProviderToken.StateMachine()
-        #expect(machine.expiredTokenRejected(token: token("stranger", issuedAtMinute: 0), now: start) == .alreadyReplaced)
+        #expect(
+            machine.expiredTokenRejected(token: token("stranger", issuedAtMinute: 0), now: start) == .alreadyReplaced
+        )
         let first = request(&machine, atMinute: 0, mintingAs: "first")
-        #expect(machine.expiredTokenRejected(token: token("stranger", issuedAtMinute: 0), now: at(minutes: 30)) == .alreadyReplaced)
+        #expect(
+            machine.expiredTokenRejected(token: token("stranger", issuedAtMinute: 0), now: at(minutes: 30))
+                == .alreadyReplaced
+        )
         #expect(machine.tokenRequested(now: at(minutes: 30)) == .use(first.token))
     }
 

@@ -105,7 +105,10 @@ struct ExpirationTests {
         }
     }
 
-    @Test("a time in milliseconds (a unit mistake) is refused", arguments: [1_800_000_000_000, 1_800_000_000_000_000, 253_402_300_800])
+    @Test(
+        "a time in milliseconds (a unit mistake) is refused",
+        arguments: [1_800_000_000_000, 1_800_000_000_000_000, 253_402_300_800]
+    )
     func milliseconds(value: Int64) {
         #expect(throws: ValidationError(code: .invalidExpiration, field: "expiration", message: "")) {
             try Expiration(validating: value)
@@ -157,7 +160,8 @@ struct APNsIDTests {
             "123e4567-e89b-12d3-a456-4266554400a", "123e4567-e89b-12d3-a456-4266554400a00",
             "123e4567-e89b-12d3-a456_4266554400a0", "123e4567-e89b-12d3-a456-4266554400g0",
             "123e4567-e89b12d3--a456-4266554400a0",
-        ])
+        ]
+    )
     func nonCanonical(value: String) {
         #expect(throws: ValidationError(code: .invalidAPNsID, field: "apns_id", message: "")) { try APNsID(value) }
     }

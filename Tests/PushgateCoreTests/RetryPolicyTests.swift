@@ -8,18 +8,30 @@ struct RetryPolicyTests {
     let first = Date.testEpoch
 
     private func decide(
-        _ outcome: OutcomeClass, attempt: Int = 1, expiration: Expiration, afterSeconds elapsed: Double = 0,
-        policy: RetryPolicy? = nil, random: UInt64 = .max
+        _ outcome: OutcomeClass,
+        attempt: Int = 1,
+        expiration: Expiration,
+        afterSeconds elapsed: Double = 0,
+        policy: RetryPolicy? = nil,
+        random: UInt64 = .max
     ) -> RetryPolicy.Decision {
         var generator = ConstantGenerator(value: random)
         return (policy ?? self.policy).decide(
-            after: outcome, attempt: attempt, expiration: expiration, firstAttemptAt: first,
-            now: first.addingTimeInterval(elapsed), using: &generator)
+            after: outcome,
+            attempt: attempt,
+            expiration: expiration,
+            firstAttemptAt: first,
+            now: first.addingTimeInterval(elapsed),
+            using: &generator
+        )
     }
 
     private var inOneHour: Expiration { .at(epochSeconds: 1_800_000_000 + 3600) }
 
-    @Test("rejected outcomes are never retried", arguments: [Expiration.immediately, .storagePolicy, .at(epochSeconds: 1_800_003_600)])
+    @Test(
+        "rejected outcomes are never retried",
+        arguments: [Expiration.immediately, .storagePolicy, .at(epochSeconds: 1_800_003_600)]
+    )
     func rejectedNeverRetries(expiration: Expiration) {
         for attempt in 1...3 {
             #expect(decide(.rejected, attempt: attempt, expiration: expiration) == .giveUp(.rejected))
@@ -31,7 +43,10 @@ struct RetryPolicyTests {
         #expect(decide(.accepted, expiration: inOneHour) == .giveUp(.accepted))
     }
 
-    @Test("retryable and connection-fatal outcomes retry with back-off before the expiration", arguments: [OutcomeClass.retryable, .connectionFatal])
+    @Test(
+        "retryable and connection-fatal outcomes retry with back-off before the expiration",
+        arguments: [OutcomeClass.retryable, .connectionFatal]
+    )
     func retriesWithBackoff(outcome: OutcomeClass) {
         guard case .retry(let firstDelay) = decide(outcome, attempt: 1, expiration: inOneHour) else {
             Issue.record("expected a retry")
@@ -43,7 +58,8 @@ struct RetryPolicyTests {
             return
         }
         #expect(laterDelay > .seconds(15) && laterDelay <= .seconds(16))
-        guard case .retry(let cappedDelay) = decide(outcome, attempt: 40, expiration: inOneHour, afterSeconds: 600) else {
+        guard case .retry(let cappedDelay) = decide(outcome, attempt: 40, expiration: inOneHour, afterSeconds: 600)
+        else {
             Issue.record("expected a retry")
             return
         }
@@ -60,30 +76,54 @@ struct RetryPolicyTests {
     @Test("the last retry is scheduled at the expiration, not after it")
     func lastDelayShortened() {
         // 10 s left; attempt 8 would wait up to 128 s.
-        #expect(decide(.retryable, attempt: 8, expiration: inOneHour, afterSeconds: 3590) == .retry(after: .seconds(10)))
+        #expect(
+            decide(.retryable, attempt: 8, expiration: inOneHour, afterSeconds: 3590) == .retry(after: .seconds(10))
+        )
     }
 
     @Test("expiration 0 gets at most 3 attempts")
     func immediateAttempts() {
         #expect(decide(.retryable, attempt: 1, expiration: .immediately) != .giveUp(.attemptsExhausted))
-        #expect(decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 2) != .giveUp(.attemptsExhausted))
-        #expect(decide(.retryable, attempt: 3, expiration: .immediately, afterSeconds: 5) == .giveUp(.attemptsExhausted))
-        #expect(decide(.connectionFatal, attempt: 3, expiration: .immediately, afterSeconds: 5) == .giveUp(.attemptsExhausted))
+        #expect(
+            decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 2) != .giveUp(.attemptsExhausted)
+        )
+        #expect(
+            decide(.retryable, attempt: 3, expiration: .immediately, afterSeconds: 5) == .giveUp(.attemptsExhausted)
+        )
+        #expect(
+            decide(.connectionFatal, attempt: 3, expiration: .immediately, afterSeconds: 5)
+                == .giveUp(.attemptsExhausted)
+        )
     }
 
     @Test("expiration 0 is retried only within 60 seconds of the first attempt")
     func immediateWindow() {
-        #expect(decide(.retryable, attempt: 1, expiration: .immediately, afterSeconds: 59) == .retry(after: .seconds(1) - .nanoseconds(1)))
+        #expect(
+            decide(.retryable, attempt: 1, expiration: .immediately, afterSeconds: 59)
+                == .retry(after: .seconds(1) - .nanoseconds(1))
+        )
         #expect(decide(.retryable, attempt: 1, expiration: .immediately, afterSeconds: 60) == .giveUp(.expired))
-        #expect(decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 59.5) == .retry(after: .milliseconds(500)))
+        #expect(
+            decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 59.5)
+                == .retry(after: .milliseconds(500))
+        )
     }
 
     @Test("the budget for expiration 0 is configurable")
     func immediateConfigurable() {
         let generous = RetryPolicy(immediateMaximumAttempts: 5, immediateWindow: .seconds(10))
-        #expect(decide(.retryable, attempt: 4, expiration: .immediately, afterSeconds: 5, policy: generous) != .giveUp(.attemptsExhausted))
-        #expect(decide(.retryable, attempt: 5, expiration: .immediately, afterSeconds: 5, policy: generous) == .giveUp(.attemptsExhausted))
-        #expect(decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 10, policy: generous) == .giveUp(.expired))
+        #expect(
+            decide(.retryable, attempt: 4, expiration: .immediately, afterSeconds: 5, policy: generous)
+                != .giveUp(.attemptsExhausted)
+        )
+        #expect(
+            decide(.retryable, attempt: 5, expiration: .immediately, afterSeconds: 5, policy: generous)
+                == .giveUp(.attemptsExhausted)
+        )
+        #expect(
+            decide(.retryable, attempt: 2, expiration: .immediately, afterSeconds: 10, policy: generous)
+                == .giveUp(.expired)
+        )
     }
 
     @Test("no expiration (APNs storage policy) is retried for a default lifetime of one hour")
@@ -91,7 +131,10 @@ struct RetryPolicyTests {
         #expect(decide(.retryable, attempt: 10, expiration: .storagePolicy, afterSeconds: 3500) != .giveUp(.expired))
         #expect(decide(.retryable, attempt: 10, expiration: .storagePolicy, afterSeconds: 3600) == .giveUp(.expired))
         let short = RetryPolicy(storagePolicyLifetime: .seconds(120))
-        #expect(decide(.retryable, attempt: 2, expiration: .storagePolicy, afterSeconds: 121, policy: short) == .giveUp(.expired))
+        #expect(
+            decide(.retryable, attempt: 2, expiration: .storagePolicy, afterSeconds: 121, policy: short)
+                == .giveUp(.expired)
+        )
     }
 
     @Test("an expiration far in the future is retried for at most 30 days")
@@ -113,8 +156,13 @@ struct RetryPolicyTests {
         var generator = SplitMix64(seed: 99)
         for attempt in 1...30 {
             let decision = policy.decide(
-                after: .retryable, attempt: attempt, expiration: .at(epochSeconds: 1_800_864_000), firstAttemptAt: first,
-                now: first, using: &generator)
+                after: .retryable,
+                attempt: attempt,
+                expiration: .at(epochSeconds: 1_800_864_000),
+                firstAttemptAt: first,
+                now: first,
+                using: &generator
+            )
             guard case .retry(let delay) = decision else {
                 Issue.record("expected a retry at attempt \(attempt)")
                 continue

@@ -19,7 +19,10 @@ struct LiveServerTests {
 
                 #expect(try await client.send(.put, "/v1/groups/news/devices/\(tokenA)").status == .noContent)
                 let submitted = try await client.send(
-                    .post, "/v1/notifications", json: #"{"groups": ["news"], "type": "normal", "payload": {"aps": {}}}"#)
+                    .post,
+                    "/v1/notifications",
+                    json: #"{"groups": ["news"], "type": "normal", "payload": {"aps": {}}}"#
+                )
                 #expect(submitted.status == .accepted)
                 #expect(submitted.json["targets"] as? Int == 1)
                 let id = try #require(submitted.json["id"] as? String)

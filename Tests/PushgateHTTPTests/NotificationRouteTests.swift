@@ -13,11 +13,13 @@ struct NotificationRouteTests {
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenB)")
             let response = try await client.send(
-                .post, "/v1/notifications",
+                .post,
+                "/v1/notifications",
                 json: #"""
                     {"groups": ["news"], "devices": ["\#(tokenC)"], "type": "urgent", "expiration": 1900000000,
                      "key": "k1", "payload": {"aps": {"alert": "hi"}, "n": 1.5}}
-                    """#)
+                    """#
+            )
             #expect(response.status == .accepted)
             #expect(response.json["id"] as? String == "req-1")
             #expect(response.json["targets"] as? Int == 3)
@@ -47,15 +49,21 @@ struct NotificationRouteTests {
             for (index, (type, pushType, priority)) in cases.enumerated() {
                 let typeField = type.map { #""type": "\#($0)", "# } ?? ""
                 let response = try await client.send(
-                    .post, "/v1/notifications", json: #"{\#(typeField)"devices": ["\#(tokenA)"], "payload": {}}"#)
+                    .post,
+                    "/v1/notifications",
+                    json: #"{\#(typeField)"devices": ["\#(tokenA)"], "payload": {}}"#
+                )
                 #expect(response.status == .accepted)
                 let stored = try #require(try await fixture.store.request(PushgateCore.RequestID("req-\(index + 1)")))
                 #expect(stored.pushType == pushType)
                 #expect(stored.priority == priority)
             }
             let overridden = try await client.send(
-                .post, "/v1/notifications",
-                json: #"{"type": "normal", "push_type": "voip", "priority": 10, "devices": ["\#(tokenA)"], "payload": {}}"#)
+                .post,
+                "/v1/notifications",
+                json:
+                    #"{"type": "normal", "push_type": "voip", "priority": 10, "devices": ["\#(tokenA)"], "payload": {}}"#
+            )
             #expect(overridden.status == .accepted)
             let stored = try #require(try await fixture.store.request(PushgateCore.RequestID("req-5")))
             #expect(stored.pushType == .voip)
@@ -67,9 +75,12 @@ struct NotificationRouteTests {
     func report() async throws {
         try await withRouterClient { client, _ in
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
-            let id = try await client.send(
-                .post, "/v1/notifications", json: #"{"groups": ["news", "nothing"], "payload": {"aps": {}}}"#
-            ).json["id"] as? String
+            let id =
+                try await client.send(
+                    .post,
+                    "/v1/notifications",
+                    json: #"{"groups": ["news", "nothing"], "payload": {"aps": {}}}"#
+                ).json["id"] as? String
             let response = try await client.send(.get, "/v1/notifications/\(try #require(id))")
             #expect(response.status == .ok)
             let json = response.json
@@ -121,10 +132,19 @@ struct NotificationRouteTests {
                 (#"{\#(d), "type": "loud", "payload": {}}"#, .badRequest, "unknown_type", "type"),
                 (#"{\#(d), "push_type": "fax", "payload": {}}"#, .badRequest, "invalid_push_type", "push_type"),
                 (#"{\#(d), "priority": 7, "payload": {}}"#, .badRequest, "invalid_priority", "priority"),
-                (#"{\#(d), "type": "background", "priority": 10, "payload": {}}"#, .badRequest, "invalid_priority", "priority"),
+                (
+                    #"{\#(d), "type": "background", "priority": 10, "payload": {}}"#, .badRequest, "invalid_priority",
+                    "priority"
+                ),
                 (#"{\#(d), "expiration": -1, "payload": {}}"#, .badRequest, "invalid_expiration", "expiration"),
-                (#"{\#(d), "key": "\#(String(repeating: "k", count: 65))", "payload": {}}"#, .badRequest, "invalid_collapse_id", "key"),
-                (#"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 4100))"}}"#, .badRequest, "payload_too_large", "payload"),
+                (
+                    #"{\#(d), "key": "\#(String(repeating: "k", count: 65))", "payload": {}}"#, .badRequest,
+                    "invalid_collapse_id", "key"
+                ),
+                (
+                    #"{\#(d), "payload": {"a": "\#(String(repeating: "x", count: 4100))"}}"#, .badRequest,
+                    "payload_too_large", "payload"
+                ),
             ]
             for test in cases {
                 let response = try await client.send(.post, "/v1/notifications", json: test.body)
@@ -169,14 +189,22 @@ struct NotificationRouteTests {
     func appRequiredWithSeveralApps() async throws {
         try await withRouterClient(apps: ["one", "two"]) { client, fixture in
             let missing = try await client.send(
-                .post, "/v1/notifications", json: #"{"devices": ["\#(tokenA)"], "payload": {}}"#)
+                .post,
+                "/v1/notifications",
+                json: #"{"devices": ["\#(tokenA)"], "payload": {}}"#
+            )
             #expect(missing.status == .badRequest)
             #expect(missing.error.code == "missing_field")
             #expect(missing.error.field == "app")
             let named = try await client.send(
-                .post, "/v1/notifications", json: #"{"app": "two", "devices": ["\#(tokenA)"], "payload": {}}"#)
+                .post,
+                "/v1/notifications",
+                json: #"{"app": "two", "devices": ["\#(tokenA)"], "payload": {}}"#
+            )
             #expect(named.status == .accepted)
-            let stored = try await fixture.store.request(PushgateCore.RequestID(try #require(named.json["id"] as? String)))
+            let stored = try await fixture.store.request(
+                PushgateCore.RequestID(try #require(named.json["id"] as? String))
+            )
             #expect(stored?.app == "two")
         }
     }

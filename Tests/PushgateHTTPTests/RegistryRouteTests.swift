@@ -52,8 +52,12 @@ struct RegistryRouteTests {
         try await withRouterClient { client, fixture in
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
             _ = try await fixture.store.invalidate(
-                app: "default", token: DeviceToken(hex: tokenA), reason: .badDeviceToken, appleTimestamp: nil,
-                at: APIFixture.start.addingTimeInterval(60))
+                app: "default",
+                token: DeviceToken(hex: tokenA),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: APIFixture.start.addingTimeInterval(60)
+            )
             let json = try await client.send(.get, "/v1/apps/default/devices/\(tokenA)").json
             #expect(json["state"] as? String == "invalid")
             #expect(json["invalidated_at"] as? String == "2027-01-15T08:01:00.000Z")
@@ -98,7 +102,9 @@ struct RegistryRouteTests {
             for index in 0..<7 {
                 let token = String(format: "%02x", index) + String(repeating: "ab", count: 31)
                 registered.append(token)
-                #expect(try await client.send(.put, "/v1/apps/default/groups/news/devices/\(token)").status == .noContent)
+                #expect(
+                    try await client.send(.put, "/v1/apps/default/groups/news/devices/\(token)").status == .noContent
+                )
             }
             var seen: [String] = []
             var uri = "/v1/apps/default/groups/news/devices?limit=3"

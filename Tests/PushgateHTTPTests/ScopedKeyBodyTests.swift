@@ -40,9 +40,11 @@ struct ScopedKeyBodyTests {
                 let register = "/v1/apps/weather/groups/g/devices/\(Self.token)"
                 #expect(try await client.send(.put, register, key: TestKeys.all).status == .noContent)
                 let response = try await client.execute(
-                    uri: "/v1/notifications", method: .post,
+                    uri: "/v1/notifications",
+                    method: .post,
                     headers: [.authorization: "Bearer \(TestKeys.news)", .contentType: "application/json"],
-                    body: ByteBuffer(bytes: bytes))
+                    body: ByteBuffer(bytes: bytes)
+                )
                 #expect([.badRequest, .forbidden].contains(response.status), "\(name): \(response.status)")
                 #expect(try await fixture.store.request(PushgateCore.RequestID("req-1")) == nil, "\(name)")
             }
@@ -75,7 +77,12 @@ struct ScopedKeyBodyTests {
         #expect(try parse(Array(#"{"app": "news", \#(Self.rest)}"#.utf8), scope: "news").app == "news")
         let single = AppNames(["news"])
         let implicit = try NotificationBody.parse(
-            Array("{\(Self.rest)}".utf8), apps: single, scope: "news", id: id, receivedAt: APIFixture.start)
+            Array("{\(Self.rest)}".utf8),
+            apps: single,
+            scope: "news",
+            id: id,
+            receivedAt: APIFixture.start
+        )
         #expect(implicit.app == "news", "with one app, a body that names none is that app's")
     }
 }

@@ -37,8 +37,12 @@ struct StoreFailureLogTests {
         let store = try SQLiteStore(path: folder.appendingPathComponent("pushgate.sqlite").path, logger: logger)
         let clock = ManualWallClock(APIFixture.start)
         let api = try HTTPAPI(
-            configuration: .init(host: "127.0.0.1", port: 0, apps: ["default"]), store: store,
-            intake: StoringIntake(store: store), clock: clock, logger: logger)
+            configuration: .init(host: "127.0.0.1", port: 0, apps: ["default"]),
+            store: store,
+            intake: StoringIntake(store: store),
+            clock: clock,
+            logger: logger
+        )
         try store.close()
         try await api.buildApplication().test(.router) { client async throws in
             for _ in 1...20 {

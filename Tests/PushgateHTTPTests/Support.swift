@@ -52,8 +52,14 @@ func withAPI<R>(
     let ids = SequentialRequestIDs()
     let api = try HTTPAPI(
         configuration: .init(host: "127.0.0.1", port: port, apps: apps, maximumBodyBytes: maximumBodyBytes),
-        store: store, intake: StoringIntake(store: store), clock: clock, requestIDs: { ids.make($0) },
-        logger: logger, monitoring: monitoring, onBound: onBound)
+        store: store,
+        intake: StoringIntake(store: store),
+        clock: clock,
+        requestIDs: { ids.make($0) },
+        logger: logger,
+        monitoring: monitoring,
+        onBound: onBound
+    )
     return try await body(APIFixture(store: store, clock: clock, api: api))
 }
 
@@ -83,14 +89,15 @@ func withBothTransports(
     }
 }
 
-
 let tokenA = "aa" + String(repeating: "01", count: 31)
 let tokenB = "bb" + String(repeating: "02", count: 31)
 let tokenC = "cc" + String(repeating: "03", count: 31)
 
 extension TestClientProtocol {
     func send(
-        _ method: HTTPRequest.Method, _ uri: String, json: String? = nil
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        json: String? = nil
     ) async throws -> TestResponse {
         try await send(method, uri, bytes: json.map { Array($0.utf8) })
     }
@@ -98,9 +105,11 @@ extension TestClientProtocol {
     /// Sends raw body bytes (which need not be UTF-8), labelled as JSON.
     func send(_ method: HTTPRequest.Method, _ uri: String, bytes: [UInt8]?) async throws -> TestResponse {
         try await execute(
-            uri: uri, method: method,
+            uri: uri,
+            method: method,
             headers: bytes == nil ? [:] : [.contentType: "application/json"],
-            body: bytes.map { ByteBuffer(bytes: $0) })
+            body: bytes.map { ByteBuffer(bytes: $0) }
+        )
     }
 }
 

@@ -6,7 +6,10 @@ import PushgatePostgres
 import Synchronization
 import Testing
 
-@Suite("PostgreSQL store: migrations, wake-ups, several instances", .enabled(if: TestDatabase.isAvailable, TestDatabase.skipReason))
+@Suite(
+    "PostgreSQL store: migrations, wake-ups, several instances",
+    .enabled(if: TestDatabase.isAvailable, TestDatabase.skipReason)
+)
 struct PostgresStoreTests {
     static func token(_ number: Int) -> DeviceToken { try! DeviceToken(hex: String(format: "%064x", number)) }
 
@@ -17,10 +20,18 @@ struct PostgresStoreTests {
             let ready = try await withThrowingTaskGroup(of: Int.self) { group in
                 for index in 0..<4 {
                     group.addTask {
-                        try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) { store in
+                        try await PostgresStore.withStore(
+                            configuration: configuration,
+                            logger: TestDatabase.quietLogger
+                        ) { store in
                             // Each instance works on the schema once it is up.
                             _ = try await store.register(
-                                Registration(token: Self.token(index + 1), group: "g", at: Date(timeIntervalSince1970: 1)))
+                                Registration(
+                                    token: Self.token(index + 1),
+                                    group: "g",
+                                    at: Date(timeIntervalSince1970: 1)
+                                )
+                            )
                             return 1
                         }
                     }
@@ -30,9 +41,10 @@ struct PostgresStoreTests {
             #expect(ready == 4)
             let migrations = try await TestDatabase.administer { client in
                 var rows = [Int32]()
-                for try await version in try await client.query("SELECT version FROM \(unescaped: schema).pushgate_migration ORDER BY version")
-                    .decode(Int32.self)
-                {
+                for try await version in try await client.query(
+                    "SELECT version FROM \(unescaped: schema).pushgate_migration ORDER BY version"
+                )
+                .decode(Int32.self) {
                     rows.append(version)
                 }
                 return rows
@@ -68,17 +80,27 @@ struct PostgresStoreTests {
                 // The listener wakes once when it is connected (for anything it may have missed).
                 await iterator.next()
                 try await PostgresStore.withStore(configuration: quiet, logger: TestDatabase.quietLogger) { busy in
-                    _ = try await busy.register(Registration(token: Self.token(7), group: "news", at: Date(timeIntervalSince1970: 5)))
+                    _ = try await busy.register(
+                        Registration(token: Self.token(7), group: "news", at: Date(timeIntervalSince1970: 5))
+                    )
                     let seen = try await idle.device(app: Registration.defaultApp, token: Self.token(7))
                     #expect(seen?.groups == ["news"], "a registration on one instance is seen by the other")
                     _ = try await busy.enqueue(
                         NotificationRequest(
-                            id: try RequestID("wake-1"), groups: ["news"], payload: Payload.alert("hi"),
-                            createdAt: Date(timeIntervalSince1970: 6)))
+                            id: try RequestID("wake-1"),
+                            groups: ["news"],
+                            payload: Payload.alert("hi"),
+                            createdAt: Date(timeIntervalSince1970: 6)
+                        )
+                    )
                 }
                 await iterator.next()
                 let chunk = try await idle.claimChunk(
-                    owner: InstanceID("idle"), now: Date(timeIntervalSince1970: 7), leaseDuration: .seconds(30), chunkSize: 10)
+                    owner: InstanceID("idle"),
+                    now: Date(timeIntervalSince1970: 7),
+                    leaseDuration: .seconds(30),
+                    chunkSize: 10
+                )
                 #expect(chunk?.requestID.value == "wake-1", "the woken instance finds the work")
             }
         }
@@ -89,13 +111,28 @@ struct PostgresStoreTests {
         try await TestDatabase.withFreshSchema { schema in
             let configuration = try TestDatabase.configuration(schema: schema)
             try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) { first in
-                try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) { second in
-                    _ = try await first.register(batch: (1...3).map { Registration(token: Self.token($0), group: "g", at: Date(timeIntervalSince1970: 1)) })
+                try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) {
+                    second in
+                    _ = try await first.register(
+                        batch: (1...3).map {
+                            Registration(token: Self.token($0), group: "g", at: Date(timeIntervalSince1970: 1))
+                        }
+                    )
                     _ = try await second.invalidate(
-                        app: Registration.defaultApp, token: Self.token(2), reason: .badDeviceToken, appleTimestamp: nil,
-                        at: Date(timeIntervalSince1970: 2))
+                        app: Registration.defaultApp,
+                        token: Self.token(2),
+                        reason: .badDeviceToken,
+                        appleTimestamp: nil,
+                        at: Date(timeIntervalSince1970: 2)
+                    )
                     let result = try await first.enqueue(
-                        NotificationRequest(id: try RequestID("r"), groups: ["g"], payload: Payload.alert("x"), createdAt: Date(timeIntervalSince1970: 3)))
+                        NotificationRequest(
+                            id: try RequestID("r"),
+                            groups: ["g"],
+                            payload: Payload.alert("x"),
+                            createdAt: Date(timeIntervalSince1970: 3)
+                        )
+                    )
                     #expect(result.targetCount == 2)
                 }
             }
@@ -107,7 +144,9 @@ struct PostgresStoreTests {
 struct PostgresConfigurationTests {
     @Test("a URL gives host, port, user, password, database and schema; the redacted form hides the password")
     func parsesURL() throws {
-        let configuration = try PostgresStore.Configuration(url: "postgres://push%40gate:s3cr%2Ft@db.example:6543/pushdb?schema=tenant_1")
+        let configuration = try PostgresStore.Configuration(
+            url: "postgres://push%40gate:s3cr%2Ft@db.example:6543/pushdb?schema=tenant_1"
+        )
         #expect(configuration.host == "db.example")
         #expect(configuration.port == 6543)
         #expect(configuration.username == "push@gate")
@@ -121,7 +160,9 @@ struct PostgresConfigurationTests {
 
     @Test("defaults: port 5432, schema public, no password, TLS on request")
     func defaults() throws {
-        let configuration = try PostgresStore.Configuration(url: "postgresql://pushgate@localhost/pushgate?sslmode=require")
+        let configuration = try PostgresStore.Configuration(
+            url: "postgresql://pushgate@localhost/pushgate?sslmode=require"
+        )
         #expect(configuration.port == 5432)
         #expect(configuration.schema == "public")
         #expect(configuration.password == nil)
@@ -147,7 +188,8 @@ struct PostgresConfigurationTests {
                 .verifyFull(rootCertificates: "/etc/ca.pem")
             ),
             ("postgres://u@localhost/d?sslrootcert=/etc/ca.pem", .verifyFull(rootCertificates: "/etc/ca.pem")),
-        ])
+        ]
+    )
     func tlsModeChoice(url: String, mode: PostgresStore.TLSMode) throws {
         let configuration = try PostgresStore.Configuration(url: url)
         #expect(configuration.tlsMode == mode)
@@ -165,7 +207,8 @@ struct PostgresConfigurationTests {
             ("postgres://u:hunter2@h/db?sslmode=require&sslrootcert=/ca.pem", "sslrootcert needs sslmode=verify-full"),
             ("postgres://u:hunter2@h/db?colour=blue", "unknown URL parameter"),
             ("not a url at all", "expected postgres://"),
-        ])
+        ]
+    )
     func refusesBadURLs(url: String, reason: String) {
         do {
             _ = try PostgresStore.Configuration(url: url)

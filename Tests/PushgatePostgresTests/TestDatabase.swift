@@ -11,7 +11,8 @@ import Testing
 enum TestDatabase {
     static let url = ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_URL"]
     static var isAvailable: Bool { url != nil }
-    static let skipReason: Comment = "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against (scripts/postgres-test-cluster.sh starts one)"
+    static let skipReason: Comment =
+        "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against (scripts/postgres-test-cluster.sh starts one)"
 
     static func configuration(schema: String) throws -> PostgresStore.Configuration {
         guard let url else { throw StoreError.invalidArgument("PUSHGATE_TEST_POSTGRES_URL is not set") }
@@ -31,10 +32,14 @@ enum TestDatabase {
         let schema = freshSchemaName()
         do {
             let result = try await body(schema)
-            try await administer { client in _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
+            try await administer { client in
+                _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE")
+            }
             return result
         } catch {
-            _ = try? await administer { client in _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE") }
+            _ = try? await administer { client in
+                _ = try await client.query("DROP SCHEMA IF EXISTS \(unescaped: schema) CASCADE")
+            }
             throw error
         }
     }
@@ -42,7 +47,8 @@ enum TestDatabase {
     /// A migrated store in a fresh schema.
     static func withStore<R: Sendable>(_ body: @Sendable (PostgresStore) async throws -> R) async throws -> R {
         try await withFreshSchema { schema in
-            try await PostgresStore.withStore(configuration: try configuration(schema: schema), logger: quietLogger) { store in
+            try await PostgresStore.withStore(configuration: try configuration(schema: schema), logger: quietLogger) {
+                store in
                 try await body(store)
             }
         }
@@ -54,9 +60,15 @@ enum TestDatabase {
         let configuration = try configuration(schema: "public")
         let client = PostgresClient(
             configuration: .init(
-                host: configuration.host, port: configuration.port, username: configuration.username,
-                password: configuration.password, database: configuration.database, tls: .disable),
-            backgroundLogger: quietLogger)
+                host: configuration.host,
+                port: configuration.port,
+                username: configuration.username,
+                password: configuration.password,
+                database: configuration.database,
+                tls: .disable
+            ),
+            backgroundLogger: quietLogger
+        )
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
@@ -66,7 +78,8 @@ enum TestDatabase {
 
     static var quietLogger: Logger {
         var logger = Logger(label: "test.postgres")
-        logger.logLevel = ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
+        logger.logLevel =
+            ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].flatMap(Logger.Level.init(rawValue:)) ?? .critical
         return logger
     }
 }

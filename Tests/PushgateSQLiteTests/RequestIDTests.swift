@@ -15,7 +15,9 @@ struct RequestIDTests {
     @Test func generatedIdsSortByCreationTimeAndAreValid() throws {
         var generator = CountingGenerator()
         let start = Date(timeIntervalSince1970: 1_800_000_000)
-        let ids = (0..<100).map { RequestID.generate(at: start.addingTimeInterval(Double($0) / 100), using: &generator) }
+        let ids = (0..<100).map {
+            RequestID.generate(at: start.addingTimeInterval(Double($0) / 100), using: &generator)
+        }
         #expect(ids == ids.sorted())
         #expect(Set(ids).count == ids.count)
         for id in ids {

@@ -1,7 +1,8 @@
 import Foundation
 import PushgateCore
-@testable import PushgateSQLite
 import Testing
+
+@testable import PushgateSQLite
 
 @Suite("SQLite registration batches and benchmark fills")
 struct SQLiteRegistryBatchTests {

@@ -1,7 +1,8 @@
 import Foundation
 import PushgateCore
-@testable import PushgateSQLite
 import Testing
+
+@testable import PushgateSQLite
 
 @Suite("SQLite store specifics")
 struct SQLiteStoreTests {
@@ -19,7 +20,9 @@ struct SQLiteStoreTests {
     @Test func opensInWALModeWithFullSynchronousForeignKeysAndABusyTimeout() async throws {
         try await withTemporaryStore { store in
             let pragmas = try await store.pragmas()
-            #expect(pragmas == .init(journalMode: "wal", synchronous: 2, foreignKeys: true, busyTimeoutMilliseconds: 5_000))
+            #expect(
+                pragmas == .init(journalMode: "wal", synchronous: 2, foreignKeys: true, busyTimeoutMilliseconds: 5_000)
+            )
         }
         var normal = SQLiteStore.Configuration()
         normal.synchronous = .normal
@@ -35,7 +38,12 @@ struct SQLiteStoreTests {
     @Test func fanOutPageQueryRangeScansTheMembershipKeyWithoutSorting() async throws {
         try await withTemporaryStore { store in
             let plan = try await store.fanOutPageQueryPlan()
-            #expect(plan.contains { $0.contains("SEARCH m USING PRIMARY KEY (group_id=? AND device_id>? AND device_id<?)") }, "\(plan)")
+            #expect(
+                plan.contains {
+                    $0.contains("SEARCH m USING PRIMARY KEY (group_id=? AND device_id>? AND device_id<?)")
+                },
+                "\(plan)"
+            )
             #expect(plan.contains { $0.contains("SEARCH d USING INTEGER PRIMARY KEY (rowid=?)") }, "\(plan)")
             #expect(!plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
         }
@@ -44,30 +52,41 @@ struct SQLiteStoreTests {
     /// What a restart sees: the same file opened again (migrations are not re-applied), the request and
     /// its chunk still there, and the chunk of the previous run claimable at once after `releaseLeases`.
     @Test func reopenedDatabaseResumesWhereThePreviousRunStopped() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-reopen-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "pushgate-reopen-\(UUID().uuidString)"
+        )
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("pushgate.sqlite").path
 
         let first = try SQLiteStore(path: path)
-        _ = try await first.register(batch: (1...10).map { Registration(token: Self.token($0), group: "g", at: Self.start) })
+        _ = try await first.register(
+            batch: (1...10).map { Registration(token: Self.token($0), group: "g", at: Self.start) }
+        )
         let id = try await first.enqueue(Self.request("r1", groups: ["g"])).id
         let chunk = try #require(
-            try await first.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100))
+            try await first.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100)
+        )
         let page = try await first.targets(of: chunk, after: chunk.progress, limit: 4)
         _ = try await first.recordProgress(
-            ChunkProgress(chunk: chunk, through: page.scannedThrough, accepted: 4), owner: Self.owner, now: Self.start,
-            leaseDuration: .seconds(60))
+            ChunkProgress(chunk: chunk, through: page.scannedThrough, accepted: 4),
+            owner: Self.owner,
+            now: Self.start,
+            leaseDuration: .seconds(60)
+        )
         try first.close()
 
         let second = try SQLiteStore(path: path)
         #expect(try await second.report(id)?.accepted == 4)
         #expect(
             try await second.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100)
-                == nil, "leased until the previous run's lease ends")
+                == nil,
+            "leased until the previous run's lease ends"
+        )
         #expect(try await second.releaseLeases(owner: Self.owner, now: Self.start) == 1)
         let resumed = try #require(
-            try await second.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100))
+            try await second.claimChunk(owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 100)
+        )
         #expect(resumed.id == chunk.id)
         #expect(resumed.progress == page.scannedThrough)
         let rest = try await second.targets(of: resumed, after: resumed.progress, limit: 100)
@@ -102,14 +121,16 @@ struct SQLiteStoreTests {
                 let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
                 print(
                     "registration burst: \(total) new devices in batches of \(batchSize): "
-                        + "\(String(format: "%.2f", seconds)) s, \(Int(Double(total) / seconds))/s")
+                        + "\(String(format: "%.2f", seconds)) s, \(Int(Double(total) / seconds))/s"
+                )
                 // Again: all already registered (the idempotent path).
                 let again = try await clock.measure {
                     _ = try await store.register(batch: Array(registrations.prefix(batchSize)))
                 }
                 let againSeconds = Double(again.components.seconds) + Double(again.components.attoseconds) / 1e18
                 print(
-                    "registration burst: \(batchSize) repeated registrations: \(Int(Double(batchSize) / againSeconds))/s")
+                    "registration burst: \(batchSize) repeated registrations: \(Int(Double(batchSize) / againSeconds))/s"
+                )
                 let page = try await store.devices(app: "default", group: "group-0", after: nil, limit: 1)
                 #expect(page.devices.count == 1)
             }
@@ -124,8 +145,12 @@ struct SQLiteStoreTests {
             var registrations = [Registration]()
             for number in 0..<total {
                 registrations.append(Registration(token: Self.token(number), group: "all", at: Self.start))
-                if number % 2 == 0 { registrations.append(Registration(token: Self.token(number), group: "even", at: Self.start)) }
-                if number % 3 == 0 { registrations.append(Registration(token: Self.token(number), group: "third", at: Self.start)) }
+                if number % 2 == 0 {
+                    registrations.append(Registration(token: Self.token(number), group: "even", at: Self.start))
+                }
+                if number % 3 == 0 {
+                    registrations.append(Registration(token: Self.token(number), group: "third", at: Self.start))
+                }
             }
             _ = try await store.register(batch: registrations)
             let clock = ContinuousClock()
@@ -139,8 +164,11 @@ struct SQLiteStoreTests {
             var sent = 0
             let total_ = try await clock.measure {
                 while let chunk = try await store.claimChunk(
-                    owner: Self.owner, now: Self.start, leaseDuration: .seconds(60), chunkSize: 10_000)
-                {
+                    owner: Self.owner,
+                    now: Self.start,
+                    leaseDuration: .seconds(60),
+                    chunkSize: 10_000
+                ) {
                     var cursor = chunk.progress
                     while true {
                         var page: TargetPage!
@@ -151,8 +179,15 @@ struct SQLiteStoreTests {
                         sent += page.targets.count
                         _ = try await store.recordProgress(
                             ChunkProgress(
-                                chunk: chunk, through: page.scannedThrough, accepted: page.targets.count,
-                                completesChunk: page.isEnd), owner: Self.owner, now: Self.start, leaseDuration: .seconds(60))
+                                chunk: chunk,
+                                through: page.scannedThrough,
+                                accepted: page.targets.count,
+                                completesChunk: page.isEnd
+                            ),
+                            owner: Self.owner,
+                            now: Self.start,
+                            leaseDuration: .seconds(60)
+                        )
                         cursor = page.scannedThrough
                         if page.isEnd { break }
                     }
@@ -170,7 +205,8 @@ struct SQLiteStoreTests {
                     + "\(pageTimes.count) pages of \(pageSize) read+recorded in \(String(format: "%.2f", ms(total_) / 1000)) s "
                     + "= \(Int(Double(total) / (ms(total_) / 1000))) targets/s; "
                     + "page read alone \(String(format: "%.2f", pageMs.reduce(0, +) / Double(pageMs.count))) ms avg "
-                    + "(first 10 \(String(format: "%.2f", head)) ms, last 10 \(String(format: "%.2f", tail)) ms)")
+                    + "(first 10 \(String(format: "%.2f", head)) ms, last 10 \(String(format: "%.2f", tail)) ms)"
+            )
             #expect(try await store.report(enqueueResult!.id)?.state == .done)
         }
     }

@@ -1,5 +1,5 @@
-import Testing
 import PushgateCore
+import Testing
 
 @testable import PushgateUDP
 

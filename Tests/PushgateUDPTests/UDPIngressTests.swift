@@ -96,7 +96,8 @@ struct UDPIngressTests {
             try running.notify(#"{"groups": ["Choom", "Nobody"], "payload": {"aps": {"alert": "hi"}}}"#)
             try running.notify(#"{"groups": ["Nobody", "Nobody2"], "payload": {"aps": {"alert": "hi"}}}"#)
             #expect(
-                await running.observer.wait { $0.notification.applied == 1 && $0.notification.rejectedTotal == 1 })
+                await running.observer.wait { $0.notification.applied == 1 && $0.notification.rejectedTotal == 1 }
+            )
             #expect(intake.requests.map(\.groups) == [["Choom", "Nobody"]])
             #expect(running.ingress.statistics.notification.rejected == ["unknown_group": 1], "all unknown: rejected")
         }

@@ -4,8 +4,8 @@ import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// The inbound half of the connection handler: reading frames, answers (HEADERS, DATA, RST_STREAM),
 /// SETTINGS, GOAWAY and PING, and finishing streams.
@@ -65,7 +65,12 @@ extension APNsConnectionHandler {
                 HTTP2Wire.writePing(opaque, acknowledging: true, into: &outboundBuffer)
             }
         case .goAway(let lastStreamID, let errorCode, let debugData):
-            goAwayReceived(lastStreamID: HTTP2StreamID(Int32(lastStreamID)), errorCode: errorCode, debugData: debugData, now: now)
+            goAwayReceived(
+                lastStreamID: HTTP2StreamID(Int32(lastStreamID)),
+                errorCode: errorCode,
+                debugData: debugData,
+                now: now
+            )
         case .windowUpdate(let streamID, let increment):
             machine.frameRead(now: now)
             if streamID == 0 {
@@ -76,7 +81,10 @@ extension APNsConnectionHandler {
                     return stream.sendWindow
                 }
                 if let window, window > HTTP2Wire.maximumWindowSize {
-                    throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(streamID) above 2^31-1")
+                    throw HTTP2ConnectionError(
+                        code: .flowControlError,
+                        message: "window of stream \(streamID) above 2^31-1"
+                    )
                 }
             }
             sendBlockedData()
@@ -100,7 +108,10 @@ extension APNsConnectionHandler {
                 try inFlight.updateAll { id, stream in
                     stream.sendWindow += delta
                     guard stream.sendWindow <= HTTP2Wire.maximumWindowSize else {
-                        throw HTTP2ConnectionError(code: .flowControlError, message: "window of stream \(id) above 2^31-1")
+                        throw HTTP2ConnectionError(
+                            code: .flowControlError,
+                            message: "window of stream \(id) above 2^31-1"
+                        )
                     }
                 }
             case .maxFrameSize?:
@@ -188,13 +199,17 @@ extension APNsConnectionHandler {
     }
 
     func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline) {
-        if debugData.readableBytes > 0, let reason = APNsErrorBody(parsing: debugData.readableBytesView).reason { goAwayReason = reason }
+        if debugData.readableBytes > 0, let reason = APNsErrorBody(parsing: debugData.readableBytesView).reason {
+            goAwayReason = reason
+        }
         logger.debug(
             "GOAWAY received",
             metadata: [
-                "apns.last_stream_id": "\(lastStreamID)", "apns.error_code": "\(HTTP2Wire.ErrorCode.describe(errorCode))",
+                "apns.last_stream_id": "\(lastStreamID)",
+                "apns.error_code": "\(HTTP2Wire.ErrorCode.describe(errorCode))",
                 "apns.reason": "\(goAwayReason?.rawValue ?? "")",
-            ])
+            ]
+        )
         switch machine.goAwayReceived(lastStreamID: lastStreamID, now: now) {
         case .retire(let unprocessed, _, let closeNow):
             delegate.connectionRetiring(connectionID)
@@ -215,7 +230,9 @@ extension APNsConnectionHandler {
 
     func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
         guard let entry = inFlight.remove(streamID) else { return }
-        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
+        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil {
+            blockedStreams.removeAll { $0 == streamID }
+        }
         releasedSinceLastPull += 1
         closeStreamInMachine(streamID, now: now)
         if code == HTTP2Wire.ErrorCode.refusedStream.rawValue {
@@ -251,8 +268,12 @@ extension APNsConnectionHandler {
             (reason, timestamp) = (parsed.reason, parsed.timestamp)
         }
         let outcome = APNsOutcome.answered(
-            status: status, reason: reason, apnsID: entry.apnsID, apnsUniqueID: extra?.apnsUniqueID,
-            invalidatedAtMilliseconds: timestamp)
+            status: status,
+            reason: reason,
+            apnsID: entry.apnsID,
+            apnsUniqueID: extra?.apnsUniqueID,
+            invalidatedAtMilliseconds: timestamp
+        )
 
         switch reason {
         case .expiredProviderToken?:

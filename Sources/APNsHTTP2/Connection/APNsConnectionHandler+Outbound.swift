@@ -3,8 +3,8 @@ import Logging
 import NIOCore
 import NIOHPACK
 import NIOHTTP2
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// The outbound half of the connection handler: pulling work, HEADERS and DATA frames, flow control
 /// of what is sent, the optional rate limit, resets and the graceful close.
@@ -53,8 +53,10 @@ extension APNsConnectionHandler {
         } catch {
             // Signing failed (a broken key): no request can succeed; answer them all.
             let outcome = APNsOutcome(
-                outcomeClass: .rejected, reason: .invalidProviderToken,
-                transportFailure: .malformedResponse("provider token could not be signed"))
+                outcomeClass: .rejected,
+                reason: .invalidProviderToken,
+                transportFailure: .malformedResponse("provider token could not be signed")
+            )
             for request in batch { request.complete(outcome) }
             releasedSinceLastPull += batch.count
             return
@@ -63,7 +65,10 @@ extension APNsConnectionHandler {
             // One literal per token (hourly), not one per request.
             var bytes = ByteBuffer()
             HPACKRequestEncoder.writeNotIndexed(
-                staticNameIndex: HPACKRequestEncoder.StaticName.authorization, value: token.authorizationHeaderValue, into: &bytes)
+                staticNameIndex: HPACKRequestEncoder.StaticName.authorization,
+                value: token.authorizationHeaderValue,
+                into: &bytes
+            )
             authorizationBlock = (token, bytes)
         }
         let now = context.eventLoop.now
@@ -111,7 +116,13 @@ extension APNsConnectionHandler {
         let streamID = machine.openStream(now: now)
         let notification = pooled.request.notification
         let headerIndex = buffer.writerIndex
-        HTTP2Wire.writeFrameHeaderBatched(length: 0, type: .headers, flags: HTTP2Wire.Flag.endHeaders, streamID: UInt32(Int32(streamID)), into: &buffer)
+        HTTP2Wire.writeFrameHeaderBatched(
+            length: 0,
+            type: .headers,
+            flags: HTTP2Wire.Flag.endHeaders,
+            streamID: UInt32(Int32(streamID)),
+            into: &buffer
+        )
         let blockStart = buffer.writerIndex
         encoder.writePendingSizeUpdate(into: &buffer)
         // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
@@ -128,21 +139,38 @@ extension APNsConnectionHandler {
         if blockLength <= maximumFrameSize {
             HTTP2Wire.setFrameLength(blockLength, atHeaderIndex: headerIndex, in: &buffer)
         } else {
-            Self.splitHeaderBlock(headerIndex: headerIndex, streamID: UInt32(Int32(streamID)), maximumFrameSize: maximumFrameSize, in: &buffer)
+            Self.splitHeaderBlock(
+                headerIndex: headerIndex,
+                streamID: UInt32(Int32(streamID)),
+                maximumFrameSize: maximumFrameSize,
+                in: &buffer
+            )
         }
 
         let payload = notification.payload
         let length = payload.readableBytes
         let streamWindow = windows.initialStreamSend
         if windows.sendable(length, streamWindow: streamWindow) == length {
-            HTTP2Wire.writeFrameHeaderBatched(length: length, type: .data, flags: HTTP2Wire.Flag.endStream, streamID: UInt32(Int32(streamID)), into: &buffer)
+            HTTP2Wire.writeFrameHeaderBatched(
+                length: length,
+                type: .data,
+                flags: HTTP2Wire.Flag.endStream,
+                streamID: UInt32(Int32(streamID)),
+                into: &buffer
+            )
             buffer.writeImmutableBuffer(payload)
             outbound = buffer
             windows.sent(length)
-            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length), for: streamID)
+            inFlight.insert(
+                InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length),
+                for: streamID
+            )
         } else {
             outbound = buffer
-            inFlight.insert(InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow), for: streamID)
+            inFlight.insert(
+                InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow),
+                for: streamID
+            )
             extras[streamID, default: StreamExtras()].unsentPayload = payload
             blockedStreams.append(streamID)
             sendBlockedData()
@@ -170,8 +198,12 @@ extension APNsConnectionHandler {
 
     /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
     /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
-    static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer) {
-        var block = buffer.getSlice(at: headerIndex + HTTP2Wire.frameHeaderLength, length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength)!
+    static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer)
+    {
+        var block = buffer.getSlice(
+            at: headerIndex + HTTP2Wire.frameHeaderLength,
+            length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength
+        )!
         buffer.moveWriterIndex(to: headerIndex)
         var first = true
         while block.readableBytes > 0 || first {
@@ -179,8 +211,12 @@ extension APNsConnectionHandler {
             var piece = block.readSlice(length: length)!
             let last = block.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
-                length: length, type: first ? .headers : .continuation, flags: last ? HTTP2Wire.Flag.endHeaders : 0, streamID: streamID,
-                into: &buffer)
+                length: length,
+                type: first ? .headers : .continuation,
+                flags: last ? HTTP2Wire.Flag.endHeaders : 0,
+                streamID: streamID,
+                into: &buffer
+            )
             buffer.writeBuffer(&piece)
             first = false
         }
@@ -189,7 +225,9 @@ extension APNsConnectionHandler {
     /// Sends waiting DATA, oldest stream first, as far as the windows allow.
     func sendBlockedData() {
         while let streamID = blockedStreams.first {
-            guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }), var payload = extras[streamID]?.unsentPayload else {
+            guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }),
+                var payload = extras[streamID]?.unsentPayload
+            else {
                 blockedStreams.removeFirst()
                 continue
             }
@@ -198,7 +236,12 @@ extension APNsConnectionHandler {
             var piece = payload.readSlice(length: length)!
             let done = payload.readableBytes == 0
             HTTP2Wire.writeFrameHeader(
-                length: length, type: .data, flags: done ? HTTP2Wire.Flag.endStream : 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+                length: length,
+                type: .data,
+                flags: done ? HTTP2Wire.Flag.endStream : 0,
+                streamID: UInt32(Int32(streamID)),
+                into: &outboundBuffer
+            )
             outboundBuffer.writeBuffer(&piece)
             windows.sent(length)
             inFlight.update(streamID) { $0.sendWindow -= length }
@@ -208,7 +251,13 @@ extension APNsConnectionHandler {
     }
 
     func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
-        HTTP2Wire.writeFrameHeader(length: 4, type: .rstStream, flags: 0, streamID: UInt32(Int32(streamID)), into: &outboundBuffer)
+        HTTP2Wire.writeFrameHeader(
+            length: 4,
+            type: .rstStream,
+            flags: 0,
+            streamID: UInt32(Int32(streamID)),
+            into: &outboundBuffer
+        )
         outboundBuffer.writeInteger(code.rawValue)
     }
 
@@ -230,7 +279,9 @@ extension APNsConnectionHandler {
     @discardableResult
     func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
         guard let context, let entry = inFlight.remove(streamID) else { return nil }
-        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil { blockedStreams.removeAll { $0 == streamID } }
+        if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil {
+            blockedStreams.removeAll { $0 == streamID }
+        }
         releasedSinceLastPull += 1
         writeReset(streamID, code: .cancel)
         closeStreamInMachine(streamID, now: context.eventLoop.now)

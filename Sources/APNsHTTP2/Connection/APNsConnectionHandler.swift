@@ -6,8 +6,8 @@ import NIOHPACK
 import NIOHTTP2
 import NIOSSL
 import NIOTLS
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// What a connection handler needs from its pool. The pool implements it; tests can too.
 protocol APNsConnectionDelegate: AnyObject, Sendable {
@@ -162,8 +162,10 @@ final class APNsConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
         prefaceSent = true
         var buffer = context.channel.allocator.buffer(capacity: 64)
         HTTP2Wire.writeClientPreface(
-            settings: Self.localSettings, connectionWindowIncrement: Self.initialConnectionWindowIncrement,
-            into: &buffer)
+            settings: Self.localSettings,
+            connectionWindowIncrement: Self.initialConnectionWindowIncrement,
+            into: &buffer
+        )
         context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
     }
 

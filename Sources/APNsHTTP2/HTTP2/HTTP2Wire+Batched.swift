@@ -1,6 +1,6 @@
 import NIOCore
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// The per-request writes of ``HTTP2Wire`` and ``HPACKRequestEncoder`` in fewer, larger `ByteBuffer`
 /// calls: each call checks capacity and uniqueness and, through the buffer's storage class, costs

@@ -1,7 +1,7 @@
 import Logging
 import NIOCore
-import PushgateCore
 import PushTransport
+import PushgateCore
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
 struct PooledRequest: TransportPooledRequest {
@@ -40,11 +40,17 @@ struct APNsHTTP2Plugin: TransportPlugin {
 
     func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
         let handler = APNsConnectionHandler(
-            connectionID: id, delegate: pool,
+            connectionID: id,
+            delegate: pool,
             configuration: .init(
-                connection: connection, authority: authority, tickInterval: tickInterval,
-                requestsPerSecond: requestsPerSecondPerConnection, logger: logger),
-            now: channel.eventLoop.now)
+                connection: connection,
+                authority: authority,
+                tickInterval: tickInterval,
+                requestsPerSecond: requestsPerSecondPerConnection,
+                logger: logger
+            ),
+            now: channel.eventLoop.now
+        )
         try channel.pipeline.syncOperations.addHandler(handler)
         return handler
     }
@@ -54,7 +60,11 @@ struct APNsHTTP2Plugin: TransportPlugin {
 
     func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
         metrics.sampled(
-            queued: queued, streamsInUse: inFlight, connections: connections, activeConnections: activeConnections)
+            queued: queued,
+            streamsInUse: inFlight,
+            connections: connections,
+            activeConnections: activeConnections
+        )
     }
 }
 

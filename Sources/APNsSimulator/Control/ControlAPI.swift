@@ -122,7 +122,8 @@ struct ControlAPI: Sendable {
             "current_streams": stats.currentStreams,
             "peak_streams": stats.peakStreams,
             "peak_streams_by_connection": Dictionary(
-                uniqueKeysWithValues: stats.peakStreamsByConnection.map { (String($0.key), $0.value) }),
+                uniqueKeysWithValues: stats.peakStreamsByConnection.map { (String($0.key), $0.value) }
+            ),
             "goaways_sent": stats.goAwaysSent,
             "devices": stats.devices,
             "duplicates": stats.duplicates,

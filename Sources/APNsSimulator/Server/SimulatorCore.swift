@@ -59,8 +59,13 @@ final class SimulatorCore: Sendable {
         let devices = DeviceRegistry()
         self.devices = devices
         self.legacy = LegacyGatewayCore(
-            devices: devices, clock: clock, recordLimit: recordLimit, requiresClientCertificate: hasClientCertificateAuthority,
-            hasTokenKeys: !tokenVerifier.isEmpty, logger: logger)
+            devices: devices,
+            clock: clock,
+            recordLimit: recordLimit,
+            requiresClientCertificate: hasClientCertificateAuthority,
+            hasTokenKeys: !tokenVerifier.isEmpty,
+            logger: logger
+        )
         self.validator = APNsRequestValidator(tokenVerifier: tokenVerifier)
         self.clock = clock
         self.recorder = NotificationRecorder(recordLimit: recordLimit, tracksDevices: tracksDevices)

@@ -50,8 +50,10 @@ final class StreamGauge: Sendable {
     func read() -> Reading {
         self.state.withLock { state in
             Reading(
-                current: state.total.current, peak: state.total.peak,
-                peakByConnection: state.connections.mapValues(\.peak))
+                current: state.total.current,
+                peak: state.total.peak,
+                peakByConnection: state.connections.mapValues(\.peak)
+            )
         }
     }
 

@@ -1,7 +1,7 @@
-import Synchronization
 package import NIOCore
 package import NIOPosix
 package import NIOSSL
+import Synchronization
 
 /// The one way every transport opens a connection: TCP with a connect timeout and no Nagle delay,
 /// then TLS with SNI (none for an IP literal, which is verified against the certificate's IP SANs).

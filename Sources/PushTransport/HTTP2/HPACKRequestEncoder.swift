@@ -137,7 +137,10 @@ package struct HPACKRequestEncoder {
 
     /// RFC 7541 §5.1.
     package static func writeInteger(
-        _ value: Int, prefixBits: Int, firstByteFlags: UInt8, into buffer: inout ByteBuffer
+        _ value: Int,
+        prefixBits: Int,
+        firstByteFlags: UInt8,
+        into buffer: inout ByteBuffer
     ) {
         let limit = (1 << prefixBits) - 1
         if value < limit {

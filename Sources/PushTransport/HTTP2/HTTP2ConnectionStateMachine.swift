@@ -22,8 +22,11 @@ public struct HTTP2ConnectionStateMachine: Sendable {
         public var lastUsableStreamID: Int32
 
         public init(
-            pingInterval: TimeAmount? = .minutes(60), pingTimeout: TimeAmount = .seconds(20),
-            idleTimeout: TimeAmount? = .hours(24), maximumStreams: Int? = nil, lastUsableStreamID: Int32 = .max
+            pingInterval: TimeAmount? = .minutes(60),
+            pingTimeout: TimeAmount = .seconds(20),
+            idleTimeout: TimeAmount? = .hours(24),
+            maximumStreams: Int? = nil,
+            lastUsableStreamID: Int32 = .max
         ) {
             self.pingInterval = pingInterval
             self.pingTimeout = pingTimeout
@@ -248,7 +251,9 @@ public struct HTTP2ConnectionStateMachine: Sendable {
         if let pingSentAt { candidates.append(pingSentAt + configuration.pingTimeout) }
         if case .awaitingSettings = state { candidates.append(lastReadActivity + configuration.pingTimeout) }
         if let idle = configuration.idleTimeout, openStreams.isEmpty { candidates.append(lastRequestActivity + idle) }
-        if let interval = configuration.pingInterval, pingSentAt == nil { candidates.append(lastReadActivity + interval) }
+        if let interval = configuration.pingInterval, pingSentAt == nil {
+            candidates.append(lastReadActivity + interval)
+        }
         return candidates.min()
     }
 }

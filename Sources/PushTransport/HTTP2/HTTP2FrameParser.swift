@@ -81,9 +81,14 @@ package struct HTTP2FrameParser {
     private mutating func parseOne() throws(HTTP2ConnectionError) -> HTTP2InboundFrame?? {
         guard buffer.readableBytes >= HTTP2Wire.frameHeaderLength else { return nil }
         let start = buffer.readerIndex
-        let length = Int(buffer.getInteger(at: start, as: UInt8.self)!) << 16 | Int(buffer.getInteger(at: start + 1, as: UInt16.self)!)
+        let length =
+            Int(buffer.getInteger(at: start, as: UInt8.self)!) << 16
+            | Int(buffer.getInteger(at: start + 1, as: UInt16.self)!)
         guard length <= maximumFrameSize else {
-            throw HTTP2ConnectionError(code: .frameSizeError, message: "frame of \(length) bytes exceeds SETTINGS_MAX_FRAME_SIZE \(maximumFrameSize)")
+            throw HTTP2ConnectionError(
+                code: .frameSizeError,
+                message: "frame of \(length) bytes exceeds SETTINGS_MAX_FRAME_SIZE \(maximumFrameSize)"
+            )
         }
         guard buffer.readableBytes >= HTTP2Wire.frameHeaderLength + length else { return nil }
         let rawType = buffer.getInteger(at: start + 3, as: UInt8.self)!
@@ -95,11 +100,17 @@ package struct HTTP2FrameParser {
         if let pending = pendingHeaders {
             // RFC 9113 §6.10: nothing but CONTINUATION of the same stream until END_HEADERS.
             guard rawType == HTTP2Wire.FrameType.continuation.rawValue, streamID == pending.streamID else {
-                throw HTTP2ConnectionError(code: .protocolError, message: "expected CONTINUATION of stream \(pending.streamID)")
+                throw HTTP2ConnectionError(
+                    code: .protocolError,
+                    message: "expected CONTINUATION of stream \(pending.streamID)"
+                )
             }
             var block = pending.block
             guard block.readableBytes + payload.readableBytes <= Self.maximumHeaderBlockSize else {
-                throw HTTP2ConnectionError(code: .protocolError, message: "header block larger than \(Self.maximumHeaderBlockSize) bytes")
+                throw HTTP2ConnectionError(
+                    code: .protocolError,
+                    message: "header block larger than \(Self.maximumHeaderBlockSize) bytes"
+                )
             }
             block.writeBuffer(&payload)
             if flags & HTTP2Wire.Flag.endHeaders != 0 {
@@ -115,12 +126,26 @@ package struct HTTP2FrameParser {
         case .data:
             guard streamID != 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "DATA on stream 0") }
             let data = try Self.removePadding(from: payload, flags: flags, type: "DATA")
-            return .some(.data(streamID: streamID, data: data, endStream: flags & HTTP2Wire.Flag.endStream != 0, flowControlledLength: length))
+            return .some(
+                .data(
+                    streamID: streamID,
+                    data: data,
+                    endStream: flags & HTTP2Wire.Flag.endStream != 0,
+                    flowControlledLength: length
+                )
+            )
         case .headers:
-            guard streamID != 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "HEADERS on stream 0") }
+            guard streamID != 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "HEADERS on stream 0")
+            }
             var block = try Self.removePadding(from: payload, flags: flags, type: "HEADERS")
             if flags & HTTP2Wire.Flag.priority != 0 {
-                guard block.readableBytes >= 5 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "HEADERS too short for its priority fields") }
+                guard block.readableBytes >= 5 else {
+                    throw HTTP2ConnectionError(
+                        code: .frameSizeError,
+                        message: "HEADERS too short for its priority fields"
+                    )
+                }
                 block.moveReaderIndex(forwardBy: 5)
             }
             let endStream = flags & HTTP2Wire.Flag.endStream != 0
@@ -133,23 +158,41 @@ package struct HTTP2FrameParser {
             pendingHeaders = (streamID, owned, endStream)
             return .some(nil)
         case .priority:
-            guard streamID != 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "PRIORITY on stream 0") }
-            guard length == 5 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "PRIORITY of \(length) bytes") }
+            guard streamID != 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "PRIORITY on stream 0")
+            }
+            guard length == 5 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "PRIORITY of \(length) bytes")
+            }
             return .some(.ignored)
         case .rstStream:
-            guard streamID != 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "RST_STREAM on stream 0") }
-            guard length == 4 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "RST_STREAM of \(length) bytes") }
+            guard streamID != 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "RST_STREAM on stream 0")
+            }
+            guard length == 4 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "RST_STREAM of \(length) bytes")
+            }
             return .some(.rstStream(streamID: streamID, errorCode: payload.readInteger()!))
         case .settings:
-            guard streamID == 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "SETTINGS on stream \(streamID)") }
+            guard streamID == 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "SETTINGS on stream \(streamID)")
+            }
             if flags & HTTP2Wire.Flag.ack != 0 {
-                guard length == 0 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "SETTINGS acknowledgement with a payload") }
+                guard length == 0 else {
+                    throw HTTP2ConnectionError(
+                        code: .frameSizeError,
+                        message: "SETTINGS acknowledgement with a payload"
+                    )
+                }
                 return .some(.settingsAcknowledged)
             }
-            guard length % 6 == 0 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "SETTINGS of \(length) bytes") }
+            guard length % 6 == 0 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "SETTINGS of \(length) bytes")
+            }
             var settings: [(parameter: UInt16, value: UInt32)] = []
             settings.reserveCapacity(length / 6)
-            while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self) {
+            while let parameter = payload.readInteger(as: UInt16.self), let value = payload.readInteger(as: UInt32.self)
+            {
                 try Self.validate(setting: parameter, value: value)
                 settings.append((parameter, value))
             }
@@ -157,24 +200,37 @@ package struct HTTP2FrameParser {
         case .pushPromise:
             throw HTTP2ConnectionError(code: .protocolError, message: "PUSH_PROMISE although push is disabled")
         case .ping:
-            guard streamID == 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "PING on stream \(streamID)") }
-            guard length == 8 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "PING of \(length) bytes") }
+            guard streamID == 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "PING on stream \(streamID)")
+            }
+            guard length == 8 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "PING of \(length) bytes")
+            }
             return .some(.ping(payload.readInteger()!, ack: flags & HTTP2Wire.Flag.ack != 0))
         case .goAway:
-            guard streamID == 0 else { throw HTTP2ConnectionError(code: .protocolError, message: "GOAWAY on stream \(streamID)") }
-            guard length >= 8 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "GOAWAY of \(length) bytes") }
+            guard streamID == 0 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "GOAWAY on stream \(streamID)")
+            }
+            guard length >= 8 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "GOAWAY of \(length) bytes")
+            }
             let lastStreamID = payload.readInteger(as: UInt32.self)! & 0x7fff_ffff
             let code = payload.readInteger(as: UInt32.self)!
             var debugData = ByteBuffer()
             debugData.writeBuffer(&payload)
             return .some(.goAway(lastStreamID: lastStreamID, errorCode: code, debugData: debugData))
         case .windowUpdate:
-            guard length == 4 else { throw HTTP2ConnectionError(code: .frameSizeError, message: "WINDOW_UPDATE of \(length) bytes") }
+            guard length == 4 else {
+                throw HTTP2ConnectionError(code: .frameSizeError, message: "WINDOW_UPDATE of \(length) bytes")
+            }
             let increment = payload.readInteger(as: UInt32.self)! & 0x7fff_ffff
             guard increment > 0 else {
                 // RFC 9113 §6.9: a stream error on a stream, a connection error on the connection; both
                 // mean a broken peer, and an APNs client has no use for a half-broken connection.
-                throw HTTP2ConnectionError(code: .protocolError, message: "WINDOW_UPDATE with increment 0 on stream \(streamID)")
+                throw HTTP2ConnectionError(
+                    code: .protocolError,
+                    message: "WINDOW_UPDATE with increment 0 on stream \(streamID)"
+                )
             }
             return .some(.windowUpdate(streamID: streamID, increment: increment))
         case .continuation:
@@ -182,7 +238,11 @@ package struct HTTP2FrameParser {
         }
     }
 
-    private static func removePadding(from payload: ByteBuffer, flags: UInt8, type: String) throws(HTTP2ConnectionError) -> ByteBuffer {
+    private static func removePadding(
+        from payload: ByteBuffer,
+        flags: UInt8,
+        type: String
+    ) throws(HTTP2ConnectionError) -> ByteBuffer {
         guard flags & HTTP2Wire.Flag.padded != 0 else { return payload }
         var payload = payload
         guard let padLength = payload.readInteger(as: UInt8.self), Int(padLength) <= payload.readableBytes else {
@@ -195,7 +255,9 @@ package struct HTTP2FrameParser {
     private static func validate(setting parameter: UInt16, value: UInt32) throws(HTTP2ConnectionError) {
         switch HTTP2Wire.Setting(rawValue: parameter) {
         case .enablePush?:
-            guard value <= 1 else { throw HTTP2ConnectionError(code: .protocolError, message: "SETTINGS_ENABLE_PUSH \(value)") }
+            guard value <= 1 else {
+                throw HTTP2ConnectionError(code: .protocolError, message: "SETTINGS_ENABLE_PUSH \(value)")
+            }
         case .initialWindowSize?:
             guard value <= UInt32(HTTP2Wire.maximumWindowSize) else {
                 throw HTTP2ConnectionError(code: .flowControlError, message: "SETTINGS_INITIAL_WINDOW_SIZE \(value)")

@@ -6,7 +6,9 @@ extension HTTP2Wire {
     /// §3.4: the preface, our SETTINGS, and a WINDOW_UPDATE adding `connectionWindowIncrement` to the
     /// connection's receive window (it starts at 65,535).
     package static func writeClientPreface(
-        settings: [(Setting, UInt32)], connectionWindowIncrement: Int, into buffer: inout ByteBuffer
+        settings: [(Setting, UInt32)],
+        connectionWindowIncrement: Int,
+        into buffer: inout ByteBuffer
     ) {
         buffer.writeStaticString(clientPreface)
         writeFrameHeader(length: 6 * settings.count, type: .settings, flags: 0, streamID: 0, into: &buffer)

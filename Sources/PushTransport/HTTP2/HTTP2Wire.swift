@@ -71,7 +71,11 @@ package enum HTTP2Wire {
     }
 
     package static func writeFrameHeader(
-        length: Int, type: FrameType, flags: UInt8, streamID: UInt32, into buffer: inout ByteBuffer
+        length: Int,
+        type: FrameType,
+        flags: UInt8,
+        streamID: UInt32,
+        into buffer: inout ByteBuffer
     ) {
         buffer.writeInteger(UInt8(truncatingIfNeeded: length >> 16))
         buffer.writeInteger(UInt16(truncatingIfNeeded: length))

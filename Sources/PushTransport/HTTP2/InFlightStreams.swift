@@ -75,7 +75,8 @@ package struct InFlightStreams<Stream> {
     /// Changes the stream in place; nil when there is no such stream.
     @inline(__always) @discardableResult
     package mutating func update<Result>(
-        _ id: HTTP2StreamID, _ body: (inout Stream) throws -> Result
+        _ id: HTTP2StreamID,
+        _ body: (inout Stream) throws -> Result
     ) rethrows -> Result? {
         let index = slotIndex(id)
         if slotIDs[index] == Int32(id) { return try body(&slots[index]!) }

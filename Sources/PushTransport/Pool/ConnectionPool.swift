@@ -30,8 +30,14 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         package var assumedStreamsPerConnection: Int
 
         package init(
-            endpoint: Endpoint, tlsContext: NIOSSLContext, pool: Machine.Configuration, connectTimeout: TimeAmount,
-            requestTimeout: TimeAmount, maximumResends: Int, tickInterval: TimeAmount, assumedStreamsPerConnection: Int
+            endpoint: Endpoint,
+            tlsContext: NIOSSLContext,
+            pool: Machine.Configuration,
+            connectTimeout: TimeAmount,
+            requestTimeout: TimeAmount,
+            maximumResends: Int,
+            tickInterval: TimeAmount,
+            assumedStreamsPerConnection: Int
         ) {
             self.assumedStreamsPerConnection = assumedStreamsPerConnection
             self.endpoint = endpoint
@@ -170,7 +176,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     package func connectionReady(_ id: Int, capacity: Int) {
         logger.debug(
             "\(plugin.serviceName) connection ready",
-            metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"])
+            metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"]
+        )
         plugin.connectionOpened()
         reachability.connected()
         streamsPerConnection.store(capacity, ordering: .relaxed)
@@ -199,7 +206,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         } else {
             logger.warning(
                 "\(plugin.serviceName) connection failed",
-                metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"])
+                metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"]
+            )
             connectAttemptFailed()
         }
         perform(actions)
@@ -290,7 +298,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         let endpoint = configuration.endpoint
         logger.debug(
             "connecting to \(plugin.serviceName)",
-            metadata: ["apns.connection_id": "\(id)", "apns.host": "\(endpoint.host)", "apns.port": "\(endpoint.port)"])
+            metadata: ["apns.connection_id": "\(id)", "apns.host": "\(endpoint.host)", "apns.port": "\(endpoint.port)"]
+        )
         let tlsContext = configuration.tlsContext
         TransportBootstrap.make(group: loop, connectTimeout: configuration.connectTimeout)
             .channelInitializer { [weak self] channel in
@@ -311,7 +320,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                 let description = TransportTLS.describe(error)
                 self.logger.warning(
                     "\(self.plugin.serviceName) connect failed",
-                    metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"])
+                    metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"]
+                )
                 self.connectAttemptFailed()
                 let actions = self.lock.withLock { () -> Machine.Actions in
                     self.connections.removeValue(forKey: id)

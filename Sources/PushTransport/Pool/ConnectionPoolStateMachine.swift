@@ -28,8 +28,10 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         package var maximumQueued: Int
 
         package init(
-            maximumConnections: Int = 4, reconnectBaseDelay: TimeAmount = .milliseconds(100),
-            reconnectMaximumDelay: TimeAmount = .seconds(30), maximumQueued: Int = 100_000
+            maximumConnections: Int = 4,
+            reconnectBaseDelay: TimeAmount = .milliseconds(100),
+            reconnectMaximumDelay: TimeAmount = .seconds(30),
+            maximumQueued: Int = 100_000
         ) {
             precondition(maximumConnections >= 1)
             precondition(maximumQueued >= 1)
@@ -152,7 +154,11 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
 
     /// A connection finished `released` requests and asks for up to `maximum` more. Returns the
     /// requests it now holds; an empty answer parks it until new work arrives.
-    package mutating func pull(connection id: ConnectionID, released: Int, maximum: Int) -> (
+    package mutating func pull(
+        connection id: ConnectionID,
+        released: Int,
+        maximum: Int
+    ) -> (
         requests: [Request], actions: Actions
     ) {
         guard case .active(let capacity, var leased, _) = connections[id] else {
@@ -267,7 +273,9 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         let connectFailed = connections.isEmpty && consecutiveFailures > 0
         for request in queue {
             if request.deadline <= now {
-                actions.fail.append((request, connectFailed ? .connectFailed(lastConnectError ?? "unknown") : .deadlineExceeded))
+                actions.fail.append(
+                    (request, connectFailed ? .connectFailed(lastConnectError ?? "unknown") : .deadlineExceeded)
+                )
             } else {
                 kept.append(request)
                 earliest = min(earliest, request.deadline)
@@ -341,7 +349,8 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         let exponent = min(max(consecutiveFailures - 1, 0), 20)
         let ceiling = min(
             configuration.reconnectMaximumDelay.nanoseconds,
-            configuration.reconnectBaseDelay.nanoseconds &* (Int64(1) << Int64(exponent)))
+            configuration.reconnectBaseDelay.nanoseconds &* (Int64(1) << Int64(exponent))
+        )
         guard ceiling > 0 else { return .zero }
         return .nanoseconds(Int64(random.next() % UInt64(ceiling + 1)))
     }

@@ -40,8 +40,12 @@ public struct APNsRequest: Sendable {
     public var deadline: NIODeadline?
 
     public init(
-        notification: PreparedNotification, deviceToken: DeviceToken, apnsID: APNsID? = nil, tag: UInt64 = 0,
-        receiver: any APNsOutcomeReceiver, deadline: NIODeadline? = nil
+        notification: PreparedNotification,
+        deviceToken: DeviceToken,
+        apnsID: APNsID? = nil,
+        tag: UInt64 = 0,
+        receiver: any APNsOutcomeReceiver,
+        deadline: NIODeadline? = nil
     ) {
         self.notification = notification
         self.deviceToken = deviceToken

@@ -20,6 +20,7 @@ public struct APNsErrorBody: Hashable, Sendable {
         }
         self.init(
             reason: (object["reason"] as? String).map(APNsReason.init(rawValue:)),
-            timestamp: (object["timestamp"] as? NSNumber)?.int64Value)
+            timestamp: (object["timestamp"] as? NSNumber)?.int64Value
+        )
     }
 }

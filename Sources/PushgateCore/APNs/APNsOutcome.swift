@@ -75,8 +75,12 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
     public var transportFailure: APNsTransportFailure?
 
     public init(
-        outcomeClass: OutcomeClass, status: Int? = nil, reason: APNsReason? = nil, apnsID: String? = nil,
-        apnsUniqueID: String? = nil, invalidatedAtMilliseconds: Int64? = nil,
+        outcomeClass: OutcomeClass,
+        status: Int? = nil,
+        reason: APNsReason? = nil,
+        apnsID: String? = nil,
+        apnsUniqueID: String? = nil,
+        invalidatedAtMilliseconds: Int64? = nil,
         transportFailure: APNsTransportFailure? = nil
     ) {
         self.outcomeClass = outcomeClass
@@ -90,11 +94,20 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
 
     /// An APNs answer, classified.
     public static func answered(
-        status: Int, reason: APNsReason?, apnsID: String?, apnsUniqueID: String?, invalidatedAtMilliseconds: Int64?
+        status: Int,
+        reason: APNsReason?,
+        apnsID: String?,
+        apnsUniqueID: String?,
+        invalidatedAtMilliseconds: Int64?
     ) -> APNsOutcome {
         APNsOutcome(
-            outcomeClass: APNsReason.classify(status: status, reason: reason), status: status, reason: reason,
-            apnsID: apnsID, apnsUniqueID: apnsUniqueID, invalidatedAtMilliseconds: invalidatedAtMilliseconds)
+            outcomeClass: APNsReason.classify(status: status, reason: reason),
+            status: status,
+            reason: reason,
+            apnsID: apnsID,
+            apnsUniqueID: apnsUniqueID,
+            invalidatedAtMilliseconds: invalidatedAtMilliseconds
+        )
     }
 
     /// No answer. Cancellation is final for the caller (rejected from its point of view is wrong, so it

@@ -54,7 +54,11 @@ public final class ProviderTokenManager: Sendable, CustomStringConvertible, Cust
     private let clock: any WallClock
     private let state: Mutex<State>
 
-    public init(signer: ProviderTokenSigner, configuration: Configuration = .init(), clock: any WallClock = SystemWallClock()) {
+    public init(
+        signer: ProviderTokenSigner,
+        configuration: Configuration = .init(),
+        clock: any WallClock = SystemWallClock()
+    ) {
         self.signer = signer
         self.clock = clock
         self.state = Mutex(State(machine: ProviderToken.StateMachine(configuration: configuration)))

@@ -5,7 +5,10 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
     public init(_ value: String, field: String = "apns_id") throws(ValidationError) {
         guard Self.isCanonicalUUID(value) else {
             throw ValidationError(
-                code: .invalidAPNsID, field: field, message: "apns-id must be a UUID like 123e4567-e89b-12d3-a456-4266554400a0")
+                code: .invalidAPNsID,
+                field: field,
+                message: "apns-id must be a UUID like 123e4567-e89b-12d3-a456-4266554400a0"
+            )
         }
         self.value = value.lowercased()
     }
@@ -22,7 +25,9 @@ public struct APNsID: Hashable, Sendable, CustomStringConvertible {
         for (index, word) in [(0, high), (16, low)] {
             for nibble in 0..<16 {
                 let position = index + nibble
-                if position == 8 || position == 12 || position == 16 || position == 20 { bytes.append(UInt8(ascii: "-")) }
+                if position == 8 || position == 12 || position == 16 || position == 20 {
+                    bytes.append(UInt8(ascii: "-"))
+                }
                 bytes.append(digits[Int((word >> UInt64(60 - nibble * 4)) & 0xf)])
             }
         }

@@ -18,13 +18,16 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
         }
         guard utf8.count % 2 == 0 else {
             throw ValidationError(
-                code: .invalidToken, field: field,
-                message: "device token must have an even number of hex digits (got \(utf8.count))")
+                code: .invalidToken,
+                field: field,
+                message: "device token must have an even number of hex digits (got \(utf8.count))"
+            )
         }
         let bytes = utf8.count / 2
         guard bytes >= Self.minimumByteCount, bytes <= Self.maximumByteCount else {
             throw ValidationError(
-                code: .invalidToken, field: field,
+                code: .invalidToken,
+                field: field,
                 message:
                     "device token must be \(Self.minimumByteCount) to \(Self.maximumByteCount) bytes (\(Self.minimumByteCount * 2) to \(Self.maximumByteCount * 2) hex digits), got \(utf8.count) digits"
             )
@@ -36,7 +39,10 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
             case UInt8(ascii: "A")...UInt8(ascii: "F"): needsLowering = true
             default:
                 throw ValidationError(
-                    code: .invalidToken, field: field, message: "device token must be hexadecimal (0-9, a-f)")
+                    code: .invalidToken,
+                    field: field,
+                    message: "device token must be hexadecimal (0-9, a-f)"
+                )
             }
         }
         self.hex = needsLowering ? input.lowercased() : input

@@ -11,14 +11,20 @@ public struct NotificationContent: Hashable, Sendable {
     /// Checks the rules that link fields: the payload limit of the push type, and the priorities the
     /// push type allows (background must be 5).
     public init(
-        topic: Topic, pushType: PushType, priority: Priority, expiration: Expiration = .immediately,
-        collapseID: CollapseID? = nil, payload: Payload
+        topic: Topic,
+        pushType: PushType,
+        priority: Priority,
+        expiration: Expiration = .immediately,
+        collapseID: CollapseID? = nil,
+        payload: Payload
     ) throws(ValidationError) {
         try payload.validate(for: pushType)
         guard pushType.allows(priority) else {
             throw ValidationError(
-                code: .invalidPriority, field: "priority",
-                message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))")
+                code: .invalidPriority,
+                field: "priority",
+                message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))"
+            )
         }
         self.topic = topic
         self.pushType = pushType

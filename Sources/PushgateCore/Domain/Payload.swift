@@ -18,8 +18,10 @@ public struct Payload: Hashable, Sendable {
         // here (the VoIP limit) keeps a hostile body from being parsed at all.
         guard bytes.count <= PushType.voip.maximumPayloadBytes else {
             throw ValidationError(
-                code: .payloadTooLarge, field: field,
-                message: "payload is \(bytes.count) bytes; APNs accepts at most \(PushType.voip.maximumPayloadBytes)")
+                code: .payloadTooLarge,
+                field: field,
+                message: "payload is \(bytes.count) bytes; APNs accepts at most \(PushType.voip.maximumPayloadBytes)"
+            )
         }
         let parsed: Any
         do {
@@ -49,7 +51,8 @@ public struct Payload: Hashable, Sendable {
     public func validate(for pushType: PushType, field: String = "payload") throws(ValidationError) {
         guard bytes.count <= pushType.maximumPayloadBytes else {
             throw ValidationError(
-                code: .payloadTooLarge, field: field,
+                code: .payloadTooLarge,
+                field: field,
                 message:
                     "payload is \(bytes.count) bytes; APNs accepts at most \(pushType.maximumPayloadBytes) for \(pushType) notifications"
             )

@@ -16,8 +16,10 @@ public enum PushType: String, CaseIterable, Hashable, Sendable, CustomStringConv
     public init(validating raw: String, field: String = "push_type") throws(ValidationError) {
         guard let value = PushType(rawValue: raw) else {
             throw ValidationError(
-                code: .invalidPushType, field: field,
-                message: "unknown push type \"\(raw.prefix(32))\"; expected one of \(Self.allCases.map(\.rawValue).joined(separator: ", "))"
+                code: .invalidPushType,
+                field: field,
+                message:
+                    "unknown push type \"\(raw.prefix(32))\"; expected one of \(Self.allCases.map(\.rawValue).joined(separator: ", "))"
             )
         }
         self = value
@@ -65,7 +67,11 @@ public enum Priority: Int, CaseIterable, Hashable, Sendable, CustomStringConvert
 
     public init(validating raw: Int, field: String = "priority") throws(ValidationError) {
         guard let value = Priority(rawValue: raw) else {
-            throw ValidationError(code: .invalidPriority, field: field, message: "priority must be 1, 5 or 10 (got \(raw))")
+            throw ValidationError(
+                code: .invalidPriority,
+                field: field,
+                message: "priority must be 1, 5 or 10 (got \(raw))"
+            )
         }
         self = value
     }
@@ -86,12 +92,17 @@ public enum Expiration: Hashable, Sendable, CustomStringConvertible {
     public init(validating seconds: Int64, field: String = "expiration") throws(ValidationError) {
         guard seconds >= 0 else {
             throw ValidationError(
-                code: .invalidExpiration, field: field, message: "expiration must be 0 or a UNIX time in seconds (got \(seconds))")
+                code: .invalidExpiration,
+                field: field,
+                message: "expiration must be 0 or a UNIX time in seconds (got \(seconds))"
+            )
         }
         guard seconds <= 253_402_300_799 else {  // 9999-12-31; anything later is a unit mistake (ms, µs)
             throw ValidationError(
-                code: .invalidExpiration, field: field,
-                message: "expiration \(seconds) is too far in the future; it must be a UNIX time in seconds")
+                code: .invalidExpiration,
+                field: field,
+                message: "expiration \(seconds) is too far in the future; it must be a UNIX time in seconds"
+            )
         }
         self = seconds == 0 ? .immediately : .at(epochSeconds: seconds)
     }
@@ -119,12 +130,17 @@ public struct CollapseID: Hashable, Sendable, CustomStringConvertible {
         }
         guard value.utf8.count <= Self.maximumByteCount else {
             throw ValidationError(
-                code: .invalidCollapseID, field: field,
-                message: "collapse id must be at most \(Self.maximumByteCount) bytes (got \(value.utf8.count))")
+                code: .invalidCollapseID,
+                field: field,
+                message: "collapse id must be at most \(Self.maximumByteCount) bytes (got \(value.utf8.count))"
+            )
         }
         guard value.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f }) else {
             throw ValidationError(
-                code: .invalidCollapseID, field: field, message: "collapse id must not contain control characters")
+                code: .invalidCollapseID,
+                field: field,
+                message: "collapse id must not contain control characters"
+            )
         }
         self.value = value
     }
@@ -150,7 +166,10 @@ public struct Topic: Hashable, Sendable, CustomStringConvertible {
             })
         else {
             throw ValidationError(
-                code: .invalidTopic, field: field, message: "topic must be a bundle id (letters, digits, '-', '.', '_')")
+                code: .invalidTopic,
+                field: field,
+                message: "topic must be a bundle id (letters, digits, '-', '.', '_')"
+            )
         }
         self.bundleID = bundleID
     }

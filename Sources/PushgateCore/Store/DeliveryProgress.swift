@@ -61,8 +61,14 @@ public struct ChunkProgress: Hashable, Sendable {
     public var completesChunk: Bool
 
     public init(
-        chunk: WorkChunk, through: Int64, accepted: Int = 0, lastAPNsID: String? = nil, retries: [RetryEntry] = [],
-        failures: [FailureEntry] = [], invalidations: [DeviceInvalidation] = [], completesChunk: Bool = false
+        chunk: WorkChunk,
+        through: Int64,
+        accepted: Int = 0,
+        lastAPNsID: String? = nil,
+        retries: [RetryEntry] = [],
+        failures: [FailureEntry] = [],
+        invalidations: [DeviceInvalidation] = [],
+        completesChunk: Bool = false
     ) {
         self.chunk = chunk
         self.through = through
@@ -97,7 +103,11 @@ public struct RetryClaim: Hashable, Sendable {
     public var leaseExpiresAt: Date
 
     public init(
-        requestID: RequestID, token: DeviceToken, attempt: Int, lastReason: String, leaseGeneration: Int64,
+        requestID: RequestID,
+        token: DeviceToken,
+        attempt: Int,
+        lastReason: String,
+        leaseGeneration: Int64,
         leaseExpiresAt: Date
     ) {
         self.requestID = requestID

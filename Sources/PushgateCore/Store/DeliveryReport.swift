@@ -41,8 +41,17 @@ public struct DeliveryReport: Hashable, Sendable {
     public var failed: Int { failedByReason.values.reduce(0, +) }
 
     public init(
-        id: RequestID, app: String, state: RequestState, targets: Int, accepted: Int, failedByReason: [String: Int],
-        pendingRetries: Int, createdAt: Date, finishedAt: Date?, lastAPNsID: String?, unknownGroups: [String] = []
+        id: RequestID,
+        app: String,
+        state: RequestState,
+        targets: Int,
+        accepted: Int,
+        failedByReason: [String: Int],
+        pendingRetries: Int,
+        createdAt: Date,
+        finishedAt: Date?,
+        lastAPNsID: String?,
+        unknownGroups: [String] = []
     ) {
         self.id = id
         self.app = app

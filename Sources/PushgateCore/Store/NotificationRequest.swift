@@ -13,7 +13,10 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
     public init(_ value: String, field: String = "id") throws(ValidationError) {
         guard !value.isEmpty, value.utf8.count <= Self.maximumLength else {
             throw ValidationError(
-                code: .invalidRequestID, field: field, message: "request id must be 1 to \(Self.maximumLength) characters")
+                code: .invalidRequestID,
+                field: field,
+                message: "request id must be 1 to \(Self.maximumLength) characters"
+            )
         }
         guard
             value.utf8.allSatisfy({ byte in
@@ -26,7 +29,10 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
             })
         else {
             throw ValidationError(
-                code: .invalidRequestID, field: field, message: "request id may only contain letters, digits, '.', '_' and '-'")
+                code: .invalidRequestID,
+                field: field,
+                message: "request id may only contain letters, digits, '.', '_' and '-'"
+            )
         }
         self.value = value
     }
@@ -84,9 +90,16 @@ public struct NotificationRequest: Hashable, Sendable {
     public var createdAt: Date
 
     public init(
-        id: RequestID, app: String = Registration.defaultApp, groups: [String] = [], devices: [DeviceToken] = [],
-        pushType: PushType = .alert, priority: Priority = .immediate, expiration: Expiration = .immediately,
-        collapseID: CollapseID? = nil, payload: Payload, createdAt: Date
+        id: RequestID,
+        app: String = Registration.defaultApp,
+        groups: [String] = [],
+        devices: [DeviceToken] = [],
+        pushType: PushType = .alert,
+        priority: Priority = .immediate,
+        expiration: Expiration = .immediately,
+        collapseID: CollapseID? = nil,
+        payload: Payload,
+        createdAt: Date
     ) {
         self.id = id
         self.app = app

@@ -33,7 +33,13 @@ public protocol DeviceRegistry: Sendable {
     /// With an `appleTimestamp` (410), the device stays valid if it was registered again after that
     /// time (``DeviceRecord/lastRegisteredAt`` later than the timestamp): the app re-registered the
     /// token after Apple last saw it die. Without one (`BadDeviceToken`), it is invalidated.
-    func invalidate(app: String, token: DeviceToken, reason: APNsReason, appleTimestamp: Date?, at: Date)
+    func invalidate(
+        app: String,
+        token: DeviceToken,
+        reason: APNsReason,
+        appleTimestamp: Date?,
+        at: Date
+    )
         async throws -> InvalidationResult
 }
 
@@ -126,7 +132,12 @@ public protocol DeliveryLedger: Sendable {
     /// Records a batch of outcomes of a chunk, its progress and invalidations in one transaction and
     /// renews the lease, if `owner` still holds the chunk's lease (same generation; a lease that expired
     /// but was not taken over still counts). Otherwise writes nothing and answers `.leaseLost`.
-    func recordProgress(_ progress: ChunkProgress, owner: InstanceID, now: Date, leaseDuration: Duration)
+    func recordProgress(
+        _ progress: ChunkProgress,
+        owner: InstanceID,
+        now: Date,
+        leaseDuration: Duration
+    )
         async throws -> ProgressResult
 
     /// Claims up to `limit` retries that are due (`nextAttemptAt <= now`) and not leased (or whose lease

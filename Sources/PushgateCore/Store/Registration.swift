@@ -67,8 +67,14 @@ public struct DeviceRecord: Hashable, Sendable {
     public var invalidReason: APNsReason?
 
     public init(
-        app: String, token: DeviceToken, state: DeviceState, groups: [String], registeredAt: Date,
-        lastRegisteredAt: Date, invalidatedAt: Date? = nil, invalidReason: APNsReason? = nil
+        app: String,
+        token: DeviceToken,
+        state: DeviceState,
+        groups: [String],
+        registeredAt: Date,
+        lastRegisteredAt: Date,
+        invalidatedAt: Date? = nil,
+        invalidReason: APNsReason? = nil
     ) {
         self.app = app
         self.token = token

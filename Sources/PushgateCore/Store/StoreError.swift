@@ -53,7 +53,8 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
     public static func instanceIDInUse(_ id: InstanceID) -> StoreError {
         StoreError(
             code: .instanceIDInUse,
-            message: "instance id \"\(id)\" is held by another live process: give each instance its own id")
+            message: "instance id \"\(id)\" is held by another live process: give each instance its own id"
+        )
     }
 
     public static func backend(_ message: String) -> StoreError {

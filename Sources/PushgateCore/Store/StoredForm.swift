@@ -3,7 +3,10 @@
 public enum StoredForm {
     /// `request.state`.
     public enum RequestStateCode: Int64, Sendable {
-        case queued = 0, sending = 1, done = 2, expired = 3
+        case queued = 0
+        case sending = 1
+        case done = 2
+        case expired = 3
 
         public var state: RequestState {
             switch self {
@@ -44,12 +47,14 @@ public enum StoredForm {
 
     /// `chunk.state`. SQL strings interpolate these codes instead of spelling the numbers.
     public enum ChunkStateCode: Int64, Sendable {
-        case open = 0, done = 1
+        case open = 0
+        case done = 1
     }
 
     /// `chunk.kind`.
     public enum ChunkKindCode: Int64, Sendable {
-        case deviceRange = 0, directTokens = 1
+        case deviceRange = 0
+        case directTokens = 1
 
         public init(_ kind: WorkChunk.Kind) { self = kind == .deviceRange ? .deviceRange : .directTokens }
     }
@@ -76,7 +81,11 @@ public enum StoredForm {
 
     /// A chunk's page from the rows one query found after the cursor: `(cursor, token hex)` in cursor
     /// order, and whether the query ran out of rows before its limit (then the whole chunk is scanned).
-    public static func targetPage(found: [(cursor: Int64, token: String)], exhausted: Bool, chunkThrough: Int64) throws -> TargetPage {
+    public static func targetPage(
+        found: [(cursor: Int64, token: String)],
+        exhausted: Bool,
+        chunkThrough: Int64
+    ) throws -> TargetPage {
         var targets = [DeliveryTarget]()
         targets.reserveCapacity(found.count)
         for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(hex))) }

@@ -46,8 +46,15 @@ public struct WorkChunk: Hashable, Sendable, CustomStringConvertible {
     public let isTakeover: Bool
 
     public init(
-        id: Int64, requestID: RequestID, kind: Kind, after: Int64, through: Int64, progress: Int64,
-        leaseGeneration: Int64, leaseExpiresAt: Date, isTakeover: Bool
+        id: Int64,
+        requestID: RequestID,
+        kind: Kind,
+        after: Int64,
+        through: Int64,
+        progress: Int64,
+        leaseGeneration: Int64,
+        leaseExpiresAt: Date,
+        isTakeover: Bool
     ) {
         self.id = id
         self.requestID = requestID

@@ -23,6 +23,8 @@ enum JSONResponse {
 /// RFC 3339 UTC timestamps with milliseconds: `2027-01-15T08:00:00.000Z`.
 enum Timestamp {
     static func format(_ date: Date) -> String {
-        date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
+        date.formatted(
+            Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!)
+        )
     }
 }

@@ -25,8 +25,10 @@ struct APIHandlers: Sendable {
         if let exposition = monitoring.metricsExposition {
             router.get("metrics") { _, _ in
                 Response(
-                    status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: await exposition())))
+                    status: .ok,
+                    headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: await exposition()))
+                )
             }
         }
 
@@ -70,7 +72,11 @@ struct APIHandlers: Sendable {
             let (app, group, token) = try membership(context, fixedApp: fixedApp)
             guard try await store.unassign(app: app, token: token, group: group) else {
                 throw APIError(
-                    .notFound, .notAMember, field: "token", message: "the device is not in group \"\(group.prefix(64))\"")
+                    .notFound,
+                    .notAMember,
+                    field: "token",
+                    message: "the device is not in group \"\(group.prefix(64))\""
+                )
             }
             return Response(status: .noContent)
         }
@@ -100,8 +106,11 @@ struct APIHandlers: Sendable {
         if let raw = query.get("limit") {
             guard let value = Int(raw), (1...Self.maximumPageSize).contains(value) else {
                 throw APIError(
-                    .badRequest, .invalidLimit, field: "limit",
-                    message: "limit must be an integer from 1 to \(Self.maximumPageSize)")
+                    .badRequest,
+                    .invalidLimit,
+                    field: "limit",
+                    message: "limit must be an integer from 1 to \(Self.maximumPageSize)"
+                )
             }
             limit = value
         }
@@ -119,7 +128,11 @@ struct APIHandlers: Sendable {
             throw APIError(.notFound, .unknownGroup, field: "group", message: error.message)
         } catch let error as StoreError where error.code == .invalidArgument && cursor != nil {
             throw APIError(
-                .badRequest, .invalidCursor, field: "after", message: "after must be a cursor from a previous page")
+                .badRequest,
+                .invalidCursor,
+                field: "after",
+                message: "after must be a cursor from a previous page"
+            )
         }
         return JSONResponse.make(GroupPageBody(page))
     }
@@ -129,7 +142,12 @@ struct APIHandlers: Sendable {
         let bytes = try await body(of: request)
         let now = clock.now()
         let notification = try NotificationBody.parse(
-            bytes, apps: apps, scope: scope, id: requestIDs(now), receivedAt: now)
+            bytes,
+            apps: apps,
+            scope: scope,
+            id: requestIDs(now),
+            receivedAt: now
+        )
         let result: EnqueueResult
         do {
             result = try await intake.submit(notification)
@@ -140,14 +158,20 @@ struct APIHandlers: Sendable {
         }
         logger.info(
             "notification request accepted",
-            metadata: [HTTPLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"])
+            metadata: [HTTPLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"]
+        )
         return JSONResponse.make(SubmitBody(id: result.id.value, targets: result.targetCount), status: .accepted)
     }
 
     private func report(id raw: String) async throws -> Response {
         let id = try validated { () throws(ValidationError) in try PushgateCore.RequestID(raw, field: "id") }
         guard let report = try await store.report(id) else {
-            throw APIError(.notFound, .unknownNotification, field: "id", message: "no notification request with this id")
+            throw APIError(
+                .notFound,
+                .unknownNotification,
+                field: "id",
+                message: "no notification request with this id"
+            )
         }
         return JSONResponse.make(ReportBody(report))
     }
@@ -170,7 +194,9 @@ struct APIHandlers: Sendable {
         guard await monitoring.apnsReachable() else {
             logger.warning("readiness check failed: no APNs connection is possible")
             return APIError(
-                .serviceUnavailable, .apnsUnavailable, field: nil,
+                .serviceUnavailable,
+                .apnsUnavailable,
+                field: nil,
                 message: "no APNs connection is possible: the last attempts to connect failed"
             ).response()
         }
@@ -211,7 +237,10 @@ struct APIHandlers: Sendable {
         return try validated { () throws(ValidationError) in try DeviceToken(hex: hex, field: "token") }
     }
 
-    private func membership(_ context: some RequestContext, fixedApp: String?) throws(APIError)
+    private func membership(
+        _ context: some RequestContext,
+        fixedApp: String?
+    ) throws(APIError)
         -> (app: String, group: String, token: DeviceToken)
     {
         (try app(context, fixedApp: fixedApp), try groupName(context), try token(context))

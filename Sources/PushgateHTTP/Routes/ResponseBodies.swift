@@ -51,7 +51,9 @@ struct GroupPageBody: Encodable {
     var next: String?
 
     init(_ page: GroupPage) {
-        self.devices = page.devices.map { Member(token: $0.token.hex, state: $0.state.rawValue, registeredAt: $0.registeredAt) }
+        self.devices = page.devices.map {
+            Member(token: $0.token.hex, state: $0.state.rawValue, registeredAt: $0.registeredAt)
+        }
         self.next = page.next?.value
     }
 

@@ -1,4 +1,5 @@
 public import PushgateCore
+
 extension UDPIngress {
     /// How the UDP listener binds and batches. The defaults are the C pushd's ports and address, with a
     /// far larger receive buffer (pushd's 8 KiB dropped 80-98 % of a burst).

@@ -18,7 +18,11 @@ enum ExternalTools {
 
     /// Runs a tool to completion and returns its exit status and combined output.
     @discardableResult
-    static func run(_ tool: String, _ arguments: [String], in directory: URL? = nil) throws -> (status: Int32, output: String) {
+    static func run(
+        _ tool: String,
+        _ arguments: [String],
+        in directory: URL? = nil
+    ) throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path(of: tool) ?? tool)
         process.arguments = arguments
@@ -61,7 +65,9 @@ enum ExternalTools {
             address.sin_addr.s_addr = inet_addr("127.0.0.1")
             address.sin_port = in_port_t(UInt16(port).bigEndian)
             let result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
             close(fd)
             if result == 0 { return }
@@ -102,7 +108,9 @@ struct OpenSSLServerCertificate {
         let d = directory
         func openssl(_ arguments: [String]) throws {
             let (status, output) = try ExternalTools.run("openssl", arguments, in: d.url)
-            guard status == 0 else { throw ExternalTools.ToolError("openssl \(arguments.first ?? "") failed: \(output)") }
+            guard status == 0 else {
+                throw ExternalTools.ToolError("openssl \(arguments.first ?? "") failed: \(output)")
+            }
         }
         try openssl([
             "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "ca.key",
@@ -118,7 +126,11 @@ struct OpenSSLServerCertificate {
             "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
             "server.pem", "-days", "2", "-extfile", "ext.cnf",
         ])
-        return OpenSSLServerCertificate(caPath: d.path("ca.pem"), certificatePath: d.path("server.pem"), keyPath: d.path("server.key"))
+        return OpenSSLServerCertificate(
+            caPath: d.path("ca.pem"),
+            certificatePath: d.path("server.pem"),
+            keyPath: d.path("server.key")
+        )
     }
 }
 

@@ -32,14 +32,18 @@ struct GatewayFixture {
         let directory = try TemporaryDirectory()
         let key = P256.Signing.PrivateKey()
         var simulatorConfiguration = APNsSimulator.Configuration()
-        simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)]
+        simulatorConfiguration.tokenKeys = [
+            ProviderTokenKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)
+        ]
         simulatorConfiguration.logger = TestLogger.make("simulator")
         tweakSimulator(&simulatorConfiguration)
         return try await APNsSimulator.withRunning(simulatorConfiguration) { simulator in
             let signer = try ProviderTokenSigner(privateKey: key, keyID: "KEY1234567", teamID: "TEAM123456")
             var client = APNsClient.Configuration(
-                endpoint: .init(host: "127.0.0.1", port: simulator.port), authentication: .token(ProviderTokenManager(signer: signer)),
-                trustRoots: .caFile(simulator.caCertificatePath!))
+                endpoint: .init(host: "127.0.0.1", port: simulator.port),
+                authentication: .token(ProviderTokenManager(signer: signer)),
+                trustRoots: .caFile(simulator.caCertificatePath!)
+            )
             client.eventLoopThreads = 1
             client.shutdownGracePeriod = .seconds(1)
             var udp = UDPIngress.Configuration()
@@ -47,24 +51,38 @@ struct GatewayFixture {
             udp.registrationPort = 0
             udp.notificationPort = 0
             var dispatcher = Dispatcher.Configuration(instanceID: InstanceID("test"))
-            dispatcher.retryPolicy = RetryPolicy(backoff: Backoff(base: .milliseconds(20), multiplier: 2, cap: .milliseconds(200)))
+            dispatcher.retryPolicy = RetryPolicy(
+                backoff: Backoff(base: .milliseconds(20), multiplier: 2, cap: .milliseconds(200))
+            )
             dispatcher.idleInterval = .milliseconds(100)
             tweakDispatcher(&dispatcher)
             var configuration = Gateway.Configuration(
-                databasePath: directory.path("gateway.db"), udp: udp, client: client, topic: try Topic(topic), dispatcher: dispatcher)
+                databasePath: directory.path("gateway.db"),
+                udp: udp,
+                client: client,
+                topic: try Topic(topic),
+                dispatcher: dispatcher
+            )
             configuration.shutdownSignals = []
             let gateway = Gateway(configuration: configuration)
             let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
             return try await withThrowingTaskGroup(of: Result?.self) { group in
                 group.addTask {
-                    try await gateway.run(logger: TestLogger.make("gateway")) { running in readyContinuation.yield(running) }
+                    try await gateway.run(logger: TestLogger.make("gateway")) { running in
+                        readyContinuation.yield(running)
+                    }
                     return nil
                 }
                 var iterator = ready.makeAsyncIterator()
-                guard let running = await iterator.next() else { throw ExternalTools.ToolError("gateway did not start") }
+                guard let running = await iterator.next() else {
+                    throw ExternalTools.ToolError("gateway did not start")
+                }
                 let context = Context(
-                    simulator: simulator, gateway: running, registration: try UDPSender(port: running.udp.registrationPort),
-                    notification: try UDPSender(port: running.udp.notificationPort))
+                    simulator: simulator,
+                    gateway: running,
+                    registration: try UDPSender(port: running.udp.registrationPort),
+                    notification: try UDPSender(port: running.udp.notificationPort)
+                )
                 let result = try await body(context)
                 group.cancelAll()
                 _ = try? await group.next()
@@ -107,7 +125,9 @@ final class UDPSender: Sendable {
 /// Waits for a condition that another process or thread makes true; polls because the condition
 /// lives elsewhere (a simulator, a database). Fails the wait after `timeout`.
 func eventually(
-    _ what: String, timeout: Duration = .seconds(60), _ condition: @Sendable () async throws -> Bool
+    _ what: String,
+    timeout: Duration = .seconds(60),
+    _ condition: @Sendable () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {

@@ -55,7 +55,7 @@ final class ManualClock: Clock, Sendable {
                     state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
                     return (.wait, state.satisfiedWatchers())
                 }
-                watchers.forEach { $0.resume() }
+                for watcher in watchers { watcher.resume() }
                 switch start {
                 case .wait: break
                 case .due: continuation.resume()
@@ -70,7 +70,7 @@ final class ManualClock: Clock, Sendable {
                 }
                 return (sleeper, state.satisfiedWatchers())
             }
-            watchers.forEach { $0.resume() }
+            for watcher in watchers { watcher.resume() }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
     }
@@ -84,8 +84,8 @@ final class ManualClock: Clock, Sendable {
             for id in due.keys { state.sleepers.removeValue(forKey: id) }
             return (Array(due.values), due.isEmpty ? [] : state.satisfiedWatchers())
         }
-        watchers.forEach { $0.resume() }
-        due.forEach { $0.continuation.resume() }
+        for watcher in watchers { watcher.resume() }
+        for sleeper in due { sleeper.continuation.resume() }
     }
 
     /// Returns once exactly `count` sleeps are pending, or when the waiting task is cancelled (a test's

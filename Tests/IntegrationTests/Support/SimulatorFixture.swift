@@ -1,9 +1,9 @@
 import APNsHTTP2
-import PushTransport
 import APNsSimulator
 import Crypto
 import Foundation
 import NIOCore
+import PushTransport
 import PushgateCore
 
 /// The two ways a client authenticates, each wired to a simulator that checks it.
@@ -40,10 +40,13 @@ struct SimulatorFixture {
             let issued = try authority.issueClientCertificate(topic: topic)
             try issued.write(certificateTo: directory.path("client.pem"), privateKeyTo: directory.path("client.key"))
             clientAuthentication = .certificate(
-                try .load(certificatePath: directory.path("client.pem"), keyPath: directory.path("client.key")))
+                try .load(certificatePath: directory.path("client.pem"), keyPath: directory.path("client.key"))
+            )
         case .token:
             let key = P256.Signing.PrivateKey()
-            simulatorConfiguration.tokenKeys = [ProviderTokenKey(keyID: keyID, teamID: teamID, publicKey: key.publicKey)]
+            simulatorConfiguration.tokenKeys = [
+                ProviderTokenKey(keyID: keyID, teamID: teamID, publicKey: key.publicKey)
+            ]
             let signer = try ProviderTokenSigner(privateKey: key, keyID: keyID, teamID: teamID)
             let manager = ProviderTokenManager(signer: signer, clock: clientClock)
             tokenManager = manager
@@ -52,26 +55,38 @@ struct SimulatorFixture {
         tweakSimulator(&simulatorConfiguration)
         return try await APNsSimulator.withRunning(simulatorConfiguration) { running in
             var configuration = APNsClient.Configuration(
-                endpoint: .init(host: "127.0.0.1", port: running.port), authentication: clientAuthentication,
-                trustRoots: .caFile(running.caCertificatePath!))
+                endpoint: .init(host: "127.0.0.1", port: running.port),
+                authentication: clientAuthentication,
+                trustRoots: .caFile(running.caCertificatePath!)
+            )
             configuration.requestTimeout = .seconds(20)
             configuration.eventLoopThreads = 1
             configuration.shutdownGracePeriod = .seconds(2)
             tweakClient(&configuration)
-            return try await APNsClient.withClient(configuration: configuration, logger: TestLogger.make("client")) { client in
+            return try await APNsClient.withClient(configuration: configuration, logger: TestLogger.make("client")) {
+                client in
                 try await body(running, client, tokenManager)
             }
         }
     }
 
     static func content(
-        pushType: PushType = .alert, priority: Priority = .immediate, payload: String = #"{"aps":{"alert":"hello"}}"#,
-        collapseID: String? = nil, expiration: Expiration = .immediately
+        pushType: PushType = .alert,
+        priority: Priority = .immediate,
+        payload: String = #"{"aps":{"alert":"hello"}}"#,
+        collapseID: String? = nil,
+        expiration: Expiration = .immediately
     ) throws -> PreparedNotification {
         PreparedNotification(
             try NotificationContent(
-                topic: Topic(topic), pushType: pushType, priority: priority, expiration: expiration,
-                collapseID: collapseID.map { try CollapseID($0) }, payload: Payload(jsonString: payload)))
+                topic: Topic(topic),
+                pushType: pushType,
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapseID.map { try CollapseID($0) },
+                payload: Payload(jsonString: payload)
+            )
+        )
     }
 
     static func token(_ index: Int) -> DeviceToken {
@@ -80,7 +95,10 @@ struct SimulatorFixture {
 
     /// Sends one notification to each of `count` devices concurrently and returns the outcomes by device index.
     static func sendToMany(
-        _ client: APNsClient, _ notification: PreparedNotification, count: Int, offset: Int = 0
+        _ client: APNsClient,
+        _ notification: PreparedNotification,
+        count: Int,
+        offset: Int = 0
     ) async -> [Int: APNsOutcome] {
         await withTaskGroup(of: (Int, APNsOutcome).self) { group in
             for index in offset..<(offset + count) {
