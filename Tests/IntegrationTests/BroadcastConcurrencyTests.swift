@@ -15,9 +15,10 @@ struct BroadcastConcurrencyTests {
             .token,
             simulator: {
                 $0.maxConcurrentStreams = 1_000
-                // Every answer is held 3 s. A stream counts from when the simulator reads it, and a debug build
-                // on a busy machine reads a few thousand a second: the hold must outlast reading 2,000.
-                $0.faults.latencyMilliseconds = 3_000
+                // Every answer is held 8 s. A stream counts from when the simulator reads it, and a debug build
+                // on a busy machine (CI runs every suite at once) reads only a few hundred a second: the hold
+                // must outlast reading 4,000. It stays well inside the client's 20 s request timeout.
+                $0.faults.latencyMilliseconds = 8_000
                 $0.recordLimit = 0
             },
             client: { $0.maximumConnections = 4 }
@@ -29,13 +30,15 @@ struct BroadcastConcurrencyTests {
                 pageSize: 4_000,
                 maximumInFlight: nil
             ) { store, id in
-                try await eventually("the broadcast is done", timeout: .seconds(90)) {
+                try await eventually("the broadcast is done", timeout: .seconds(100)) {
                     try await store.report(id)?.state == .done
                 }
                 #expect(try await store.report(id)?.accepted == devices)
             }
             let stats = simulator.stats()
-            #expect(stats.accepted == devices)
+            // Resends are allowed (a slow machine can outlast a retry batch's lease); every device was
+            // reached, and the report above counts each once.
+            #expect(stats.accepted >= devices)
             // The simulator's exact high-water mark, not a sample.
             #expect(stats.peakStreams > 2_000, "at most \(stats.peakStreams) streams were open at once")
             // No connection went over the server's limit, so the pool spread the load over three or more.

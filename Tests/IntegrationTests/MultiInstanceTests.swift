@@ -329,8 +329,10 @@ struct MultiInstanceTests {
             print("default instance ids: \(ids)")
             #expect(ids.allSatisfy { $0 != nil && $0 != "local" }, "each logs a per-process id")
             #expect(ids[0] != ids[1], "unique per process")
-            let claimed = try database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).instance")
-            #expect(claimed == "2", "each claimed its own id")
+            // The claim comes before the dispatcher starts, which may be after the ready line.
+            try await eventually("each claimed its own id", timeout: .seconds(60)) {
+                (try? database.psql("SELECT COUNT(*) FROM \(database.configuration.schema).instance")) == "2"
+            }
         }
     }
 
