@@ -102,6 +102,29 @@ struct MultiInstanceTests {
         )
     }
 
+    /// Starts every instance of `instances` (each with its own key) without waiting for them.
+    static func startAll(
+        database: PostgresTestDatabase,
+        simulator: RunningAPNsSimulator,
+        keyPaths: [String: String],
+        chunkSize: Int,
+        leaseSeconds: Int = 30,
+        instanceID: InstanceChoice = .name
+    ) throws -> [Instance] {
+        try instances.map { name, keyID in
+            try start(
+                name,
+                keyID: keyID,
+                keyPath: keyPaths[keyID]!,
+                database: database,
+                simulator: simulator,
+                chunkSize: chunkSize,
+                leaseSeconds: leaseSeconds,
+                instanceID: instanceID
+            )
+        }
+    }
+
     static func waitUntilReady(_ instance: Instance) async throws {
         try await eventually("\(instance.name) is ready", timeout: .seconds(90)) {
             if !instance.process.isRunning {
@@ -170,16 +193,12 @@ struct MultiInstanceTests {
         defer { database.drop() }
         try await database.register(count: Self.devices, in: "all", token: Self.token)
         try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
-            let running = try Self.instances.map { name, keyID in
-                try Self.start(
-                    name,
-                    keyID: keyID,
-                    keyPath: keyPaths[keyID]!,
-                    database: database,
-                    simulator: simulator,
-                    chunkSize: 1_000
-                )
-            }
+            let running = try Self.startAll(
+                database: database,
+                simulator: simulator,
+                keyPaths: keyPaths,
+                chunkSize: 1_000
+            )
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let started = ContinuousClock.now
@@ -216,17 +235,13 @@ struct MultiInstanceTests {
         defer { database.drop() }
         try await database.register(count: Self.devices, in: "all", token: Self.token)
         try await Self.withSimulator(latencyMilliseconds: 5) { simulator, keyPaths in
-            let running = try Self.instances.map { name, keyID in
-                try Self.start(
-                    name,
-                    keyID: keyID,
-                    keyPath: keyPaths[keyID]!,
-                    database: database,
-                    simulator: simulator,
-                    chunkSize: chunkSize,
-                    leaseSeconds: 30
-                )
-            }
+            let running = try Self.startAll(
+                database: database,
+                simulator: simulator,
+                keyPaths: keyPaths,
+                chunkSize: chunkSize,
+                leaseSeconds: 30
+            )
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let (survivor, victim) = (running[0], running[1])
@@ -312,17 +327,13 @@ struct MultiInstanceTests {
         let database = try PostgresTestDatabase()
         defer { database.drop() }
         try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
-            let running = try Self.instances.map { name, keyID in
-                try Self.start(
-                    name,
-                    keyID: keyID,
-                    keyPath: keyPaths[keyID]!,
-                    database: database,
-                    simulator: simulator,
-                    chunkSize: 1_000,
-                    instanceID: .unset
-                )
-            }
+            let running = try Self.startAll(
+                database: database,
+                simulator: simulator,
+                keyPaths: keyPaths,
+                chunkSize: 1_000,
+                instanceID: .unset
+            )
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
             let ids = running.map { Self.instanceID(in: $0.output.text) }
@@ -349,16 +360,12 @@ struct MultiInstanceTests {
         let database = try PostgresTestDatabase()
         defer { database.drop() }
         try await Self.withSimulator(latencyMilliseconds: 0) { simulator, keyPaths in
-            let running = try Self.instances.map { name, keyID in
-                try Self.start(
-                    name,
-                    keyID: keyID,
-                    keyPath: keyPaths[keyID]!,
-                    database: database,
-                    simulator: simulator,
-                    chunkSize: 1_000
-                )
-            }
+            let running = try Self.startAll(
+                database: database,
+                simulator: simulator,
+                keyPaths: keyPaths,
+                chunkSize: 1_000
+            )
             defer { for instance in running { kill(instance.process.processIdentifier, SIGKILL) } }
             for instance in running { try await Self.waitUntilReady(instance) }
 
