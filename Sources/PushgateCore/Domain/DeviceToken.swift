@@ -1,16 +1,75 @@
-/// An APNs device token, kept as its lower-case hexadecimal form (the form APNs' `:path` carries and
-/// the registry stores).
+/// The push service a device is reached through. A registration names it (`"platform": "fcm"`);
+/// without one a device is an APNs device, as with pushd.
+public enum PushPlatform: String, Hashable, Sendable, CaseIterable, Comparable, CustomStringConvertible {
+    case apns
+    case fcm
+
+    public var description: String { rawValue }
+
+    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// A device's address on its push service: the platform and the token that service knows it by.
 ///
-/// Apple says not to assume a token size. Today's tokens are 32 bytes; the legacy frame format allowed
-/// up to 100. We accept 8 to 100 bytes of even-length hex, case-insensitively, and normalise to lower case
-/// so that `ABCD…` and `abcd…` are one device.
+/// - APNs: kept as lower-case hexadecimal (the form APNs' `:path` carries and the registry stores).
+///   Apple says not to assume a token size. Today's tokens are 32 bytes; the legacy frame format allowed
+///   up to 100. We accept 8 to 100 bytes of even-length hex, case-insensitively, and normalise to lower
+///   case so that `ABCD…` and `abcd…` are one device.
+/// - FCM: a registration token, opaque and case-sensitive, kept exactly as given (see ``init(fcm:field:)``).
+///
+/// Two tokens are one device only on the same platform.
 public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertible {
     public static let minimumByteCount = 8
     public static let maximumByteCount = 100
+    /// FCM registration tokens are about 150-200 characters today; Google promises no length.
+    public static let fcmLengthRange = 32...1024
 
-    /// Lower-case hex, even length, 16 to 200 characters.
-    public let hex: String
+    public let platform: PushPlatform
+    /// The token as its service takes it: lower-case hex for APNs, the registration token for FCM.
+    public let value: String
 
+    /// The APNs token's hex form. Only meaningful for ``PushPlatform/apns`` tokens.
+    public var hex: String { value }
+
+    /// Builds a token for `platform` from its text form (hex for APNs, the registration token for FCM).
+    public init(platform: PushPlatform, value: String, field: String = "device") throws(ValidationError) {
+        switch platform {
+        case .apns: try self.init(hex: value, field: field)
+        case .fcm: try self.init(fcm: value, field: field)
+        }
+    }
+
+    /// An FCM registration token: URL-safe characters (`A-Z a-z 0-9 - _`) plus `:` and `.`, which
+    /// Google's tokens contain, 32 to 1024 characters.
+    public init(fcm input: String, field: String = "device") throws(ValidationError) {
+        let utf8 = input.utf8
+        guard Self.fcmLengthRange.contains(utf8.count) else {
+            throw ValidationError(
+                code: .invalidToken,
+                field: field,
+                message:
+                    "FCM registration token must be \(Self.fcmLengthRange.lowerBound) to \(Self.fcmLengthRange.upperBound) characters, got \(utf8.count)"
+            )
+        }
+        for byte in utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: ":"),
+                UInt8(ascii: "."):
+                continue
+            default:
+                throw ValidationError(
+                    code: .invalidToken,
+                    field: field,
+                    message: "FCM registration token may hold only A-Z, a-z, 0-9, '-', '_', ':' and '.'"
+                )
+            }
+        }
+        self.platform = .fcm
+        self.value = input
+    }
+
+    /// An APNs device token from its hex form.
     public init(hex input: String, field: String = "device") throws(ValidationError) {
         let utf8 = input.utf8
         guard !utf8.isEmpty else {
@@ -45,10 +104,11 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
                 )
             }
         }
-        self.hex = needsLowering ? input.lowercased() : input
+        self.platform = .apns
+        self.value = needsLowering ? input.lowercased() : input
     }
 
-    /// The raw bytes, as the legacy binary protocol carries them.
+    /// The raw bytes of an APNs token, as the legacy binary protocol carries them.
     public var bytes: [UInt8] {
         var result = [UInt8]()
         result.reserveCapacity(hex.utf8.count / 2)
@@ -72,10 +132,18 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
         try self.init(hex: hex, field: field)
     }
 
-    /// The first eight hex digits and an ellipsis: what logs at info level and above show.
-    public var shortened: String { String(hex.prefix(8)) + "…" }
+    /// The first eight characters and an ellipsis (FCM tokens prefixed `fcm:`): what logs show.
+    public var shortened: String {
+        switch platform {
+        case .apns: String(value.prefix(8)) + "…"
+        case .fcm: "fcm:" + String(value.prefix(8)) + "…"
+        }
+    }
 
     public var description: String { shortened }
 
-    public static func < (lhs: Self, rhs: Self) -> Bool { lhs.hex < rhs.hex }
+    /// By platform, then token: the order the stores keep targets and failures in.
+    public static func < (lhs: Self, rhs: Self) -> Bool {
+        lhs.platform != rhs.platform ? lhs.platform < rhs.platform : lhs.value < rhs.value
+    }
 }

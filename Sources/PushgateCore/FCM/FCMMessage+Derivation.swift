@@ -60,8 +60,8 @@ extension FCMMessage {
         }
     }
 
-    /// The message of a stored request.
-    public init(request: NotificationRequest, override: FCMOverride? = nil) throws(ValidationError) {
+    /// The message of a stored request: derived, then patched by `override` (by default the request's own).
+    public init(request: NotificationRequest, override: FCMOverride?? = nil) throws(ValidationError) {
         try self.init(
             payload: request.payload,
             pushType: request.pushType,
@@ -69,7 +69,7 @@ extension FCMMessage {
             expiration: request.expiration,
             collapseID: request.collapseID,
             createdAt: request.createdAt,
-            override: override
+            override: override ?? request.fcm
         )
     }
 

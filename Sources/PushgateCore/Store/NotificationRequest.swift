@@ -86,6 +86,9 @@ public struct NotificationRequest: Hashable, Sendable {
     public var expiration: Expiration
     public var collapseID: CollapseID?
     public var payload: Payload
+    /// The request's `fcm` object: overrides what is derived for FCM devices (docs/fcm.md). Stored with
+    /// the request so that a resend after a restart builds the same message.
+    public var fcm: FCMOverride?
     /// When the request was accepted.
     public var createdAt: Date
 
@@ -99,6 +102,7 @@ public struct NotificationRequest: Hashable, Sendable {
         expiration: Expiration = .immediately,
         collapseID: CollapseID? = nil,
         payload: Payload,
+        fcm: FCMOverride? = nil,
         createdAt: Date
     ) {
         self.id = id
@@ -110,6 +114,7 @@ public struct NotificationRequest: Hashable, Sendable {
         self.expiration = expiration
         self.collapseID = collapseID
         self.payload = payload
+        self.fcm = fcm
         self.createdAt = createdAt
     }
 
