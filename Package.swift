@@ -219,7 +219,7 @@ let package = Package(
             name: "PushgateDispatch",
             dependencies: [
                 "PushgateCore",
-                "APNsHTTP2", "PushTransport",
+                "APNsHTTP2", "PushTransport", "FCMTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -244,7 +244,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsHTTP2", "PushTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "FCMTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
                 "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

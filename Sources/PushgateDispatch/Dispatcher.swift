@@ -1,4 +1,5 @@
 import APNsHTTP2
+public import FCMTransport
 import Foundation
 public import Logging
 public import PushTransport
@@ -11,10 +12,14 @@ import Synchronization
 public struct DeliveryRoute: Sendable {
     public var transport: any NotificationTransport
     public var topic: Topic
+    /// Where the app's FCM devices go; nil when the app has no FCM credentials (its FCM devices then
+    /// fail with a recorded reason instead of waiting for a service that is not configured).
+    public var fcm: (any FCMNotificationTransport)?
 
-    public init(transport: any NotificationTransport, topic: Topic) {
+    public init(transport: any NotificationTransport, topic: Topic, fcm: (any FCMNotificationTransport)? = nil) {
         self.transport = transport
         self.topic = topic
+        self.fcm = fcm
     }
 }
 
