@@ -348,7 +348,9 @@ let package = Package(
         ),
         .testTarget(
             name: "PushgateSQLiteTests",
-            dependencies: ["PushgateSQLite", "StoreConformance", "PushgateCore"],
+            dependencies: [
+                "PushgateSQLite", "StoreConformance", "PushgateCore", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Runs against the PostgreSQL server named by PUSHGATE_TEST_POSTGRES_URL (CI always names one);

@@ -88,8 +88,8 @@ extension PostgresStore {
                                          device_bound, token_count, target_count, state, finished_at, cut_done)
                     VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
                             \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
-                            \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)), \(Int16(state)),
-                            \(done ? created : nil), \(done))
+                            \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
+                            \(Int16(state)), \(done ? created : nil), \(done))
                     ON CONFLICT (id) DO NOTHING
                     RETURNING seq
                     """,
@@ -108,7 +108,8 @@ extension PostgresStore {
                     """
                     INSERT INTO request_token (request_seq, position, token, covered)
                     SELECT \(seq), t.position, t.token, t.covered
-                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
+                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[], \(covered)::BOOLEAN[])
+                        WITH ORDINALITY AS t(token, covered, position)
                     """,
                     logger: logger
                 )

@@ -158,7 +158,10 @@ extension PostgresStore {
     ) async throws -> InvalidationResult {
         guard
             let row = try await connection.first(
-                "SELECT id, state::BIGINT, last_registered_at FROM device WHERE app = \(app) AND token = \(invalidation.token.storageKey) FOR UPDATE",
+                """
+                SELECT id, state::BIGINT, last_registered_at FROM device
+                WHERE app = \(app) AND token = \(invalidation.token.storageKey) FOR UPDATE
+                """,
                 as: (Int64, Int64, Int64).self,
                 logger: logger
             )

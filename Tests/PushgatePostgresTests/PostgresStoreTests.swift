@@ -49,7 +49,7 @@ struct PostgresStoreTests {
                 }
                 return rows
             }
-            #expect(migrations == [1, 2, 3], "each migration recorded once")
+            #expect(migrations == [1, 2, 3, 4], "each migration recorded once")
         }
     }
 
