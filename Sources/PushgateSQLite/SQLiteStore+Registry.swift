@@ -271,7 +271,6 @@ extension SQLiteStore {
 
     static func deviceState(_ raw: Int64) -> DeviceState { raw == 0 ? .valid : .invalid }
 
-    /// A token read back from the database (written from a validated ``DeviceToken``).
     // MARK: - Registration
 
     private static func check(_ registration: Registration) throws {
@@ -284,12 +283,13 @@ extension SQLiteStore {
         return try writer.register(registration)
     }
 
-    /// Applied in token order (stable: a token repeated in the batch keeps its order), so that
+    /// Applied in storage-key order (stable: a token repeated in the batch keeps its order), so that
     /// neighbouring tokens share the index pages just read; the results are in the batch's order.
     private static func register(batch: [Registration], in db: Database) throws -> [RegistrationResult] {
         var writer = try RegistrationWriter(db)
+        let keys = batch.map(\.token.storageKey)  // once per registration, not per comparison
         let order = batch.indices.sorted { left, right in
-            let (a, b) = (batch[left].token.storageKey, batch[right].token.storageKey)
+            let (a, b) = (keys[left], keys[right])
             return a != b ? a.utf8.lexicographicallyPrecedes(b.utf8) : left < right  // SQLite's BINARY order
         }
         var results = [RegistrationResult](repeating: .created, count: batch.count)

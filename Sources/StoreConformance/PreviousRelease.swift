@@ -5,8 +5,8 @@ import PushgateCore
 /// a store of this release must make of it once its migrations ran: every device is an APNs device, and
 /// the registry and the ledger go on working, FCM devices included.
 ///
-/// Each store's tests create the previous schema (its own migrations up to that release), write
-/// ``PreviousRelease`` rows with that store's SQL, open the store on it, then run ``check``.
+/// Each store's tests create the previous schema (its own migrations up to that release), write these rows
+/// (``rows(bytes:yes:no:)`` in that store's dialect), open the store on it, then run ``check``.
 ///
 /// The rows:
 /// - `device`: ``validToken`` (valid, registered at ``registeredAtMillis``) and ``invalidToken`` (invalid,
@@ -30,6 +30,41 @@ public enum PreviousRelease {
     public static let invalidatedAtMillis: Int64 = 1_800_000_001_000
     public static let createdAtMillis: Int64 = 1_800_000_002_000
     public static let retryDueMillis: Int64 = 1_800_000_003_000
+
+    /// The rows above as SQL for the previous schema, in a store's dialect: `bytes` turns UTF-8 text into a
+    /// binary literal, `yes` and `no` are the boolean literals (`cut_done`, `covered`).
+    public static func rows(bytes: (String) -> String, yes: String, no: String) -> [String] {
+        [
+            """
+            INSERT INTO device (app, token, state, registered_at, last_registered_at, invalidated_at, invalid_reason)
+            VALUES ('\(app)', '\(validToken)', 0, \(registeredAtMillis), \(registeredAtMillis), NULL, NULL),
+                   ('\(app)', '\(invalidToken)', 1, \(registeredAtMillis), \(registeredAtMillis),
+                    \(invalidatedAtMillis), 'Unregistered')
+            """,
+            "INSERT INTO device_group (app, name, created_at) VALUES ('\(app)', '\(group)', \(registeredAtMillis))",
+            "INSERT INTO membership (group_id, device_id) SELECT g.id, d.id FROM device_group g, device d",
+            """
+            INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at, state,
+                                 target_count, device_bound, group_cut, token_cut, token_count, cut_done, accepted)
+            VALUES ('\(requestID)', '\(app)', 'alert', 10, NULL, NULL, \(bytes(payloadJSON)),
+                    \(createdAtMillis), 1, 2, 2, 2, 1, 1, \(yes), 0)
+            """,
+            "INSERT INTO request_group (request_seq, group_id) SELECT r.seq, g.id FROM request r, device_group g",
+            """
+            INSERT INTO request_token (request_seq, position, token, covered)
+            SELECT seq, 1, '\(directToken)', \(no) FROM request
+            """,
+            """
+            INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
+            SELECT seq, '\(validToken)', 1, \(retryDueMillis), 'TooManyRequests' FROM request
+            """,
+            """
+            INSERT INTO failure (request_seq, token, reason, status, failed_at)
+            SELECT seq, '\(invalidToken)', 'Unregistered', 410, \(invalidatedAtMillis) FROM request
+            """,
+            "INSERT INTO failure_count (request_seq, reason, count) SELECT seq, 'Unregistered', 1 FROM request",
+        ]
+    }
 
     private static func date(_ millis: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(millis) / 1000) }
 

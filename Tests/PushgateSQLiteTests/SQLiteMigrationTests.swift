@@ -11,42 +11,8 @@ struct SQLiteMigrationTests {
     /// The last migration of the release before FCM.
     static let previousReleaseMigration = "v4: accepted counts on chunks, as in PostgreSQL"
 
-    /// `PreviousRelease`'s rows, in SQLite's dialect of the v4 schema.
-    static let previousReleaseRows: [String] = {
-        typealias P = PreviousRelease
-        return [
-            """
-            INSERT INTO device (app, token, state, registered_at, last_registered_at, invalidated_at, invalid_reason)
-            VALUES ('\(P.app)', '\(P.validToken)', 0, \(P.registeredAtMillis), \(P.registeredAtMillis), NULL, NULL),
-                   ('\(P.app)', '\(P.invalidToken)', 1, \(P.registeredAtMillis), \(P.registeredAtMillis),
-                    \(P.invalidatedAtMillis), 'Unregistered')
-            """,
-            """
-            INSERT INTO device_group (app, name, created_at) VALUES ('\(P.app)', '\(P.group)', \(P.registeredAtMillis))
-            """,
-            "INSERT INTO membership (group_id, device_id) SELECT g.id, d.id FROM device_group g, device d",
-            """
-            INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at, state,
-                                 target_count, device_bound, group_cut, token_cut, token_count, cut_done, accepted)
-            VALUES ('\(P.requestID)', '\(P.app)', 'alert', 10, NULL, NULL, CAST('\(P.payloadJSON)' AS BLOB),
-                    \(P.createdAtMillis), 1, 2, 2, 2, 1, 1, 1, 0)
-            """,
-            "INSERT INTO request_group (request_seq, group_id) SELECT r.seq, g.id FROM request r, device_group g",
-            """
-            INSERT INTO request_token (request_seq, position, token, covered)
-            SELECT seq, 1, '\(P.directToken)', 0 FROM request
-            """,
-            """
-            INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
-            SELECT seq, '\(P.validToken)', 1, \(P.retryDueMillis), 'TooManyRequests' FROM request
-            """,
-            """
-            INSERT INTO failure (request_seq, token, reason, status, failed_at)
-            SELECT seq, '\(P.invalidToken)', 'Unregistered', 410, \(P.invalidatedAtMillis) FROM request
-            """,
-            "INSERT INTO failure_count (request_seq, reason, count) SELECT seq, 'Unregistered', 1 FROM request",
-        ]
-    }()
+    /// `PreviousRelease`'s rows, in SQLite's dialect.
+    static let previousReleaseRows = PreviousRelease.rows(bytes: { "CAST('\($0)' AS BLOB)" }, yes: "1", no: "0")
 
     @Test("a file of the previous release opens, migrates, keeps its devices as APNs devices, and works")
     func previousReleaseFileKeepsWorking() async throws {

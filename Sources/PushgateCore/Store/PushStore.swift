@@ -167,7 +167,9 @@ public protocol DeliveryLedger: Sendable {
     /// The delivery report (nil if unknown).
     func report(_ id: RequestID) async throws -> DeliveryReport?
 
-    /// The devices of a request that failed for good, by token, `limit` at a time after `after`.
+    /// The devices of a request that failed for good, `limit` at a time after `after`, in the order of
+    /// their ``DeviceToken/storageKey`` (APNs hex and `fcm:`-prefixed FCM tokens as one text order: stable
+    /// for paging, but not ``DeviceToken``'s platform-first `<`).
     func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry]
 }
 
