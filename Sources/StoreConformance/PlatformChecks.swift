@@ -6,7 +6,12 @@ import PushgateCore
 enum PlatformChecks {
     typealias F = Fixture
 
-    private static func register(_ store: any PushStore, _ token: DeviceToken, in group: String, at seconds: Int = 0)
+    private static func register(
+        _ store: any PushStore,
+        _ token: DeviceToken,
+        in group: String,
+        at seconds: Int = 0
+    )
         async throws -> RegistrationResult
     {
         try await store.register(Registration(app: F.app, token: token, group: group, at: F.at(seconds)))
