@@ -6,7 +6,8 @@ package import Foundation
 ///
 /// Rules: the next chunk is claimed as soon as everything of the chunks under way is sent (at most
 /// ``maximumActiveChunks`` under way); a claim that found nothing is not repeated until new work is
-/// announced; retries are claimed only when no chunk is under way; overdue requests are expired at
+/// announced; due retries are claimed when no chunk is under way, and also while chunks are under way
+/// at most once per ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
 /// most once a second, and not between a new request and its first send; nothing touches the store
 /// during a store back-off; a stop withdraws what is unsent and ends once nothing is under way.
 package struct DispatchLoop: Sendable {
@@ -84,6 +85,11 @@ package struct DispatchLoop: Sendable {
     /// New work was announced during this turn: no expiry before it is sent.
     private var freshWork = false
     private var lastExpiry = Date.distantPast
+    /// When retries were last claimed (first: when the loop started): beside chunks under way they are
+    /// claimed once this is an idle interval old.
+    private var lastRetryClaim: Date?
+    /// Whether this turn's chunk claim found one, kept across a retry claim beside chunks under way.
+    private var claimedBeforeRetries = false
 
     package init(maximumActiveChunks: Int = 3, idleInterval: Duration, progressInterval: Duration) {
         self.maximumActiveChunks = maximumActiveChunks
@@ -111,6 +117,7 @@ package struct DispatchLoop: Sendable {
     package mutating func next(_ snapshot: Snapshot) -> Action {
         switch phase {
         case .turnStart:
+            if lastRetryClaim == nil { lastRetryClaim = snapshot.now }
             if snapshot.stopRequested, !stopping {
                 stopping = true
                 return .beginStop
@@ -143,16 +150,24 @@ package struct DispatchLoop: Sendable {
             preconditionFailure("the loop must report the claim's result first")
         case .afterClaim(let claimed):
             if snapshot.active > 0 {
+                if !stopping, snapshot.storeAvailable, snapshot.unstarted == 0,
+                    snapshot.now.timeIntervalSince(lastRetryClaim ?? snapshot.now) >= idleInterval.seconds
+                {
+                    claimedBeforeRetries = claimed
+                    return claimRetries(snapshot)
+                }
                 phase = .afterAdvance(claimed: claimed)
                 return .advance
             }
             if claimed || stopping { return endTurn(.again) }
-            if snapshot.storeAvailable, snapshot.unstarted == 0 {
-                phase = .awaitingRetries
-                return .claimRetries
-            }
+            if snapshot.storeAvailable, snapshot.unstarted == 0 { return claimRetries(snapshot) }
             return endTurn(.idle(until: deadline(after: idleInterval, snapshot)))
         case .afterRetries(let started):
+            if snapshot.active > 0 {
+                // Claimed beside chunks under way: carry on with them in this turn.
+                phase = .afterAdvance(claimed: claimedBeforeRetries)
+                return .advance
+            }
             return endTurn(started ? .again : .idle(until: deadline(after: idleInterval, snapshot)))
         case .afterAdvance(let claimed):
             let mayStartMore =
@@ -161,6 +176,12 @@ package struct DispatchLoop: Sendable {
             if claimed || snapshot.active == 0 || mayStartMore { return endTurn(.again) }
             return endTurn(.waitForAnswers(until: deadline(after: progressInterval, snapshot)))
         }
+    }
+
+    private mutating func claimRetries(_ snapshot: Snapshot) -> Action {
+        lastRetryClaim = snapshot.now
+        phase = .awaitingRetries
+        return .claimRetries
     }
 
     private mutating func endTurn(_ action: Action) -> Action {
