@@ -364,7 +364,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushgateConfigTests",
-            dependencies: ["PushgateConfig", "PushgateCore"],
+            dependencies: [
+                "PushgateConfig", "PushgateCore", "FCMSimulator",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
