@@ -130,15 +130,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // FCM's side of the transport: for now the access-token exchange (AsyncHTTPClient, used for
-        // nothing else). The HTTP/2 send plug-in joins it once PushTransport is generic over requests.
+        // FCM's side of the transport: `FCMClient`, the HTTP/2 send plug-in, and the access-token
+        // exchange (AsyncHTTPClient, used for nothing else).
         .target(
             name: "FCMTransport",
             dependencies: [
                 "PushgateCore", "PushTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
