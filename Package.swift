@@ -279,7 +279,7 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 "APNsHTTP2", "PushTransport",
-                "APNsSimulator",
+                "APNsSimulator", "FCMSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
                 "PushgateDispatch",

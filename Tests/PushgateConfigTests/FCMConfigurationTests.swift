@@ -110,8 +110,8 @@ struct FCMConfigurationTests {
     static let cases: [(String, @Sendable (inout GatewayConfiguration) -> Void, String)] = [
         ("empty file", { $0.apps[0].fcm?.serviceAccountFile = "" }, "app.news.fcm.serviceAccount: must not be empty"),
         (
-            "host", { $0.apps[0].fcm?.host = "fcm:googleapis:443" },
-            "app.news.fcm.host: expected HOST[:PORT], got \"fcm:googleapis:443\""
+            "host", { $0.apps[0].fcm?.host = "fcm.googleapis.com:https" },
+            "app.news.fcm.host: expected HOST[:PORT], got \"fcm.googleapis.com:https\""
         ),
         (
             "plain http token URI", { $0.apps[0].fcm?.tokenURI = "http://oauth2.googleapis.com/token" },
@@ -143,9 +143,9 @@ struct FCMConfigurationTests {
     @Test("a problem set by --fcm-host names the flag")
     func flagNamed() {
         var configuration = Self.valid
-        configuration.apps[0].fcm?.host = "a:b:c"
+        configuration.apps[0].fcm?.host = "fcm.test:https"
         configuration.flagNames = ["app.news.fcm.host": "--fcm-host"]
-        #expect(throws: ConfigurationProblem(key: "--fcm-host", "expected HOST[:PORT], got \"a:b:c\"")) {
+        #expect(throws: ConfigurationProblem(key: "--fcm-host", "expected HOST[:PORT], got \"fcm.test:https\"")) {
             try configuration.validate()
         }
     }
