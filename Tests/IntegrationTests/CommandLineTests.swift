@@ -45,6 +45,35 @@ struct CommandLineTests {
         #expect(!output.text.contains("HTTP API listening"), "the API is off: \(output.text)")
     }
 
+    @Test("`--simulator` runs an FCM simulator beside the APNs one and gives the app an FCM route to it")
+    func simulatorBringsFCM() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon is ready", timeout: .seconds(60)) {
+            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+            return output.text.contains("pushgate ready")
+        }
+        #expect(output.text.contains("APNs and FCM simulators running in-process"), "\(output.text)")
+        #expect(output.text.contains("fcm.simulator=127.0.0.1:"), "\(output.text)")
+        // The app's FCM client points at the simulator with the throwaway account's project.
+        #expect(output.text.contains("project pushgate-simulated-default"), "\(output.text)")
+        #expect(!output.text.contains("BEGIN PRIVATE KEY"), "the throwaway key is never logged")
+        kill(process.processIdentifier, SIGTERM)
+        try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test("`--simulator` refuses the --fcm-* flags: it brings its own FCM and service account")
+    func simulatorRefusesFCMFlags() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1", "--fcm-host", "127.0.0.1:1"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon exited", timeout: .seconds(60)) { !process.isRunning }
+        #expect(process.terminationStatus != 0)
+        #expect(output.text.contains("drop the --fcm-* flags"), "\(output.text)")
+    }
+
     @Test("a lease shorter than the request timeout is refused at start-up with exit 78 and a line naming both")
     func leaseShorterThanRequestTimeout() async throws {
         let directory = try TemporaryDirectory()
