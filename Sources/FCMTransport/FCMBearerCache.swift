@@ -71,6 +71,13 @@ final class FCMBearerCache: Sendable {
         return availability
     }
 
+    /// Fetches a token now and keeps it: for a caller that wants one before the first batch (and to
+    /// learn at once that the credentials do not work).
+    func prefetch() async throws(FCMCredentialError) {
+        let token = try await manager.currentToken()
+        state.withLock { $0.token = token }
+    }
+
     /// FCM answered 401 to `token`: the next batch waits for a new one.
     func tokenRejected(_ token: FCMAccessToken) {
         manager.tokenRejected(token)

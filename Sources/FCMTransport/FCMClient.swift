@@ -148,6 +148,12 @@ public final class FCMClient: FCMNotificationTransport, Sendable {
         )
     }
 
+    /// Fetches the access token now, rather than with the first message: a wrong service account or
+    /// token endpoint shows here as the exchange's error.
+    public func prepare() async throws(FCMCredentialError) {
+        try await bearer.prefetch()
+    }
+
     /// Connections it may open times the streams each may carry (the server's
     /// SETTINGS_MAX_CONCURRENT_STREAMS, capped by `maxStreams`; 100 assumed until a connection says).
     public var inFlightCapacity: Int { pool.inFlightCapacity }
