@@ -49,7 +49,7 @@ extension SQLiteStore {
                     WHERE group_id = (SELECT id FROM device_group WHERE app = ? AND name = ?)
                       AND device_id = (SELECT id FROM device WHERE app = ? AND token = ?)
                     """,
-                arguments: [app, group, app, token.hex]
+                arguments: [app, group, app, token.storageKey]
             )
             return db.changesCount > 0
         }
@@ -58,7 +58,7 @@ extension SQLiteStore {
     public func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
         try await write { db in
             // Memberships go by ON DELETE CASCADE.
-            try db.execute(sql: "DELETE FROM device WHERE app = ? AND token = ?", arguments: [app, token.hex])
+            try db.execute(sql: "DELETE FROM device WHERE app = ? AND token = ?", arguments: [app, token.storageKey])
             return db.changesCount > 0
         }
     }
@@ -72,7 +72,7 @@ extension SQLiteStore {
                         SELECT id, state, registered_at, last_registered_at, invalidated_at, invalid_reason
                         FROM device WHERE app = ? AND token = ?
                         """,
-                    arguments: [app, token.hex]
+                    arguments: [app, token.storageKey]
                 )
             else { return nil }
             let deviceID: Int64 = row[0]
@@ -248,7 +248,7 @@ extension SQLiteStore {
                 try db.cachedStatement(
                     sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?"
                 ),
-                arguments: [app, invalidation.token.hex]
+                arguments: [app, invalidation.token.storageKey]
             )
         else { return .unknownDevice }
         let deviceID: Int64 = row[0]
@@ -289,7 +289,7 @@ extension SQLiteStore {
     private static func register(batch: [Registration], in db: Database) throws -> [RegistrationResult] {
         var writer = try RegistrationWriter(db)
         let order = batch.indices.sorted { left, right in
-            let (a, b) = (batch[left].token.hex, batch[right].token.hex)
+            let (a, b) = (batch[left].token.storageKey, batch[right].token.storageKey)
             return a != b ? a.utf8.lexicographicallyPrecedes(b.utf8) : left < right  // SQLite's BINARY order
         }
         var results = [RegistrationResult](repeating: .created, count: batch.count)
@@ -348,7 +348,7 @@ private struct RegistrationWriter {
     mutating func register(_ registration: Registration) throws -> RegistrationResult {
         let at = Millis.from(registration.at)
         let groupID = try groupID(app: registration.app, name: registration.group, at: at)
-        let token = registration.token.hex
+        let token = registration.token.storageKey
 
         let deviceID: Int64
         var result: RegistrationResult
