@@ -127,6 +127,21 @@ struct FCMDatagramTests {
         #expect(try notify(#"{"groups": ["g"], "payload": {}}"#).fcm == nil)
     }
 
+    @Test("docs/fcm.md's example of the fcm object gives the message it shows")
+    func documentedExample() throws {
+        let request = try notify(
+            """
+            {"groups": ["news"], "type": "urgent", "payload": {"aps": {"alert": "Goal!"}, "match": 7},
+             "fcm": {"android": {"priority": "NORMAL", "notification": {"channel_id": "scores"}}, "data": null}}
+            """
+        )
+        #expect(
+            try FCMMessage(request: request).jsonWithoutTarget
+                == #"{"android":{"notification":{"channel_id":"scores"},"priority":"NORMAL"},"#
+                + #""notification":{"body":"Goal!"}}"#
+        )
+    }
+
     static let oversizedFCMData = String(repeating: "x", count: FCMMessage.maximumBytes)
 
     @Test(
