@@ -317,12 +317,13 @@ public struct Gateway: Sendable {
             services += underID
         }
         for app in configuration.apps {
+            let fcmEndpoint = app.fcm.map { "\($0.endpoint) project \($0.serviceAccount.projectID)" } ?? "none"
             logger.info(
                 "app configured",
                 metadata: [
                     "push.app": "\(app.name)", "push.topic": "\(app.topic)",
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
-                    "fcm.endpoint": "\(app.fcm.map { "\($0.endpoint) project \($0.serviceAccount.projectID)" } ?? "none")",
+                    "fcm.endpoint": "\(fcmEndpoint)",
                 ]
             )
         }

@@ -101,7 +101,10 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Flag(
         help:
-            "Run an APNs and an FCM simulator in-process and deliver to them: try pushgate without an Apple or Google account."
+            ArgumentHelp(
+                "Run an APNs and an FCM simulator in-process and deliver to them: "
+                    + "try pushgate without an Apple or Google account."
+            )
     )
     var simulator = false
 

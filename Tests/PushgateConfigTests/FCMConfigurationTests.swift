@@ -70,7 +70,9 @@ struct FCMConfigurationTests {
 
         let fromArguments = try await load(
             environment: ["PUSHGATE_APP_DEFAULT_FCM_SERVICE_ACCOUNT": "/tmp/b.json"],
-            arguments: ["--app-default-fcm-pool-max-connections", "2", "--app-default-fcm-service-account", "/tmp/c.json"]
+            arguments: [
+                "--app-default-fcm-pool-max-connections", "2", "--app-default-fcm-service-account", "/tmp/c.json",
+            ]
         )
         #expect(fromArguments.apps[0].fcm?.serviceAccountFile == "/tmp/c.json", "a flag over the environment")
         #expect(fromArguments.apps[0].fcm?.maximumConnections == 2)
@@ -83,7 +85,8 @@ struct FCMConfigurationTests {
         }
         #expect(
             fromFlag?.description
-                == "--fcm-host: needs app.default.fcm.serviceAccount (the service-account JSON file; --fcm-service-account)"
+                == "--fcm-host: needs app.default.fcm.serviceAccount "
+                + "(the service-account JSON file; --fcm-service-account)"
         )
         let fromEnvironment = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: ["PUSHGATE_APP_DEFAULT_FCM_POOL_MAX_STREAMS": "abc"])
@@ -91,7 +94,8 @@ struct FCMConfigurationTests {
         #expect(fromEnvironment?.key == "app.default.fcm.pool.maxStreams")
         let badNumber = await problem { () async throws(ConfigurationProblem) in
             _ = try await load(environment: [
-                "PUSHGATE_APP_DEFAULT_FCM_SERVICE_ACCOUNT": "a.json", "PUSHGATE_APP_DEFAULT_FCM_POOL_MAX_STREAMS": "abc",
+                "PUSHGATE_APP_DEFAULT_FCM_SERVICE_ACCOUNT": "a.json",
+                "PUSHGATE_APP_DEFAULT_FCM_POOL_MAX_STREAMS": "abc",
             ])
         }
         #expect(badNumber?.description == "app.default.fcm.pool.maxStreams: must be a whole number (got \"abc\")")
@@ -118,11 +122,15 @@ struct FCMConfigurationTests {
             "app.news.fcm.tokenUri: must be an absolute https URL (got \"http://oauth2.googleapis.com/token\")"
         ),
         ("empty CA", { $0.apps[0].fcm?.caFile = "" }, "app.news.fcm.ca: must not be empty"),
-        ("no connections", { $0.apps[0].fcm?.maximumConnections = 0 }, "app.news.fcm.pool.maxConnections: must be at least 1"),
+        (
+            "no connections", { $0.apps[0].fcm?.maximumConnections = 0 },
+            "app.news.fcm.pool.maxConnections: must be at least 1"
+        ),
         ("no streams", { $0.apps[0].fcm?.maximumStreams = 0 }, "app.news.fcm.pool.maxStreams: must be at least 1"),
         (
             "FCM-only app", { $0.apps[0].authentication = nil },
-            "app.news.certificate.file: no APNs credentials: an app with fcm.* needs APNs credentials too (FCM-only apps are not supported)"
+            "app.news.certificate.file: no APNs credentials: an app with fcm.* needs APNs credentials too "
+                + "(FCM-only apps are not supported)"
         ),
     ]
 
@@ -232,7 +240,8 @@ struct FCMConfigurationTests {
         let keyless = try file("keyless.json", fields)
         #expect(
             try problem(.init(serviceAccountFile: keyless))?.description
-                == "app.news.fcm.serviceAccount: \(keyless): service-account field private_key is missing, empty or not a string"
+                == "app.news.fcm.serviceAccount: \(keyless): "
+                + "service-account field private_key is missing, empty or not a string"
         )
 
         // A key that is not an RSA key: the problem says so without quoting it.
