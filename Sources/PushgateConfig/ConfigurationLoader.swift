@@ -238,8 +238,34 @@ public struct ConfigurationLoader: Sendable {
         app.legacy.feedbackHost = values.string("\(prefix).legacy.feedbackHost")
         app.legacy.feedbackIntervalSeconds =
             try values.int("\(prefix).legacy.feedbackInterval") ?? app.legacy.feedbackIntervalSeconds
+        app.fcm = try readFCM(prefix: "\(prefix).fcm", values)
         return app
     }
+
+    /// `app.NAME.fcm.*`: nil when none of its keys is given; any of them needs `fcm.serviceAccount`.
+    static func readFCM(
+        prefix: String,
+        _ values: Values
+    ) throws(ConfigurationProblem) -> GatewayConfiguration.App.FCM? {
+        let given = fcmKeys.filter { values.string("\(prefix).\($0)") != nil }
+        guard let first = given.first else { return nil }
+        guard let file = values.string("\(prefix).serviceAccount") else {
+            throw values.problem(
+                "\(prefix).\(first)",
+                "needs \(prefix).serviceAccount (the service-account JSON file; --fcm-service-account)"
+            )
+        }
+        var fcm = GatewayConfiguration.App.FCM(serviceAccountFile: file)
+        fcm.host = values.string("\(prefix).host")
+        fcm.tokenURI = values.string("\(prefix).tokenUri")
+        fcm.caFile = values.string("\(prefix).ca")
+        fcm.maximumConnections = try values.int("\(prefix).pool.maxConnections") ?? fcm.maximumConnections
+        fcm.maximumStreams = try values.int("\(prefix).pool.maxStreams")
+        return fcm
+    }
+
+    /// The keys below `app.NAME.fcm.`.
+    public static let fcmKeys = ["serviceAccount", "host", "tokenUri", "ca", "pool.maxConnections", "pool.maxStreams"]
 
     // MARK: Known keys
 
@@ -263,7 +289,7 @@ public struct ConfigurationLoader: Sendable {
         "certificate.p12", "certificate.passphraseEnv", "token.keyFile", "token.keyId", "token.teamId",
         "pool.maxConnections", "pool.maxStreams", "pool.rate", "pool.pingMinutes", "pool.idleHours", "transport",
         "legacy.host", "legacy.feedbackHost", "legacy.feedbackInterval",
-    ]
+    ] + fcmKeys.map { "fcm.\($0)" }
 
     /// `--app-news-pool-max-streams` for `app.news.pool.maxStreams` (swift-configuration's spelling).
     static func flagSpelling(_ key: String) -> String {

@@ -1,4 +1,6 @@
 import APNsHTTP2
+import Foundation
+import PushTransport
 import PushgateCore
 
 extension GatewayConfiguration {
@@ -156,6 +158,11 @@ extension GatewayConfiguration.App {
         }
         if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
         switch authentication {
+        case nil where fcm != nil:
+            throw fail(
+                "certificate.file",
+                "no APNs credentials: an app with fcm.* needs APNs credentials too (FCM-only apps are not supported)"
+            )
         case nil:
             throw fail(
                 "certificate.file",
@@ -183,6 +190,7 @@ extension GatewayConfiguration.App {
         guard pool.rate >= 0 else { throw fail("pool.rate", "must be 0 (no limit) or notifications per second") }
         guard pool.pingMinutes >= 0 else { throw fail("pool.pingMinutes", "must be 0 (off) or a number of minutes") }
         guard pool.idleHours >= 0 else { throw fail("pool.idleHours", "must be 0 (off) or a number of hours") }
+        if let fcm { try fcm.validate(fail: { key, message in fail("fcm.\(key)", message) }) }
         switch transport {
         case .http2:
             if legacy != Legacy() {
@@ -205,5 +213,24 @@ extension GatewayConfiguration.App {
                 throw fail("legacy.feedbackInterval", "must be 0 (off) or a number of seconds")
             }
         }
+    }
+}
+
+extension GatewayConfiguration.App.FCM {
+    /// `fail` takes the key below `app.NAME.fcm.`.
+    func validate(fail: (String, String) -> ConfigurationProblem) throws(ConfigurationProblem) {
+        guard !serviceAccountFile.isEmpty else { throw fail("serviceAccount", "must not be empty") }
+        if let host {
+            do { _ = try Endpoint(parsing: host) } catch { throw fail("host", "expected HOST[:PORT], got \"\(host)\"") }
+        }
+        if let tokenURI {
+            guard let url = URL(string: tokenURI), url.scheme?.lowercased() == "https", url.host?.isEmpty == false
+            else {
+                throw fail("tokenUri", "must be an absolute https URL (got \"\(tokenURI.prefix(80))\")")
+            }
+        }
+        if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
+        guard maximumConnections >= 1 else { throw fail("pool.maxConnections", "must be at least 1") }
+        if let streams = maximumStreams, streams < 1 { throw fail("pool.maxStreams", "must be at least 1") }
     }
 }

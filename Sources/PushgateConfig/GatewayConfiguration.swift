@@ -132,6 +132,29 @@ public struct GatewayConfiguration: Sendable, Hashable {
             }
         }
 
+        /// The app's Firebase Cloud Messaging route (`fcm.*`), beside its APNs one.
+        public struct FCM: Sendable, Hashable {
+            /// `fcm.serviceAccount` (`--fcm-service-account`): the service-account JSON key file.
+            public var serviceAccountFile: String
+            /// `fcm.host` (`--fcm-host`): `HOST[:PORT]` of `messages:send` (a simulator); nil: Google's,
+            /// fcm.googleapis.com:443.
+            public var host: String? = nil
+            /// `fcm.tokenUri` (`--fcm-token-uri`): where access tokens are fetched, an https URL; nil: the
+            /// account file's `token_uri`.
+            public var tokenURI: String? = nil
+            /// `fcm.ca` (`--fcm-ca`): trust this CA file (PEM) for the FCM host and the token endpoint
+            /// instead of the system store. Separate from `ca`, which is APNs's.
+            public var caFile: String? = nil
+            /// `fcm.pool.maxConnections`: the most HTTP/2 connections to FCM.
+            public var maximumConnections: Int = 16
+            /// `fcm.pool.maxStreams`: a cap on streams per connection; nil: what the server's SETTINGS allow.
+            public var maximumStreams: Int? = nil
+
+            public init(serviceAccountFile: String) {
+                self.serviceAccountFile = serviceAccountFile
+            }
+        }
+
         public var name: String
         /// `topic`: the bundle id (apns-topic). nil: the certificate subject's UID.
         public var topic: String? = nil
@@ -150,6 +173,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// `transport`: http2 (default) or legacy (the binary interface).
         public var transport: Transport = .http2
         public var legacy = Legacy()
+        /// `fcm.*`: FCM credentials and endpoint; nil: the app has no FCM route (its FCM devices fail with
+        /// a recorded reason). An app always has APNs credentials too: FCM-only apps are not supported.
+        public var fcm: FCM? = nil
 
         public init(name: String, authentication: Authentication? = nil) {
             self.name = name

@@ -24,6 +24,8 @@ public struct LoadedApp: Sendable {
     public var legacyGateway: APNsClient.Endpoint
     public var legacyFeedback: APNsClient.Endpoint
     public var legacyFeedbackInterval: Duration?
+    /// The app's FCM route; nil: none configured.
+    public var fcm: LoadedFCM? = nil
 }
 
 /// An API key as the HTTP API checks it: the SHA-256 of the key (the key itself is not kept).
@@ -174,7 +176,8 @@ extension GatewayConfiguration {
                     legacyGateway: legacyGateway,
                     legacyFeedback: legacyFeedback,
                     legacyFeedbackInterval: app.legacy.feedbackIntervalSeconds == 0
-                        ? nil : .seconds(app.legacy.feedbackIntervalSeconds)
+                        ? nil : .seconds(app.legacy.feedbackIntervalSeconds),
+                    fcm: try app.fcm?.load(fail: { key, message in fail("\(prefix).fcm.\(key)", message) })
                 )
             )
         }

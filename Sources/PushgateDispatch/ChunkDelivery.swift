@@ -33,7 +33,7 @@ final class BackgroundResult<Value: Sendable>: Sendable {
 final class ChunkDelivery {
     let chunk: WorkChunk
     let request: NotificationRequest
-    private let notification: PreparedNotification
+    private let prepared: PreparedRequest
     private let route: DeliveryRoute
     private unowned let dispatcher: Dispatcher
     private let collector: OutcomeCollector
@@ -54,8 +54,9 @@ final class ChunkDelivery {
     /// The progress record under way; records of one chunk are strictly one after another.
     private var recording:
         (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
-    /// The client's ids of what this chunk submitted, to withdraw the unsent ones on a stop.
-    private var submittedIDs: [UInt64] = []
+    /// The clients' ids of what this chunk submitted, to withdraw the unsent ones on a stop.
+    private var submittedAPNsIDs: [UInt64] = []
+    private var submittedFCMIDs: [UInt64] = []
     private var stopDeadline: Date?
     private(set) var isDone = false
     /// The store said this chunk's last record completed it (the request may be finished too).
@@ -63,15 +64,14 @@ final class ChunkDelivery {
 
     init(
         chunk: WorkChunk,
-        request: NotificationRequest,
-        notification: PreparedNotification,
+        prepared: PreparedRequest,
         route: DeliveryRoute,
         dispatcher: Dispatcher,
         signal: WakeSignal
     ) {
         self.chunk = chunk
-        self.request = request
-        self.notification = notification
+        self.request = prepared.request
+        self.prepared = prepared
         self.route = route
         self.dispatcher = dispatcher
         self.collector = OutcomeCollector(signal: signal)
@@ -93,7 +93,8 @@ final class ChunkDelivery {
     func stop(deadline: Date) {
         guard stopDeadline == nil else { return }
         stopDeadline = deadline
-        let withdrawn = route.transport.withdraw(submittedIDs)
+        var withdrawn = route.transport.withdraw(submittedAPNsIDs)
+        if let fcm = route.fcm { withdrawn += fcm.withdraw(submittedFCMIDs) }
         dispatcher.logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
     }
 
@@ -203,6 +204,7 @@ final class ChunkDelivery {
                 )
                 batch.add(disposition, token: outcome.token, at: now)
                 tally.add(outcome.outcome, disposition: disposition, request: request, now: now)
+                dispatcher.raiseAlarmIfAny(outcome.outcome, request: request)
             }
         }
         if dispatcher.logger.logLevel <= .debug {
@@ -210,8 +212,8 @@ final class ChunkDelivery {
                 dispatcher.logger.debug(
                     "device outcome",
                     metadata: [
-                        "push.request_id": "\(request.id)", "push.device": "\(outcome.token.hex)",
-                        "apns.outcome": "\(outcome.outcome)",
+                        "push.request_id": "\(request.id)", "push.device": "\(outcome.token)",
+                        "push.outcome": "\(outcome.outcome)",
                     ]
                 )
             }
@@ -222,20 +224,31 @@ final class ChunkDelivery {
         let available = buffered.count - bufferedHead
         let count = min(room, available)
         guard count > 0 else { return }
-        var requests: [APNsRequest] = []
-        requests.reserveCapacity(count)
+        var sends = RoutedSends(reservingCapacity: count)
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
-            requests.append(
-                APNsRequest(notification: notification, deviceToken: target.token, tag: sequence, receiver: collector)
-            )
+            sends.add(target.token, tag: sequence, prepared: prepared, route: route, receiver: collector)
         }
         bufferedHead += count
-        collector.willSend(count)
-        submittedIDs.append(contentsOf: route.transport.submit(requests))
+        collector.willSend(sends.sendCount)
+        let ids = sends.submit(to: route)
+        submittedAPNsIDs.append(contentsOf: ids.apns)
+        submittedFCMIDs.append(contentsOf: ids.fcm)
         sentThrough = bufferedHead == buffered.count ? pageCursor : buffered[bufferedHead].cursor - 1
-        room -= count
+        room -= sends.sendCount
+        failUnsendable(sends.unsendable)
+    }
+
+    /// Devices that cannot be sent fail for good at once, recorded with the next progress.
+    private func failUnsendable(_ unsendable: [RoutedSends.Unsendable]) {
+        guard !unsendable.isEmpty else { return }
+        let now = dispatcher.clock.now()
+        for device in unsendable {
+            order.complete(sequence: device.tag)
+            let disposition = dispatcher.failUnsendable(device, request: request, now: now, tally: &tally)
+            batch.add(disposition, token: device.token, at: now)
+        }
     }
 
     /// Reads ahead until a page and the in-flight budget's worth wait to be sent, so that sending never

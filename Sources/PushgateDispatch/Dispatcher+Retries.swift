@@ -35,34 +35,38 @@ extension Dispatcher {
     private func deliver(_ claims: [RetryClaim], claimedAt: Date) async {
         let collector = OutcomeCollector()
         var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
-        var requestsByApp: [String: [APNsRequest]] = [:]
+        var sendsByApp: [String: RoutedSends] = [:]
         var outcomes: [RetryOutcome] = []
         var tally = metrics.tally()
         for (index, claim) in claims.enumerated() {
             // A store error leaves the claim leased: it is claimed again when its lease runs out.
-            guard
-                let found = await storeHealth.attempt(
-                    .readRequest,
-                    { try await requestAndNotification(claim.requestID) }
-                )
+            guard let found = await storeHealth.attempt(.readRequest, { try await preparedRequest(claim.requestID) })
             else { continue }
-            guard let (request, notification) = found else {
+            guard let prepared = found, let route = routes[prepared.request.app] else {
                 outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
                 continue
             }
-            byTag[UInt64(index)] = (claim, request)
-            requestsByApp[request.app, default: []].append(
-                APNsRequest(
-                    notification: notification,
-                    deviceToken: claim.token,
-                    tag: UInt64(index),
-                    receiver: collector
-                )
+            byTag[UInt64(index)] = (claim, prepared.request)
+            sendsByApp[prepared.request.app, default: RoutedSends()].add(
+                claim.token,
+                tag: UInt64(index),
+                prepared: prepared,
+                route: route,
+                receiver: collector
             )
+        }
+        for sends in sendsByApp.values {
+            for device in sends.unsendable {
+                guard let (claim, request) = byTag.removeValue(forKey: device.tag) else { continue }
+                let disposition = failUnsendable(device, request: request, now: clock.now(), tally: &tally)
+                outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+            }
         }
         collector.willSend(byTag.count)
         retriesInFlightCount.add(byTag.count, ordering: .relaxed)
-        for (app, requests) in requestsByApp { _ = routes[app]?.transport.submit(requests) }
+        for (app, sends) in sendsByApp {
+            if let route = routes[app] { _ = sends.submit(to: route) }
+        }
         let holdUntil = claimedAt.addingTimeInterval(configuration.leaseDuration.seconds / 2)
         var unanswered = byTag
         while !unanswered.isEmpty, clock.now() < holdUntil {
@@ -82,6 +86,7 @@ extension Dispatcher {
                     )
                 }
                 tally.add(completed.outcome, disposition: disposition, request: request, now: now)
+                raiseAlarmIfAny(completed.outcome, request: request)
                 outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
             }
             if !unanswered.isEmpty {

@@ -23,8 +23,8 @@ public struct DeliveryRoute: Sendable {
     }
 }
 
-/// Turns the ledger's work into APNs requests: claims chunks of a request's targets, streams them into
-/// the app's APNs client with bounded in-flight work, and records outcomes in batches (progress,
+/// Turns the ledger's work into requests to APNs and FCM: claims chunks of a request's targets, streams
+/// each device into its own service's client (``RoutedSends``) with one bounded in-flight budget, and records outcomes in batches (progress,
 /// retries, failures, invalidations in one transaction per batch). Also sends retries when they fall
 /// due. Nothing about a notification lives only in memory: a crash loses at most the outcomes of the
 /// batch in flight, and those devices are sent to again on restart.
@@ -76,8 +76,11 @@ public final class Dispatcher: Service, NotificationIntake {
     /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
     let retryBatchUnderWay = Atomic<Bool>(false)
     let retriesInFlightCount = Atomic<Int>(0)
-    /// Prepared notifications per request: a request is immutable, so its wire form is built once.
-    private let prepared = Mutex<[RequestID: (NotificationRequest, PreparedNotification)]>([:])
+    /// Prepared notifications per request: a request is immutable, so its wire forms are built once.
+    private let prepared = Mutex<[RequestID: PreparedRequest]>([:])
+    /// Devices failed for their app's configuration (FCM devices without FCM credentials, FCM refusing
+    /// the credentials): one warning per app and kind a minute, with a count.
+    private let alarms: SharedFailureStorm<AlarmKey>
     let random = Mutex(SystemRandomNumberGenerator())
 
     public init(
@@ -94,6 +97,7 @@ public final class Dispatcher: Service, NotificationIntake {
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
+        self.alarms = SharedFailureStorm(clock: clock, interval: 60)
         self.storeHealth = StoreHealth(
             backoff: configuration.storeBackoff,
             clock: clock,
@@ -102,14 +106,19 @@ public final class Dispatcher: Service, NotificationIntake {
         )
     }
 
-    /// Notifications that may be sent and not yet answered: the sum of what the routes' transports can
-    /// carry now (connections x streams), within the configured cap. Read on every loop turn, so it
-    /// follows the transports as their capacity changes.
+    /// Notifications that may be sent and not yet answered: the sum of what the routes' transports, APNs
+    /// and FCM, can carry now (connections x streams), within the configured cap. Read on every loop
+    /// turn, so it follows the transports as their capacity changes.
     public var inFlightBudget: Int {
         var seen = Set<ObjectIdentifier>()
         var capacity = 0
-        for route in routes.values where seen.insert(ObjectIdentifier(route.transport)).inserted {
-            capacity += route.transport.inFlightCapacity
+        for route in routes.values {
+            if seen.insert(ObjectIdentifier(route.transport)).inserted {
+                capacity += route.transport.inFlightCapacity
+            }
+            if let fcm = route.fcm, seen.insert(ObjectIdentifier(fcm)).inserted {
+                capacity += fcm.inFlightCapacity
+            }
         }
         return max(1, min(capacity, configuration.maximumInFlight ?? .max))
     }
@@ -314,9 +323,7 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Prepares a claimed chunk for delivery, or fails its targets at once when it cannot be sent (an
     /// app no longer configured).
     private func startDelivery(of chunk: WorkChunk) async throws -> ChunkDelivery? {
-        guard let (request, notification) = try await requestAndNotification(chunk.requestID),
-            let route = routes[request.app]
-        else {
+        guard let prepared = try await preparedRequest(chunk.requestID), let route = routes[prepared.request.app] else {
             try await failWholeChunk(chunk, reason: "unknown_app")
             return nil
         }
@@ -328,8 +335,7 @@ public final class Dispatcher: Service, NotificationIntake {
         }
         let delivery = ChunkDelivery(
             chunk: chunk,
-            request: request,
-            notification: notification,
+            prepared: prepared,
             route: route,
             dispatcher: self,
             signal: wake
@@ -348,7 +354,7 @@ public final class Dispatcher: Service, NotificationIntake {
         return delivery
     }
 
-    func requestAndNotification(_ id: RequestID) async throws -> (NotificationRequest, PreparedNotification)? {
+    func preparedRequest(_ id: RequestID) async throws -> PreparedRequest? {
         if let cached = prepared.withLock({ $0[id] }) { return cached }
         guard let request = try await store.request(id) else { return nil }
         guard routes[request.app] != nil else {
@@ -366,10 +372,11 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    /// Builds a request's wire form once and keeps it for the chunks and retries that follow. Done at
-    /// intake too, so that the first chunk does not read back the request it was just given.
+    /// Builds a request's wire forms once and keeps them for the chunks and retries that follow. Done at
+    /// intake too, so that the first chunk does not read back the request it was just given. The FCM
+    /// message is derived only for an app with an FCM transport.
     @discardableResult
-    private func prepare(_ request: NotificationRequest) throws -> (NotificationRequest, PreparedNotification)? {
+    private func prepare(_ request: NotificationRequest) throws -> PreparedRequest? {
         guard let route = routes[request.app] else { return nil }
         let content = try NotificationContent(
             topic: route.topic,
@@ -379,12 +386,62 @@ public final class Dispatcher: Service, NotificationIntake {
             collapseID: request.collapseID,
             payload: request.payload
         )
-        let entry = (request, PreparedNotification(content))
+        var fcmMessage: Result<FCMMessage, ValidationError>? = nil
+        if route.fcm != nil {
+            fcmMessage = Result { () throws(ValidationError) in try FCMMessage(request: request) }
+            if case .failure(let error) = fcmMessage {
+                logger.error(
+                    "stored request has no valid FCM message; its FCM devices fail",
+                    metadata: ["push.request_id": "\(request.id)", "error": "\(error)"]
+                )
+            }
+        }
+        let entry = PreparedRequest(
+            request: request,
+            notification: PreparedNotification(content),
+            fcmMessage: fcmMessage
+        )
         prepared.withLock { cache in
             if cache.count > 1_000 { cache.removeAll() }
             cache[request.id] = entry
         }
         return entry
+    }
+
+    /// A device failed for its app's configuration, not for itself: a warning, at most one per app and
+    /// kind a minute (with how many devices since the last one); counted in the metrics by the tally.
+    func raiseAlarm(_ key: AlarmKey, requestID: RequestID) {
+        guard let count = alarms.record(key) else { return }
+        let message: Logger.Message =
+            key.reason == OutcomeDisposition.fcmNotConfigured
+            ? "FCM devices of an app without FCM credentials fail; configure app.NAME.fcm"
+            : "FCM refused the app's credentials; its devices fail and are not pruned"
+        logger.warning(
+            message,
+            metadata: [
+                "push.app": "\(key.app)", "push.request_id": "\(requestID)", "push.reason": "\(key.reason)",
+                "push.devices": "\(count)",
+            ]
+        )
+    }
+
+    /// A device that cannot be sent (``RoutedSends/Unsendable``) fails for good: counted in `tally` as a
+    /// failure and an alarm, and warned about.
+    func failUnsendable(
+        _ device: RoutedSends.Unsendable,
+        request: NotificationRequest,
+        now: Date,
+        tally: inout OutcomeTally
+    ) -> OutcomeDisposition {
+        tally.addUnsendable(service: device.token.platform, reason: device.reason, request: request, now: now)
+        raiseAlarm(AlarmKey(app: request.app, service: device.token.platform, reason: device.reason), requestID: request.id)
+        return .failed(reason: device.reason, status: nil, invalidation: nil)
+    }
+
+    /// An outcome that is an alarm of the app's configuration is warned about (it is counted by the tally).
+    func raiseAlarmIfAny(_ outcome: DeliveryOutcome, request: NotificationRequest) {
+        guard outcome.isConfigurationAlarm else { return }
+        raiseAlarm(AlarmKey(app: request.app, service: outcome.service, reason: outcome.metricsReason), requestID: request.id)
     }
 
     // MARK: Chunks

@@ -1,15 +1,17 @@
 import APNsHTTP2
+import FCMTransport
 import PushTransport
 import PushgateCore
 import Synchronization
 
-/// Receives the outcomes of a batch of sends (on event-loop threads) and hands them to the
-/// dispatcher's task in bulk. One collector serves a whole chunk: no per-notification task or closure.
-final class OutcomeCollector: APNsOutcomeReceiver {
+/// Receives the outcomes of a batch of sends (on event-loop threads), from APNs and FCM alike, and
+/// hands them to the dispatcher's task in bulk. One collector serves a whole chunk: no per-notification
+/// task or closure. Its in-flight count covers both services, so one budget bounds them together.
+final class OutcomeCollector: APNsOutcomeReceiver, FCMOutcomeReceiver {
     struct Completed: Sendable {
         var tag: UInt64
         var token: DeviceToken
-        var outcome: APNsOutcome
+        var outcome: DeliveryOutcome
     }
 
     private struct State {
@@ -25,8 +27,23 @@ final class OutcomeCollector: APNsOutcomeReceiver {
     }
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
+        complete(Completed(tag: request.tag, token: request.deviceToken, outcome: .apns(outcome)))
+    }
+
+    func receive(_ outcome: FCMOutcome, for request: FCMSendRequest) {
+        let token: DeviceToken
+        do {
+            token = try DeviceToken(fcm: request.token)
+        } catch {
+            // The transport hands back the string it was given, which came from a valid DeviceToken.
+            preconditionFailure("FCM transport answered for a token it was not given")
+        }
+        complete(Completed(tag: request.tag, token: token, outcome: .fcm(outcome)))
+    }
+
+    private func complete(_ completed: Completed) {
         state.withLock { state in
-            state.completed.append(Completed(tag: request.tag, token: request.deviceToken, outcome: outcome))
+            state.completed.append(completed)
             state.inFlight -= 1
         }
         signal.signal()

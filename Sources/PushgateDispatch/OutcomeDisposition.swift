@@ -1,14 +1,49 @@
-import Foundation
-import PushgateCore
+package import Foundation
+package import PushgateCore
 
 /// What the ledger must record for one device's outcome: the decision, pure, from the outcome, the
-/// retry policy and the time. (410 and BadDeviceToken also invalidate the device.)
-enum OutcomeDisposition: Equatable {
+/// retry policy and the time. Both services map onto the same three decisions:
+///
+/// | APNs | FCM | decision |
+/// | --- | --- | --- |
+/// | 200 | 200 (`name` kept where the apns-id goes) | accepted |
+/// | 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken` | 404 `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the token | failed, device invalidated |
+/// | other rejections | `SENDER_ID_MISMATCH`, other 4xx | failed |
+/// | — | `THIRD_PARTY_AUTH_ERROR`, an access token refused twice | failed, never invalidated (an alarm) |
+/// | 429, 5xx, no answer | `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`, no answer | retry (FCM: no earlier than `Retry-After`) |
+///
+/// FCM invalidations are recorded with the APNs reason of the same meaning, so the registry keeps one
+/// vocabulary: `UNREGISTERED` → ``APNsReason/unregistered``, `INVALID_ARGUMENT` about the registration
+/// token → ``APNsReason/badDeviceToken``. Neither carries a timestamp: FCM never gives a dead token back,
+/// so the device is invalidated unconditionally (as for `BadDeviceToken`).
+package enum OutcomeDisposition: Equatable, Sendable {
     case accepted(apnsID: String?)
     case failed(reason: String, status: Int?, invalidation: DeviceInvalidation?)
     case retry(at: Date, reason: String)
 
+    /// The reason recorded for FCM devices of an app that has no FCM credentials.
+    package static let fcmNotConfigured = "fcm_not_configured"
+    /// The reason recorded for FCM devices of a request whose FCM message cannot be built.
+    package static let fcmInvalidMessage = "fcm_invalid_message"
+
     static func decide(
+        _ outcome: DeliveryOutcome,
+        token: DeviceToken,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
+    ) -> OutcomeDisposition {
+        switch outcome {
+        case .apns(let outcome):
+            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+        case .fcm(let outcome):
+            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+        }
+    }
+
+    package static func decide(
         _ outcome: APNsOutcome,
         token: DeviceToken,
         attempt: Int,
@@ -28,25 +63,90 @@ enum OutcomeDisposition: Equatable {
             }
             return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: invalidation)
         case .retryable, .connectionFatal:
-            switch policy.decide(
+            return retryOrGiveUp(
                 after: outcome.outcomeClass,
+                notBefore: nil,
+                reason: outcome.reasonLabel,
+                status: outcome.status,
                 attempt: attempt,
-                expiration: request.expiration,
-                firstAttemptAt: request.createdAt,
+                request: request,
+                policy: policy,
                 now: now,
                 using: &generator
             )
-            {
-            case .retry(let delay):
-                return .retry(
-                    at: now.addingTimeInterval(
-                        Double(delay.components.seconds) + Double(delay.components.attoseconds) / 1e18
-                    ),
-                    reason: outcome.reasonLabel
-                )
-            case .giveUp:
-                return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: nil)
-            }
         }
+    }
+
+    package static func decide(
+        _ outcome: FCMOutcome,
+        token: DeviceToken,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
+    ) -> OutcomeDisposition {
+        // Checked first: a refused access token is classed retryable by the transport, which already
+        // refreshed and resent once; what reaches us is the second refusal.
+        if outcome.isConfigurationAlarm {
+            return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: nil)
+        }
+        switch outcome.outcomeClass {
+        case .accepted:
+            return .accepted(apnsID: outcome.messageName)
+        case .rejected:
+            var invalidation: DeviceInvalidation? = nil
+            if outcome.invalidatesDevice {
+                let reason: APNsReason = outcome.errorCode == .unregistered ? .unregistered : .badDeviceToken
+                invalidation = DeviceInvalidation(token: token, reason: reason, appleTimestamp: nil)
+            }
+            return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: invalidation)
+        case .retryable, .connectionFatal:
+            return retryOrGiveUp(
+                after: outcome.outcomeClass,
+                notBefore: outcome.retryAfter,
+                reason: outcome.reasonLabel,
+                status: outcome.status,
+                attempt: attempt,
+                request: request,
+                policy: policy,
+                now: now,
+                using: &generator
+            )
+        }
+    }
+
+    /// The retry policy's decision, with the next attempt no earlier than `notBefore` from now (the
+    /// server's `Retry-After`). When that lies past the notification's deadline, it is given up.
+    private static func retryOrGiveUp(
+        after outcomeClass: OutcomeClass,
+        notBefore: Duration?,
+        reason: String,
+        status: Int?,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
+    ) -> OutcomeDisposition {
+        let decision = policy.decide(
+            after: outcomeClass,
+            attempt: attempt,
+            expiration: request.expiration,
+            firstAttemptAt: request.createdAt,
+            now: now,
+            using: &generator
+        )
+        guard case .retry(var delay) = decision else {
+            return .failed(reason: reason, status: status, invalidation: nil)
+        }
+        if let notBefore, notBefore > delay {
+            let deadline = policy.deadline(for: request.expiration, firstAttemptAt: request.createdAt)
+            guard now.addingTimeInterval(notBefore.seconds) <= deadline else {
+                return .failed(reason: reason, status: status, invalidation: nil)
+            }
+            delay = notBefore
+        }
+        return .retry(at: now.addingTimeInterval(delay.seconds), reason: reason)
     }
 }

@@ -1,4 +1,5 @@
 import APNsLegacy
+import FCMTransport
 import Foundation
 public import PushgateConfig
 import PushgateCore
@@ -86,7 +87,13 @@ extension Gateway.Configuration {
             databasePath: configuration.store.path,
             udp: udp,
             apps: loaded.apps.map {
-                Gateway.App(name: $0.name, topic: $0.topic, client: $0.client, legacy: Self.legacyOptions(of: $0))
+                Gateway.App(
+                    name: $0.name,
+                    topic: $0.topic,
+                    client: $0.client,
+                    legacy: Self.legacyOptions(of: $0),
+                    fcm: $0.fcm.map(FCMClient.Configuration.init)
+                )
             },
             dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value))
         )

@@ -1,5 +1,6 @@
 public import APNsHTTP2
 import APNsLegacy
+public import FCMTransport
 import Foundation
 public import Logging
 import Prometheus
@@ -29,13 +30,21 @@ public struct Gateway: Sendable {
         /// The legacy binary interface instead of HTTP/2 for this app, plus feedback polling (nil:
         /// HTTP/2 with `client`).
         public var legacy: LegacyTransportOptions?
+        /// The app's FCM client (nil: no FCM route; its FCM devices fail with a recorded reason).
+        public var fcm: FCMClient.Configuration?
 
-        public init(name: String, topic: Topic, client: APNsClient.Configuration, legacy: LegacyTransportOptions? = nil)
-        {
+        public init(
+            name: String,
+            topic: Topic,
+            client: APNsClient.Configuration,
+            legacy: LegacyTransportOptions? = nil,
+            fcm: FCMClient.Configuration? = nil
+        ) {
             self.name = name
             self.topic = topic
             self.client = client
             self.legacy = legacy
+            self.fcm = fcm
         }
     }
 
@@ -169,6 +178,7 @@ public struct Gateway: Sendable {
         var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
+        var fcmClients: [FCMClient] = []
         var routes: [String: DeliveryRoute] = [:]
         for app in configuration.apps {
             guard routes[app.name] == nil else {
@@ -205,7 +215,9 @@ public struct Gateway: Sendable {
                 transport = client
             }
             transports.append(transport)
-            routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic)
+            let fcm = try app.fcm.map { try Self.makeFCMClient($0, app: app.name) }
+            if let fcm { fcmClients.append(fcm) }
+            routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
         }
         let dispatcher = Dispatcher(
             store: store,
@@ -247,7 +259,9 @@ public struct Gateway: Sendable {
                 )
             }
         )
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = transports.map { .init(service: $0) }
+        // Transports start first and stop last: the dispatcher drains into them.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] =
+            transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.
         var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: dispatcher), .init(service: udp),
@@ -303,11 +317,13 @@ public struct Gateway: Sendable {
             services += underID
         }
         for app in configuration.apps {
+            let fcmEndpoint = app.fcm.map { "\($0.endpoint) project \($0.serviceAccount.projectID)" } ?? "none"
             logger.info(
                 "app configured",
                 metadata: [
                     "push.app": "\(app.name)", "push.topic": "\(app.topic)",
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
+                    "fcm.endpoint": "\(fcmEndpoint)",
                 ]
             )
         }

@@ -99,8 +99,38 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customLong("team-id"), help: "Token auth: the team id.")
     var teamID: String?
 
-    @Flag(help: "Run an APNs simulator in-process and deliver to it: try pushgate without an Apple account.")
+    @Flag(
+        help:
+            ArgumentHelp(
+                "Run an APNs and an FCM simulator in-process and deliver to them: "
+                    + "try pushgate without an Apple or Google account."
+            )
+    )
     var simulator = false
+
+    @Option(
+        name: .customLong("fcm-service-account"),
+        help: "FCM: the Firebase service-account JSON key file (fcm.serviceAccount); the app then reaches Android too."
+    )
+    var fcmServiceAccount: String?
+
+    @Option(
+        name: .customLong("fcm-host"),
+        help: "FCM: connect to HOST[:PORT] instead of fcm.googleapis.com:443 (a simulator)."
+    )
+    var fcmHost: String?
+
+    @Option(
+        name: .customLong("fcm-token-uri"),
+        help: "FCM: fetch access tokens from this https URL instead of the service account's token_uri."
+    )
+    var fcmTokenURI: String?
+
+    @Option(
+        name: .customLong("fcm-ca"),
+        help: "FCM: trust this CA file (PEM) for the FCM host and token endpoint (--ca is APNs's only)."
+    )
+    var fcmCA: String?
 
     @Option(
         name: .customLong("max-connections"),
@@ -207,6 +237,9 @@ struct GatewayCommand: AsyncParsableCommand {
         if simulator && (legacyHost != nil || feedbackHost != nil) {
             throw ValidationError("--simulator brings its own legacy gateway; drop --legacy-host/--feedback-host")
         }
+        if simulator && (fcmServiceAccount != nil || fcmHost != nil || fcmTokenURI != nil || fcmCA != nil) {
+            throw ValidationError("--simulator brings its own FCM and service account; drop the --fcm-* flags")
+        }
     }
 
     /// The flags as configuration keys: the daemon's own, and those of the single app.
@@ -244,6 +277,10 @@ struct GatewayCommand: AsyncParsableCommand {
         setApp("legacy.host", legacyHost, "--legacy-host")
         setApp("legacy.feedbackHost", feedbackHost, "--feedback-host")
         setApp("legacy.feedbackInterval", feedbackInterval, "--feedback-interval")
+        setApp("fcm.serviceAccount", fcmServiceAccount, "--fcm-service-account")
+        setApp("fcm.host", fcmHost, "--fcm-host")
+        setApp("fcm.tokenUri", fcmTokenURI, "--fcm-token-uri")
+        setApp("fcm.ca", fcmCA, "--fcm-ca")
         commandLine.arguments = configArguments
         return commandLine
     }
@@ -293,65 +330,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     private func runGateway(_ configuration: GatewayConfiguration, logger: Logger) async throws {
         if simulator {
-            // One simulator for every app: HTTP/2 apps deliver with one token key (loaded the usual way,
-            // so they share one provider token); legacy apps, which have no token auth, with a client
-            // certificate its CA issues for their topic. Topics stay the apps' own.
-            let key = P256.Signing.PrivateKey()
-            let authority = try SimulatorCertificateAuthority()
-            var simulatorConfiguration = APNsSimulator.Configuration()
-            simulatorConfiguration.tls = .authority(authority)
-            simulatorConfiguration.clientCertificateAuthorityPEM = authority.certificatePEM
-            simulatorConfiguration.tokenKeys = [
-                ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)
-            ]
-            simulatorConfiguration.legacyPort = 0
-            simulatorConfiguration.feedbackPort = 0
-            simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
-            try await APNsSimulator.withRunning(simulatorConfiguration) { running in
-                logger.info(
-                    "APNs simulator running in-process",
-                    metadata: [
-                        "apns.simulator": "127.0.0.1:\(running.port)",
-                        "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
-                        "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
-                        "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
-                    ]
-                )
-                let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
-                let keyPath = directory.appendingPathComponent("simulator-auth-key.p8").path
-                guard
-                    FileManager.default.createFile(
-                        atPath: keyPath,
-                        contents: Data(key.pemRepresentation.utf8),
-                        attributes: [.posixPermissions: 0o600]
-                    )
-                else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
-                var written = [keyPath]
-                defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
-                var simulated = configuration
-                for index in simulated.apps.indices {
-                    let topic = simulated.apps[index].topic ?? "com.example.pushgate"
-                    simulated.apps[index].topic = topic
-                    simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
-                    simulated.apps[index].caFile = running.caCertificatePath
-                    if simulated.apps[index].transport == .legacy {
-                        let issued = try authority.issueClientCertificate(topic: topic)
-                        let certificatePath = directory.appendingPathComponent("simulator-client-\(index).pem").path
-                        let privateKeyPath = directory.appendingPathComponent("simulator-client-\(index).key").path
-                        try issued.write(certificateTo: certificatePath, privateKeyTo: privateKeyPath)
-                        written += [certificatePath, privateKeyPath]
-                        simulated.apps[index].authentication = .certificate(file: certificatePath, key: privateKeyPath)
-                        simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
-                        simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
-                    } else {
-                        simulated.apps[index].authentication = .token(
-                            keyFile: keyPath,
-                            keyID: "SIMULATOR1",
-                            teamID: "SIMTEAM001"
-                        )
-                        simulated.apps[index].legacy = .init()
-                    }
-                }
+            try await Self.withSimulators(for: configuration, logger: logger) { simulated in
                 let loaded = try Self.checked { () throws(ConfigurationProblem) in try simulated.loadCredentials() }
                 try await serve(loaded, logger: logger)
             }
@@ -361,7 +340,7 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
-    private static func checked<T>(_ body: () throws(ConfigurationProblem) -> T) throws -> T {
+    static func checked<T>(_ body: () throws(ConfigurationProblem) -> T) throws -> T {
         do { return try body() } catch { throw ConfigurationError(error.description) }
     }
 

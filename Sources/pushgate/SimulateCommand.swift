@@ -1,21 +1,24 @@
 import APNsSimulator
 import ArgumentParser
+import FCMSimulator
 import Foundation
 import Logging
 import ServiceLifecycle
 
-/// `pushgate simulate`: the APNs simulator on its own, until SIGINT or SIGTERM.
+/// `pushgate simulate`: the APNs and FCM simulators on their own, until SIGINT or SIGTERM.
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run the APNs simulator.",
+        abstract: "Run the APNs and FCM simulators.",
         discussion: """
             An APNs on loopback: HTTP/2 over TLS answering POST /3/device/<token> with Apple's statuses \
             and reasons, with a control API (/notifications, /stats, /devices/{token}/unregister, \
             /devices/{token}/bad, /faults, /reset, /legacy/...). Also the legacy binary gateway and \
             feedback ports (Apple retired that interface on 31 March 2021). Without --tls-cert/--tls-key it generates a CA and \
             a server certificate for localhost, 127.0.0.1 and ::1 and writes the CA to --ca-out (or a \
-            temporary file); point the gateway's --ca at it.
+            temporary file); point the gateway's --ca at it. The FCM simulator (--fcm-port) answers \
+            POST /token and /v1/projects/{project}/messages:send; it writes a throwaway service-account file \
+            (--fcm-account-out) for the gateway's --fcm-service-account, and its CA for --fcm-ca.
             """
     )
 
@@ -86,6 +89,21 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
     var logLevel: String = "info"
 
+    @Option(
+        name: .customLong("fcm-port"),
+        help: "FCM simulator port (token endpoint and messages:send, TLS); 0 picks a free one, -1 disables it."
+    )
+    var fcmPort: Int = 2199
+
+    @Option(name: .customLong("fcm-control-port"), help: "FCM simulator's control API port; 0 picks a free one.")
+    var fcmControlPort: Int = 2200
+
+    @Option(
+        name: .customLong("fcm-account-out"),
+        help: "Where to write the FCM simulator's throwaway service-account JSON file (default: a temporary file)."
+    )
+    var fcmAccountOut: String?
+
     func validate() throws {
         guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
         guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
@@ -97,6 +115,12 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         guard (self.tlsCertificate == nil) == (self.tlsKey == nil) else {
             throw ValidationError("--tls-cert and --tls-key go together")
+        }
+        guard (-1...65_535).contains(self.fcmPort) else {
+            throw ValidationError("--fcm-port must be -1 (off) or 0...65535")
+        }
+        guard (0...65_535).contains(self.fcmControlPort) else {
+            throw ValidationError("--fcm-control-port must be 0...65535")
         }
         guard self.threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard self.maxConcurrentStreams >= 0 else { throw ValidationError("--max-concurrent-streams must be ≥ 0") }
@@ -143,9 +167,11 @@ struct SimulateCommand: AsyncParsableCommand {
             // Unbuffered, so scripts reading a pipe see the ports at once.
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: simulator)]
+        if fcmPort >= 0 { services.append(.init(service: makeFCMSimulator())) }
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: simulator)],
+                services: services,
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: configuration.logger
             )
@@ -155,6 +181,33 @@ struct SimulateCommand: AsyncParsableCommand {
         } catch let error as SimulatorError {
             FileHandle.standardError.write(Data("pushgate simulate: \(error.description)\n".utf8))
             throw ExitCode(78)
+        }
+    }
+
+    /// The FCM simulator, which prints where it listens and writes a service account it knows.
+    private func makeFCMSimulator() -> FCMSimulator {
+        var configuration = FCMSimulator.Configuration()
+        configuration.host = host
+        configuration.port = fcmPort
+        configuration.controlPort = fcmControlPort
+        configuration.eventLoopThreads = threads
+        configuration.recordLimit = recordLimit
+        configuration.logger = Logger(label: "pushgate.fcm-simulator")
+        let accountPath =
+            fcmAccountOut
+            ?? FileManager.default.temporaryDirectory
+            .appendingPathComponent("pushgate-fcm-service-account-\(UUID().uuidString).json").path
+        return FCMSimulator(configuration: configuration) { running in
+            let account = try running.makeServiceAccount()
+            try account.write(to: accountPath)
+            let host = running.host.contains(":") ? "[\(running.host)]" : running.host
+            var lines = ["FCM simulator (HTTP/2, TLS) listening on https://\(host):\(running.port)"]
+            if let controlPort = running.controlPort {
+                lines.append("FCM control API (HTTP/1.1) listening on http://\(host):\(controlPort)")
+            }
+            lines.append("FCM CA certificate written to \(running.caCertificatePath)")
+            lines.append("FCM service account written to \(accountPath)")
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
     }
 

@@ -4,10 +4,14 @@ import PushgateDispatch
 import PushgateGateway
 import PushgatePostgres
 import PushgateUDP
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
 import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
 #endif
 
 /// The `pushgate` command line as documented, against the in-process simulator (`--simulator`).
@@ -43,6 +47,81 @@ struct CommandLineTests {
         try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
         #expect(process.terminationStatus == 0)
         #expect(!output.text.contains("HTTP API listening"), "the API is off: \(output.text)")
+    }
+
+    @Test("`--simulator` runs an FCM simulator beside the APNs one and gives the app an FCM route to it")
+    func simulatorBringsFCM() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon is ready", timeout: .seconds(60)) {
+            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+            return output.text.contains("pushgate ready")
+        }
+        #expect(output.text.contains("APNs and FCM simulators running in-process"), "\(output.text)")
+        #expect(output.text.contains("fcm.simulator=127.0.0.1:"), "\(output.text)")
+        // The app's FCM client points at the simulator with the throwaway account's project.
+        #expect(output.text.contains("project pushgate-simulated-default"), "\(output.text)")
+        #expect(!output.text.contains("BEGIN PRIVATE KEY"), "the throwaway key is never logged")
+        kill(process.processIdentifier, SIGTERM)
+        try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
+        #expect(process.terminationStatus == 0)
+    }
+
+    @Test("`pushgate -f --simulator`: a group of one APNs and one FCM device registered over UDP reaches FCM too")
+    func simulatorDeliversToFCM() async throws {
+        let directory = try TemporaryDirectory()
+        let registrationPort = ExternalTools.freeTCPPort()
+        var notificationPort = ExternalTools.freeTCPPort()
+        while notificationPort == registrationPort { notificationPort = ExternalTools.freeTCPPort() }
+        let (process, output) = try Self.start(
+            ["--http-port", "-1", "-g", "\(registrationPort)", "-n", "\(notificationPort)"],
+            in: directory
+        )
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon is ready", timeout: .seconds(60)) {
+            if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+            return output.text.contains("pushgate ready")
+        }
+        let control = try #require(
+            output.text.firstMatch(of: /fcm\.simulator\.control=127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) },
+            "\(output.text)"
+        )
+        let fcmToken = "fcm-device-" + String(repeating: "a1B2", count: 40)
+        let registration = try UDPSender(port: registrationPort)
+        registration.send(#"{"device": "\#(String(repeating: "ab", count: 32))", "group": "Mixed"}"#)
+        registration.send(#"{"device": "\#(fcmToken)", "platform": "fcm", "group": "Mixed"}"#)
+        let notification = try UDPSender(port: notificationPort)
+        let polls = Mutex(0)
+        try await eventually("the FCM simulator recorded the message", timeout: .seconds(60)) {
+            // The request may overtake the registrations (two sockets): sent again every 50 polls until FCM has it.
+            let poll = polls.withLock { count in
+                defer { count += 1 }
+                return count
+            }
+            if poll % 50 == 0 {
+                notification.send(#"{"groups": ["Mixed"], "type": "urgent", "payload": {"aps": {"alert": "Hello"}}}"#)
+            }
+            let (data, _) = try await URLSession.shared.data(
+                from: URL(string: "http://127.0.0.1:\(control)/messages?token=\(fcmToken)")!
+            )
+            let messages = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["messages"] as? [Any]
+            return !(messages ?? []).isEmpty
+        }
+        kill(process.processIdentifier, SIGTERM)
+        try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
+        #expect(process.terminationStatus == 0)
+        #expect(!output.text.contains(fcmToken), "full FCM tokens are never logged")
+    }
+
+    @Test("`--simulator` refuses the --fcm-* flags: it brings its own FCM and service account")
+    func simulatorRefusesFCMFlags() async throws {
+        let directory = try TemporaryDirectory()
+        let (process, output) = try Self.start(["--http-port", "-1", "--fcm-host", "127.0.0.1:1"], in: directory)
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        try await eventually("the daemon exited", timeout: .seconds(60)) { !process.isRunning }
+        #expect(process.terminationStatus != 0)
+        #expect(output.text.contains("drop the --fcm-* flags"), "\(output.text)")
     }
 
     @Test("a lease shorter than the request timeout is refused at start-up with exit 78 and a line naming both")

@@ -29,17 +29,18 @@ func withKeyedAPI<R>(
     let store = try SQLiteStore(path: folder.appendingPathComponent("pushgate.sqlite").path, logger: logger)
     let clock = ManualWallClock(APIFixture.start)
     let ids = SequentialRequestIDs()
+    let intake = StoringIntake(store: store)
     var configuration = HTTPAPI.Configuration(host: "127.0.0.1", port: 0, apps: apps)
     configuration.apiKeys = keys
     let api = try HTTPAPI(
         configuration: configuration,
         store: store,
-        intake: StoringIntake(store: store),
+        intake: intake,
         clock: clock,
         requestIDs: { ids.make($0) },
         logger: logger
     )
-    return try await body(APIFixture(store: store, clock: clock, api: api))
+    return try await body(APIFixture(store: store, intake: intake, clock: clock, api: api))
 }
 
 extension TestClientProtocol {

@@ -29,9 +29,12 @@ struct OpenAPIConformanceTests {
             .deletingLastPathComponent().appendingPathComponent("scripts/openapi-conformance.sh").path
         let monitoring = HTTPAPI.Monitoring(metricsExposition: { Array("pushgate_up 1\n".utf8) })
         try await withAPI(monitoring: monitoring) { fixture in
-            // Something to find, so that reads can answer 200 as well as 404.
+            // Something to find, so that reads can answer 200 as well as 404; the group mixes platforms.
             _ = try await fixture.store.register(
                 Registration(app: "default", token: DeviceToken(hex: tokenA), group: "news", at: APIFixture.start)
+            )
+            _ = try await fixture.store.register(
+                Registration(app: "default", token: DeviceToken(fcm: fcmToken), group: "news", at: APIFixture.start)
             )
             try await fixture.api.buildApplication().test(.live) { client in
                 let port = try #require(client.port)

@@ -7,10 +7,20 @@ import PushgateHTTP
 import PushgateSQLite
 import Synchronization
 
-/// An intake that only stores: no dispatcher, no APNs.
-struct StoringIntake: NotificationIntake {
+/// An intake that only stores: no dispatcher, no APNs. It keeps what the API handed it, stored or not.
+final class StoringIntake: NotificationIntake {
     let store: SQLiteStore
-    func submit(_ request: NotificationRequest) async throws -> EnqueueResult { try await store.enqueue(request) }
+    private let handed = Mutex<[NotificationRequest]>([])
+
+    init(store: SQLiteStore) { self.store = store }
+
+    /// Every request the API submitted, in order.
+    var submitted: [NotificationRequest] { handed.withLock { $0 } }
+
+    func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
+        handed.withLock { $0.append(request) }
+        return try await store.enqueue(request)
+    }
 }
 
 /// Request ids `req-1`, `req-2`, ... in order.
@@ -28,6 +38,7 @@ final class SequentialRequestIDs: Sendable {
 /// An API on a fresh SQLite file, with a manual clock and sequential request ids.
 struct APIFixture: Sendable {
     let store: SQLiteStore
+    let intake: StoringIntake
     let clock: ManualWallClock
     let api: HTTPAPI
 
@@ -50,17 +61,18 @@ func withAPI<R>(
     let store = try SQLiteStore(path: folder.appendingPathComponent("pushgate.sqlite").path, logger: logger)
     let clock = ManualWallClock(APIFixture.start)
     let ids = SequentialRequestIDs()
+    let intake = StoringIntake(store: store)
     let api = try HTTPAPI(
         configuration: .init(host: "127.0.0.1", port: port, apps: apps, maximumBodyBytes: maximumBodyBytes),
         store: store,
-        intake: StoringIntake(store: store),
+        intake: intake,
         clock: clock,
         requestIDs: { ids.make($0) },
         logger: logger,
         monitoring: monitoring,
         onBound: onBound
     )
-    return try await body(APIFixture(store: store, clock: clock, api: api))
+    return try await body(APIFixture(store: store, intake: intake, clock: clock, api: api))
 }
 
 /// Runs `test` against the API in-process (router test framework).

@@ -24,7 +24,7 @@ struct UDPIngressTests {
     }
 
     /// Runs an ingress on 127.0.0.1 with ports 0 for `body`, then cancels it and waits for it to stop.
-    private func withIngress(
+    func withIngress(
         registry: FakeRegistry = FakeRegistry(),
         intake: FakeIntake = FakeIntake(knownGroups: ["Choom"]),
         configuration: UDPIngress.Configuration = loopback,

@@ -25,9 +25,17 @@ public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {
 
 /// A notification request, as every ingress reads it (the UDP notification port, `POST /v1/notifications`):
 /// `{"groups": [..], "type": "background"|"normal"|"urgent", "expiration": <unix s>, "key": "<collapse id>",
-/// "payload": {...}}`, as the C pushd reads it, plus the optional extension keys `"devices"` (tokens to
-/// target directly), `"app"`, `"push_type"` (overrides the push type `type` implies) and `"priority"`
-/// (1, 5 or 10; overrides the priority `type` implies).
+/// "payload": {...}}`, as the C pushd reads it, plus the optional extension keys `"devices"` (APNs tokens
+/// to target directly), `"fcm_devices"` (FCM registration tokens to target directly), `"app"`,
+/// `"push_type"` (overrides the push type `type` implies), `"priority"` (1, 5 or 10; overrides the
+/// priority `type` implies) and `"fcm"` (an object overriding the FCM message derived for FCM devices,
+/// ``FCMOverride``).
+///
+/// A request that speaks FCM (it has an `fcm` object or names `fcm_devices`) has its FCM message derived
+/// here, once, so that one FCM cannot send (too large, `fcm` breaking the message's rules) is refused
+/// before anything is stored, whether or not the app has FCM devices yet. A request that does not (what
+/// a pushd client sends) is not: its APNs limits are the C pushd's, and the derived message of a payload
+/// near them can be larger than FCM's 4,096 bytes (docs/fcm.md, "Size").
 ///
 /// The payload is kept as the bytes the sender wrote (from its `{` to its `}`), never re-serialised.
 /// Pure: the request id and the receive time are passed in. Any problem rejects the whole request with
@@ -37,6 +45,7 @@ public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {
 package enum NotificationRequestSchema {
     package static let allowedKeys: Set<String> = [
         "groups", "type", "expiration", "key", "payload", "devices", "app", "push_type", "priority",
+        "fcm_devices", "fcm",
     ]
 
     /// Decides the request's app from its `app` member (nil when absent); the ingress's rule (a default
@@ -44,9 +53,9 @@ package enum NotificationRequestSchema {
     package typealias AppRule = (String?) throws(ValidationError) -> String
 
     /// Field checks run in a fixed order (after the JSON and key checks of ``RequestDocument``), so the
-    /// reason reported for a request with several problems is stable: app, groups, devices, type,
-    /// push_type, priority, expiration, key, payload, then the rules between fields (targets, priority
-    /// allowed for the push type, payload size for the push type).
+    /// reason reported for a request with several problems is stable: app, groups, devices, fcm_devices,
+    /// type, push_type, priority, expiration, key, payload, fcm, then the rules between fields (targets,
+    /// priority allowed for the push type, payload size for the push type, the FCM message).
     package static func read(
         _ bytes: UnsafeRawBufferPointer,
         dialect: RequestDialect,
@@ -57,7 +66,10 @@ package enum NotificationRequestSchema {
         let document = try RequestDocument(parsing: bytes, allowedKeys: allowedKeys, dialect: dialect)
         let app = try rule(try document.string("app"))
         let groups = try uniqueGroups(document.stringArray("groups") ?? [])
-        let devices = try uniqueDevices(document.stringArray("devices") ?? [])
+        let devices = try uniqueDevices([
+            (.apns, "devices", try document.stringArray("devices") ?? []),
+            (.fcm, "fcm_devices", try document.stringArray("fcm_devices") ?? []),
+        ])
         let type = try pushdType(document.string("type"))
         let pushType =
             try document.string("push_type").map { raw throws(ValidationError) in
@@ -73,12 +85,15 @@ package enum NotificationRequestSchema {
         guard let payloadBytes = try document.objectBytes("payload", in: bytes) else {
             throw RequestDocument.missing("payload")
         }
+        let fcm = try document.objectBytes("fcm", in: bytes).map { raw throws(ValidationError) in
+            try FCMOverride(jsonBytes: raw, field: "fcm")
+        }
 
         guard !groups.isEmpty || !devices.isEmpty else {
             throw ValidationError(
                 code: .noTargets,
                 field: "groups",
-                message: "a notification needs at least one group or device"
+                message: "a notification needs at least one group or device (devices, fcm_devices)"
             )
         }
         let priority = explicitPriority ?? type.priority
@@ -92,7 +107,7 @@ package enum NotificationRequestSchema {
         let payload = try Payload(jsonBytes: payloadBytes, field: "payload")
         try payload.validate(for: pushType, field: "payload")
 
-        return NotificationRequest(
+        let request = NotificationRequest(
             id: id,
             app: app,
             groups: groups,
@@ -102,8 +117,13 @@ package enum NotificationRequestSchema {
             expiration: expiration,
             collapseID: collapseID,
             payload: payload,
+            fcm: fcm,
             createdAt: receivedAt
         )
+        if fcm != nil || devices.contains(where: { $0.platform == .fcm }) {
+            _ = try FCMMessage(request: request)
+        }
+        return request
     }
 
     private static func uniqueGroups(_ names: [String]) throws(ValidationError) -> [String] {
@@ -116,12 +136,18 @@ package enum NotificationRequestSchema {
         return groups
     }
 
-    private static func uniqueDevices(_ tokens: [String]) throws(ValidationError) -> [DeviceToken] {
+    /// The tokens of each list (`devices` for APNs, `fcm_devices` for FCM), validated for its platform,
+    /// duplicates dropped, in the lists' order.
+    private static func uniqueDevices(
+        _ lists: [(platform: PushPlatform, key: String, tokens: [String])]
+    ) throws(ValidationError) -> [DeviceToken] {
         var seen = Set<DeviceToken>()
         var devices: [DeviceToken] = []
-        for hex in tokens {
-            let token = try DeviceToken(hex: hex, field: "devices")
-            if seen.insert(token).inserted { devices.append(token) }
+        for (platform, key, tokens) in lists {
+            for value in tokens {
+                let token = try DeviceToken(platform: platform, value: value, field: key)
+                if seen.insert(token).inserted { devices.append(token) }
+            }
         }
         return devices
     }

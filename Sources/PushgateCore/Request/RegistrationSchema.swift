@@ -2,12 +2,14 @@ package import Foundation
 
 /// A registration, as every ingress reads it: `{"device": "<hex token>", "group": "<name>"}` as the C
 /// pushd reads it, plus the optional extension keys `"app"` (a string; default
-/// ``Registration/defaultApp``) and `"remove"` (a boolean; `true` takes the device out of the group).
+/// ``Registration/defaultApp``), `"platform"` (`"apns"`, the default, or `"fcm"`: the service the device
+/// is reached through, which decides how `device` is validated) and `"remove"` (a boolean; `true` takes
+/// the device out of the group).
 ///
 /// Pure: the receive time is passed in. A new field is added here: its key in ``allowedKeys`` and its
 /// reading in ``read(_:dialect:receivedAt:)``.
 package enum RegistrationSchema {
-    package static let allowedKeys: Set<String> = ["device", "group", "app", "remove"]
+    package static let allowedKeys: Set<String> = ["device", "group", "app", "platform", "remove"]
 
     /// What a registration asks for: the membership, and whether to remove it instead of adding it.
     package struct Fields: Hashable, Sendable {
@@ -15,7 +17,7 @@ package enum RegistrationSchema {
         package var remove: Bool
     }
 
-    /// Checks in a fixed order after the JSON and key checks: app, device, group, remove.
+    /// Checks in a fixed order after the JSON and key checks: app, platform, device, group, remove.
     package static func read(
         _ bytes: UnsafeRawBufferPointer,
         dialect: RequestDialect,
@@ -24,7 +26,8 @@ package enum RegistrationSchema {
         let document = try RequestDocument(parsing: bytes, allowedKeys: allowedKeys, dialect: dialect)
         let app = try document.string("app") ?? Registration.defaultApp
         try RequestNames.validateApp(app)
-        let token = try DeviceToken(hex: try document.requiredString("device"), field: "device")
+        let platform = try PushPlatform(requestValue: try document.string("platform"))
+        let token = try DeviceToken(platform: platform, value: try document.requiredString("device"), field: "device")
         let group = try document.requiredString("group")
         try RequestNames.validateGroup(group)
         let remove = try document.bool("remove") ?? false

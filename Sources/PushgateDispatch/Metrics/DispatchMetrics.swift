@@ -3,9 +3,10 @@ import Foundation
 import PushgateCore
 import Synchronization
 
-/// The dispatcher's metrics: every APNs outcome by app, push type, status, reason and what the ledger
-/// made of it; devices invalidated by reason; the end-to-end latency (request accepted → APNs answer);
-/// notification requests and targets accepted.
+/// The dispatcher's metrics: every outcome by app, service (`apns`, `fcm`), push type, status, reason
+/// and what the ledger made of it; devices invalidated by app, service and reason; configuration alarms
+/// (FCM devices of an app without FCM credentials, FCM refusing the app's credentials); the end-to-end
+/// latency (request accepted → the service's answer); notification requests and targets accepted.
 ///
 /// Hot-path care: outcomes are tallied in a plain local value (``OutcomeTally``) while a chunk is
 /// delivered and added to the counters when the batch is recorded in the ledger, so a counter moves
@@ -13,8 +14,9 @@ import Synchronization
 /// made once per label set and kept. The end-to-end latency is observed for one outcome in
 /// ``latencySampleInterval`` (a histogram observation takes a lock).
 ///
-/// Labels never carry a device token, an apns-id or a request id. Reasons Apple may add later
-/// (`APNsReason.unknown`) are all counted as `unknown`, so a misbehaving server cannot grow the label set.
+/// Labels never carry a device token, an apns-id or a request id. Reasons Apple or Google may add later
+/// (`APNsReason.unknown`, `FCMErrorCode.unknown`) are all counted as `unknown`, so a misbehaving server
+/// cannot grow the label set.
 public final class DispatchMetrics: Sendable {
     /// Records nothing.
     public static let disabled = DispatchMetrics(factory: NOOPMetricsHandler.instance)
@@ -23,6 +25,7 @@ public final class DispatchMetrics: Sendable {
     let factory: any MetricsFactory
     private let outcomeCounters = Mutex<[OutcomeKey: Counter]>([:])
     private let invalidationCounters = Mutex<[InvalidationKey: Counter]>([:])
+    private let alarmCounters = Mutex<[AlarmKey: Counter]>([:])
     private let latencyTimers = Mutex<[String: CoreMetrics.Timer]>([:])
     private let intakeCounters = Mutex<[String: (requests: Counter, targets: Counter)]>([:])
 
@@ -41,6 +44,9 @@ public final class DispatchMetrics: Sendable {
         }
         for (key, count) in tally.invalidations {
             invalidationCounter(key).increment(by: count)
+        }
+        for (key, count) in tally.alarms {
+            alarmCounter(key).increment(by: count)
         }
         for (app, nanoseconds) in tally.latencies {
             let timer = latencyTimer(app)
@@ -70,7 +76,7 @@ public final class DispatchMetrics: Sendable {
             let counter = Counter(
                 label: "pushgate_notifications_total",
                 dimensions: [
-                    ("app", key.app), ("push_type", key.pushType.rawValue),
+                    ("app", key.app), ("service", key.service.rawValue), ("push_type", key.pushType.rawValue),
                     ("status", key.status.map { "\($0)" } ?? "none"),
                     ("reason", key.reason), ("result", key.result.rawValue),
                 ],
@@ -86,7 +92,20 @@ public final class DispatchMetrics: Sendable {
             if let counter = cache[key] { return counter }
             let counter = Counter(
                 label: "pushgate_devices_invalidated_total",
-                dimensions: [("app", key.app), ("reason", key.reason)],
+                dimensions: [("app", key.app), ("service", key.service.rawValue), ("reason", key.reason)],
+                factory: factory
+            )
+            cache[key] = counter
+            return counter
+        }
+    }
+
+    private func alarmCounter(_ key: AlarmKey) -> Counter {
+        alarmCounters.withLock { cache in
+            if let counter = cache[key] { return counter }
+            let counter = Counter(
+                label: "pushgate_configuration_alarms_total",
+                dimensions: [("app", key.app), ("service", key.service.rawValue), ("reason", key.reason)],
                 factory: factory
             )
             cache[key] = counter
@@ -114,6 +133,7 @@ struct OutcomeKey: Hashable {
     }
 
     var app: String
+    var service: PushPlatform
     var pushType: PushType
     var status: Int?
     var reason: String
@@ -122,6 +142,14 @@ struct OutcomeKey: Hashable {
 
 struct InvalidationKey: Hashable {
     var app: String
+    var service: PushPlatform
+    var reason: String
+}
+
+/// A device failed for its app's configuration, not for itself (it is never pruned for it).
+struct AlarmKey: Hashable {
+    var app: String
+    var service: PushPlatform
     var reason: String
 }
 
@@ -130,6 +158,7 @@ struct OutcomeTally {
     let sampleInterval: Int
     private(set) var outcomes: [OutcomeKey: Int64] = [:]
     private(set) var invalidations: [InvalidationKey: Int64] = [:]
+    private(set) var alarms: [AlarmKey: Int64] = [:]
     /// Sampled end-to-end latencies per app, in nanoseconds.
     private(set) var latencies: [String: [Int64]] = [:]
     private var seen = 0
@@ -141,8 +170,37 @@ struct OutcomeTally {
     var isEmpty: Bool { outcomes.isEmpty }
 
     mutating func add(
-        _ outcome: APNsOutcome,
+        _ outcome: DeliveryOutcome,
         disposition: OutcomeDisposition,
+        request: NotificationRequest,
+        now: Date
+    ) {
+        let reason = outcome.metricsReason
+        add(service: outcome.service, status: outcome.status, reason: reason, disposition, request: request, now: now)
+        if outcome.isConfigurationAlarm {
+            alarms[AlarmKey(app: request.app, service: outcome.service, reason: reason), default: 0] += 1
+        }
+    }
+
+    /// A device that could not be sent at all (`reason`: ``OutcomeDisposition/fcmNotConfigured``...):
+    /// counted as a failure without a status, and as an alarm of its app's configuration.
+    mutating func addUnsendable(service: PushPlatform, reason: String, request: NotificationRequest, now: Date) {
+        add(
+            service: service,
+            status: nil,
+            reason: reason,
+            .failed(reason: reason, status: nil, invalidation: nil),
+            request: request,
+            now: now
+        )
+        alarms[AlarmKey(app: request.app, service: service, reason: reason), default: 0] += 1
+    }
+
+    private mutating func add(
+        service: PushPlatform,
+        status: Int?,
+        reason: String,
+        _ disposition: OutcomeDisposition,
         request: NotificationRequest,
         now: Date
     ) {
@@ -152,20 +210,21 @@ struct OutcomeTally {
         case .failed(_, _, let invalidation):
             result = .failed
             if let invalidation {
-                invalidations[InvalidationKey(app: request.app, reason: Self.label(invalidation.reason)), default: 0] +=
-                    1
+                let key = InvalidationKey(app: request.app, service: service, reason: Self.label(invalidation.reason))
+                invalidations[key, default: 0] += 1
             }
         case .retry: result = .retry
         }
         let key = OutcomeKey(
             app: request.app,
+            service: service,
             pushType: request.pushType,
-            status: outcome.status,
-            reason: Self.reasonLabel(outcome),
+            status: status,
+            reason: reason,
             result: result
         )
         outcomes[key, default: 0] += 1
-        if outcome.status != nil {
+        if status != nil {
             if seen % sampleInterval == 0 {
                 let seconds = now.timeIntervalSince(request.createdAt)
                 latencies[request.app, default: []].append(Int64(max(0, seconds) * 1e9))
@@ -178,12 +237,14 @@ struct OutcomeTally {
     mutating func merge(_ other: OutcomeTally) {
         outcomes.merge(other.outcomes, uniquingKeysWith: +)
         invalidations.merge(other.invalidations, uniquingKeysWith: +)
+        alarms.merge(other.alarms, uniquingKeysWith: +)
         latencies.merge(other.latencies, uniquingKeysWith: +)
     }
 
     mutating func removeAll() {
         outcomes.removeAll(keepingCapacity: true)
         invalidations.removeAll(keepingCapacity: true)
+        alarms.removeAll(keepingCapacity: true)
         latencies.removeAll(keepingCapacity: true)
     }
 

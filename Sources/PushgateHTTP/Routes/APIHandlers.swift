@@ -63,13 +63,13 @@ struct APIHandlers: Sendable {
     }
 
     private func addRegistryRoutes<Context: RequestContext>(to group: RouterGroup<Context>, fixedApp: String?) {
-        group.put("groups/{group}/devices/{token}") { _, context in
-            let (app, group, token) = try membership(context, fixedApp: fixedApp)
+        group.put("groups/{group}/devices/{token}") { request, context in
+            let (app, group, token) = try membership(request, context, fixedApp: fixedApp)
             _ = try await store.register(Registration(app: app, token: token, group: group, at: clock.now()))
             return Response(status: .noContent)
         }
-        group.delete("groups/{group}/devices/{token}") { _, context in
-            let (app, group, token) = try membership(context, fixedApp: fixedApp)
+        group.delete("groups/{group}/devices/{token}") { request, context in
+            let (app, group, token) = try membership(request, context, fixedApp: fixedApp)
             guard try await store.unassign(app: app, token: token, group: group) else {
                 throw APIError(
                     .notFound,
@@ -85,15 +85,15 @@ struct APIHandlers: Sendable {
             let group = try groupName(context)
             return try await listDevices(app: app, group: group, query: request.uri.queryParameters)
         }
-        group.delete("devices/{token}") { _, context in
+        group.delete("devices/{token}") { request, context in
             let app = try self.app(context, fixedApp: fixedApp)
-            let token = try self.token(context)
+            let token = try self.token(request, context)
             guard try await store.removeDevice(app: app, token: token) else { throw Self.unknownDevice() }
             return Response(status: .noContent)
         }
-        group.get("devices/{token}") { _, context in
+        group.get("devices/{token}") { request, context in
             let app = try self.app(context, fixedApp: fixedApp)
-            let token = try self.token(context)
+            let token = try self.token(request, context)
             guard let record = try await store.device(app: app, token: token) else { throw Self.unknownDevice() }
             return JSONResponse.make(DeviceBody(record))
         }
@@ -232,18 +232,24 @@ struct APIHandlers: Sendable {
         return name
     }
 
-    private func token(_ context: some RequestContext) throws(APIError) -> DeviceToken {
-        let hex = Self.pathParameter(context, "token")
-        return try validated { () throws(ValidationError) in try DeviceToken(hex: hex, field: "token") }
+    /// The `{token}` path segment, validated for the platform the `platform` query parameter names
+    /// (`apns` when absent, as the UDP registration's `platform` member).
+    private func token(_ request: Request, _ context: some RequestContext) throws(APIError) -> DeviceToken {
+        let value = Self.pathParameter(context, "token")
+        let platform = request.uri.queryParameters.get("platform")
+        return try validated { () throws(ValidationError) in
+            try DeviceToken(platform: PushPlatform(requestValue: platform), value: value, field: "token")
+        }
     }
 
     private func membership(
+        _ request: Request,
         _ context: some RequestContext,
         fixedApp: String?
     ) throws(APIError)
         -> (app: String, group: String, token: DeviceToken)
     {
-        (try app(context, fixedApp: fixedApp), try groupName(context), try token(context))
+        (try app(context, fixedApp: fixedApp), try groupName(context), try token(request, context))
     }
 
     /// A path segment, percent-decoded (the router matches on the raw path).

@@ -7,14 +7,15 @@ struct SubmitBody: Encodable {
     var targets: Int
 }
 
-/// `GET /v1/apps/{app}/devices/{token}`.
+/// `GET /v1/apps/{app}/devices/{token}`. Every body that names a device gives its `platform` (`apns` or
+/// `fcm`, always present) beside its `token`.
 struct DeviceBody: Encodable {
     var record: DeviceRecord
 
     init(_ record: DeviceRecord) { self.record = record }
 
     enum CodingKeys: String, CodingKey {
-        case app, token, state, groups
+        case app, token, platform, state, groups
         case registeredAt = "registered_at"
         case lastRegisteredAt = "last_registered_at"
         case invalidatedAt = "invalidated_at"
@@ -24,7 +25,8 @@ struct DeviceBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(record.app, forKey: .app)
-        try container.encode(record.token.hex, forKey: .token)
+        try container.encode(record.token.value, forKey: .token)
+        try container.encode(record.token.platform.rawValue, forKey: .platform)
         try container.encode(record.state.rawValue, forKey: .state)
         try container.encode(record.groups, forKey: .groups)
         try container.encode(record.registeredAt, forKey: .registeredAt)
@@ -38,11 +40,12 @@ struct DeviceBody: Encodable {
 struct GroupPageBody: Encodable {
     struct Member: Encodable {
         var token: String
+        var platform: String
         var state: String
         var registeredAt: Date
 
         enum CodingKeys: String, CodingKey {
-            case token, state
+            case token, platform, state
             case registeredAt = "registered_at"
         }
     }
@@ -52,7 +55,12 @@ struct GroupPageBody: Encodable {
 
     init(_ page: GroupPage) {
         self.devices = page.devices.map {
-            Member(token: $0.token.hex, state: $0.state.rawValue, registeredAt: $0.registeredAt)
+            Member(
+                token: $0.token.value,
+                platform: $0.token.platform.rawValue,
+                state: $0.state.rawValue,
+                registeredAt: $0.registeredAt
+            )
         }
         self.next = page.next?.value
     }

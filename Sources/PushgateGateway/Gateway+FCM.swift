@@ -1,0 +1,32 @@
+public import FCMTransport
+import Logging
+public import PushgateConfig
+
+extension Gateway {
+    /// The FCM client of one app: its own connections, its own access token (one per service account).
+    static func makeFCMClient(_ configuration: FCMClient.Configuration, app: String) throws -> FCMClient {
+        var logger = Logger(label: "pushgate.fcm")
+        logger[metadataKey: "push.app"] = "\(app)"
+        do {
+            return try FCMClient(configuration: configuration, logger: logger)
+        } catch {
+            // The error names the field (token_uri, the CA file), never key material.
+            throw StartupError(description: "app.\(app).fcm: \(error)")
+        }
+    }
+}
+
+extension FCMClient.Configuration {
+    /// The FCM client a loaded `app.NAME.fcm.*` describes.
+    public init(_ loaded: LoadedFCM) {
+        self.init(
+            serviceAccount: loaded.serviceAccount,
+            host: loaded.endpoint.host,
+            port: loaded.endpoint.port,
+            tokenURI: loaded.tokenURI,
+            trustRoots: loaded.trustRoots
+        )
+        maxConnections = loaded.maximumConnections
+        maxStreams = loaded.maximumStreams
+    }
+}

@@ -1,0 +1,101 @@
+import APNsSimulator
+import Crypto
+import FCMSimulator
+import Foundation
+import Logging
+import PushgateConfig
+
+extension GatewayCommand {
+    /// `--simulator`: runs an APNs and an FCM simulator in-process and hands `body` the configuration
+    /// rewritten to deliver to them, with throwaway credentials written next to the APNs simulator's CA
+    /// (removed afterwards).
+    ///
+    /// One APNs simulator for every app: HTTP/2 apps deliver with one token key (loaded the usual way, so
+    /// they share one provider token); legacy apps, which have no token auth, with a client certificate
+    /// its CA issues for their topic. Topics stay the apps' own. One FCM simulator for every app too, each
+    /// app with its own throwaway service account (its own project) that the simulator's token endpoint
+    /// knows.
+    static func withSimulators(
+        for configuration: GatewayConfiguration,
+        logger: Logger,
+        _ body: (GatewayConfiguration) async throws -> Void
+    ) async throws {
+        let key = P256.Signing.PrivateKey()
+        let authority = try SimulatorCertificateAuthority()
+        var simulatorConfiguration = APNsSimulator.Configuration()
+        simulatorConfiguration.tls = .authority(authority)
+        simulatorConfiguration.clientCertificateAuthorityPEM = authority.certificatePEM
+        simulatorConfiguration.tokenKeys = [
+            ProviderTokenKey(keyID: "SIMULATOR1", teamID: "SIMTEAM001", publicKey: key.publicKey)
+        ]
+        simulatorConfiguration.legacyPort = 0
+        simulatorConfiguration.feedbackPort = 0
+        simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
+        var fcmConfiguration = FCMSimulator.Configuration()
+        fcmConfiguration.logger = Logger(label: "pushgate.fcm-simulator")
+        try await APNsSimulator.withRunning(simulatorConfiguration) { running in
+            try await FCMSimulator.withRunning(fcmConfiguration) { fcm in
+                logger.info(
+                    "APNs and FCM simulators running in-process",
+                    metadata: [
+                        "apns.simulator": "127.0.0.1:\(running.port)",
+                        "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
+                        "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
+                        "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
+                        "fcm.simulator": "\(fcm.host):\(fcm.port)",
+                        "fcm.simulator.control": "\(fcm.host):\(fcm.controlPort ?? 0)",
+                        "fcm.simulator.ca": "\(fcm.caCertificatePath)",
+                    ]
+                )
+                let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
+                let keyPath = directory.appendingPathComponent("simulator-auth-key-\(UUID().uuidString).p8").path
+                guard
+                    FileManager.default.createFile(
+                        atPath: keyPath,
+                        contents: Data(key.pemRepresentation.utf8),
+                        attributes: [.posixPermissions: 0o600]
+                    )
+                else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
+                var written = [keyPath]
+                defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
+                var simulated = configuration
+                for index in simulated.apps.indices {
+                    let name = simulated.apps[index].name
+                    let topic = simulated.apps[index].topic ?? "com.example.pushgate"
+                    simulated.apps[index].topic = topic
+                    simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
+                    simulated.apps[index].caFile = running.caCertificatePath
+                    if simulated.apps[index].transport == .legacy {
+                        let issued = try authority.issueClientCertificate(topic: topic)
+                        let stem = "simulator-client-\(index)-\(UUID().uuidString)"
+                        let certificatePath = directory.appendingPathComponent("\(stem).pem").path
+                        let privateKeyPath = directory.appendingPathComponent("\(stem).key").path
+                        try issued.write(certificateTo: certificatePath, privateKeyTo: privateKeyPath)
+                        written += [certificatePath, privateKeyPath]
+                        simulated.apps[index].authentication = .certificate(file: certificatePath, key: privateKeyPath)
+                        simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
+                        simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
+                    } else {
+                        simulated.apps[index].authentication = .token(
+                            keyFile: keyPath,
+                            keyID: "SIMULATOR1",
+                            teamID: "SIMTEAM001"
+                        )
+                        simulated.apps[index].legacy = .init()
+                    }
+                    let account = try fcm.makeServiceAccount(projectID: "pushgate-simulated-\(name)")
+                    let accountPath = directory.appendingPathComponent("simulator-fcm-\(UUID().uuidString).json").path
+                    try account.write(to: accountPath)
+                    written.append(accountPath)
+                    var route = GatewayConfiguration.App.FCM(serviceAccountFile: accountPath)
+                    route.host = "\(fcm.host):\(fcm.port)"
+                    route.caFile = fcm.caCertificatePath
+                    route.maximumConnections = simulated.apps[index].fcm?.maximumConnections ?? route.maximumConnections
+                    route.maximumStreams = simulated.apps[index].fcm?.maximumStreams
+                    simulated.apps[index].fcm = route
+                }
+                try await body(simulated)
+            }
+        }
+    }
+}
