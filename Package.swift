@@ -281,6 +281,7 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 "APNsHTTP2", "PushTransport",
+                "FCMTransport",
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
@@ -412,6 +413,7 @@ let package = Package(
                 "APNsHTTP2", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
+                "FCMSimulator",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
