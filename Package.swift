@@ -281,6 +281,7 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 "APNsHTTP2", "PushTransport",
+                "FCMTransport",
                 "APNsSimulator", "FCMSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",

@@ -10,7 +10,7 @@ extension FCMSimulatorCore {
     /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
     /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
     /// | `POST /access-tokens/expire` | every issued access token expires now |
-    /// | `POST /access-tokens/refuse` `{"refuse":true}` | every send answers 401, even with a fresh token (false: stop) |
+    /// | `POST /access-tokens/refuse` `{"refuse":true}` | every send answers 401, even with a fresh token |
     /// | `POST /reset` | forget messages, tokens, states, injected errors, counters |
     func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
         let body = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] ?? [:]

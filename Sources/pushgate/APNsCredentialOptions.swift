@@ -131,10 +131,10 @@ struct APNsCredentialOptions: ParsableArguments {
         if authKey != nil && (keyID == nil || teamID == nil) {
             throw ValidationError("--auth-key needs --key-id and --team-id")
         }
-        if cert == nil && authKey == nil {
-            throw ValidationError("give --cert FILE [--key FILE] or --auth-key FILE --key-id ID --team-id ID")
-        }
     }
+
+    /// Whether any APNs credentials were given (`send` needs them unless it sends through FCM).
+    var isEmpty: Bool { cert == nil && authKey == nil }
 
     func load() throws -> LoadedCredentials {
         try CredentialSources(

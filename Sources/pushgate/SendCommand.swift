@@ -1,24 +1,40 @@
 import APNsHTTP2
 import ArgumentParser
+import FCMTransport
 import Foundation
 import Logging
 import PushTransport
 import PushgateCore
 
-/// `pushgate send`: one notification to one device, straight to APNs (or a simulator), printing
-/// Apple's answer. Exit status 0 only when APNs accepted it.
+/// `pushgate send`: one notification to one device, straight to APNs or (with `--fcm-token`) FCM, or
+/// a simulator of either, printing the service's answer. Exit status 0 only when it accepted it.
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one notification to one device and print APNs' answer.",
+        abstract: "Send one notification to one device and print APNs' (or FCM's) answer.",
         discussion: """
-            Exit status: 0 accepted by APNs; 1 rejected or not delivered; 64 bad flags; 78 unusable \
+            Exit status: 0 accepted by APNs (or FCM); 1 rejected or not delivered; 64 bad flags; 78 unusable \
             credentials or files.
             """
     )
 
     @Option(name: .customLong("device"), help: "The device token (hex).")
-    var device: String
+    var device: String?
+
+    @Option(name: .customLong("fcm-token"), help: "An FCM registration token: send through FCM instead of APNs.")
+    var fcmToken: String?
+
+    @Option(name: .customLong("fcm-service-account"), help: "FCM: the service account's JSON key file.")
+    var fcmServiceAccount: String?
+
+    @Option(name: .customLong("fcm-host"), help: "FCM: connect to HOST instead of fcm.googleapis.com (a simulator).")
+    var fcmHost: String?
+
+    @Option(name: .customLong("fcm-port"), help: "FCM: the port (default 443).")
+    var fcmPort: Int?
+
+    @Option(name: .customLong("fcm-token-uri"), help: "FCM: exchange access tokens here, not at the account's token_uri.")
+    var fcmTokenURI: String?
 
     @Option(help: "The bundle id. With certificate auth it defaults to the certificate subject's UID.")
     var topic: String?
@@ -56,7 +72,17 @@ struct SendCommand: AsyncParsableCommand {
         if payload != nil && alert != nil { throw ValidationError("--payload and --alert are mutually exclusive") }
         if payload == nil && alert == nil { throw ValidationError("give --payload JSON or --alert TEXT") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
-        try credentials.validate()
+        switch (device, fcmToken) {
+        case (nil, nil): throw ValidationError("give --device HEX (APNs) or --fcm-token TOKEN (FCM)")
+        case (_?, _?): throw ValidationError("--device and --fcm-token are mutually exclusive")
+        case (nil, _?):
+            if fcmServiceAccount == nil { throw ValidationError("--fcm-token needs --fcm-service-account FILE") }
+            if let fcmPort, !(1...65535).contains(fcmPort) { throw ValidationError("--fcm-port must be 1-65535") }
+        case (_?, nil):
+            if credentials.isEmpty {
+                throw ValidationError("give --cert FILE [--key FILE] or --auth-key FILE --key-id ID --team-id ID")
+            }
+        }
     }
 
     func run() async throws {
@@ -68,13 +94,17 @@ struct SendCommand: AsyncParsableCommand {
         }
     }
 
-    private func runChecked() async throws {
-        let token: DeviceToken
-        let content: NotificationContent
-        let id: APNsID?
-        let credentials = try self.credentials.load()
+    /// What both services' messages are derived from.
+    private struct Notification {
+        var pushType: PushType
+        var priority: Priority
+        var expiration: Expiration
+        var collapseID: CollapseID?
+        var payload: Payload
+    }
+
+    private func notification() throws -> Notification {
         do {
-            token = try DeviceToken(hex: device, field: "--device")
             let type = try PushType(validating: pushType, field: "--push-type")
             let priority = try Priority(
                 validating: self.priority ?? (type == .background ? 5 : 10),
@@ -85,6 +115,27 @@ struct SendCommand: AsyncParsableCommand {
             var collapse: CollapseID? = nil
             if let value = collapseID { collapse = try CollapseID(value, field: "--collapse-id") }
             let body = try alert.map(Payload.alert) ?? Payload(jsonString: payload!, field: "--payload")
+            return Notification(
+                pushType: type,
+                priority: priority,
+                expiration: expiration,
+                collapseID: collapse,
+                payload: body
+            )
+        } catch let error as PushgateCore.ValidationError {
+            throw ValidationError(error.description)
+        }
+    }
+
+    private func runChecked() async throws {
+        if let fcmToken { return try await sendThroughFCM(to: fcmToken) }
+        let token: DeviceToken
+        let content: NotificationContent
+        let id: APNsID?
+        let credentials = try self.credentials.load()
+        let notification = try notification()
+        do {
+            token = try DeviceToken(hex: device ?? "", field: "--device")
             id = try apnsID.map { try APNsID($0, field: "--apns-id") }
             guard let topicName = self.topic ?? credentials.defaultTopic else {
                 throw ValidationError(
@@ -93,11 +144,11 @@ struct SendCommand: AsyncParsableCommand {
             }
             content = try NotificationContent(
                 topic: Topic(topicName, field: "--topic"),
-                pushType: type,
-                priority: priority,
-                expiration: expiration,
-                collapseID: collapse,
-                payload: body
+                pushType: notification.pushType,
+                priority: notification.priority,
+                expiration: notification.expiration,
+                collapseID: notification.collapseID,
+                payload: notification.payload
             )
         } catch let error as PushgateCore.ValidationError {
             throw ValidationError(error.description)
@@ -128,6 +179,74 @@ struct SendCommand: AsyncParsableCommand {
         }
         print(Self.render(outcome))
         if !outcome.isAccepted { throw ExitCode.failure }
+    }
+
+    /// One message to one registration token through FCM (`--fcm-token`).
+    private func sendThroughFCM(to registrationToken: String) async throws {
+        let notification = try notification()
+        let message: FCMMessage
+        do {
+            _ = try DeviceToken(fcm: registrationToken, field: "--fcm-token")
+            message = try FCMMessage(
+                payload: notification.payload,
+                pushType: notification.pushType,
+                priority: notification.priority,
+                expiration: notification.expiration,
+                collapseID: notification.collapseID,
+                createdAt: Date()
+            )
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let account: FCMServiceAccount
+        do {
+            account = try FCMServiceAccount(contentsOfFile: fcmServiceAccount ?? "")
+        } catch {
+            throw ConfigurationError("--fcm-service-account: \(error)")
+        }
+        if let ca = credentials.ca, !FileManager.default.isReadableFile(atPath: ca) {
+            throw ConfigurationError("--ca: cannot read \(ca)")
+        }
+        var logger = Logger(label: "pushgate.send")
+        logger.logLevel = verbose ? .debug : .warning
+        var configuration = FCMClient.Configuration(
+            serviceAccount: account,
+            host: fcmHost ?? "fcm.googleapis.com",
+            port: fcmPort ?? 443,
+            tokenURI: fcmTokenURI,
+            trustRoots: credentials.ca.map { .caFile($0) } ?? .system
+        )
+        configuration.maxConnections = 1
+        configuration.eventLoopThreads = 1
+        configuration.requestTimeout = .seconds(timeout)
+        configuration.connectTimeout = .seconds(min(timeout, 10))
+        configuration.tokenExchangeTimeout = .seconds(min(timeout, 10))
+        configuration.shutdownGracePeriod = .seconds(1)
+        let outcome: FCMOutcome
+        do {
+            outcome = try await FCMClient.withClient(configuration: configuration, logger: logger) { client in
+                try await client.prepare()
+                return await client.send(message, to: registrationToken)
+            }
+        } catch let error as FCMCredentialError {
+            throw ConfigurationError("FCM access token: \(error)")
+        }
+        print(Self.render(outcome))
+        if !outcome.isAccepted { throw ExitCode.failure }
+    }
+
+    /// FCM's answer, one field per line.
+    static func render(_ outcome: FCMOutcome) -> String {
+        var lines: [String] = []
+        if let status = outcome.status { lines.append("status: \(status)") }
+        if let name = outcome.messageName { lines.append("name: \(name)") }
+        if let code = outcome.errorCode { lines.append("error: \(code)") }
+        if let retryAfter = outcome.retryAfter { lines.append("retry-after: \(retryAfter.components.seconds) s") }
+        if outcome.invalidatesDevice { lines.append("device: invalid (remove the registration token)") }
+        if outcome.isConfigurationAlarm { lines.append("alarm: configuration (credentials or project)") }
+        if let failure = outcome.transportFailure { lines.append("error: \(failure)") }
+        lines.append("outcome: \(outcome.outcomeClass)")
+        return lines.joined(separator: "\n")
     }
 
     /// Apple's answer, one field per line, as `curl -i` would show the parts that matter.

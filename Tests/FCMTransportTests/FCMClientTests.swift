@@ -11,15 +11,16 @@ import Testing
 
 /// Gathers outcomes and hands them over once `expected` have arrived.
 final class OutcomeCollector: FCMOutcomeReceiver {
+    typealias Outcomes = [(token: String, outcome: FCMOutcome)]
     private struct State {
-        var outcomes: [(token: String, outcome: FCMOutcome)] = []
-        var waiter: CheckedContinuation<[(token: String, outcome: FCMOutcome)], Never>?
+        var outcomes: Outcomes = []
+        var waiter: CheckedContinuation<Outcomes, Never>?
         var expected = Int.max
     }
     private let state = Mutex(State())
 
     func receive(_ outcome: FCMOutcome, for request: FCMSendRequest) {
-        let done = state.withLock { state -> (CheckedContinuation<[(token: String, outcome: FCMOutcome)], Never>, [(token: String, outcome: FCMOutcome)])? in
+        let done = state.withLock { state -> (CheckedContinuation<Outcomes, Never>, Outcomes)? in
             state.outcomes.append((request.token, outcome))
             guard state.outcomes.count >= state.expected, let waiter = state.waiter else { return nil }
             state.waiter = nil
@@ -206,7 +207,9 @@ struct FCMClientTests {
             ) { client in
                 let collector = OutcomeCollector()
                 let message = try notificationMessage()
-                let ids = client.submit((0..<5).map { FCMSendRequest(message: message, token: registrationToken($0), receiver: collector) })
+                let ids = client.submit(
+                    (0..<5).map { FCMSendRequest(message: message, token: registrationToken($0), receiver: collector) }
+                )
                 #expect(client.withdraw(ids.prefix(3)) == 3)
                 let outcomes = await collector.wait(for: 3)
                 #expect(outcomes.map(\.outcome.transportFailure) == Array(repeating: .cancelled, count: 3))

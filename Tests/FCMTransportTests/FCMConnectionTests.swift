@@ -80,7 +80,9 @@ struct FCMConnectionTests {
         var result: (headers: [UInt32: HPACKHeaders], data: [UInt32: String]) = ([:], [:])
         while var bytes = try channel.readOutbound(as: ByteBuffer.self) {
             let preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-            if bytes.readableBytesView.starts(with: preface.utf8) { bytes.moveReaderIndex(forwardBy: preface.utf8.count) }
+            if bytes.readableBytesView.starts(with: preface.utf8) {
+                bytes.moveReaderIndex(forwardBy: preface.utf8.count)
+            }
             parser.append(&bytes)
             while let frame = try parser.nextFrame() {
                 if case .headers(let stream, var block, _) = frame {
@@ -105,7 +107,7 @@ struct FCMConnectionTests {
     mutating func goAwayRequeues() async throws {
         let handler = try await connect()
         #expect(pool.capacity == 10)
-        pool.work = try ["a", "b", "c"].enumerated().map { try pooled(registrationToken($0.offset), id: UInt64($0.offset)) }
+        pool.work = try (0..<3).map { try pooled(registrationToken($0), id: UInt64($0)) }
         handler.wake()
         let sent = try written()
         #expect(sent.headers.keys.sorted() == [1, 3, 5])
@@ -127,7 +129,8 @@ struct FCMConnectionTests {
         var block = ByteBuffer()
         try encoder.encode(headers: [":status": "200", "content-type": "application/json"], to: &block)
         try channel.writeInbound(frame(.headers, flags: 0x4, stream: 1, Array(buffer: block)))
-        try channel.writeInbound(frame(.data, flags: 0x1, stream: 1, Array(#"{"name":"projects/demo-project/messages/0:1"}"#.utf8)))
+        let answer = #"{"name":"projects/demo-project/messages/0:1"}"#
+        try channel.writeInbound(frame(.data, flags: 0x1, stream: 1, Array(answer.utf8)))
         let outcomes = await collector.wait(for: 1)
         #expect(outcomes.first?.outcome.isAccepted == true)
         #expect(outcomes.first?.outcome.messageName == "projects/demo-project/messages/0:1")

@@ -32,7 +32,9 @@ extension HTTP2PushConnectionHandler {
             // Decoded even for a stream we no longer track: the HPACK table must stay in step.
             guard let fields = try exchange.decodeHeaders(&block, decoder: &decoder, tracked: inFlight.contains(id))
             else { return }
-            let extra = inFlight.update(id) { stream in exchange.read(fields, into: &stream.answer, of: stream.request) }
+            let extra = inFlight.update(id) { stream in
+                exchange.read(fields, into: &stream.answer, of: stream.request)
+            }
             if let extra, let extra { extras[id, default: StreamExtras()].extra = extra }
             if endStream { finishStream(id, now: now) }
         case .data(let streamID, var data, let endStream, let flowControlledLength):

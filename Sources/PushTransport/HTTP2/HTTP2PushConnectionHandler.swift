@@ -191,7 +191,10 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
         blockedStreams.removeAll()
         outbound = nil
         if !abandoned.isEmpty {
-            logger.debug("connection closed with unanswered streams", metadata: [Self.key("streams"): "\(abandoned.count)"])
+            logger.debug(
+                "connection closed with unanswered streams",
+                metadata: [Self.key("streams"): "\(abandoned.count)"]
+            )
         }
         // Written but unanswered: the service may or may not have processed them, so they go back to
         // the caller (as the exchange says) rather than being resent behind its back. (A request whose
