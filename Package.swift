@@ -66,7 +66,9 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -130,15 +132,19 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // FCM's side of the transport: for now the access-token exchange (AsyncHTTPClient, used for
-        // nothing else). The HTTP/2 send plug-in joins it once PushTransport is generic over requests.
+        // FCM's side of the transport: `FCMClient`, the HTTP/2 send plug-in, and the access-token
+        // exchange (AsyncHTTPClient, used for nothing else).
         .target(
             name: "FCMTransport",
             dependencies: [
                 "PushgateCore", "PushTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -341,6 +347,10 @@ let package = Package(
             dependencies: [
                 "FCMTransport", "FCMSimulator", "PushgateCore", "PushTransport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ],
@@ -348,7 +358,9 @@ let package = Package(
         ),
         .testTarget(
             name: "PushgateSQLiteTests",
-            dependencies: ["PushgateSQLite", "StoreConformance", "PushgateCore"],
+            dependencies: [
+                "PushgateSQLite", "StoreConformance", "PushgateCore", .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Runs against the PostgreSQL server named by PUSHGATE_TEST_POSTGRES_URL (CI always names one);

@@ -1,5 +1,4 @@
 public import Logging
-import NIOConcurrencyHelpers
 public import NIOCore
 import NIOPosix
 import NIOSSL
@@ -141,24 +140,16 @@ public final class APNsClient: Sendable {
         deadline: NIODeadline? = nil
     ) async -> APNsOutcome {
         let receiver = SingleOutcomeReceiver()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                receiver.install(continuation)
-                let ids = pool.submit([
-                    APNsRequest(
-                        notification: notification,
-                        deviceToken: deviceToken,
-                        apnsID: apnsID,
-                        receiver: receiver,
-                        deadline: deadline
-                    )
-                ])
-                // Cancelled before the id was known: abandon it now rather than at its deadline.
-                if receiver.submitted(id: ids[0]) { pool.cancel(poolRequestID: ids[0]) }
-            }
-        } onCancel: {
-            if let id = receiver.cancellationRequested() { pool.cancel(poolRequestID: id) }
-        }
+        return await pool.submitAndWait(
+            APNsRequest(
+                notification: notification,
+                deviceToken: deviceToken,
+                apnsID: apnsID,
+                receiver: receiver,
+                deadline: deadline
+            ),
+            resuming: receiver.single
+        )
     }
 
     /// False while APNs cannot be reached: the last connection attempt failed and none succeeded since.
@@ -201,41 +192,11 @@ extension APNsClient: Service {
     }
 }
 
-/// Bridges one request's outcome to a continuation.
-private final class SingleOutcomeReceiver: APNsOutcomeReceiver, @unchecked Sendable {
-    // @unchecked: every stored property is only accessed under `lock`.
-    private let lock = NIOLock()
-    private var continuation: CheckedContinuation<APNsOutcome, Never>?
-    private var id: UInt64?
-    private var early: APNsOutcome?
-
-    func install(_ continuation: CheckedContinuation<APNsOutcome, Never>) {
-        lock.withLock { self.continuation = continuation }
-    }
-
-    private var cancelled = false
-
-    /// Records the pool id; returns true when the task was cancelled before it was known.
-    func submitted(id: UInt64) -> Bool {
-        lock.withLock {
-            self.id = id
-            return cancelled
-        }
-    }
-
-    /// Records the cancellation; returns the pool id if the request was already submitted.
-    func cancellationRequested() -> UInt64? {
-        lock.withLock {
-            cancelled = true
-            return id
-        }
-    }
+/// Hands one request's outcome to the task awaiting it.
+private final class SingleOutcomeReceiver: APNsOutcomeReceiver {
+    let single = SingleOutcome<APNsOutcome>()
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
-        let continuation = lock.withLock { () -> CheckedContinuation<APNsOutcome, Never>? in
-            defer { self.continuation = nil }
-            return self.continuation
-        }
-        continuation?.resume(returning: outcome)
+        single.resume(outcome)
     }
 }

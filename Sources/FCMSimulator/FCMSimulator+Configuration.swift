@@ -13,6 +13,8 @@ extension FCMSimulator {
         public var accounts: [FCMSimulatorAccount] = []
         /// `expires_in` of issued access tokens; Google says 3599.
         public var accessTokenLifetimeSeconds = 3599
+        /// SETTINGS_MAX_CONCURRENT_STREAMS of each HTTP/2 connection (Google's is reported to be 100).
+        public var maximumConcurrentStreams = 100
         /// Accepted messages kept for queries (oldest dropped first).
         public var recordLimit = 100_000
         /// The simulator's idea of now (token expiry, JWT time checks).

@@ -125,7 +125,12 @@ public struct FCMSimulator: Service {
                         h2ChannelConfigurator: { channel in
                             channel.configureHTTP2Pipeline(
                                 mode: .server,
-                                initialLocalSettings: [HTTP2Setting(parameter: .maxConcurrentStreams, value: 100)]
+                                initialLocalSettings: [
+                                    HTTP2Setting(
+                                        parameter: .maxConcurrentStreams,
+                                        value: configuration.maximumConcurrentStreams
+                                    )
+                                ]
                             ) { stream in
                                 stream.eventLoop.makeCompletedFuture {
                                     let sync = stream.pipeline.syncOperations

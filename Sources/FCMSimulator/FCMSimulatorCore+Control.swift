@@ -10,6 +10,7 @@ extension FCMSimulatorCore {
     /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
     /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
     /// | `POST /access-tokens/expire` | every issued access token expires now |
+    /// | `POST /access-tokens/refuse` `{"refuse":true}` | every send answers 401, even with a fresh token (false: stop) |
     /// | `POST /reset` | forget messages, tokens, states, injected errors, counters |
     func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
         let body = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] ?? [:]
@@ -57,6 +58,9 @@ extension FCMSimulatorCore {
         case ("POST", "/access-tokens/expire"):
             expireAccessTokens()
             return .json(200, ["ok": true])
+        case ("POST", "/access-tokens/refuse"):
+            refuseAccessTokens(body["refuse"] as? Bool ?? true)
+            return .json(200, ["ok": true])
         case ("POST", "/reset"):
             reset()
             return .json(200, ["ok": true])
@@ -69,6 +73,10 @@ extension FCMSimulatorCore {
         let all = state.withLock { $0.accepted }
         guard let token else { return all }
         return all.filter { $0.token == token }
+    }
+
+    func refuseAccessTokens(_ refuse: Bool) {
+        state.withLock { $0.refusingAccessTokens = refuse }
     }
 
     func inject(_ error: FCMInjectedError) {

@@ -22,7 +22,9 @@ extension FCMSimulatorCore {
         let now = self.now()
         let authorization = request.header("authorization") ?? ""
         let bearer = authorization.lowercased().hasPrefix("bearer ") ? String(authorization.dropFirst(7)) : nil
-        let issued = bearer.flatMap { token in state.withLock { $0.accessTokens[token] } }
+        let issued = bearer.flatMap { token in
+            state.withLock { $0.refusingAccessTokens ? nil : $0.accessTokens[token] }
+        }
         guard let issued, issued.expiresAt > now else {
             return .fcmError(
                 401,

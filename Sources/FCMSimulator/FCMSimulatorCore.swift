@@ -66,6 +66,8 @@ final class FCMSimulatorCore: Sendable {
         var accessTokens: [String: IssuedToken] = [:]
         var unregistered: Set<String> = []
         var injected: [FCMInjectedError] = []
+        /// Every bearer token is refused (401), however fresh: as if the account's tokens were revoked.
+        var refusingAccessTokens = false
         var accepted: [FCMAcceptedMessage] = []
         var nextMessageID = 1
         var stats = FCMSimulatorStats()
@@ -129,6 +131,7 @@ final class FCMSimulatorCore: Sendable {
             state.accessTokens = [:]
             state.unregistered = []
             state.injected = []
+            state.refusingAccessTokens = false
             state.accepted = []
             state.stats = FCMSimulatorStats()
         }

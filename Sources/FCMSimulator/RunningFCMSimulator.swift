@@ -51,6 +51,8 @@ public final class RunningFCMSimulator: Sendable {
     public func inject(_ error: FCMInjectedError) { core.inject(error) }
     /// Every access token issued so far expires now: the next send with one answers 401.
     public func expireAccessTokens() { core.expireAccessTokens() }
+    /// While true, every send answers 401 UNAUTHENTICATED, even with a freshly issued access token.
+    public func refuseAccessTokens(_ refuse: Bool = true) { core.refuseAccessTokens(refuse) }
     /// Forgets messages, access tokens, device states, injected errors and counters (not accounts).
     public func reset() { core.reset() }
 }

@@ -12,6 +12,10 @@
 ///   that every instance's progress would otherwise update (a hot row).
 /// - Ids come from identity sequences. A sequence value may commit late, so the bound a request takes at
 ///   enqueue can leave out a device registered in the same instant (never include one registered later).
+///
+/// Token columns hold `DeviceToken.storageKey` (APNs hex, `fcm:` and an FCM registration token), as in
+/// SQLite: schemas older than version 4 hold only hex, which reads back as APNs devices unchanged.
+/// Version 4 adds `request.fcm`, the request's `fcm` override (JSON bytes, NULL without one).
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -170,6 +174,11 @@ enum PostgresSchema {
             statements: [
                 "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at BIGINT NOT NULL)"
             ]
+        ),
+        Migration(
+            version: 4,
+            name: "FCM, the request's fcm override",
+            statements: ["ALTER TABLE request ADD COLUMN fcm BYTEA"]
         ),
     ]
 

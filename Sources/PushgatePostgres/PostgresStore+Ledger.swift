@@ -65,7 +65,7 @@ extension PostgresStore {
                     SELECT t.position, d.state::BIGINT,
                         COALESCE(d.id <= \(bound) AND EXISTS (
                             SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[])), FALSE)
-                    FROM unnest(\(tokens.map(\.hex))::TEXT[]) WITH ORDINALITY AS t(token, position)
+                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[]) WITH ORDINALITY AS t(token, position)
                     LEFT JOIN device d ON d.app = \(request.app) AND d.token = t.token
                     ORDER BY t.position
                     """,
@@ -80,15 +80,16 @@ extension PostgresStore {
             let created = Millis.from(request.createdAt)
             let done = targetCount == 0
             let state = (done ? Code.done : Code.queued).rawValue
+            let fcm = request.fcm.map { Data($0.bytes) }
             guard
                 let seq = try await connection.first(
                     """
-                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
+                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                          device_bound, token_count, target_count, state, finished_at, cut_done)
                     VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
                             \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
-                            \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)), \(Int16(state)),
-                            \(done ? created : nil), \(done))
+                            \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
+                            \(Int16(state)), \(done ? created : nil), \(done))
                     ON CONFLICT (id) DO NOTHING
                     RETURNING seq
                     """,
@@ -107,7 +108,8 @@ extension PostgresStore {
                     """
                     INSERT INTO request_token (request_seq, position, token, covered)
                     SELECT \(seq), t.position, t.token, t.covered
-                    FROM unnest(\(tokens.map(\.hex))::TEXT[], \(covered)::BOOLEAN[]) WITH ORDINALITY AS t(token, covered, position)
+                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[], \(covered)::BOOLEAN[])
+                        WITH ORDINALITY AS t(token, covered, position)
                     """,
                     logger: logger
                 )
@@ -132,10 +134,10 @@ extension PostgresStore {
             guard
                 let row = try await connection.first(
                     """
-                    SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at
+                    SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at, fcm
                     FROM request WHERE id = \(id.value)
                     """,
-                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64).self,
+                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64, Data?).self,
                     logger: logger
                 )
             else { return nil }
@@ -157,12 +159,13 @@ extension PostgresStore {
                     id: id,
                     app: row.1,
                     groups: groups,
-                    devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
+                    devices: try tokens.map { key throws(ValidationError) in try DeviceToken(storageKey: key) },
                     pushType: try PushType(validating: row.2),
                     priority: try Priority(validating: Int(row.3)),
                     expiration: StoredForm.expiration(stored: row.4),
                     collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(row.6)),
+                    fcm: try row.8.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
                     createdAt: Millis.date(row.7)
                 )
             } catch {
@@ -235,7 +238,7 @@ extension PostgresStore {
             try await connection.all(
                 """
                 SELECT f.token, f.reason, f.status::BIGINT, f.failed_at FROM failure f JOIN request r ON r.seq = f.request_seq
-                WHERE r.id = \(id.value) AND f.token > \(after?.hex ?? "") ORDER BY f.token LIMIT \(limit)
+                WHERE r.id = \(id.value) AND f.token > \(after?.storageKey ?? "") ORDER BY f.token LIMIT \(limit)
                 """,
                 as: (String, String, Int64?, Int64).self,
                 logger: logger
@@ -322,7 +325,7 @@ extension PostgresStore {
             WITH inserted AS (
                 INSERT INTO failure (request_seq, token, reason, status, failed_at)
                 SELECT \(requestSeq), f.token, f.reason, NULLIF(f.status, -1), f.failed_at
-                FROM unnest(\(failures.map(\.token.hex))::TEXT[], \(failures.map(\.reason))::TEXT[],
+                FROM unnest(\(failures.map(\.token.storageKey))::TEXT[], \(failures.map(\.reason))::TEXT[],
                             \(failures.map { Int64($0.status ?? -1) })::BIGINT[], \(failures.map { Millis.from($0.at) })::BIGINT[])
                     AS f(token, reason, status, failed_at)
                 ON CONFLICT (request_seq, token) DO NOTHING

@@ -28,7 +28,7 @@ extension PostgresStore {
                 """
                 DELETE FROM membership
                 WHERE group_id = (SELECT id FROM device_group WHERE app = \(app) AND name = \(group))
-                  AND device_id = (SELECT id FROM device WHERE app = \(app) AND token = \(token.hex))
+                  AND device_id = (SELECT id FROM device WHERE app = \(app) AND token = \(token.storageKey))
                 RETURNING device_id
                 """,
                 as: Int64.self,
@@ -41,7 +41,7 @@ extension PostgresStore {
         try await transaction { connection in
             // Memberships go by ON DELETE CASCADE.
             try await connection.first(
-                "DELETE FROM device WHERE app = \(app) AND token = \(token.hex) RETURNING id",
+                "DELETE FROM device WHERE app = \(app) AND token = \(token.storageKey) RETURNING id",
                 as: Int64.self,
                 logger: logger
             ) != nil
@@ -54,7 +54,7 @@ extension PostgresStore {
                 let row = try await connection.first(
                     """
                     SELECT id, state::BIGINT, registered_at, last_registered_at, invalidated_at, invalid_reason
-                    FROM device WHERE app = \(app) AND token = \(token.hex)
+                    FROM device WHERE app = \(app) AND token = \(token.storageKey)
                     """,
                     as: (Int64, Int64, Int64, Int64, Int64?, String?).self,
                     logger: logger
@@ -158,7 +158,10 @@ extension PostgresStore {
     ) async throws -> InvalidationResult {
         guard
             let row = try await connection.first(
-                "SELECT id, state::BIGINT, last_registered_at FROM device WHERE app = \(app) AND token = \(invalidation.token.hex) FOR UPDATE",
+                """
+                SELECT id, state::BIGINT, last_registered_at FROM device
+                WHERE app = \(app) AND token = \(invalidation.token.storageKey) FOR UPDATE
+                """,
                 as: (Int64, Int64, Int64).self,
                 logger: logger
             )
@@ -221,7 +224,7 @@ private struct RegistrationBatch {
                 groupFirstSeen[group] = at
                 groupOrder.append(group)
             }
-            let device = DeviceKey(app: registration.app, token: registration.token.hex)
+            let device = DeviceKey(app: registration.app, token: registration.token.storageKey)
             if deviceFirstSeen[device] == nil {
                 deviceFirstSeen[device] = at
                 deviceOrder.append(device)
@@ -291,7 +294,7 @@ private struct RegistrationBatch {
         var seenPairs = Set<[Int64]>()
         for registration in batch {
             guard let group = groupIDs[GroupKey(app: registration.app, name: registration.group)],
-                let device = devices[DeviceKey(app: registration.app, token: registration.token.hex)]
+                let device = devices[DeviceKey(app: registration.app, token: registration.token.storageKey)]
             else { throw StoreError.backend("a device or group vanished during its registration") }
             if seenPairs.insert([group, device.id]).inserted { pairs.append((group, device.id)) }
         }
@@ -317,7 +320,7 @@ private struct RegistrationBatch {
         var claimedPairs = Set<[Int64]>()
         for registration in batch {
             let at = Millis.from(registration.at)
-            let key = DeviceKey(app: registration.app, token: registration.token.hex)
+            let key = DeviceKey(app: registration.app, token: registration.token.storageKey)
             var row = devices[key]!
             var result: RegistrationResult
             if created.contains(key), firstSeenDevice.insert(key).inserted {

@@ -77,7 +77,7 @@ extension PostgresStore {
                 var token: String
             }
             let keys = outcomes.compactMap { outcome in
-                requests[outcome.claim.requestID.value].map { Key(seq: $0.seq, token: outcome.claim.token.hex) }
+                requests[outcome.claim.requestID.value].map { Key(seq: $0.seq, token: outcome.claim.token.storageKey) }
             }.sorted { ($0.seq, $0.token) < ($1.seq, $1.token) }
             var holders = [Key: (owner: String?, generation: Int64)]()
             for (seq, token, holder, generation) in try await connection.all(
@@ -107,7 +107,7 @@ extension PostgresStore {
                     lost.append(claim)
                     continue
                 }
-                let key = Key(seq: request.seq, token: claim.token.hex)
+                let key = Key(seq: request.seq, token: claim.token.storageKey)
                 guard let holder = holders[key], holder.owner == owner.value,
                     holder.generation == claim.leaseGeneration,
                     handled.insert(key).inserted
@@ -192,7 +192,7 @@ extension PostgresStore {
         async throws
     {
         var latest = [String: RetryEntry]()
-        for retry in retries { latest[retry.token.hex] = retry }
+        for retry in retries { latest[retry.token.storageKey] = retry }
         let entries = latest.sorted { $0.key < $1.key }
         try await connection.run(
             """

@@ -28,7 +28,14 @@ import GRDB
 /// instance        id, holder, expires_at           -- one live process per instance id (v3)
 /// chunk.accepted  what fan-out of the chunk accepted (v4); request.accepted counts retries (and, in files
 ///                 older than v4, fan-out too): the report sums both, as the PostgreSQL store does
+/// request.fcm     the request's `fcm` override, its JSON bytes; NULL without one (v5)
 /// ```
+///
+/// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
+/// the lower-case hex of an APNs token, `fcm:` and the registration token of an FCM one (`:` is never
+/// hex). Files older than v5 hold only hex, so their devices read back as APNs devices with no data
+/// migration, and keys, indexes and orderings stay as they were. An app's FCM devices are the key range
+/// `['fcm:', 'fcm;')` of `UNIQUE (app, token)`.
 enum SQLiteSchema {
     static let unknownGroupTable = """
         CREATE TABLE request_unknown_group (
@@ -158,6 +165,10 @@ enum SQLiteSchema {
         }
         migrator.registerMigration("v4: accepted counts on chunks, as in PostgreSQL") { db in
             try db.execute(sql: "ALTER TABLE chunk ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0")
+        }
+        // Token columns need nothing: what older files hold is APNs hex, a valid storage key (see above).
+        migrator.registerMigration("v5: FCM, the request's fcm override") { db in
+            try db.execute(sql: "ALTER TABLE request ADD COLUMN fcm BLOB")
         }
         return migrator
     }

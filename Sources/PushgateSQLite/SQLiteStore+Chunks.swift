@@ -231,7 +231,7 @@ extension SQLiteStore {
             )
             for retry in progress.retries {
                 try upsertRetry.execute(arguments: [
-                    seq, retry.token.hex, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
+                    seq, retry.token.storageKey, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
                 ])
             }
             for invalidation in progress.invalidations {

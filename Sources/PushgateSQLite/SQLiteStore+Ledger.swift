@@ -27,14 +27,14 @@ extension SQLiteStore {
             let done = plan.targetCount == 0
             try db.execute(
                 sql: """
-                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, created_at,
+                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                          device_bound, token_count, target_count, state, finished_at, cut_done)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
                     StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-                    created, plan.bound, tokens.count, plan.targetCount,
+                    request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
                     (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
                 ]
             )
@@ -55,7 +55,7 @@ extension SQLiteStore {
                 sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
             )
             for (index, token) in tokens.enumerated() {
-                try insertToken.execute(arguments: [seq, index + 1, token.hex, plan.covered[index]])
+                try insertToken.execute(arguments: [seq, index + 1, token.storageKey, plan.covered[index]])
             }
             return EnqueueResult(
                 id: request.id,
@@ -99,7 +99,7 @@ extension SQLiteStore {
         for token in tokens {
             var isCovered = false
             var counts = true
-            if let row = try Row.fetchOne(lookup, arguments: [app, token.hex]) {
+            if let row = try Row.fetchOne(lookup, arguments: [app, token.storageKey]) {
                 let deviceID: Int64 = row[0]
                 if let memberOfTargets, deviceID <= bound,
                     try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil
@@ -128,7 +128,7 @@ extension SQLiteStore {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at
+                        SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm
                         FROM request WHERE id = ?
                         """,
                     arguments: [id.value]
@@ -152,16 +152,18 @@ extension SQLiteStore {
                 let pushTypeRaw: String = row[2]
                 let collapse: String? = row[5]
                 let payload: Data = row[6]
+                let fcm: Data? = row[8]
                 return NotificationRequest(
                     id: id,
                     app: row[1],
                     groups: groups,
-                    devices: try tokens.map { hex throws(ValidationError) in try DeviceToken(hex: hex) },
+                    devices: try tokens.map { key throws(ValidationError) in try DeviceToken(storageKey: key) },
                     pushType: try PushType(validating: pushTypeRaw),
                     priority: try Priority(validating: row[3]),
                     expiration: StoredForm.expiration(stored: row[4]),
                     collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(payload)),
+                    fcm: try fcm.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
                     createdAt: Millis.date(row[7])
                 )
             } catch {
@@ -229,7 +231,7 @@ extension SQLiteStore {
                     SELECT token, reason, status, failed_at FROM failure
                     WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
                     """,
-                arguments: [seq, after?.hex ?? "", limit]
+                arguments: [seq, after?.storageKey ?? "", limit]
             ).map { row in
                 FailureEntry(
                     token: try StoredForm.deviceToken(row[0]),
@@ -312,7 +314,7 @@ extension SQLiteStore {
         var byReason = [String: Int]()
         for failure in failures {
             try insert.execute(arguments: [
-                requestSeq, failure.token.hex, failure.reason, failure.status, Millis.from(failure.at),
+                requestSeq, failure.token.storageKey, failure.reason, failure.status, Millis.from(failure.at),
             ])
             if db.changesCount > 0 { byReason[failure.reason, default: 0] += 1 }
         }

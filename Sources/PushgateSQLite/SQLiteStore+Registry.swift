@@ -49,7 +49,7 @@ extension SQLiteStore {
                     WHERE group_id = (SELECT id FROM device_group WHERE app = ? AND name = ?)
                       AND device_id = (SELECT id FROM device WHERE app = ? AND token = ?)
                     """,
-                arguments: [app, group, app, token.hex]
+                arguments: [app, group, app, token.storageKey]
             )
             return db.changesCount > 0
         }
@@ -58,7 +58,7 @@ extension SQLiteStore {
     public func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
         try await write { db in
             // Memberships go by ON DELETE CASCADE.
-            try db.execute(sql: "DELETE FROM device WHERE app = ? AND token = ?", arguments: [app, token.hex])
+            try db.execute(sql: "DELETE FROM device WHERE app = ? AND token = ?", arguments: [app, token.storageKey])
             return db.changesCount > 0
         }
     }
@@ -72,7 +72,7 @@ extension SQLiteStore {
                         SELECT id, state, registered_at, last_registered_at, invalidated_at, invalid_reason
                         FROM device WHERE app = ? AND token = ?
                         """,
-                    arguments: [app, token.hex]
+                    arguments: [app, token.storageKey]
                 )
             else { return nil }
             let deviceID: Int64 = row[0]
@@ -248,7 +248,7 @@ extension SQLiteStore {
                 try db.cachedStatement(
                     sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?"
                 ),
-                arguments: [app, invalidation.token.hex]
+                arguments: [app, invalidation.token.storageKey]
             )
         else { return .unknownDevice }
         let deviceID: Int64 = row[0]
@@ -271,7 +271,6 @@ extension SQLiteStore {
 
     static func deviceState(_ raw: Int64) -> DeviceState { raw == 0 ? .valid : .invalid }
 
-    /// A token read back from the database (written from a validated ``DeviceToken``).
     // MARK: - Registration
 
     private static func check(_ registration: Registration) throws {
@@ -284,12 +283,13 @@ extension SQLiteStore {
         return try writer.register(registration)
     }
 
-    /// Applied in token order (stable: a token repeated in the batch keeps its order), so that
+    /// Applied in storage-key order (stable: a token repeated in the batch keeps its order), so that
     /// neighbouring tokens share the index pages just read; the results are in the batch's order.
     private static func register(batch: [Registration], in db: Database) throws -> [RegistrationResult] {
         var writer = try RegistrationWriter(db)
+        let keys = batch.map(\.token.storageKey)  // once per registration, not per comparison
         let order = batch.indices.sorted { left, right in
-            let (a, b) = (batch[left].token.hex, batch[right].token.hex)
+            let (a, b) = (keys[left], keys[right])
             return a != b ? a.utf8.lexicographicallyPrecedes(b.utf8) : left < right  // SQLite's BINARY order
         }
         var results = [RegistrationResult](repeating: .created, count: batch.count)
@@ -348,7 +348,7 @@ private struct RegistrationWriter {
     mutating func register(_ registration: Registration) throws -> RegistrationResult {
         let at = Millis.from(registration.at)
         let groupID = try groupID(app: registration.app, name: registration.group, at: at)
-        let token = registration.token.hex
+        let token = registration.token.storageKey
 
         let deviceID: Int64
         var result: RegistrationResult

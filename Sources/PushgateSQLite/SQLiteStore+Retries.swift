@@ -93,7 +93,7 @@ extension SQLiteStore {
                     lost.append(claim)
                     continue
                 }
-                guard let holder = try Row.fetchOne(holderStatement, arguments: [request.seq, claim.token.hex]),
+                guard let holder = try Row.fetchOne(holderStatement, arguments: [request.seq, claim.token.storageKey]),
                     holder[0] as String? == owner.value, holder[1] as Int64 == claim.leaseGeneration
                 else {
                     lost.append(claim)
@@ -101,10 +101,10 @@ extension SQLiteStore {
                 }
                 switch outcome.result {
                 case .accepted(let apnsID):
-                    try delete.execute(arguments: [request.seq, claim.token.hex])
+                    try delete.execute(arguments: [request.seq, claim.token.storageKey])
                     try Self.recordAccepted(1, apnsID: apnsID, requestSeq: request.seq, in: db)
                 case .failed(let reason, let status):
-                    try delete.execute(arguments: [request.seq, claim.token.hex])
+                    try delete.execute(arguments: [request.seq, claim.token.storageKey])
                     try Self.recordFailures(
                         [FailureEntry(token: claim.token, reason: reason, status: status, at: now)],
                         requestSeq: request.seq,
@@ -112,7 +112,7 @@ extension SQLiteStore {
                     )
                 case .retry(let nextAttemptAt, let reason):
                     try reschedule.execute(arguments: [
-                        claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.hex,
+                        claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.storageKey,
                     ])
                 }
                 if let invalidation = outcome.invalidation {

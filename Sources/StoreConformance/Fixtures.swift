@@ -18,6 +18,17 @@ enum Fixture {
         return try! DeviceToken(hex: String(repeating: "0", count: 64 - hex.count) + hex)
     }
 
+    /// A distinct FCM registration token per number, shaped like Google's (`:` and `APA91b`).
+    static func fcmToken(_ number: Int) -> DeviceToken {
+        let digits = String(number)
+        let padded = String(repeating: "0", count: max(0, 8 - digits.count)) + digits
+        return try! DeviceToken(fcm: "dK3v_\(padded):APA91bH-" + String(repeating: "Qz7", count: 50))
+    }
+
+    /// An FCM token with the same text as the APNs ``token(_:)`` (64 hex digits are a valid FCM token):
+    /// another device.
+    static func fcmTwin(_ number: Int) -> DeviceToken { try! DeviceToken(fcm: token(number).value) }
+
     static func registration(_ number: Int, _ group: String, app: String = app, at seconds: Int = 0) -> Registration {
         Registration(app: app, token: token(number), group: group, at: at(seconds))
     }

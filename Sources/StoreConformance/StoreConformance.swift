@@ -15,7 +15,22 @@ public import PushgateCore
 public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
-        + retryChecks + reportChecks + instanceChecks
+        + retryChecks + reportChecks + instanceChecks + platformChecks
+
+    static let platformChecks: [StoreCheck] = [
+        StoreCheck("fcmDevicesRegisterAndReadBackAsFCM", PlatformChecks.fcmDevicesRegisterAndReadBackAsFCM),
+        StoreCheck("sameTextOnBothPlatformsIsTwoDevices", PlatformChecks.sameTextOnBothPlatformsIsTwoDevices),
+        StoreCheck(
+            "invalidatingAnFCMDeviceSkipsItAndLeavesItsAPNsTwin",
+            PlatformChecks.invalidatingAnFCMDeviceSkipsItAndLeavesItsAPNsTwin
+        ),
+        StoreCheck("mixedGroupFanOutReachesBothPlatforms", PlatformChecks.mixedGroupFanOutReachesBothPlatforms),
+        StoreCheck("fcmRetriesAndFailuresKeepThePlatform", PlatformChecks.fcmRetriesAndFailuresKeepThePlatform),
+        StoreCheck(
+            "fcmOverrideAndFCMTokensOfARequestReadBack",
+            PlatformChecks.fcmOverrideAndFCMTokensOfARequestReadBack
+        ),
+    ]
 
     static let instanceChecks: [StoreCheck] = [
         StoreCheck("aLiveInstanceIDIsRefusedToAnotherProcess", InstanceChecks.aLiveInstanceIDIsRefusedToAnotherProcess),

@@ -2,6 +2,7 @@ import NIOCore
 import Testing
 
 @testable import APNsHTTP2
+@testable import PushTransport
 
 @Suite("Rate limiter (token bucket, time passed in)")
 struct RateLimiterTests {

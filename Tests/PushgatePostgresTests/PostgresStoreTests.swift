@@ -39,17 +39,8 @@ struct PostgresStoreTests {
                 return try await group.reduce(0, +)
             }
             #expect(ready == 4)
-            let migrations = try await TestDatabase.administer { client in
-                var rows = [Int32]()
-                for try await version in try await client.query(
-                    "SELECT version FROM \(unescaped: schema).pushgate_migration ORDER BY version"
-                )
-                .decode(Int32.self) {
-                    rows.append(version)
-                }
-                return rows
-            }
-            #expect(migrations == [1, 2, 3], "each migration recorded once")
+            let migrations = try await TestDatabase.migrationVersions(schema: schema)
+            #expect(migrations == [1, 2, 3, 4], "each migration recorded once")
         }
     }
 

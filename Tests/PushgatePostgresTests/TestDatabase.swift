@@ -76,6 +76,20 @@ enum TestDatabase {
         }
     }
 
+    /// The schema versions recorded in `schema`'s `pushgate_migration`, in order.
+    static func migrationVersions(schema: String) async throws -> [Int32] {
+        try await administer { client in
+            var rows = [Int32]()
+            for try await version in try await client.query(
+                "SELECT version FROM \(unescaped: schema).pushgate_migration ORDER BY version"
+            )
+            .decode(Int32.self) {
+                rows.append(version)
+            }
+            return rows
+        }
+    }
+
     static var quietLogger: Logger {
         var logger = Logger(label: "test.postgres")
         logger.logLevel =

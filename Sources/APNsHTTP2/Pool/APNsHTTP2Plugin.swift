@@ -68,8 +68,6 @@ struct APNsHTTP2Plugin: TransportPlugin {
     }
 }
 
-extension APNsConnectionHandler: PooledConnection {}
-
 extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {
     func providerToken() throws -> ProviderToken? {
         guard let token = try plugin.tokenSource?.providerToken() else { return nil }

@@ -9,6 +9,21 @@ package enum TransportTLS {
         certificate: ClientCertificate?,
         applicationProtocols: [String]
     ) throws -> NIOSSLContext {
+        try NIOSSLContext(
+            configuration: makeConfiguration(
+                trustRoots: trustRoots,
+                certificate: certificate,
+                applicationProtocols: applicationProtocols
+            )
+        )
+    }
+
+    /// The same set-up as a configuration, for a client that builds its own context (AsyncHTTPClient).
+    package static func makeConfiguration(
+        trustRoots: TrustRoots,
+        certificate: ClientCertificate?,
+        applicationProtocols: [String]
+    ) throws -> TLSConfiguration {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.minimumTLSVersion = .tlsv12
         tls.applicationProtocols = applicationProtocols
@@ -29,7 +44,7 @@ package enum TransportTLS {
             tls.certificateChain = certificate.chain.map { .certificate($0) }
             tls.privateKey = .privateKey(certificate.key)
         }
-        return try NIOSSLContext(configuration: tls)
+        return tls
     }
 
     /// A TLS or socket error in words safe to log.

@@ -147,3 +147,28 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
         lhs.platform != rhs.platform ? lhs.platform < rhs.platform : lhs.value < rhs.value
     }
 }
+
+extension DeviceToken {
+    /// What marks an FCM token's ``storageKey``. `:` is never hex, so no APNs key starts with it.
+    package static let fcmStoragePrefix = "fcm:"
+
+    /// The platform-qualified text the stores keep in their token columns: the hex for APNs (as every
+    /// release before FCM stored it, so existing rows read back as APNs devices), `"fcm:" + value` for FCM.
+    /// One text column then keeps keys, indexes and orderings as they were, and the same text registered
+    /// on both platforms is two devices.
+    package var storageKey: String {
+        switch platform {
+        case .apns: value
+        case .fcm: Self.fcmStoragePrefix + value
+        }
+    }
+
+    /// Reads a ``storageKey`` back: `fcm:` then an FCM registration token, else APNs hex.
+    package init(storageKey: String, field: String = "device") throws(ValidationError) {
+        if storageKey.hasPrefix(Self.fcmStoragePrefix) {
+            try self.init(fcm: String(storageKey.dropFirst(Self.fcmStoragePrefix.count)), field: field)
+        } else {
+            try self.init(hex: storageKey, field: field)
+        }
+    }
+}

@@ -88,3 +88,16 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomReflec
         Mirror(self, children: ["projectID": projectID, "clientEmail": clientEmail], displayStyle: .struct)
     }
 }
+
+extension FCMServiceAccount {
+    /// The same account exchanging its assertions at `tokenURI` (a simulator's, with `--fcm-token-uri`).
+    public func replacingTokenURI(_ tokenURI: URL) -> FCMServiceAccount {
+        FCMServiceAccount(
+            projectID: projectID,
+            privateKeyID: privateKeyID,
+            clientEmail: clientEmail,
+            tokenURI: tokenURI,
+            privateKey: privateKey
+        )
+    }
+}

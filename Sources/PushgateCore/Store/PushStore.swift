@@ -28,7 +28,8 @@ public protocol DeviceRegistry: Sendable {
     /// Throws ``StoreError/Code/unknownGroup`` if the app has no such group.
     func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage
 
-    /// Marks a device invalid because Apple said its token is dead, so that fan-out skips it.
+    /// Marks a device invalid because its push service said its token is dead (APNs, or FCM's
+    /// `UNREGISTERED`: the device of `token`'s platform only), so that fan-out skips it.
     ///
     /// With an `appleTimestamp` (410), the device stays valid if it was registered again after that
     /// time (``DeviceRecord/lastRegisteredAt`` later than the timestamp): the app re-registered the
@@ -167,7 +168,9 @@ public protocol DeliveryLedger: Sendable {
     /// The delivery report (nil if unknown).
     func report(_ id: RequestID) async throws -> DeliveryReport?
 
-    /// The devices of a request that failed for good, by token, `limit` at a time after `after`.
+    /// The devices of a request that failed for good, `limit` at a time after `after`, in the order of
+    /// their ``DeviceToken/storageKey`` (APNs hex and `fcm:`-prefixed FCM tokens as one text order: stable
+    /// for paging, but not ``DeviceToken``'s platform-first `<`).
     func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry]
 }
 

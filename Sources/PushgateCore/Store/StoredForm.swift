@@ -70,16 +70,17 @@ public enum StoredForm {
         return elements.filter { seen.insert($0).inserted }
     }
 
-    /// A device token read back from the database (written from a validated ``DeviceToken``).
-    public static func deviceToken(_ hex: String) throws -> DeviceToken {
+    /// A device token read back from the database: its ``DeviceToken/storageKey``, written from a
+    /// validated token (hex for APNs, `fcm:` and the registration token for FCM).
+    public static func deviceToken(_ key: String) throws -> DeviceToken {
         do {
-            return try DeviceToken(hex: hex)
+            return try DeviceToken(storageKey: key)
         } catch {
             throw StoreError.backend("stored device token is malformed: \(error.message)")
         }
     }
 
-    /// A chunk's page from the rows one query found after the cursor: `(cursor, token hex)` in cursor
+    /// A chunk's page from the rows one query found after the cursor: `(cursor, token key)` in cursor
     /// order, and whether the query ran out of rows before its limit (then the whole chunk is scanned).
     public static func targetPage(
         found: [(cursor: Int64, token: String)],
@@ -88,7 +89,7 @@ public enum StoredForm {
     ) throws -> TargetPage {
         var targets = [DeliveryTarget]()
         targets.reserveCapacity(found.count)
-        for (cursor, hex) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(hex))) }
+        for (cursor, key) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(key))) }
         let scanned = exhausted ? chunkThrough : (targets.last?.cursor ?? chunkThrough)
         return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunkThrough)
     }

@@ -1,15 +1,12 @@
-import DequeModule
-import Logging
-import NIOCore
-import NIOHPACK
-import NIOHTTP2
-import PushTransport
+package import NIOCore
+package import NIOHTTP2
 import PushgateCore
 
 /// The outbound half of the connection handler: pulling work, HEADERS and DATA frames, flow control
 /// of what is sent, the optional rate limit, resets and the graceful close.
-extension APNsConnectionHandler {
-    var outboundBuffer: ByteBuffer {
+extension HTTP2PushConnectionHandler {
+    @inlinable
+    package var outboundBuffer: ByteBuffer {
         get { outbound ?? ByteBuffer() }
         _modify {
             if outbound == nil { outbound = context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer() }
@@ -17,7 +14,8 @@ extension APNsConnectionHandler {
         }
     }
 
-    func flushOutbound(context: ChannelHandlerContext) {
+    @inlinable
+    package func flushOutbound(context: ChannelHandlerContext) {
         if let buffer = outbound, buffer.readableBytes > 0 {
             outbound = nil
             context.write(wrapOutboundOut(buffer), promise: nil)
@@ -26,7 +24,8 @@ extension APNsConnectionHandler {
     }
 
     /// Called on the event loop when the pool has work for this connection.
-    func wake() {
+    @inlinable
+    package func wake() {
         guard let context else { return }
         sendQueuedWork()
         flushOutbound(context: context)
@@ -34,10 +33,12 @@ extension APNsConnectionHandler {
 
     /// Returns released requests to the pool and writes as many new ones as there are free streams.
     /// Does not flush: the caller flushes once for the whole batch.
-    func sendQueuedWork() {
+    @inlinable
+    package func sendQueuedWork() {
         guard let context else { return }
         // While some DATA waits for window, new streams would only wait behind it.
         var available = blockedStreams.isEmpty ? machine.availableStreams : 0
+        if available > 0, !exchange.mayWrite() { available = 0 }
         if rateLimiter != nil, available > 0 {
             available = min(available, rateAllowance(now: context.eventLoop.now, context: context))
         }
@@ -47,29 +48,13 @@ extension APNsConnectionHandler {
         var batch = delegate.pull(connection: connectionID, released: released, maximum: available)
         guard !batch.isEmpty else { return }
 
-        let token: ProviderToken?
-        do {
-            token = try delegate.providerToken()
-        } catch {
-            // Signing failed (a broken key): no request can succeed; answer them all.
-            let outcome = APNsOutcome(
-                outcomeClass: .rejected,
-                reason: .invalidProviderToken,
-                transportFailure: .malformedResponse("provider token could not be signed")
-            )
-            for request in batch { request.complete(outcome) }
+        let credential: Exchange.Credential
+        switch exchange.credential(for: batch) {
+        case .write(let value):
+            credential = value
+        case .failed:
             releasedSinceLastPull += batch.count
             return
-        }
-        if let token, authorizationBlock?.token != token {
-            // One literal per token (hourly), not one per request.
-            var bytes = ByteBuffer()
-            HPACKRequestEncoder.writeNotIndexed(
-                staticNameIndex: HPACKRequestEncoder.StaticName.authorization,
-                value: token.authorizationHeaderValue,
-                into: &bytes
-            )
-            authorizationBlock = (token, bytes)
         }
         let now = context.eventLoop.now
         rateLimiter?.spend(batch.count)
@@ -77,7 +62,7 @@ extension APNsConnectionHandler {
         // request holds, and releases them again when the array goes.
         batch.reverse()
         while let request = batch.popLast() {
-            write(request, token: token, now: now)
+            write(request, credential: credential, now: now)
             if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
                 context.write(wrapOutboundOut(outbound!), promise: nil)
                 outbound = nil
@@ -90,10 +75,9 @@ extension APNsConnectionHandler {
         }
     }
 
-    /// Refills the bucket (capacity: one second's worth) and returns how many requests may start now.
-    /// With none allowed, schedules a wake-up for when the next one is.
     /// What the rate limiter allows now; when nothing, a wake-up once it allows one.
-    func rateAllowance(now: NIODeadline, context: ChannelHandlerContext) -> Int {
+    @inlinable
+    package func rateAllowance(now: NIODeadline, context: ChannelHandlerContext) -> Int {
         guard var limiter = rateLimiter else { return Int.max }
         let allowed = limiter.allowance(now: now)
         rateLimiter = limiter
@@ -108,13 +92,13 @@ extension APNsConnectionHandler {
         return allowed
     }
 
-    /// One request: HEADERS, then as much of its DATA as flow control allows now.
-    func write(_ pooled: consuming PooledRequest, token: ProviderToken?, now: NIODeadline) {
+    /// One request: HEADERS (the exchange's block), then as much of its DATA as flow control allows now.
+    @inlinable
+    package func write(_ pooled: consuming Request, credential: Exchange.Credential, now: NIODeadline) {
         // Written into a local buffer, handed back at the end: each access to the stored property
         // would cost a dynamic exclusivity check.
         var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
         let streamID = machine.openStream(now: now)
-        let notification = pooled.request.notification
         let headerIndex = buffer.writerIndex
         HTTP2Wire.writeFrameHeaderBatched(
             length: 0,
@@ -124,16 +108,12 @@ extension APNsConnectionHandler {
             into: &buffer
         )
         let blockStart = buffer.writerIndex
-        encoder.writePendingSizeUpdate(into: &buffer)
-        // Apple: `:path` and `authorization` as literals without indexing; they change per request / per hour.
-        HPACKRequestEncoder.writeMethodSchemeAndPath(device: pooled.request.deviceToken, into: &buffer)
-        writeSharedHeaders(of: notification, into: &buffer)
-        if token != nil, authorizationBlock != nil {
-            buffer.writeImmutableBuffer(authorizationBlock!.bytes)
-        }
-        if let apnsID = pooled.request.apnsID {
-            HPACKRequestEncoder.writeNotIndexed(name: "apns-id", value: apnsID.value, into: &buffer)
-        }
+        let (payload, answer) = exchange.writeHeaderBlock(
+            of: pooled,
+            credential: credential,
+            encoder: &encoder,
+            into: &buffer
+        )
         let blockLength = buffer.writerIndex - blockStart
         let maximumFrameSize = windows.peerMaximumFrameSize
         if blockLength <= maximumFrameSize {
@@ -147,7 +127,6 @@ extension APNsConnectionHandler {
             )
         }
 
-        let payload = notification.payload
         let length = payload.readableBytes
         let streamWindow = windows.initialStreamSend
         if windows.sendable(length, streamWindow: streamWindow) == length {
@@ -162,13 +141,13 @@ extension APNsConnectionHandler {
             outbound = buffer
             windows.sent(length)
             inFlight.insert(
-                InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow - length),
+                InFlight(request: pooled, answer: answer, writtenAt: now, sendWindow: streamWindow - length),
                 for: streamID
             )
         } else {
             outbound = buffer
             inFlight.insert(
-                InFlight(request: pooled, providerToken: token, writtenAt: now, sendWindow: streamWindow),
+                InFlight(request: pooled, answer: answer, writtenAt: now, sendWindow: streamWindow),
                 for: streamID
             )
             extras[streamID, default: StreamExtras()].unsentPayload = payload
@@ -177,29 +156,15 @@ extension APNsConnectionHandler {
         }
     }
 
-    /// The notification's shared fields (`:authority` first, a pseudo-header) as one cached block:
-    /// encoded once per notification, and again only when the HPACK table changed in between.
-    func writeSharedHeaders(of notification: PreparedNotification, into buffer: inout ByteBuffer) {
-        // Compared field by field: binding the cached tuple would retain and release its references per request.
-        if sharedBlock?.notification === notification, sharedBlock?.generation == encoder.generation {
-            buffer.writeImmutableBuffer(sharedBlock!.bytes)
-            return
-        }
-        let generation = encoder.generation
-        var block = ByteBuffer()
-        encoder.writeIndexable(name: ":authority", value: configuration.authority, into: &block)
-        for (name, value) in notification.headerFields {
-            encoder.writeIndexable(name: name, value: value, into: &block)
-        }
-        buffer.writeImmutableBuffer(block)
-        // Reusable only if encoding it changed nothing: the next device's block will be all indices.
-        sharedBlock = encoder.generation == generation ? (notification, generation, block) : nil
-    }
-
     /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
     /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
-    static func splitHeaderBlock(headerIndex: Int, streamID: UInt32, maximumFrameSize: Int, in buffer: inout ByteBuffer)
-    {
+    @inlinable
+    package static func splitHeaderBlock(
+        headerIndex: Int,
+        streamID: UInt32,
+        maximumFrameSize: Int,
+        in buffer: inout ByteBuffer
+    ) {
         var block = buffer.getSlice(
             at: headerIndex + HTTP2Wire.frameHeaderLength,
             length: buffer.writerIndex - headerIndex - HTTP2Wire.frameHeaderLength
@@ -223,7 +188,8 @@ extension APNsConnectionHandler {
     }
 
     /// Sends waiting DATA, oldest stream first, as far as the windows allow.
-    func sendBlockedData() {
+    @inlinable
+    package func sendBlockedData() {
         while let streamID = blockedStreams.first {
             guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }),
                 var payload = extras[streamID]?.unsentPayload
@@ -250,7 +216,8 @@ extension APNsConnectionHandler {
         }
     }
 
-    func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
+    @inlinable
+    package func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
         HTTP2Wire.writeFrameHeader(
             length: 4,
             type: .rstStream,
@@ -262,7 +229,8 @@ extension APNsConnectionHandler {
     }
 
     /// Abandons a request the caller cancelled: resets its stream and frees it.
-    func cancel(poolRequestID: UInt64) -> Bool {
+    @inlinable
+    package func cancel(poolRequestID: UInt64) -> Bool {
         guard let context, let streamID = inFlight.ids(where: { $0.request.poolRequestID == poolRequestID }).first,
             let entry = abandon(streamID)
         else {
@@ -271,13 +239,14 @@ extension APNsConnectionHandler {
         // Free the stream in the pool's books before the caller hears about it.
         sendQueuedWork()
         flushOutbound(context: context)
-        entry.request.complete(.failed(.cancelled))
+        entry.request.fail(.cancelled)
         return true
     }
 
     /// Resets the stream and frees it; the caller completes the request (returned) afterwards.
+    @inlinable
     @discardableResult
-    func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
+    package func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
         guard let context, let entry = inFlight.remove(streamID) else { return nil }
         if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil {
             blockedStreams.removeAll { $0 == streamID }
@@ -289,7 +258,8 @@ extension APNsConnectionHandler {
     }
 
     /// Retire the connection for shutdown: finish open streams, then close.
-    func closeGracefully() {
+    @inlinable
+    package func closeGracefully() {
         guard context != nil else { return }
         if machine.closeRequested() { flushAndClose() }
     }

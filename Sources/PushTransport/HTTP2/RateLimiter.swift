@@ -1,19 +1,19 @@
-import NIOCore
+package import NIOCore
 
 /// A token bucket of `rate` requests per second, holding at most one second's worth; the C pushd's `-r`.
 /// Pure: the caller passes `now`, and schedules its own wake-up after `waitForNext`.
-struct RateLimiter: Sendable {
-    let rate: Int
+package struct RateLimiter: Sendable {
+    package let rate: Int
     private var tokens: Double = 0
     private var refilledAt: NIODeadline?
 
-    init(rate: Int) {
+    package init(rate: Int) {
         precondition(rate >= 1)
         self.rate = rate
     }
 
     /// Requests that may start now. The first call allows one (a new connection starts slowly).
-    mutating func allowance(now: NIODeadline) -> Int {
+    package mutating func allowance(now: NIODeadline) -> Int {
         let capacity = Double(rate)
         if let refilledAt {
             tokens = min(capacity, tokens + Double((now - refilledAt).nanoseconds) / 1e9 * capacity)
@@ -25,12 +25,12 @@ struct RateLimiter: Sendable {
     }
 
     /// `count` requests started.
-    mutating func spend(_ count: Int) {
+    package mutating func spend(_ count: Int) {
         tokens -= Double(count)
     }
 
     /// How long until the next request is allowed, as of the last `allowance(now:)`.
-    var waitForNext: TimeAmount {
+    package var waitForNext: TimeAmount {
         guard tokens < 1 else { return .zero }
         return .nanoseconds(Int64((1 - tokens) / Double(rate) * 1e9) + 1)
     }
