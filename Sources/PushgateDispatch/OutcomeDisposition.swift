@@ -4,13 +4,14 @@ package import PushgateCore
 /// What the ledger must record for one device's outcome: the decision, pure, from the outcome, the
 /// retry policy and the time. Both services map onto the same three decisions:
 ///
-/// | APNs | FCM | decision |
-/// | --- | --- | --- |
-/// | 200 | 200 (`name` kept where the apns-id goes) | accepted |
-/// | 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken` | 404 `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the token | failed, device invalidated |
-/// | other rejections | `SENDER_ID_MISMATCH`, other 4xx | failed |
-/// | — | `THIRD_PARTY_AUTH_ERROR`, an access token refused twice | failed, never invalidated (an alarm) |
-/// | 429, 5xx, no answer | `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`, no answer | retry (FCM: no earlier than `Retry-After`) |
+/// - accepted: APNs 200; FCM 200 (its message `name` is kept where the apns-id goes);
+/// - failed, device invalidated: APNs 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken`; FCM 404
+///   `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the registration token;
+/// - failed: other rejections (FCM `SENDER_ID_MISMATCH`, other 4xx);
+/// - failed, never invalidated, never retried (a configuration alarm): FCM `THIRD_PARTY_AUTH_ERROR`, an
+///   access token refused again after the transport's one refresh;
+/// - retry: 429, 5xx, no answer (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`: no earlier than
+///   `Retry-After`).
 ///
 /// FCM invalidations are recorded with the APNs reason of the same meaning, so the registry keeps one
 /// vocabulary: `UNREGISTERED` → ``APNsReason/unregistered``, `INVALID_ARGUMENT` about the registration
@@ -36,10 +37,10 @@ package enum OutcomeDisposition: Equatable, Sendable {
         using generator: inout some RandomNumberGenerator
     ) -> OutcomeDisposition {
         switch outcome {
-        case .apns(let outcome):
-            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        case .fcm(let outcome):
-            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+        case .apns(let apns):
+            decide(apns, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+        case .fcm(let fcm):
+            decide(fcm, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
         }
     }
 

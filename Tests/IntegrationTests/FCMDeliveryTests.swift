@@ -127,7 +127,9 @@ struct FCMDeliveryTests {
         }
     }
 
-    @Test("UNREGISTERED invalidates the device; QUOTA_EXCEEDED with Retry-After 2 is sent again >= 2 s later and delivered")
+    @Test(
+        "UNREGISTERED invalidates the device; QUOTA_EXCEEDED with Retry-After 2 is sent again >= 2 s later, delivered"
+    )
     func unregisteredAndQuota() async throws {
         try await Self.withBothServices(apnsDevices: 20, fcmDevices: 20) { context in
             let dead = Self.fcmToken(3)

@@ -52,8 +52,12 @@ struct FCMDispatchTests {
         let now = clock.now()
         var registrations: [Registration] = []
         for number in 0..<max(apnsDevices, fcmDevices) {
-            if number < apnsDevices { registrations.append(Registration(token: apnsToken(number), group: "mixed", at: now)) }
-            if number < fcmDevices { registrations.append(Registration(token: fcmToken(number), group: "mixed", at: now)) }
+            if number < apnsDevices {
+                registrations.append(Registration(token: apnsToken(number), group: "mixed", at: now))
+            }
+            if number < fcmDevices {
+                registrations.append(Registration(token: fcmToken(number), group: "mixed", at: now))
+            }
         }
         _ = try await store.register(batch: registrations)
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("fcm-dispatch"))
