@@ -27,23 +27,6 @@ package enum OutcomeDisposition: Equatable, Sendable {
     /// The reason recorded for FCM devices of a request whose FCM message cannot be built.
     package static let fcmInvalidMessage = "fcm_invalid_message"
 
-    static func decide(
-        _ outcome: DeliveryOutcome,
-        token: DeviceToken,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
-        switch outcome {
-        case .apns(let apns):
-            decide(apns, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        case .fcm(let fcm):
-            decide(fcm, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        }
-    }
-
     package static func decide(
         _ outcome: APNsOutcome,
         token: DeviceToken,
@@ -143,11 +126,17 @@ package enum OutcomeDisposition: Equatable, Sendable {
         }
         if let notBefore, notBefore > delay {
             let deadline = policy.deadline(for: request.expiration, firstAttemptAt: request.createdAt)
-            guard now.addingTimeInterval(notBefore.seconds) <= deadline else {
+            guard now.addingTimeInterval(Self.timeInterval(notBefore)) <= deadline else {
                 return .failed(reason: reason, status: status, invalidation: nil)
             }
             delay = notBefore
         }
-        return .retry(at: now.addingTimeInterval(delay.seconds), reason: reason)
+        return .retry(at: now.addingTimeInterval(Self.timeInterval(delay)), reason: reason)
+    }
+
+    /// (Not `Duration.seconds`: this file is also compiled alone by the benchmarks' DispatchStepMirror,
+    /// with nothing but Foundation and PushgateCore.)
+    private static func timeInterval(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }
