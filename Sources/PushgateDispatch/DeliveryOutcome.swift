@@ -1,3 +1,4 @@
+import Foundation
 import PushgateCore
 
 /// What became of one notification sent to one device, on whichever service carried it. The collector
@@ -52,6 +53,26 @@ enum DeliveryOutcome: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .apns(let outcome): "apns \(outcome)"
         case .fcm(let outcome): "fcm \(outcome)"
+        }
+    }
+}
+
+extension OutcomeDisposition {
+    /// The decision for an outcome of either service.
+    static func decide(
+        _ outcome: DeliveryOutcome,
+        token: DeviceToken,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
+    ) -> OutcomeDisposition {
+        switch outcome {
+        case .apns(let apns):
+            decide(apns, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+        case .fcm(let fcm):
+            decide(fcm, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
         }
     }
 }

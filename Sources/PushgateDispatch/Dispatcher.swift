@@ -24,7 +24,8 @@ public struct DeliveryRoute: Sendable {
 }
 
 /// Turns the ledger's work into requests to APNs and FCM: claims chunks of a request's targets, streams
-/// each device into its own service's client (``RoutedSends``) with one bounded in-flight budget, and records outcomes in batches (progress,
+/// each device into its own service's client (``RoutedSends``) with one bounded in-flight budget, and
+/// records outcomes in batches (progress,
 /// retries, failures, invalidations in one transaction per batch). Also sends retries when they fall
 /// due. Nothing about a notification lives only in memory: a crash loses at most the outcomes of the
 /// batch in flight, and those devices are sent to again on restart.
@@ -434,14 +435,16 @@ public final class Dispatcher: Service, NotificationIntake {
         tally: inout OutcomeTally
     ) -> OutcomeDisposition {
         tally.addUnsendable(service: device.token.platform, reason: device.reason, request: request, now: now)
-        raiseAlarm(AlarmKey(app: request.app, service: device.token.platform, reason: device.reason), requestID: request.id)
+        let alarm = AlarmKey(app: request.app, service: device.token.platform, reason: device.reason)
+        raiseAlarm(alarm, requestID: request.id)
         return .failed(reason: device.reason, status: nil, invalidation: nil)
     }
 
     /// An outcome that is an alarm of the app's configuration is warned about (it is counted by the tally).
     func raiseAlarmIfAny(_ outcome: DeliveryOutcome, request: NotificationRequest) {
         guard outcome.isConfigurationAlarm else { return }
-        raiseAlarm(AlarmKey(app: request.app, service: outcome.service, reason: outcome.metricsReason), requestID: request.id)
+        let alarm = AlarmKey(app: request.app, service: outcome.service, reason: outcome.metricsReason)
+        raiseAlarm(alarm, requestID: request.id)
     }
 
     // MARK: Chunks

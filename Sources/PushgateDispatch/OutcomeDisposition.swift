@@ -4,13 +4,14 @@ package import PushgateCore
 /// What the ledger must record for one device's outcome: the decision, pure, from the outcome, the
 /// retry policy and the time. Both services map onto the same three decisions:
 ///
-/// | APNs | FCM | decision |
-/// | --- | --- | --- |
-/// | 200 | 200 (`name` kept where the apns-id goes) | accepted |
-/// | 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken` | 404 `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the token | failed, device invalidated |
-/// | other rejections | `SENDER_ID_MISMATCH`, other 4xx | failed |
-/// | — | `THIRD_PARTY_AUTH_ERROR`, an access token refused twice | failed, never invalidated (an alarm) |
-/// | 429, 5xx, no answer | `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`, no answer | retry (FCM: no earlier than `Retry-After`) |
+/// - accepted: APNs 200; FCM 200 (its message `name` is kept where the apns-id goes);
+/// - failed, device invalidated: APNs 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken`; FCM 404
+///   `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the registration token;
+/// - failed: other rejections (FCM `SENDER_ID_MISMATCH`, other 4xx);
+/// - failed, never invalidated, never retried (a configuration alarm): FCM `THIRD_PARTY_AUTH_ERROR`, an
+///   access token refused again after the transport's one refresh;
+/// - retry: 429, 5xx, no answer (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`: no earlier than
+///   `Retry-After`).
 ///
 /// FCM invalidations are recorded with the APNs reason of the same meaning, so the registry keeps one
 /// vocabulary: `UNREGISTERED` → ``APNsReason/unregistered``, `INVALID_ARGUMENT` about the registration
@@ -25,23 +26,6 @@ package enum OutcomeDisposition: Equatable, Sendable {
     package static let fcmNotConfigured = "fcm_not_configured"
     /// The reason recorded for FCM devices of a request whose FCM message cannot be built.
     package static let fcmInvalidMessage = "fcm_invalid_message"
-
-    static func decide(
-        _ outcome: DeliveryOutcome,
-        token: DeviceToken,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
-        switch outcome {
-        case .apns(let outcome):
-            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        case .fcm(let outcome):
-            decide(outcome, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        }
-    }
 
     package static func decide(
         _ outcome: APNsOutcome,
@@ -142,11 +126,17 @@ package enum OutcomeDisposition: Equatable, Sendable {
         }
         if let notBefore, notBefore > delay {
             let deadline = policy.deadline(for: request.expiration, firstAttemptAt: request.createdAt)
-            guard now.addingTimeInterval(notBefore.seconds) <= deadline else {
+            guard now.addingTimeInterval(Self.timeInterval(notBefore)) <= deadline else {
                 return .failed(reason: reason, status: status, invalidation: nil)
             }
             delay = notBefore
         }
-        return .retry(at: now.addingTimeInterval(delay.seconds), reason: reason)
+        return .retry(at: now.addingTimeInterval(Self.timeInterval(delay)), reason: reason)
+    }
+
+    /// (Not `Duration.seconds`: this file is also compiled alone by the benchmarks' DispatchStepMirror,
+    /// with nothing but Foundation and PushgateCore.)
+    private static func timeInterval(_ duration: Duration) -> TimeInterval {
+        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

@@ -52,8 +52,12 @@ struct FCMDispatchTests {
         let now = clock.now()
         var registrations: [Registration] = []
         for number in 0..<max(apnsDevices, fcmDevices) {
-            if number < apnsDevices { registrations.append(Registration(token: apnsToken(number), group: "mixed", at: now)) }
-            if number < fcmDevices { registrations.append(Registration(token: fcmToken(number), group: "mixed", at: now)) }
+            if number < apnsDevices {
+                registrations.append(Registration(token: apnsToken(number), group: "mixed", at: now))
+            }
+            if number < fcmDevices {
+                registrations.append(Registration(token: fcmToken(number), group: "mixed", at: now))
+            }
         }
         _ = try await store.register(batch: registrations)
         var configuration = Dispatcher.Configuration(instanceID: InstanceID("fcm-dispatch"))
@@ -206,5 +210,25 @@ struct FCMDispatchTests {
             #expect(report.accepted == 4)
             #expect(report.failed == 0)
         }
+    }
+
+    @Test("the in-flight budget is the sum of the APNs and FCM transports' capacities, each transport counted once")
+    func budgetCoversBothServices() throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("budget.db"))
+        defer { try? store.close() }
+        let apns = RecordingAPNsTransport(capacity: 30)
+        let fcm = ScriptedFCMTransport(capacity: 70)
+        let topic = try Topic("com.example.budget")
+        let dispatcher = Dispatcher(
+            store: store,
+            routes: [
+                "one": DeliveryRoute(transport: apns, topic: topic, fcm: fcm),
+                // A second app sharing both transports adds nothing.
+                "two": DeliveryRoute(transport: apns, topic: topic, fcm: fcm),
+            ],
+            configuration: Dispatcher.Configuration(instanceID: InstanceID("budget"))
+        )
+        #expect(dispatcher.inFlightBudget == 100)
     }
 }

@@ -60,7 +60,9 @@ struct FCMOutcomeDispositionTests {
         )
     }
 
-    @Test("INVALID_ARGUMENT about the registration token invalidates it as BadDeviceToken; about the message it does not")
+    @Test(
+        "INVALID_ARGUMENT about the registration token invalidates it as BadDeviceToken; about the message it does not"
+    )
     func invalidArgument() {
         let aboutToken = Self.error(
             .invalidArgument,

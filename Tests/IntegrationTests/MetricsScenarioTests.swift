@@ -43,28 +43,30 @@ struct MetricsScenarioTests {
                 try await http.send("GET", "/v1/notifications/\(id)").json["state"] as? String == "done"
             }
             let labels = #"app="default",push_type="alert""#
+            let accepted =
+                #"pushgate_notifications_total{\#(labels),reason="none",result="accepted",service="apns",status="200"}"#
             try await eventually("outcomes and rejections counted") {
                 let metrics = try await context.scrape()
-                return metrics.value(
-                    #"pushgate_notifications_total{\#(labels),reason="none",result="accepted",service="apns",status="200"}"#
-                ) == 3
+                return metrics.value(accepted) == 3
                     && metrics.value(
                         #"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#
                     ) == 1
             }
 
             let metrics = try await context.scrape()
-            #expect(
-                metrics.value(#"pushgate_notifications_total{\#(labels),reason="none",result="accepted",service="apns",status="200"}"#)
-                    == 3
-            )
+            #expect(metrics.value(accepted) == 3)
             #expect(
                 metrics.value(
-                    #"pushgate_notifications_total{\#(labels),reason="Unregistered",result="failed",service="apns",status="410"}"#
+                    #"pushgate_notifications_total{\#(labels),reason="Unregistered",result="failed",service="apns","#
+                        + #"status="410"}"#
                 ) == 1
             )
             #expect(metrics.sum("pushgate_notifications_total") == 4, "no other outcome")
-            #expect(metrics.value(#"pushgate_devices_invalidated_total{app="default",reason="Unregistered",service="apns"}"#) == 1)
+            #expect(
+                metrics.value(
+                    #"pushgate_devices_invalidated_total{app="default",reason="Unregistered",service="apns"}"#
+                ) == 1
+            )
             #expect(metrics.value(#"pushgate_notification_requests_total{app="default"}"#) == 1)
             #expect(metrics.value(#"pushgate_notification_targets_total{app="default"}"#) == 4)
             #expect(metrics.value(#"pushgate_udp_datagrams_received_total{port="notification"}"#) == 1)

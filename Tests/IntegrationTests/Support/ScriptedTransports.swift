@@ -105,3 +105,31 @@ final class RecordingAPNsTransport: NotificationTransport {
 
     var sent: [DeviceToken] { tokens.withLock { $0 } }
 }
+
+/// Forwards to a real FCM transport and records when each message was handed to it, on the injected
+/// clock: a test reads when a retry went out from these times, not from a sleep.
+final class SubmitTimesFCMTransport: FCMNotificationTransport {
+    private let base: any FCMNotificationTransport
+    private let clock: any WallClock
+    private let times = Mutex<[String: [Date]]>([:])
+
+    init(_ base: any FCMNotificationTransport, clock: any WallClock = SystemWallClock()) {
+        self.base = base
+        self.clock = clock
+    }
+
+    func submit(_ requests: [FCMSendRequest]) -> [UInt64] {
+        let now = clock.now()
+        times.withLock { times in
+            for request in requests { times[request.token, default: []].append(now) }
+        }
+        return base.submit(requests)
+    }
+
+    func withdraw(_ ids: some Sequence<UInt64>) -> Int { base.withdraw(ids) }
+
+    var inFlightCapacity: Int { base.inFlightCapacity }
+
+    /// When messages for `token` were handed to the transport, in order.
+    func submitTimes(to token: DeviceToken) -> [Date] { times.withLock { $0[token.value] ?? [] } }
+}
