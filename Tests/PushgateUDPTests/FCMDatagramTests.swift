@@ -135,10 +135,12 @@ struct FCMDatagramTests {
              "fcm": {"android": {"priority": "NORMAL", "notification": {"channel_id": "scores"}}, "data": null}}
             """
         )
+        let json = try FCMMessage(request: request).jsonWithoutTarget
         #expect(
-            try FCMMessage(request: request).jsonWithoutTarget
-                == #"{"android":{"notification":{"channel_id":"scores"},"priority":"NORMAL"},"#
-                + #""notification":{"body":"Goal!"}}"#
+            json
+                == #"{"android":{"notification":{"channel_id":"scores"},"priority":"NORMAL","ttl":"0s"},"#
+                + #""notification":{"body":"Goal!"}}"#,
+            "\(json)"
         )
     }
 
