@@ -79,18 +79,4 @@ public enum StoredForm {
             throw StoreError.backend("stored device token is malformed: \(error.message)")
         }
     }
-
-    /// A chunk's page from the rows one query found after the cursor: `(cursor, token key)` in cursor
-    /// order, and whether the query ran out of rows before its limit (then the whole chunk is scanned).
-    public static func targetPage(
-        found: [(cursor: Int64, token: String)],
-        exhausted: Bool,
-        chunkThrough: Int64
-    ) throws -> TargetPage {
-        var targets = [DeliveryTarget]()
-        targets.reserveCapacity(found.count)
-        for (cursor, key) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(key))) }
-        let scanned = exhausted ? chunkThrough : (targets.last?.cursor ?? chunkThrough)
-        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunkThrough)
-    }
 }
