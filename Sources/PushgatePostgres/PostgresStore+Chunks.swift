@@ -146,16 +146,13 @@ extension PostgresStore {
                         logger: logger
                     )
                 else { throw StoreError.backend("inserting a chunk returned no id") }
-                return WorkChunk(
+                return WorkChunk.cut(
                     id: chunkID,
-                    requestID: requestID,
-                    kind: kind,
+                    of: requestID,
+                    kind,
                     after: after,
                     through: through,
-                    progress: after,
-                    leaseGeneration: 1,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: false
+                    leaseExpiresAt: Millis.date(leaseUntil)
                 )
             }
             return nil

@@ -119,16 +119,13 @@ extension SQLiteStore {
                         seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
                     ]
                 )
-                return WorkChunk(
+                return WorkChunk.cut(
                     id: db.lastInsertedRowID,
-                    requestID: requestID,
-                    kind: kind,
+                    of: requestID,
+                    kind,
                     after: after,
                     through: through,
-                    progress: after,
-                    leaseGeneration: 1,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: false
+                    leaseExpiresAt: Millis.date(leaseUntil)
                 )
             }
             return nil

@@ -106,7 +106,7 @@ extension SQLiteStore {
                 {
                     isCovered = true
                     counts = false  // counted with its group
-                } else if deviceState(row[1]) == .invalid {
+                } else if StoredForm.deviceState(row[1]) == .invalid {
                     counts = false  // skipped at send time
                 }
             }

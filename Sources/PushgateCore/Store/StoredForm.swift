@@ -70,6 +70,9 @@ public enum StoredForm {
         return elements.filter { seen.insert($0).inserted }
     }
 
+    /// A device's state from its stored code (0 valid, anything else invalid).
+    package static func deviceState(_ code: Int64) -> DeviceState { code == 0 ? .valid : .invalid }
+
     /// A device token read back from the database: its ``DeviceToken/storageKey``, written from a
     /// validated token (hex for APNs, `fcm:` and the registration token for FCM).
     public static func deviceToken(_ key: String) throws -> DeviceToken {
