@@ -177,8 +177,13 @@ enum PostgresSchema {
         ),
         Migration(
             version: 4,
-            name: "FCM, the request's fcm override",
-            statements: ["ALTER TABLE request ADD COLUMN fcm BYTEA"]
+            name: "FCM, the request's fcm override, failures in storage-key (byte) order",
+            statements: [
+                "ALTER TABLE request ADD COLUMN fcm BYTEA",
+                // FCM tokens mix cases: failures are paged in byte order (as in SQLite) whatever the
+                // database's default collation, and the primary key serves that order.
+                #"ALTER TABLE failure ALTER COLUMN token TYPE TEXT COLLATE "C""#,
+            ]
         ),
     ]
 

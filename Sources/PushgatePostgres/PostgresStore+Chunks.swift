@@ -146,16 +146,13 @@ extension PostgresStore {
                         logger: logger
                     )
                 else { throw StoreError.backend("inserting a chunk returned no id") }
-                return WorkChunk(
+                return WorkChunk.cut(
                     id: chunkID,
-                    requestID: requestID,
-                    kind: kind,
+                    of: requestID,
+                    kind,
                     after: after,
                     through: through,
-                    progress: after,
-                    leaseGeneration: 1,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: false
+                    leaseExpiresAt: Millis.date(leaseUntil)
                 )
             }
             return nil
@@ -163,13 +160,12 @@ extension PostgresStore {
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let start = max(cursor, chunk.after)
-        if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
+        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
+        if scan.isDone { return try scan.page(found: []) }
         return try await transaction { connection in
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             guard
-                let row = try await connection.first(
+                let (requestSeq, app, groupIDs) = try await connection.first(
                     """
                     SELECT c.request_seq, r.app,
                         ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id)
@@ -179,34 +175,14 @@ extension PostgresStore {
                     logger: logger
                 )
             else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
-            let found: [(cursor: Int64, token: String)]
-            let exhausted: Bool
-            switch chunk.kind {
-            case .deviceRange:
-                let page = try await Self.deviceTargets(
-                    groupIDs: row.2,
-                    after: start,
-                    through: chunk.through,
-                    limit: limit,
-                    on: connection,
-                    logger: logger
-                )
-                found = page.targets.map { ($0.id, $0.token) }
-                exhausted = page.exhausted
-            case .directTokens:
-                let page = try await Self.tokenTargets(
-                    requestSeq: row.0,
-                    app: row.1,
-                    after: start,
-                    through: chunk.through,
-                    limit: limit,
-                    on: connection,
-                    logger: logger
-                )
-                found = page.targets.map { ($0.position, $0.token) }
-                exhausted = page.exhausted
-            }
-            return try StoredForm.targetPage(found: found, exhausted: exhausted, chunkThrough: chunk.through)
+            let found =
+                switch chunk.kind {
+                case .deviceRange:
+                    try await Self.deviceTargets(groupIDs: groupIDs, scan, on: connection, logger: logger)
+                case .directTokens:
+                    try await Self.tokenTargets(requestSeq: requestSeq, app: app, scan, on: connection, logger: logger)
+                }
+            return try scan.page(found: found)
         }
     }
 

@@ -20,16 +20,14 @@ extension PostgresStore {
         try await connection.run("SELECT set_config('enable_bitmapscan', 'off', true)", logger: logger)
     }
 
-    /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
-    /// `exhausted` is true when no more exist in the range after the last one returned.
+    /// Valid devices of any of `groupIDs` in the scan's range: `(id, token key)`, distinct, ascending.
     static func deviceTargets(
         groupIDs: [Int64],
-        after: Int64,
-        through: Int64,
-        limit: Int,
+        _ scan: TargetScan,
         on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> (targets: [(id: Int64, token: String)], exhausted: Bool) {
+    ) async throws -> [(cursor: Int64, token: String)] {
+        let (after, through, limit) = (scan.after, scan.through, scan.limit)
         let rows: [(Int64, String)]
         if groupIDs.count == 1 {
             rows = try await connection.all(
@@ -61,7 +59,7 @@ extension PostgresStore {
                 logger: logger
             )
         }
-        return (rows.map { (id: $0.0, token: $0.1) }, rows.count < limit)
+        return rows.map { (cursor: $0.0, token: $0.1) }
     }
 
     /// How many member ids (valid or not) of `groupIDs` lie in `(after, through]`, counting at most
@@ -142,17 +140,16 @@ extension PostgresStore {
         return Int(count ?? 0)
     }
 
-    /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
-    /// not known as invalid for the app; ascending position, at most `limit`.
+    /// Direct-token targets of a request in the scan's positions: `(position, token key)` not covered by a
+    /// target group, not known as invalid for the app; ascending.
     static func tokenTargets(
         requestSeq: Int64,
         app: String,
-        after: Int64,
-        through: Int64,
-        limit: Int,
+        _ scan: TargetScan,
         on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> (targets: [(position: Int64, token: String)], exhausted: Bool) {
+    ) async throws -> [(cursor: Int64, token: String)] {
+        let (after, through, limit) = (scan.after, scan.through, scan.limit)
         let rows = try await connection.all(
             """
             SELECT rt.position, rt.token FROM request_token rt
@@ -164,7 +161,7 @@ extension PostgresStore {
             as: (Int64, String).self,
             logger: logger
         )
-        return (rows.map { (position: $0.0, token: $0.1) }, rows.count < limit)
+        return rows.map { (cursor: $0.0, token: $0.1) }
     }
 
     static func countTokenTargets(

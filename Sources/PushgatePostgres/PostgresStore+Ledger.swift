@@ -387,14 +387,29 @@ extension PostgresStore {
         logger: Logger
     ) async throws {
         _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
+        guard
+            let (state, cutDone, hasOpenChunks, hasPendingRetries) = try await connection.first(
+                """
+                SELECT state::BIGINT, cut_done,
+                    EXISTS (
+                        SELECT 1 FROM chunk
+                        WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
+                    EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
+                FROM request WHERE seq = \(requestSeq)
+                """,
+                as: (Int64, Bool, Bool, Bool).self,
+                logger: logger
+            ),
+            let final = RequestCompletion(
+                state: state,
+                cutDone: cutDone,
+                hasOpenChunks: hasOpenChunks,
+                hasPendingRetries: hasPendingRetries
+            ).finalState
+        else { return }
         try await connection.run(
             """
-            UPDATE request SET state = \(unescaped: Self.sql(Code.done)), finished_at = \(nowMs)
-            WHERE seq = \(requestSeq) AND state < \(unescaped: Self.sql(Code.done)) AND cut_done
-              AND NOT EXISTS (
-                SELECT 1 FROM chunk
-                WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open)))
-              AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
+            UPDATE request SET state = \(unescaped: Self.sql(final)), finished_at = \(nowMs) WHERE seq = \(requestSeq)
             """,
             logger: logger
         )

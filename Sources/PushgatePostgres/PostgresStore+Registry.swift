@@ -71,7 +71,7 @@ extension PostgresStore {
             return DeviceRecord(
                 app: app,
                 token: token,
-                state: Self.deviceState(row.1),
+                state: StoredForm.deviceState(row.1),
                 groups: groups,
                 registeredAt: Millis.date(row.2),
                 lastRegisteredAt: Millis.date(row.3),
@@ -83,16 +83,7 @@ extension PostgresStore {
 
     /// Pages in device-id order (the membership primary key), with the last device id as the cursor.
     public func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let afterID: Int64
-        if let after {
-            guard let parsed = Int64(after.value), parsed >= 0 else {
-                throw StoreError.invalidArgument("malformed group cursor \"\(after.value.prefix(32))\"")
-            }
-            afterID = parsed
-        } else {
-            afterID = 0
-        }
+        let afterID = try GroupListing.start(after: after, limit: limit)
         return try await transaction(isolation: "REPEATABLE READ") { connection in
             guard
                 let groupID = try await connection.first(
@@ -111,19 +102,7 @@ extension PostgresStore {
                 as: (Int64, String, Int64, Int64).self,
                 logger: logger
             )
-            var members = [GroupMember]()
-            members.reserveCapacity(min(rows.count, limit))
-            for row in rows.prefix(limit) {
-                members.append(
-                    GroupMember(
-                        token: try StoredForm.deviceToken(row.1),
-                        state: Self.deviceState(row.2),
-                        registeredAt: Millis.date(row.3)
-                    )
-                )
-            }
-            let next = rows.count > limit ? GroupCursor(String(rows[limit - 1].0)) : nil
-            return GroupPage(devices: members, next: next)
+            return try GroupListing.page(rows: rows.map { ($0.0, $0.1, $0.2, $0.3) }, limit: limit)
         }
     }
 
@@ -166,7 +145,7 @@ extension PostgresStore {
                 logger: logger
             )
         else { return .unknownDevice }
-        if deviceState(row.1) == .invalid { return .alreadyInvalid }
+        if StoredForm.deviceState(row.1) == .invalid { return .alreadyInvalid }
         if let appleTimestamp = invalidation.appleTimestamp, row.2 > Millis.from(appleTimestamp) {
             return .keptBecauseRegisteredLater(lastRegisteredAt: Millis.date(row.2))
         }
@@ -176,10 +155,6 @@ extension PostgresStore {
         )
         return .invalidated
     }
-
-    static func deviceState(_ raw: Int64) -> DeviceState { raw == 0 ? .valid : .invalid }
-
-    /// A token read back from the database (written from a validated ``DeviceToken``).
 }
 
 /// A registration batch applied with a fixed number of statements.

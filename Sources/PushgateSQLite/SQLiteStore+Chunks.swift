@@ -119,16 +119,13 @@ extension SQLiteStore {
                         seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
                     ]
                 )
-                return WorkChunk(
+                return WorkChunk.cut(
                     id: db.lastInsertedRowID,
-                    requestID: requestID,
-                    kind: kind,
+                    of: requestID,
+                    kind,
                     after: after,
                     through: through,
-                    progress: after,
-                    leaseGeneration: 1,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: false
+                    leaseExpiresAt: Millis.date(leaseUntil)
                 )
             }
             return nil
@@ -136,9 +133,8 @@ extension SQLiteStore {
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let start = max(cursor, chunk.after)
-        if start >= chunk.through { return TargetPage(targets: [], scannedThrough: chunk.through, isEnd: true) }
+        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
+        if scan.isDone { return try scan.page(found: []) }
         return try await read { db in
             guard
                 let row = try Row.fetchOne(
@@ -149,37 +145,16 @@ extension SQLiteStore {
                 )
             else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
             let seq: Int64 = row[0]
-            let app: String = row[1]
-            let found: [(cursor: Int64, token: String)]
-            let exhausted: Bool
             switch chunk.kind {
             case .deviceRange:
                 let groupIDs = try Int64.fetchAll(
                     try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
                     arguments: [seq]
                 )
-                let page = try Self.deviceTargets(
-                    groupIDs: groupIDs,
-                    after: start,
-                    through: chunk.through,
-                    limit: limit,
-                    in: db
-                )
-                found = page.targets.map { ($0.id, $0.token) }
-                exhausted = page.exhausted
+                return try scan.page(found: Self.deviceTargets(groupIDs: groupIDs, scan, in: db))
             case .directTokens:
-                let page = try Self.tokenTargets(
-                    requestSeq: seq,
-                    app: app,
-                    after: start,
-                    through: chunk.through,
-                    limit: limit,
-                    in: db
-                )
-                found = page.targets.map { ($0.position, $0.token) }
-                exhausted = page.exhausted
+                return try scan.page(found: Self.tokenTargets(requestSeq: seq, app: row[1], scan, in: db))
             }
-            return try StoredForm.targetPage(found: found, exhausted: exhausted, chunkThrough: chunk.through)
         }
     }
 

@@ -9,16 +9,9 @@ import PushgateCore
 /// where `SELECT DISTINCT … WHERE group_id IN (…) ORDER BY device_id LIMIT n` would make SQLite collect
 /// and sort every remaining membership row of those groups for each page.
 extension SQLiteStore {
-    /// Valid devices in `(after, through]` of any of `groupIDs`, distinct, ascending, at most `limit`.
-    /// `exhausted` is true when no more exist in the range after the last one returned.
-    static func deviceTargets(
-        groupIDs: [Int64],
-        after: Int64,
-        through: Int64,
-        limit: Int,
-        in db: Database
-    ) throws
-        -> (targets: [(id: Int64, token: String)], exhausted: Bool)
+    /// Valid devices of any of `groupIDs` in the scan's range: `(id, token key)`, distinct, ascending.
+    static func deviceTargets(groupIDs: [Int64], _ scan: TargetScan, in db: Database) throws
+        -> [(cursor: Int64, token: String)]
     {
         let statement = try db.cachedStatement(
             sql: """
@@ -27,16 +20,15 @@ extension SQLiteStore {
                 ORDER BY m.device_id LIMIT ?
                 """
         )
-        var lists = [[(id: Int64, token: String)]]()
+        var lists = [[(cursor: Int64, token: String)]]()
         lists.reserveCapacity(groupIDs.count)
         for groupID in groupIDs {
-            var list = [(id: Int64, token: String)]()
-            let rows = try Row.fetchCursor(statement, arguments: [groupID, after, through, limit])
+            var list = [(cursor: Int64, token: String)]()
+            let rows = try Row.fetchCursor(statement, arguments: [groupID, scan.after, scan.through, scan.limit])
             while let row = try rows.next() { list.append((row[0], row[1])) }
             lists.append(list)
         }
-        let merged = mergeDistinct(lists, limit: limit, key: \.id)
-        return (merged, merged.count < limit)
+        return mergeDistinct(lists, limit: scan.limit, key: \.cursor)
     }
 
     /// Member device ids (valid or not) in `(after, through]` of any of `groupIDs`, distinct, ascending,
@@ -99,17 +91,10 @@ extension SQLiteStore {
         }
     }
 
-    /// Direct-token targets of a request in positions `(after, through]`: not covered by a target group,
-    /// not known as invalid for the app; ascending position, at most `limit`.
-    static func tokenTargets(
-        requestSeq: Int64,
-        app: String,
-        after: Int64,
-        through: Int64,
-        limit: Int,
-        in db: Database
-    )
-        throws -> (targets: [(position: Int64, token: String)], exhausted: Bool)
+    /// Direct-token targets of a request in the scan's positions: `(position, token key)` not covered by a
+    /// target group, not known as invalid for the app; ascending.
+    static func tokenTargets(requestSeq: Int64, app: String, _ scan: TargetScan, in db: Database) throws
+        -> [(cursor: Int64, token: String)]
     {
         let rows = try Row.fetchAll(
             try db.cachedStatement(
@@ -121,10 +106,9 @@ extension SQLiteStore {
                     ORDER BY rt.position LIMIT ?
                     """
             ),
-            arguments: [app, requestSeq, after, through, limit]
+            arguments: [app, requestSeq, scan.after, scan.through, scan.limit]
         )
-        let targets = rows.map { (position: $0[0] as Int64, token: $0[1] as String) }
-        return (targets, targets.count < limit)
+        return rows.map { (cursor: $0[0] as Int64, token: $0[1] as String) }
     }
 
     static func countTokenTargets(

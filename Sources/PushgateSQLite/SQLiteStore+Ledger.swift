@@ -106,7 +106,7 @@ extension SQLiteStore {
                 {
                     isCovered = true
                     counts = false  // counted with its group
-                } else if deviceState(row[1]) == .invalid {
+                } else if StoredForm.deviceState(row[1]) == .invalid {
                     counts = false  // skipped at send time
                 }
             }
@@ -333,15 +333,29 @@ extension SQLiteStore {
 
     /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, in db: Database) throws {
-        try db.cachedStatement(
-            sql: """
-                UPDATE request SET state = \(Code.done.rawValue), finished_at = ?
-                WHERE seq = ? AND state < \(Code.done.rawValue) AND cut_done = 1
-                  AND NOT EXISTS (
-                    SELECT 1 FROM chunk WHERE request_seq = request.seq AND state = \(ChunkCode.open.rawValue))
-                  AND NOT EXISTS (SELECT 1 FROM retry WHERE request_seq = request.seq)
-                """
-        ).execute(arguments: [nowMs, requestSeq])
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT r.state, r.cut_done,
+                            EXISTS (
+                                SELECT 1 FROM chunk c
+                                WHERE c.request_seq = r.seq AND c.state = \(ChunkCode.open.rawValue)),
+                            EXISTS (SELECT 1 FROM retry WHERE request_seq = r.seq)
+                        FROM request r WHERE r.seq = ?
+                        """
+                ),
+                arguments: [requestSeq]
+            ),
+            let final = RequestCompletion(
+                state: row[0],
+                cutDone: row[1],
+                hasOpenChunks: row[2],
+                hasPendingRetries: row[3]
+            ).finalState
+        else { return }
+        try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
+            .execute(arguments: [final.rawValue, nowMs, requestSeq])
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`.

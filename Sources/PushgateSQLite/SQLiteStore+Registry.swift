@@ -89,7 +89,7 @@ extension SQLiteStore {
             return DeviceRecord(
                 app: app,
                 token: token,
-                state: Self.deviceState(row[1]),
+                state: StoredForm.deviceState(row[1]),
                 groups: groups,
                 registeredAt: Millis.date(row[2]),
                 lastRegisteredAt: Millis.date(row[3]),
@@ -102,21 +102,12 @@ extension SQLiteStore {
     /// Pages in device-id order (the membership primary key), with the last device id as the cursor:
     /// stable whatever is registered meanwhile (new devices get higher ids).
     public func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let afterID: Int64
-        if let after {
-            guard let parsed = Int64(after.value), parsed >= 0 else {
-                throw StoreError.invalidArgument("malformed group cursor \"\(after.value.prefix(32))\"")
-            }
-            afterID = parsed
-        } else {
-            afterID = 0
-        }
+        let afterID = try GroupListing.start(after: after, limit: limit)
         return try await read { db in
             guard let groupID = try Self.groupID(app: app, name: group, in: db) else {
                 throw StoreError.unknownGroup(app: app, group: group)
             }
-            let rows = try Row.fetchAll(
+            let rows: [GroupListing.Row] = try Row.fetchAll(
                 db,
                 sql: """
                     SELECT d.id, d.token, d.state, d.registered_at
@@ -125,20 +116,8 @@ extension SQLiteStore {
                     ORDER BY m.device_id LIMIT ?
                     """,
                 arguments: [groupID, afterID, limit + 1]
-            )
-            var members = [GroupMember]()
-            members.reserveCapacity(min(rows.count, limit))
-            for row in rows.prefix(limit) {
-                members.append(
-                    GroupMember(
-                        token: try StoredForm.deviceToken(row[1]),
-                        state: Self.deviceState(row[2]),
-                        registeredAt: Millis.date(row[3])
-                    )
-                )
-            }
-            let next = rows.count > limit ? GroupCursor(String(rows[limit - 1][0] as Int64)) : nil
-            return GroupPage(devices: members, next: next)
+            ).map { ($0[0], $0[1], $0[2], $0[3]) }
+            return try GroupListing.page(rows: rows, limit: limit)
         }
     }
 
@@ -252,7 +231,7 @@ extension SQLiteStore {
             )
         else { return .unknownDevice }
         let deviceID: Int64 = row[0]
-        if Self.deviceState(row[1]) == .invalid { return .alreadyInvalid }
+        if StoredForm.deviceState(row[1]) == .invalid { return .alreadyInvalid }
         let lastRegistered: Int64 = row[2]
         if let appleTimestamp = invalidation.appleTimestamp, lastRegistered > Millis.from(appleTimestamp) {
             return .keptBecauseRegisteredLater(lastRegisteredAt: Millis.date(lastRegistered))
@@ -268,8 +247,6 @@ extension SQLiteStore {
             arguments: [app, name]
         )
     }
-
-    static func deviceState(_ raw: Int64) -> DeviceState { raw == 0 ? .valid : .invalid }
 
     // MARK: - Registration
 
@@ -362,7 +339,7 @@ private struct RegistrationWriter {
             }
             deviceID = row[0]
             let lastRegistered: Int64 = row[2]
-            if SQLiteStore.deviceState(row[1]) == .invalid {
+            if StoredForm.deviceState(row[1]) == .invalid {
                 try revalidateDevice.execute(arguments: [at, at, deviceID])
                 result = .revalidated
             } else {

@@ -68,4 +68,28 @@ struct PostgresMigrationTests {
             #expect(versions == [1, 2, 3, 4], "the FCM migration was applied on top of the previous release's")
         }
     }
+
+    @Test("failures are keyed in byte order (failure.token is COLLATE \"C\"), whatever the database's collation")
+    func failureTokensInByteOrder() async throws {
+        try await TestDatabase.withFreshSchema { schema in
+            try await PostgresStore.withStore(
+                configuration: try TestDatabase.configuration(schema: schema),
+                logger: TestDatabase.quietLogger
+            ) { _ in }
+            let collations = try await TestDatabase.administer { client in
+                var names = [String?]()
+                for try await name in try await client.query(
+                    """
+                    SELECT collation_name::TEXT FROM information_schema.columns
+                    WHERE table_schema = \(schema) AND table_name = 'failure' AND column_name = 'token'
+                    """
+                )
+                .decode(String?.self) {
+                    names.append(name)
+                }
+                return names
+            }
+            #expect(collations == ["C"])
+        }
+    }
 }

@@ -142,7 +142,8 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
 
     public var description: String { shortened }
 
-    /// By platform, then token: the order the stores keep targets and failures in.
+    /// By platform, then token. Not the order the stores page failures in: that is the byte order of
+    /// ``storageKey``, which interleaves the platforms (see ``PushStore/failures(of:after:limit:)``).
     public static func < (lhs: Self, rhs: Self) -> Bool {
         lhs.platform != rhs.platform ? lhs.platform < rhs.platform : lhs.value < rhs.value
     }

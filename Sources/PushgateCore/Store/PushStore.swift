@@ -169,8 +169,8 @@ public protocol DeliveryLedger: Sendable {
     func report(_ id: RequestID) async throws -> DeliveryReport?
 
     /// The devices of a request that failed for good, `limit` at a time after `after`, in the order of
-    /// their ``DeviceToken/storageKey`` (APNs hex and `fcm:`-prefixed FCM tokens as one text order: stable
-    /// for paging, but not ``DeviceToken``'s platform-first `<`).
+    /// their ``DeviceToken/storageKey`` in byte order (APNs hex and `fcm:`-prefixed FCM tokens as one text
+    /// order, whatever the database's collation: stable for paging, but not ``DeviceToken``'s platform-first `<`).
     func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry]
 }
 

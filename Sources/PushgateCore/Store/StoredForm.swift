@@ -70,6 +70,9 @@ public enum StoredForm {
         return elements.filter { seen.insert($0).inserted }
     }
 
+    /// A device's state from its stored code (0 valid, anything else invalid).
+    package static func deviceState(_ code: Int64) -> DeviceState { code == 0 ? .valid : .invalid }
+
     /// A device token read back from the database: its ``DeviceToken/storageKey``, written from a
     /// validated token (hex for APNs, `fcm:` and the registration token for FCM).
     public static func deviceToken(_ key: String) throws -> DeviceToken {
@@ -78,19 +81,5 @@ public enum StoredForm {
         } catch {
             throw StoreError.backend("stored device token is malformed: \(error.message)")
         }
-    }
-
-    /// A chunk's page from the rows one query found after the cursor: `(cursor, token key)` in cursor
-    /// order, and whether the query ran out of rows before its limit (then the whole chunk is scanned).
-    public static func targetPage(
-        found: [(cursor: Int64, token: String)],
-        exhausted: Bool,
-        chunkThrough: Int64
-    ) throws -> TargetPage {
-        var targets = [DeliveryTarget]()
-        targets.reserveCapacity(found.count)
-        for (cursor, key) in found { targets.append(DeliveryTarget(cursor: cursor, token: try deviceToken(key))) }
-        let scanned = exhausted ? chunkThrough : (targets.last?.cursor ?? chunkThrough)
-        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= chunkThrough)
     }
 }

@@ -67,6 +67,28 @@ public struct WorkChunk: Hashable, Sendable, CustomStringConvertible {
         self.isTakeover = isTakeover
     }
 
+    /// A chunk just cut from its request: progress at its start, the first lease generation, no takeover.
+    package static func cut(
+        id: Int64,
+        of requestID: RequestID,
+        _ kind: Kind,
+        after: Int64,
+        through: Int64,
+        leaseExpiresAt: Date
+    ) -> WorkChunk {
+        WorkChunk(
+            id: id,
+            requestID: requestID,
+            kind: kind,
+            after: after,
+            through: through,
+            progress: after,
+            leaseGeneration: 1,
+            leaseExpiresAt: leaseExpiresAt,
+            isTakeover: false
+        )
+    }
+
     public var description: String {
         "chunk \(id) of \(requestID) (\(kind.rawValue) (\(after), \(through)], progress \(progress), generation \(leaseGeneration))"
     }
