@@ -115,6 +115,9 @@ struct PostgresFaultTests {
                     daemon.output.text.contains("notification request done")
                 }
             } catch {
+                if let path = ProcessInfo.processInfo.environment["PUSHGATE_TEST_DAEMON_LOG"] {
+                    try? daemon.output.text.write(toFile: path, atomically: true, encoding: .utf8)
+                }
                 Issue.record(
                     "\(error): \(simulator.stats().devices) devices reached; the log ends with:\n\(daemon.output.text.suffix(4_000))"
                 )
