@@ -296,7 +296,7 @@ public final class PostgresStore: PushStore, Service {
 
     /// Queues a `NOTIFY` for this schema's listeners, sent when the transaction commits.
     func notifyWork(on connection: PostgresConnection) async throws {
-        try await connection.query("SELECT pg_notify(\(configuration.notificationChannel), '')", logger: logger)
+        try await connection.run("SELECT pg_notify(\(configuration.notificationChannel), '')", logger: logger)
     }
 
     // MARK: Transactions
@@ -314,16 +314,16 @@ public final class PostgresStore: PushStore, Service {
             attempt += 1
             do {
                 return try await client.withConnection { connection in
-                    try await connection.query(
+                    try await connection.run(
                         isolation.map { PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \($0)") } ?? "BEGIN",
                         logger: logger
                     )
                     do {
                         let value = try await body(connection)
-                        try await connection.query("COMMIT", logger: logger)
+                        try await connection.run("COMMIT", logger: logger)
                         return value
                     } catch {
-                        _ = try? await connection.query("ROLLBACK", logger: logger)
+                        _ = try? await connection.run("ROLLBACK", logger: logger)
                         throw error
                     }
                 }
@@ -388,9 +388,7 @@ extension PostgresConnection {
         as types: (repeat each Column).Type,
         logger: Logger
     ) async throws -> [(repeat each Column)] {
-        var rows: [(repeat each Column)] = []
-        for try await row in try await self.query(query, logger: logger).decode(types) { rows.append(row) }
-        return rows
+        try await collect(query, logger: logger).rows.map { try $0.decode(types) }
     }
 
     /// The first row of `query`, decoded (nil if none).
@@ -399,13 +397,12 @@ extension PostgresConnection {
         as types: (repeat each Column).Type,
         logger: Logger
     ) async throws -> (repeat each Column)? {
-        for try await row in try await self.query(query, logger: logger).decode(types) { return row }
-        return nil
+        try await collect(query, logger: logger).rows.first.map { try $0.decode(types) }
     }
 
     /// Runs a statement whose rows (if any) do not matter.
     func run(_ query: PostgresQuery, logger: Logger) async throws {
-        _ = try await self.query(query, logger: logger).collect()
+        _ = try await collect(query, logger: logger)
     }
 }
 

@@ -15,10 +15,10 @@ import Glibc
 /// Each test runs its own throwaway cluster (`scripts/postgres-test-cluster.sh`), so that restarting
 /// it cannot disturb the other PostgreSQL tests running at the same time.
 ///
-/// Known defect (issue 13, open): after a restart or terminated connections the daemon stalls for
-/// good once its first chunk is sent (postgres-nio's pool stops connecting; see the issue's note).
-/// Until that is fixed these tests fail, and a stalled daemon keeps a test waiting for minutes, so
-/// they run only when `PUSHGATE_TEST_POSTGRES_FAULTS=1` asks for them, not in CI.
+/// The stall after a restart or terminated connections (issue 13: postgres-nio dropped a query written to
+/// a closed connection; docs/reliability.md, "PostgreSQL faults") is fixed, so these run whenever
+/// `PUSHGATE_TEST_POSTGRES_URL` is set. The black hole is not yet checked after the fix: it still runs
+/// only when `PUSHGATE_TEST_POSTGRES_FAULTS=1` asks for it.
 @Suite(
     "PostgreSQL faults mid-broadcast",
     .serialized,
@@ -26,10 +26,6 @@ import Glibc
     .enabled(
         if: PostgresTestDatabase.isAvailable,
         "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"
-    ),
-    .enabled(
-        if: ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_FAULTS"] == "1",
-        "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs them: they reproduce an open defect (a stall after a PostgreSQL restart)"
     ),
     .enabled(
         if: FileManager.default.isExecutableFile(atPath: GatewayCrashTests.gatewayBinary),
@@ -57,7 +53,13 @@ struct PostgresFaultTests {
         try await broadcast(through: .terminateConnections)
     }
 
-    @Test("the database is a black hole for 10 s mid-broadcast: nothing lost, the gateway stays up")
+    @Test(
+        "the database is a black hole for 10 s mid-broadcast: nothing lost, the gateway stays up",
+        .enabled(
+            if: ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_FAULTS"] == "1",
+            "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs it: not yet checked since the stall was fixed"
+        )
+    )
     func blackHole() async throws {
         try await broadcast(through: .blackHole(seconds: 10))
     }
@@ -115,6 +117,9 @@ struct PostgresFaultTests {
                     daemon.output.text.contains("notification request done")
                 }
             } catch {
+                if let path = ProcessInfo.processInfo.environment["PUSHGATE_TEST_DAEMON_LOG"] {
+                    try? daemon.output.text.write(toFile: path, atomically: true, encoding: .utf8)
+                }
                 Issue.record(
                     "\(error): \(simulator.stats().devices) devices reached; the log ends with:\n\(daemon.output.text.suffix(4_000))"
                 )
