@@ -1,0 +1,96 @@
+import Foundation
+
+/// One reading of the gateway (and the simulator's memory) during a soak.
+struct SoakSample: Sendable {
+    var elapsed: Double
+    var rssBytes: Int?
+    var fileDescriptors: Int?
+    var threads: Int?
+    /// Gateway CPU over the interval since the previous sample, as a share of one core.
+    var cpuShare: Double?
+    var simulatorRSSBytes: Int?
+    var databaseBytes: Int?
+}
+
+/// Takes samples of a process from `/proc`; the CPU share is over the time since the previous one.
+final class SoakSampler {
+    private let pid: Int32
+    private let simulatorPID: Int32?
+    private let databasePath: String
+    private let start: ContinuousClock.Instant
+    private var previous: (at: ContinuousClock.Instant, cpu: CPUTime)?
+    private(set) var samples: [SoakSample] = []
+
+    init(pid: Int32, simulatorPID: Int32?, databasePath: String, start: ContinuousClock.Instant) {
+        self.pid = pid
+        self.simulatorPID = simulatorPID
+        self.databasePath = databasePath
+        self.start = start
+    }
+
+    func sample() -> SoakSample {
+        let now = ContinuousClock.now
+        let cpu = ProcessMetrics.processCPU(pid: pid)
+        var share: Double? = nil
+        if let cpu, let previous, now > previous.at {
+            share = (cpu - previous.cpu).total / (now - previous.at).seconds
+        }
+        if let cpu { previous = (now, cpu) }
+        let files = FileManager.default
+        let databaseBytes = ["", "-wal"].reduce(0) { sum, suffix in
+            sum + ((try? files.attributesOfItem(atPath: databasePath + suffix)[.size] as? Int) ?? 0)
+        }
+        let sample = SoakSample(
+            elapsed: (now - start).seconds,
+            rssBytes: ProcessMetrics.currentRSS(pid: String(pid)),
+            fileDescriptors: ProcessMetrics.entries(pid: pid, directory: "fd"),
+            threads: ProcessMetrics.entries(pid: pid, directory: "task"),
+            cpuShare: share,
+            simulatorRSSBytes: simulatorPID.flatMap { ProcessMetrics.currentRSS(pid: String($0)) },
+            databaseBytes: databaseBytes
+        )
+        samples.append(sample)
+        return sample
+    }
+}
+
+/// A metric's verdict over the samples after the warm-up: every value within `tolerance` of the
+/// first post-warm-up value (the reference).
+struct SoakMetricVerdict: Sendable {
+    var name: String
+    var reference: Double
+    var last: Double
+    var minimum: Double
+    var maximum: Double
+    var samples: Int
+    var tolerance: Double
+
+    /// The largest relative distance of a sample from the reference.
+    var drift: Double {
+        guard reference != 0 else { return maximum == 0 && minimum == 0 ? 0 : .infinity }
+        return max(abs(maximum - reference), abs(minimum - reference)) / abs(reference)
+    }
+
+    var passed: Bool { drift <= tolerance }
+
+    /// nil when no sample after the warm-up has the metric.
+    static func judge(
+        _ name: String,
+        samples: [SoakSample],
+        warmup: Double,
+        tolerance: Double,
+        value: (SoakSample) -> Double?
+    ) -> SoakMetricVerdict? {
+        let values = samples.filter { $0.elapsed >= warmup }.compactMap(value)
+        guard let reference = values.first, let last = values.last else { return nil }
+        return SoakMetricVerdict(
+            name: name,
+            reference: reference,
+            last: last,
+            minimum: values.min() ?? reference,
+            maximum: values.max() ?? reference,
+            samples: values.count,
+            tolerance: tolerance
+        )
+    }
+}
