@@ -85,7 +85,9 @@ struct SoakAccounting {
             totals.states[state, default: 0] += 1
             for pair in (line.metadata("push.failed_by_reason") ?? "").split(separator: ",") {
                 let parts = pair.split(separator: "=")
-                if parts.count == 2, let count = Int(parts[1]) { totals.failedByReason[String(parts[0]), default: 0] += count }
+                if parts.count == 2, let count = Int(parts[1]) {
+                    totals.failedByReason[String(parts[0]), default: 0] += count
+                }
             }
             if isBroadcast { broadcasts = totals } else { singles = totals }
         }
@@ -119,7 +121,9 @@ struct SoakAccounting {
     }
 
     var notFinished: Int {
-        (broadcasts.states.merging(singles.states, uniquingKeysWith: +)).filter { $0.key != "done" && $0.key != "failed" }
-            .values.reduce(0, +)
+        (broadcasts.states.merging(singles.states, uniquingKeysWith: +)).filter {
+            $0.key != "done" && $0.key != "failed"
+        }
+        .values.reduce(0, +)
     }
 }

@@ -24,7 +24,10 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(help: "Minutes of load (then the drain and the accounting).")
     var minutes: Double = 60
 
-    @Option(name: .customLong("warmup-minutes"), help: "Minutes before the metrics' reference sample (default: min(10, minutes / 3)).")
+    @Option(
+        name: .customLong("warmup-minutes"),
+        help: "Minutes before the metrics' reference sample (default: min(10, minutes / 3))."
+    )
     var warmupMinutes: Double?
 
     @Option(help: "Devices in the broadcast group.")
@@ -66,6 +69,12 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(name: .customLong("burst-rate"), help: "rate_429 during a burst.")
     var burstRate: Double = 0.5
 
+    @Option(
+        name: .customLong("cpu-window"),
+        help: "Seconds over which CPU samples are averaged before they are judged (a rate is noisy per sample)."
+    )
+    var cpuWindowSeconds: Double = 60
+
     @Option(help: "Largest drift from the post-warm-up value that passes, as a fraction.")
     var tolerance: Double = 0.10
 
@@ -84,13 +93,17 @@ struct SoakCommand: AsyncParsableCommand {
         guard (0...1).contains(rate503), (0...1).contains(burstRate), rate503 + burstRate <= 1 else {
             throw ValidationError("--rate-503 and --burst-rate are shares, and their sum at most 1")
         }
-        guard (0..<1).contains(unregisteredShare) else { throw ValidationError("--unregistered-share must be in [0, 1)") }
+        guard (0..<1).contains(unregisteredShare) else {
+            throw ValidationError("--unregistered-share must be in [0, 1)")
+        }
         guard burstSeconds >= 0, burstSeconds < burstEvery else {
             throw ValidationError("--burst-seconds must be shorter than --burst-every")
         }
         guard goAwayAfter >= 1 else { throw ValidationError("--goaway-after must be at least 1") }
         if gateway.apnsHost != nil || gateway.rttMilliseconds != nil {
-            throw ValidationError("soak needs our simulator (its faults and per-device counts): no --apns-host, --rtt-ms")
+            throw ValidationError(
+                "soak needs our simulator (its faults and per-device counts): no --apns-host, --rtt-ms"
+            )
         }
     }
 

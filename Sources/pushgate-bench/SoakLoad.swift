@@ -44,12 +44,18 @@ struct SoakLoad: Sendable {
     static func registrationGroupName(_ index: Int) -> String { "reg-\(index)" }
 
     /// Runs every task until `deadline`.
-    func run(until deadline: ContinuousClock.Instant, sample: @escaping @Sendable () -> Void, sampleEvery: Double)
+    func run(
+        until deadline: ContinuousClock.Instant,
+        sample: @escaping @Sendable () -> Void,
+        sampleEvery: Double
+    )
         async throws
     {
         let sender = try DatagramSender()
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await every(broadcastEvery, until: deadline) { sequence in broadcast(sender, sequence) } }
+            group.addTask {
+                try await every(broadcastEvery, until: deadline) { sequence in broadcast(sender, sequence) }
+            }
             group.addTask { try await every(singleEvery, until: deadline) { sequence in single(sender, sequence) } }
             if registrationsPerSecond > 0 {
                 group.addTask { try await every(1, until: deadline) { _ in register(sender) } }

@@ -73,15 +73,17 @@ struct SoakMetricVerdict: Sendable {
 
     var passed: Bool { drift <= tolerance }
 
-    /// nil when no sample after the warm-up has the metric.
+    /// nil when no sample after the warm-up has the metric. With `window` > 1 the values judged are
+    /// the means of consecutive runs of `window` samples (a rate such as CPU is noisy per sample).
     static func judge(
         _ name: String,
         samples: [SoakSample],
         warmup: Double,
         tolerance: Double,
+        window: Int = 1,
         value: (SoakSample) -> Double?
     ) -> SoakMetricVerdict? {
-        let values = samples.filter { $0.elapsed >= warmup }.compactMap(value)
+        let values = windowMeans(samples.filter { $0.elapsed >= warmup }.compactMap(value), window: window)
         guard let reference = values.first, let last = values.last else { return nil }
         return SoakMetricVerdict(
             name: name,
@@ -92,5 +94,14 @@ struct SoakMetricVerdict: Sendable {
             samples: values.count,
             tolerance: tolerance
         )
+    }
+
+    /// Means of consecutive, non-overlapping runs of `window` values; a shorter last run counts
+    /// only when it is the only one.
+    static func windowMeans(_ values: [Double], window: Int) -> [Double] {
+        guard window > 1, values.count >= window else { return values }
+        return stride(from: 0, through: values.count - window, by: window).map { start in
+            values[start..<(start + window)].reduce(0, +) / Double(window)
+        }
     }
 }

@@ -113,7 +113,8 @@ struct SoakRun {
                 let sent = counters.now
                 report.line(
                     SoakReport.sampleLine(sample)
-                        + " | sent \(sent.broadcasts) broadcasts, \(sent.singles) singles, \(sent.registrations) registrations"
+                        + " | sent \(sent.broadcasts) broadcasts, \(sent.singles) singles, "
+                        + "\(sent.registrations) registrations"
                 )
             }
             takeSample()
@@ -172,8 +173,13 @@ struct SoakRun {
 
     private func printHeader(binary: String, work: URL, unregistered: Int) {
         let c = command
-        report.line("pushgate-bench soak: \(Format.seconds(c.minutes)) minutes of load, warm-up \(Format.seconds(c.warmupSeconds / 60)) minutes")
-        report.line("  gateway: \(binary) gateway -f -d <store> ... \(c.gateway.gatewayArguments.joined(separator: " "))")
+        report.line(
+            "pushgate-bench soak: \(Format.seconds(c.minutes)) minutes of load, "
+                + "warm-up \(Format.seconds(c.warmupSeconds / 60)) minutes"
+        )
+        report.line(
+            "  gateway: \(binary) gateway -f -d <store> ... \(c.gateway.gatewayArguments.joined(separator: " "))"
+        )
         report.line("  simulator: pushgate simulate (separate process, per-device tracking, --record-limit 0)")
         report.line(
             "  load: broadcast to \(Format.integer(c.devices)) devices every \(c.broadcastEvery) s; one registration "
@@ -187,7 +193,8 @@ struct SoakRun {
         )
         report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
         report.line(
-            "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start"
+            "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+                + "load average \(FileSystem.loadAverage() ?? "?") at start"
         )
     }
 }
