@@ -125,6 +125,8 @@ struct SoakLoad: Sendable {
     }
 
     /// Calls `body` with 0, 1, 2, ... every `period` seconds (on a fixed schedule) until `deadline`.
+    /// Ticks missed while this process was not scheduled are skipped, not made up in a burst (a burst
+    /// of samples one second apart makes the CPU share per sample meaningless).
     private func every(
         _ period: Double,
         until deadline: ContinuousClock.Instant,
@@ -138,6 +140,8 @@ struct SoakLoad: Sendable {
             try await body(index)
             index += 1
             next += .seconds(period)
+            let now = ContinuousClock.now
+            while next <= now { next += .seconds(period) }
         }
     }
 }
