@@ -2,11 +2,11 @@ import Foundation
 import PushgateDispatch
 import Testing
 
-/// Found by the one-hour soak (docs/reliability.md, "Soak"): the loop claims retries only in a turn
-/// that ends with no chunk under way, so under continuous new work the retries that are due are
-/// never sent and their requests stay in progress. A known issue until the loop makes room for
-/// retries while chunks are active; this test then fails ("known issue was not recorded"): drop
-/// the `withKnownIssue`.
+/// Found by the one-hour soak (docs/reliability.md, "Soak"): by its documented rule the loop claims
+/// retries only in a turn with no chunk under way, so under continuous new work the retries that are
+/// due are never sent and their requests stay in progress (in the soak, for more than 30 minutes).
+/// A known issue until the loop also claims due retries while chunks are active (say at most once
+/// per idle interval); this test then fails ("known issue was not recorded"): drop `withKnownIssue`.
 @Suite("Dispatch loop under continuous load")
 struct DispatchLoopStarvationTests {
     @Test("due retries are claimed within a minute even when new chunks keep coming")
