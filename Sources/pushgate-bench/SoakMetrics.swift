@@ -9,6 +9,8 @@ struct SoakSample: Sendable {
     /// Gateway CPU over the interval since the previous sample, as a share of one core.
     var cpuShare: Double?
     var simulatorRSSBytes: Int?
+    /// The simulator's CPU over the same interval: near a core (or its threads), it is the bottleneck.
+    var simulatorCPUShare: Double?
     var databaseBytes: Int?
 }
 
@@ -18,7 +20,7 @@ final class SoakSampler {
     private let simulatorPID: Int32?
     private let databasePath: String
     private let start: ContinuousClock.Instant
-    private var previous: (at: ContinuousClock.Instant, cpu: CPUTime)?
+    private var previous: (at: ContinuousClock.Instant, cpu: CPUTime, simulator: CPUTime?)?
     private(set) var samples: [SoakSample] = []
 
     init(pid: Int32, simulatorPID: Int32?, databasePath: String, start: ContinuousClock.Instant) {
@@ -35,7 +37,12 @@ final class SoakSampler {
         if let cpu, let previous, now > previous.at {
             share = (cpu - previous.cpu).total / (now - previous.at).seconds
         }
-        if let cpu { previous = (now, cpu) }
+        let simulatorCPU = simulatorPID.flatMap(ProcessMetrics.processCPU)
+        var simulatorShare: Double? = nil
+        if let simulatorCPU, let previous, let before = previous.simulator, now > previous.at {
+            simulatorShare = (simulatorCPU - before).total / (now - previous.at).seconds
+        }
+        if let cpu { previous = (now, cpu, simulatorCPU) }
         let files = FileManager.default
         let databaseBytes = ["", "-wal"].reduce(0) { sum, suffix in
             sum + ((try? files.attributesOfItem(atPath: databasePath + suffix)[.size] as? Int) ?? 0)
@@ -47,6 +54,7 @@ final class SoakSampler {
             threads: ProcessMetrics.entries(pid: pid, directory: "task"),
             cpuShare: share,
             simulatorRSSBytes: simulatorPID.flatMap { ProcessMetrics.currentRSS(pid: String($0)) },
+            simulatorCPUShare: simulatorShare,
             databaseBytes: databaseBytes
         )
         samples.append(sample)

@@ -11,6 +11,7 @@ struct SoakReport {
             + "fds \(sample.fileDescriptors.map(String.init) ?? "?"), "
             + "threads \(sample.threads.map(String.init) ?? "?"), "
             + "CPU \(cpu) | simulator RSS \(Format.mebibytes(sample.simulatorRSSBytes)), "
+            + "CPU \(sample.simulatorCPUShare.map { String(format: "%.1f %%", $0 * 100) } ?? "?"), "
             + "store \(Format.mebibytes(sample.databaseBytes))"
     }
 

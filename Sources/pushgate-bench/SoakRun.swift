@@ -114,7 +114,8 @@ struct SoakRun {
                 report.line(
                     SoakReport.sampleLine(sample)
                         + " | sent \(sent.broadcasts) broadcasts, \(sent.singles) singles, "
-                        + "\(sent.registrations) registrations"
+                        + "\(sent.registrations) registrations; "
+                        + "finished \(gateway.log.count(containing: "push.targets="))"
                 )
             }
             takeSample()
