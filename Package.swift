@@ -304,6 +304,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PushgateBenchTests",
+            dependencies: ["pushgate-bench"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsHTTP2Tests",
             dependencies: [
                 "APNsHTTP2", "PushTransport", "PushgateCore",

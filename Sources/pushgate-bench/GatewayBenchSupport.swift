@@ -169,6 +169,17 @@ final class DatagramSender: @unchecked Sendable {
 /// answers are small and on loopback, and this keeps the benchmark free of an HTTP client stack.
 enum ControlAPI {
     static func getJSON(port: Int, path: String, timeoutSeconds: Int = 5) throws -> [String: Any] {
+        try requestJSON(port: port, method: "GET", path: path, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// `method` on `path` with an optional JSON body; the answer's JSON object (200 only).
+    static func requestJSON(
+        port: Int,
+        method: String,
+        path: String,
+        body: String = "",
+        timeoutSeconds: Int = 5
+    ) throws -> [String: Any] {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -187,7 +198,9 @@ enum ControlAPI {
         guard connected == 0 else {
             throw BenchError("control API on port \(port): connect: \(String(cString: strerror(errno)))")
         }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
+        let head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n"
+        let length = body.isEmpty ? "" : "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n"
+        let request = Array((head + length + "\r\n" + body).utf8)
         let written = request.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == request.count else { throw BenchError("control API: short write") }
         var response: [UInt8] = []

@@ -53,13 +53,28 @@ enum ProcessMetrics {
 
     /// Peak resident set size (`VmHWM`) of a process, in bytes.
     static func peakRSS(pid: String = "self") -> Int? {
+        statusBytes(pid: pid, field: "VmHWM")
+    }
+
+    /// Resident set size now (`VmRSS`) of a process, in bytes.
+    static func currentRSS(pid: String) -> Int? {
+        statusBytes(pid: pid, field: "VmRSS")
+    }
+
+    /// A `kB` field of `/proc/PID/status`, in bytes.
+    private static func statusBytes(pid: String, field: String) -> Int? {
         guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
-            let kilobytes = line.dropFirst("VmHWM:".count).split(whereSeparator: { $0 == " " || $0 == "\t" }).first
+        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
+            let kilobytes = line.dropFirst(field.count + 1).split(whereSeparator: { $0 == " " || $0 == "\t" }).first
                 .flatMap { Int($0) }
             return kilobytes.map { $0 * 1024 }
         }
         return nil
+    }
+
+    /// Entries of a `/proc/PID/` directory (`fd`: open file descriptors, `task`: threads).
+    static func entries(pid: Int32, directory: String) -> Int? {
+        (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/\(directory)"))?.count
     }
 
     /// Resets this process's `VmHWM` to its current RSS (Linux 4.0+: `5` to `clear_refs`), so that

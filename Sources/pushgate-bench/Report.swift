@@ -2,7 +2,7 @@ import Foundation
 
 /// Prints what a person reads (stdout, or stderr with `--json`) and, with `--json`, one JSON
 /// document on stdout at the end.
-final class Report {
+final class Report: Sendable {
     private let json: Bool
 
     init(json: Bool) {

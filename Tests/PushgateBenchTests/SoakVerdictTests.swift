@@ -1,0 +1,128 @@
+import Foundation
+import Testing
+
+@testable import pushgate_bench
+
+/// What decides whether a soak passed: the metric drift after the warm-up, and the accounting of
+/// every target of every request against the simulator's per-device counts.
+@Suite struct SoakVerdictTests {
+    private func samples(_ rss: [Double], every seconds: Double = 10) -> [SoakSample] {
+        rss.enumerated().map { index, mebibytes in
+            SoakSample(elapsed: Double(index) * seconds, rssBytes: Int(mebibytes * 1_048_576))
+        }
+    }
+
+    private func judgeRSS(_ rss: [Double], warmup: Double) -> SoakMetricVerdict? {
+        .judge("RSS", samples: samples(rss), warmup: warmup, tolerance: 0.10) {
+            $0.rssBytes.map { Double($0) / 1_048_576 }
+        }
+    }
+
+    @Test func theReferenceIsTheFirstSampleAfterTheWarmUp() throws {
+        // The growth during the warm-up (50 → 100) does not count.
+        let verdict = try #require(judgeRSS([50, 80, 100, 104, 109, 102], warmup: 20))
+        #expect(verdict.reference == 100)
+        #expect(verdict.last == 102)
+        #expect(verdict.minimum == 100 && verdict.maximum == 109)
+        #expect(verdict.passed)
+    }
+
+    @Test func aDriftBeyondTheToleranceFails() throws {
+        let verdict = try #require(judgeRSS([100, 105, 111], warmup: 0))
+        #expect(abs(verdict.drift - 0.11) < 1e-9)
+        #expect(!verdict.passed)
+        let shrinking = try #require(judgeRSS([100, 95, 89], warmup: 0))
+        #expect(!shrinking.passed)
+    }
+
+    @Test func noSampleAfterTheWarmUpGivesNoVerdict() {
+        #expect(judgeRSS([100, 200], warmup: 60) == nil)
+    }
+
+    @Test func aNoisyRateIsJudgedOnWindowMeans() {
+        #expect(SoakMetricVerdict.windowMeans([1, 3, 5, 7, 9], window: 2) == [2, 6])
+        #expect(SoakMetricVerdict.windowMeans([1, 3, 5], window: 1) == [1, 3, 5])
+        #expect(SoakMetricVerdict.windowMeans([1, 3], window: 4) == [1, 3])
+        let cpu = [10.0, 20, 10, 20, 10, 20].enumerated().map { SoakSample(elapsed: Double($0), cpuShare: $1) }
+        let perSample = SoakMetricVerdict.judge("CPU", samples: cpu, warmup: 0, tolerance: 0.1) { $0.cpuShare }
+        let windowed = SoakMetricVerdict.judge("CPU", samples: cpu, warmup: 0, tolerance: 0.1, window: 2) {
+            $0.cpuShare
+        }
+        #expect(perSample?.passed == false)
+        #expect(windowed?.passed == true)
+    }
+
+    private func done(targets: Int, accepted: Int, failed: Int, reasons: String = "", state: String = "done")
+        -> GatewayLogLine
+    {
+        let text =
+            "2026-11-25T05:00:00+0000 info pushgate.dispatch: push.accepted=\(accepted) push.app=default "
+            + "push.duration_s=0.5 push.failed=\(failed) push.failed_by_reason=\(reasons) push.request_id=1 "
+            + "push.targets=\(targets) [PushgateDispatch] notification request \(state)"
+        return GatewayLogLine(text: text, arrivedAt: .now)
+    }
+
+    private func accounting(
+        sent: (broadcasts: Int, singles: Int),
+        lines: [GatewayLogLine],
+        uniqueByDevice: [Int]
+    ) -> SoakAccounting {
+        var values = SoakCounters.Values()
+        values.broadcasts = sent.broadcasts
+        values.singles = sent.singles
+        var devices = SoakDeviceCheck()
+        devices.uniqueByDevice = uniqueByDevice
+        devices.activeDevices = uniqueByDevice.count
+        devices.uniqueAccepted = uniqueByDevice.reduce(0, +)
+        return SoakAccounting(
+            sent: values,
+            doneLines: lines,
+            registrationGroup: 10,
+            simulatorStats: ["accepted": 40, "duplicates": 1, "rejected_by_reason": ["Unregistered": 1]],
+            devices: devices,
+            stoppedLine: nil
+        )
+    }
+
+    @Test func everyTargetAccountedForIsNoLoss() {
+        // Two broadcasts to 20 devices (one unregistered, one 503 that ran out of retries), one single.
+        let lines = [
+            done(targets: 20, accepted: 19, failed: 1, reasons: "Unregistered=1"),
+            done(targets: 19, accepted: 18, failed: 1, reasons: "ServiceUnavailable=1"),
+            done(targets: 5, accepted: 5, failed: 0),
+        ]
+        let a = accounting(
+            sent: (2, 1),
+            lines: lines,
+            uniqueByDevice: Array(repeating: 2, count: 18) + [1]
+        )
+        #expect(a.broadcasts.requests == 2 && a.singles.requests == 1)
+        #expect(a.broadcasts.failedByReason == ["Unregistered": 1, "ServiceUnavailable": 1])
+        #expect(a.broadcastShortfall == 1)
+        #expect(a.broadcastFailedNotUnregistered == 1)
+        #expect(a.lost == 0)
+        #expect(a.notFinished == 0)
+        #expect(a.simulatorDuplicates == 1)
+    }
+
+    @Test func aDeviceShortOfABroadcastWithoutAFailureIsLost() {
+        let lines = [done(targets: 19, accepted: 19, failed: 0), done(targets: 19, accepted: 19, failed: 0)]
+        let a = accounting(sent: (2, 0), lines: lines, uniqueByDevice: Array(repeating: 2, count: 18) + [1])
+        #expect(a.lost == 1)
+    }
+
+    @Test func targetsNeitherAcceptedNorFailedAreLost() {
+        let lines = [done(targets: 19, accepted: 17, failed: 1, reasons: "ServiceUnavailable=1")]
+        let a = accounting(sent: (1, 0), lines: lines, uniqueByDevice: Array(repeating: 1, count: 17) + [0, 0])
+        #expect(a.broadcasts.unaccounted == 1)
+        #expect(a.lost == 1 + 1)  // the unaccounted target, and the device short beyond the one failure
+    }
+
+    @Test func aRequestWithoutItsLineIsLostAndAnUnfinishedStateCounts() {
+        let lines = [done(targets: 5, accepted: 5, failed: 0, state: "expired")]
+        let a = accounting(sent: (0, 2), lines: lines, uniqueByDevice: [])
+        #expect(a.requestsMissing == 1)
+        #expect(a.lost == 1)
+        #expect(a.notFinished == 1)
+    }
+}
