@@ -2,19 +2,21 @@
 import Foundation
 import FuzzEntryPoints
 
-/// libFuzzer's driver (`scripts/fuzz.sh` builds this file with `-D FUZZING` and `--sanitize fuzzer`).
-/// SwiftPM links every executable's `main` to its `@main`, so `main` starts libFuzzer's driver itself
-/// (`LLVMFuzzerRunDriver`) instead of libFuzzer's own `main`.
-@_silgen_name("LLVMFuzzerRunDriver")
-func runFuzzerDriver(
-    _ argc: UnsafeMutablePointer<CInt>,
-    _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>>,
-    _ callback: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt
-) -> CInt
+/// libFuzzer's entry point (`scripts/fuzz.sh` builds this file with `-D FUZZING` and `--sanitize fuzzer`;
+/// SwiftPM then links libFuzzer's own `main`, so there is no `@main` here). The target is named by
+/// `PUSHGATE_FUZZ_TARGET`; a broken invariant traps, which libFuzzer reports as a crash and saves the input.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let input = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
+    do {
+        try FuzzDriver.target.run(input)
+    } catch {
+        fatalError("\(error)")
+    }
+    return 0
+}
 
-@main
-enum PushgateFuzz {
-    /// Named by `PUSHGATE_FUZZ_TARGET`.
+enum FuzzDriver {
     static let target: FuzzTarget = {
         let name = ProcessInfo.processInfo.environment["PUSHGATE_FUZZ_TARGET"] ?? ""
         guard let target = FuzzTarget(rawValue: name) else {
@@ -22,24 +24,6 @@ enum PushgateFuzz {
         }
         return target
     }()
-
-    static func main() {
-        _ = target
-        var argc = CommandLine.argc
-        var argv = CommandLine.unsafeArgv
-        exit(runFuzzerDriver(&argc, &argv, testOneInput))
-    }
-
-    /// One input; a broken invariant traps, which libFuzzer reports as a crash and saves the input.
-    static let testOneInput: @convention(c) (UnsafePointer<UInt8>?, Int) -> CInt = { data, size in
-        let input = UnsafeRawBufferPointer(start: data, count: data == nil ? 0 : size)
-        do {
-            try PushgateFuzz.target.run(input)
-        } catch {
-            fatalError("\(error)")
-        }
-        return 0
-    }
 }
 #else
 /// Built without `-D FUZZING` (a plain `swift build`): no libFuzzer is linked, so this executable
