@@ -30,7 +30,8 @@ enum HPACKAnswerFuzz {
         }
         let expected = read(headers)
         try expect(fields.hasStatus == expected.hasStatus, target, "hasStatus \(fields.hasStatus), decoded \(expected)")
-        try expect(fields.status == expected.status, target, "status \(String(describing: fields.status)) vs \(expected)")
+        let status = String(describing: fields.status)
+        try expect(fields.status == expected.status, target, "status \(status) vs \(expected)")
         let apnsID = fields.apnsID.map { String(decoding: $0.readableBytesView, as: UTF8.self) }
         try expect(apnsID == expected.apnsID, target, "apns-id \(String(describing: apnsID)) vs \(expected)")
         try expect(fields.apnsUniqueID == expected.apnsUniqueID, target, "apns-unique-id vs \(expected)")

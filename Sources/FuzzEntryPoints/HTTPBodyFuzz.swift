@@ -34,10 +34,20 @@ enum HTTPBodyFuzz {
         try checkBearer(String(decoding: body, as: UTF8.self))
     }
 
-    private static func parse(_ body: [UInt8], apps: AppNames, scope: String?) -> Result<NotificationRequest, APIError> {
+    private static func parse(
+        _ body: [UInt8],
+        apps: AppNames,
+        scope: String?
+    ) -> Result<NotificationRequest, APIError> {
         do throws(APIError) {
             return .success(
-                try NotificationBody.parse(body, apps: apps, scope: scope, id: JSONFuzz.id, receivedAt: JSONFuzz.receivedAt)
+                try NotificationBody.parse(
+                    body,
+                    apps: apps,
+                    scope: scope,
+                    id: JSONFuzz.id,
+                    receivedAt: JSONFuzz.receivedAt
+                )
             )
         } catch {
             return .failure(error)
@@ -80,7 +90,8 @@ enum HTTPBodyFuzz {
         case (.success, nil):
             throw FuzzViolation(target: target, message: "the API accepts a body the UDP port refuses")
         case (.failure(let error), let udp?):
-            try expect(udp.app != Registration.defaultApp, target, "the UDP port accepts a body the API refuses: \(error)")
+            let message = "the UDP port accepts a body the API refuses: \(error)"
+            try expect(udp.app != Registration.defaultApp, target, message)
         case (.failure, nil):
             break
         }

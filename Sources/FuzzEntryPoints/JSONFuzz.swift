@@ -103,7 +103,9 @@ enum JSONFuzz {
             ("priority", { $0 += Array(String(request.priority.rawValue).utf8) }),
             ("payload", { $0 += request.payload.bytes }),
         ]
-        if !request.groups.isEmpty { members.append(("groups", { JSONWriter.writeStrings(request.groups, into: &$0) })) }
+        if !request.groups.isEmpty {
+            members.append(("groups", { JSONWriter.writeStrings(request.groups, into: &$0) }))
+        }
         if !request.devices.isEmpty {
             members.append(("devices", { JSONWriter.writeStrings(request.devices.map(\.value), into: &$0) }))
         }
@@ -124,7 +126,7 @@ enum JSONFuzz {
             return try checkRefusal(error, parsed: parsed, "registration datagram:")
         }
         guard case .object? = parsed else {
-            throw FuzzViolation(target: target, message: "a registration was accepted from bytes that are not an object")
+            throw FuzzViolation(target: target, message: "a registration accepted from bytes that are not an object")
         }
         var removes = false
         if case .unassign = command { removes = true }
@@ -150,7 +152,8 @@ enum JSONFuzz {
     private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         guard needle.count <= haystack.count else { return false }
         if needle.isEmpty { return true }
-        for start in 0...(haystack.count - needle.count) where haystack[start..<start + needle.count].elementsEqual(needle) {
+        for start in 0...(haystack.count - needle.count)
+        where haystack[start..<start + needle.count].elementsEqual(needle) {
             return true
         }
         return false
