@@ -432,6 +432,29 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Fuzzing (scripts/fuzz.sh, docs/reliability.md): one function per parser family checking its
+        // invariants; the libFuzzer shim is built only by the script (-D FUZZING -sanitize=fuzzer,address),
+        // a plain build makes it an executable that says so; the test target replays the corpus.
+        .target(
+            name: "FuzzEntryPoints",
+            dependencies: [
+                "PushgateCore", "PushgateUDP", "PushgateHTTP", "APNsLegacy", "PushTransport", "APNsHTTP2",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "pushgate-fuzz",
+            dependencies: ["FuzzEntryPoints"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "FuzzEntryPointsTests",
+            dependencies: ["FuzzEntryPoints"],
+            swiftSettings: swiftSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

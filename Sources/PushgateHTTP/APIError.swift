@@ -7,11 +7,11 @@ import PushgateCore
 ///
 /// Equality is on status, code and field, so tests need not repeat message text. Messages never carry
 /// payloads; they may quote a (short) name the client sent.
-struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
-    struct Code: Hashable, Sendable, CustomStringConvertible {
-        let rawValue: String
+package struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
+    package struct Code: Hashable, Sendable, CustomStringConvertible {
+        package let rawValue: String
         init(_ rawValue: String) { self.rawValue = rawValue }
-        var description: String { rawValue }
+        package var description: String { rawValue }
 
         static let malformedJSON = Code("malformed_json")
         static let notAnObject = Code("not_an_object")
@@ -39,7 +39,7 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
     }
 
     let status: HTTPResponse.Status
-    let code: Code
+    package let code: Code
     let field: String?
     let message: String
 
@@ -74,12 +74,12 @@ struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         APIError(.contentTooLarge, .bodyTooLarge, field: "body", message: "the request body exceeds \(limit) bytes")
     }
 
-    var description: String { "\(status.code) \(code)\(field.map { " (\($0))" } ?? ""): \(message)" }
+    package var description: String { "\(status.code) \(code)\(field.map { " (\($0))" } ?? ""): \(message)" }
 
-    static func == (lhs: Self, rhs: Self) -> Bool {
+    package static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.status == rhs.status && lhs.code == rhs.code && lhs.field == rhs.field
     }
-    func hash(into hasher: inout Hasher) {
+    package func hash(into hasher: inout Hasher) {
         hasher.combine(code)
         hasher.combine(field)
     }

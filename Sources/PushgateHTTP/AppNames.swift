@@ -1,11 +1,11 @@
 import PushgateCore
 
 /// The apps an API serves, in configuration order.
-struct AppNames: Sendable {
+package struct AppNames: Sendable {
     let all: [String]
     private let set: Set<String>
 
-    init(_ names: [String]) {
+    package init(_ names: [String]) {
         self.all = names
         self.set = Set(names)
     }

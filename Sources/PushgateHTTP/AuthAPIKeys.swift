@@ -22,7 +22,7 @@ public struct APIKey: Sendable, Hashable {
 }
 
 /// Decides who a request is, from its `Authorization` header. Pure: no clock, no I/O.
-struct APIKeyring: Sendable {
+package struct APIKeyring: Sendable {
     enum Decision: Hashable, Sendable {
         /// A configured key; `app` is its limit (nil: every app).
         case allowed(app: String?)
@@ -55,7 +55,7 @@ struct APIKeyring: Sendable {
     }
 
     /// The key of `Bearer KEY` (the scheme is case-insensitive, RFC 6750), or nil.
-    static func bearerKey(_ header: String) -> Substring? {
+    package static func bearerKey(_ header: String) -> Substring? {
         let trimmed = header.drop { $0 == " " }
         guard trimmed.count > 7, trimmed.prefix(7).lowercased() == "bearer " else { return nil }
         let key = trimmed.dropFirst(7).drop { $0 == " " }

@@ -1,13 +1,13 @@
-import Foundation
-import PushgateCore
+package import Foundation
+package import PushgateCore
 
 /// The body of `POST /v1/notifications`: the core's notification request (`NotificationRequestSchema`),
 /// the same as the UDP notification port reads, with its errors worded for the API (`docs/http.md`) and
 /// its app one the API serves. The payload is forwarded as the bytes the client sent.
-enum NotificationBody {
+package enum NotificationBody {
     /// `scope`: the one app the API key may act on (nil: any). A body for another app is refused with
     /// 403 `forbidden_app` at the app check, the first field check, from this one strict parse.
-    static func parse(
+    package static func parse(
         _ bytes: [UInt8],
         apps: AppNames,
         scope: String?,

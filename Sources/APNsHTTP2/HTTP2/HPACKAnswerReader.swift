@@ -1,4 +1,4 @@
-import NIOCore
+package import NIOCore
 import PushTransport
 
 /// Reads what an APNs client needs from an answer's header block (`:status`, `apns-id`,
@@ -18,22 +18,22 @@ import PushTransport
 /// dynamic index, a size update, a Huffman string, insertions not in one run, a malformed or oversized
 /// block) yields nil: the caller decodes the whole block with `HPACKDecoder`, which also reports what
 /// is malformed.
-enum HPACKAnswerReader {
+package enum HPACKAnswerReader {
     /// The fields the client reads. The `apns-id` stays bytes (a slice of the block) so the caller can
     /// reuse a String it already has for the same id.
-    struct Fields: Equatable {
+    package struct Fields: Equatable {
         /// Whether the block had a `:status` field at all (the last one counts, as in a decoded list).
-        var hasStatus = false
+        package var hasStatus = false
         /// Nil when `:status` was not a decimal number.
-        var status: Int?
-        var apnsID: ByteBuffer?
-        var apnsUniqueID: String?
+        package var status: Int?
+        package var apnsID: ByteBuffer?
+        package var apnsUniqueID: String?
         /// The block's literals with incremental indexing, one run of them: for the caller's decoder.
-        var tableInsertions: ByteBuffer?
+        package var tableInsertions: ByteBuffer?
     }
 
     /// - Parameter maximumHeaderListSize: the decoder's limit; a larger list is left to the decoder to reject.
-    static func read(_ block: ByteBuffer, maximumHeaderListSize: Int) -> Fields? {
+    package static func read(_ block: ByteBuffer, maximumHeaderListSize: Int) -> Fields? {
         var fields = Fields()
         var listSize = 0
         var bytes = block

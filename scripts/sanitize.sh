@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the package and its tests under one sanitizer and runs the tests, in its own scratch path
+# (.build-tsan or .build-asan; the normal .build is untouched). Results: docs/reliability.md § Sanitizers.
+#
+#   scripts/sanitize.sh thread|address [swift test flags, e.g. --filter 'PushgateCoreTests']
+#
+# PostgreSQL suites run only when PUSHGATE_TEST_POSTGRES_URL is set (scripts/postgres-test-cluster.sh).
+# The test log is kept as .build-SAN/test.log; every sanitizer report in it starts with "WARNING: ThreadSanitizer"
+# or "ERROR: AddressSanitizer".
+set -euo pipefail
+
+case "${1:-}" in
+    thread) scratch_name=.build-tsan ;;
+    address) scratch_name=.build-asan ;;
+    *)
+        echo "usage: $0 thread|address [swift test flags...]" >&2
+        exit 2
+        ;;
+esac
+sanitizer=$1
+shift
+root=$(cd "$(dirname "$0")/.." && pwd)
+scratch=$root/$scratch_name
+
+# Keep going after a report so that one run lists them all; the exit status still says whether any was found.
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:history_size=4}
+# Leak checking is off: the Swift runtime's metadata caches and NIO's singleton event loop groups live for
+# the whole process and are reported as leaks at exit (docs/reliability.md names this exception).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=0}
+
+nice -n 10 swift build --package-path "$root" --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
+set +o pipefail
+nice -n 10 swift test --package-path "$root" --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" "$@" 2>&1 \
+    | tee "$scratch/test.log"
+status=${PIPESTATUS[0]}
+reports=$(grep -c -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/test.log" || true)
+echo "sanitize.sh: $sanitizer: swift test exited $status; $reports sanitizer report(s) in $scratch/test.log" >&2
+exit "$status"
