@@ -284,12 +284,13 @@ public struct ConfigurationLoader: Sendable {
         return keys
     }
 
-    public static let appKeys = [
-        "topic", "environment", "alternativePort", "apnsHost", "ca", "certificate.file", "certificate.key",
-        "certificate.p12", "certificate.passphraseEnv", "token.keyFile", "token.keyId", "token.teamId",
-        "pool.maxConnections", "pool.maxStreams", "pool.rate", "pool.pingMinutes", "pool.idleHours", "transport",
-        "legacy.host", "legacy.feedbackHost", "legacy.feedbackInterval",
-    ] + fcmKeys.map { "fcm.\($0)" }
+    public static let appKeys =
+        [
+            "topic", "environment", "alternativePort", "apnsHost", "ca", "certificate.file", "certificate.key",
+            "certificate.p12", "certificate.passphraseEnv", "token.keyFile", "token.keyId", "token.teamId",
+            "pool.maxConnections", "pool.maxStreams", "pool.rate", "pool.pingMinutes", "pool.idleHours", "transport",
+            "legacy.host", "legacy.feedbackHost", "legacy.feedbackInterval",
+        ] + fcmKeys.map { "fcm.\($0)" }
 
     /// `--app-news-pool-max-streams` for `app.news.pool.maxStreams` (swift-configuration's spelling).
     static func flagSpelling(_ key: String) -> String {

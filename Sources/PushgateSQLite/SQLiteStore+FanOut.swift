@@ -10,7 +10,11 @@ import PushgateCore
 /// and sort every remaining membership row of those groups for each page.
 extension SQLiteStore {
     /// Valid devices of any of `groupIDs` in the scan's range: `(id, token key)`, distinct, ascending.
-    static func deviceTargets(groupIDs: [Int64], _ scan: TargetScan, in db: Database) throws
+    static func deviceTargets(
+        groupIDs: [Int64],
+        _ scan: TargetScan,
+        in db: Database
+    ) throws
         -> [(cursor: Int64, token: String)]
     {
         let statement = try db.cachedStatement(
@@ -93,7 +97,12 @@ extension SQLiteStore {
 
     /// Direct-token targets of a request in the scan's positions: `(position, token key)` not covered by a
     /// target group, not known as invalid for the app; ascending.
-    static func tokenTargets(requestSeq: Int64, app: String, _ scan: TargetScan, in db: Database) throws
+    static func tokenTargets(
+        requestSeq: Int64,
+        app: String,
+        _ scan: TargetScan,
+        in db: Database
+    ) throws
         -> [(cursor: Int64, token: String)]
     {
         let rows = try Row.fetchAll(

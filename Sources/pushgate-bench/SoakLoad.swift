@@ -82,7 +82,9 @@ struct SoakLoad: Sendable {
 
     private func broadcast(_ sender: DatagramSender, _ sequence: Int) {
         let sent = sender.send(Self.notification(group: Self.group, sequence: sequence), port: ports.notification)
-        counters.update { sent ? ($0.broadcasts += 1) : ($0.sendFailures += 1) }
+        counters.update {
+            if sent { $0.broadcasts += 1 } else { $0.sendFailures += 1 }
+        }
     }
 
     /// To one of the full registration groups, in turn.
@@ -91,7 +93,9 @@ struct SoakLoad: Sendable {
         guard full > 0 else { return }
         let group = Self.registrationGroupName(sequence % full)
         let sent = sender.send(Self.notification(group: group, sequence: sequence), port: ports.notification)
-        counters.update { sent ? ($0.singles += 1) : ($0.sendFailures += 1) }
+        counters.update {
+            if sent { $0.singles += 1 } else { $0.sendFailures += 1 }
+        }
     }
 
     private func register(_ sender: DatagramSender) {

@@ -33,7 +33,10 @@ struct SendCommand: AsyncParsableCommand {
     @Option(name: .customLong("fcm-port"), help: "FCM: the port (default 443).")
     var fcmPort: Int?
 
-    @Option(name: .customLong("fcm-token-uri"), help: "FCM: exchange access tokens here, not at the account's token_uri.")
+    @Option(
+        name: .customLong("fcm-token-uri"),
+        help: "FCM: exchange access tokens here, not at the account's token_uri."
+    )
     var fcmTokenURI: String?
 
     @Option(help: "The bundle id. With certificate auth it defaults to the certificate subject's UID.")

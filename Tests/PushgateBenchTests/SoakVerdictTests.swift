@@ -52,7 +52,13 @@ import Testing
         #expect(windowed?.passed == true)
     }
 
-    private func done(targets: Int, accepted: Int, failed: Int, reasons: String = "", state: String = "done")
+    private func done(
+        targets: Int,
+        accepted: Int,
+        failed: Int,
+        reasons: String = "",
+        state: String = "done"
+    )
         -> GatewayLogLine
     {
         let text =

@@ -11,7 +11,12 @@ struct RequestCompletionTests {
         openChunks: Bool = false,
         retries: Bool = false
     ) -> RequestCompletion {
-        RequestCompletion(state: state.rawValue, cutDone: cutDone, hasOpenChunks: openChunks, hasPendingRetries: retries)
+        RequestCompletion(
+            state: state.rawValue,
+            cutDone: cutDone,
+            hasOpenChunks: openChunks,
+            hasPendingRetries: retries
+        )
     }
 
     @Test("a request whose targets are all cut, with no open chunk and no pending retry, is done")

@@ -20,4 +20,3 @@ extension HTTP2Wire {
         buffer.writeMultipleIntegers(head, UInt8(truncatingIfNeeded: streamID))
     }
 }
-
