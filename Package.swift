@@ -309,6 +309,11 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .testTarget(
+            name: "PushgateCommandTests",
+            dependencies: ["pushgate", "PushgateConfig"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
             name: "APNsHTTP2Tests",
             dependencies: [
                 "APNsHTTP2", "PushTransport", "PushgateCore",

@@ -128,7 +128,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("fcm-ca"),
-        help: "FCM: trust this CA file (PEM) for the FCM host and token endpoint (--ca is APNs's only)."
+        help: "FCM: trust this CA file (PEM) for the FCM host and token endpoint (default: --ca when --fcm-host is given)."
     )
     var fcmCA: String?
 
@@ -280,7 +280,12 @@ struct GatewayCommand: AsyncParsableCommand {
         setApp("fcm.serviceAccount", fcmServiceAccount, "--fcm-service-account")
         setApp("fcm.host", fcmHost, "--fcm-host")
         setApp("fcm.tokenUri", fcmTokenURI, "--fcm-token-uri")
-        setApp("fcm.ca", fcmCA, "--fcm-ca")
+        if let fcmCA {
+            setApp("fcm.ca", fcmCA, "--fcm-ca")
+        } else if fcmHost != nil {
+            // A stand-in named by --fcm-host: --ca serves both services unless --fcm-ca says otherwise.
+            setApp("fcm.ca", ca, "--ca")
+        }
         commandLine.arguments = configArguments
         return commandLine
     }
