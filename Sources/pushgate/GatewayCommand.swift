@@ -128,7 +128,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("fcm-ca"),
-        help: "FCM: trust this CA file (PEM) for the FCM host and token endpoint (default: --ca when --fcm-host is given)."
+        help: "FCM: trust this CA file (PEM) for the FCM host and token endpoint (default: --ca with --fcm-host)."
     )
     var fcmCA: String?
 
