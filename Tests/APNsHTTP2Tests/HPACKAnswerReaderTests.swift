@@ -106,6 +106,20 @@ struct HPACKAnswerReaderTests {
         )
     }
 
+    @Test("a string that is not ASCII is left to the decoder, which counts it as UTF-8 text (found by fuzzing)")
+    func declinesNonASCII() throws {
+        // 0x9a is not UTF-8: the decoder reads it as U+FFFD, three bytes, so its header list is larger than
+        // the bytes on the wire. With a limit between the two sizes, the decoder refuses the block.
+        let value = [UInt8](repeating: 0x9a, count: 40)
+        let block = [0x88, 0x0f, 0x2a] + [UInt8(value.count)] + value  // :status 200, transfer-encoding (static 57) literal
+        let limit = 32 + 7 + 3 + 32 + 40 + 20
+        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: limit)
+        var bytes = ByteBuffer(bytes: block)
+        #expect(throws: (any Error).self) { try decoder.decodeHeaders(from: &bytes) }
+        #expect(HPACKAnswerReader.read(ByteBuffer(bytes: block), maximumHeaderListSize: limit) == nil)
+        #expect(read([0x88, 0x00] + literal("x-note") + [2, 0xc3, 0xa9]) == nil, "valid UTF-8, not ASCII")
+    }
+
     /// SplitMix64, so that a failure replays.
     struct SeededGenerator: RandomNumberGenerator {
         var state: UInt64

@@ -137,12 +137,17 @@ package enum HPACKAnswerReader {
         return nil
     }
 
-    /// §5.2 with H = 0: the string's bytes as a slice; nil for a Huffman-coded or truncated string.
+    /// §5.2 with H = 0: the string's bytes as a slice; nil for a Huffman-coded or truncated string, and
+    /// for one that is not ASCII: the decoder reads strings as UTF-8 text and counts the header list in
+    /// those bytes (an invalid byte becomes a three-byte replacement), so only for ASCII do its sizes and
+    /// ours agree. APNs answers are ASCII; anything else is left to the decoder.
     private static func readRawString(from bytes: inout ByteBuffer) -> ByteBuffer? {
         guard let first = bytes.getInteger(at: bytes.readerIndex, as: UInt8.self), first & 0x80 == 0,
-            let length = readInteger(prefixBits: 7, from: &bytes)
+            let length = readInteger(prefixBits: 7, from: &bytes),
+            let string = bytes.readSlice(length: length),
+            !string.readableBytesView.contains(where: { $0 >= 0x80 })
         else { return nil }
-        return bytes.readSlice(length: length)
+        return string
     }
 
     // MARK: Static table (RFC 7541 Appendix A)
