@@ -111,9 +111,14 @@ struct HPACKAnswerReaderTests {
         // 0x9a is not UTF-8: the decoder reads it as U+FFFD, three bytes, so its header list is larger than
         // the bytes on the wire. With a limit between the two sizes, the decoder refuses the block.
         let value = [UInt8](repeating: 0x9a, count: 40)
-        let block = [0x88, 0x0f, 0x2a] + [UInt8(value.count)] + value  // :status 200, transfer-encoding (static 57) literal
+        // :status 200, then a literal named transfer-encoding (static 57).
+        let block = [0x88, 0x0f, 0x2a] + [UInt8(value.count)] + value
         let limit = 32 + 7 + 3 + 32 + 40 + 20
-        var decoder = HPACKDecoder(allocator: ByteBufferAllocator(), maxDynamicTableSize: 4096, maxHeaderListSize: limit)
+        var decoder = HPACKDecoder(
+            allocator: ByteBufferAllocator(),
+            maxDynamicTableSize: 4096,
+            maxHeaderListSize: limit
+        )
         var bytes = ByteBuffer(bytes: block)
         #expect(throws: (any Error).self) { try decoder.decodeHeaders(from: &bytes) }
         #expect(HPACKAnswerReader.read(ByteBuffer(bytes: block), maximumHeaderListSize: limit) == nil)
