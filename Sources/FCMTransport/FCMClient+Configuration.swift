@@ -66,9 +66,7 @@ extension FCMClient {
         /// `token_uri` (as the assertion's `aud` and as the exchange's address).
         public func effectiveServiceAccount() throws -> FCMServiceAccount {
             guard let tokenURI else { return serviceAccount }
-            guard let url = URL(string: tokenURI), let scheme = url.scheme?.lowercased(),
-                scheme == "https" || scheme == "http", url.host?.isEmpty == false
-            else {
+            guard let url = URL(string: tokenURI), FCMServiceAccount.isAcceptableTokenURI(url) else {
                 throw FCMCredentialError.invalidTokenURI
             }
             return serviceAccount.replacingTokenURI(url)

@@ -224,9 +224,11 @@ extension GatewayConfiguration.App.FCM {
             do { _ = try Endpoint(parsing: host) } catch { throw fail("host", "expected HOST[:PORT], got \"\(host)\"") }
         }
         if let tokenURI {
-            guard let url = URL(string: tokenURI), url.scheme?.lowercased() == "https", url.host?.isEmpty == false
-            else {
-                throw fail("tokenUri", "must be an absolute https URL (got \"\(tokenURI.prefix(80))\")")
+            guard let url = URL(string: tokenURI), FCMServiceAccount.isAcceptableTokenURI(url) else {
+                throw fail(
+                    "tokenUri",
+                    "must be an absolute https URL, or http on loopback (got \"\(tokenURI.prefix(80))\")"
+                )
             }
         }
         if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }

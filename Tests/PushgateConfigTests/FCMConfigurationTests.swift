@@ -119,7 +119,7 @@ struct FCMConfigurationTests {
         ),
         (
             "plain http token URI", { $0.apps[0].fcm?.tokenURI = "http://oauth2.googleapis.com/token" },
-            "app.news.fcm.tokenUri: must be an absolute https URL (got \"http://oauth2.googleapis.com/token\")"
+            "app.news.fcm.tokenUri: must be an absolute https URL, or http on loopback (got \"http://oauth2.googleapis.com/token\")"
         ),
         ("empty CA", { $0.apps[0].fcm?.caFile = "" }, "app.news.fcm.ca: must not be empty"),
         (

@@ -60,6 +60,28 @@ struct FCMServiceAccountTests {
         }
     }
 
+    @Test("plain http is a token URI only on loopback, for a stand-in on the same machine")
+    func httpOnLoopback() throws {
+        let accepted = [
+            "http://127.0.0.1:8080/token", "http://127.1.2.3/token", "http://localhost:9/token",
+            "http://[::1]:8080/token", "https://oauth2.example.test/token",
+        ]
+        for uri in accepted {
+            #expect(FCMServiceAccount.isAcceptableTokenURI(try #require(URL(string: uri))), "\(uri)")
+        }
+        let refused = [
+            "http://10.0.0.1/token", "http://127.0.0.1.example.test/token", "http://128.0.0.1/token",
+            "http://localhost.example.test/token", "ftp://127.0.0.1/token", "http:///token",
+        ]
+        for uri in refused {
+            #expect(!FCMServiceAccount.isAcceptableTokenURI(try #require(URL(string: uri))), "\(uri)")
+        }
+        var fields = FCMTestAccount.fields()
+        fields["token_uri"] = "http://127.0.0.1:8080/token"
+        let account = try FCMServiceAccount(jsonBytes: FCMTestAccount.json(fields))
+        #expect(account.tokenURI.absoluteString == "http://127.0.0.1:8080/token")
+    }
+
     @Test("an unreadable file says so without its contents")
     func unreadable() {
         #expect(throws: FCMCredentialError.unreadableFile) {

@@ -63,7 +63,7 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
         case .wrongType: "service-account field type must be \"service_account\""
         case .malformedPrivateKey:
             "service-account field private_key is not an RSA private key (>= 2048 bits) in PEM form"
-        case .invalidTokenURI: "service-account field token_uri must be an absolute https URL"
+        case .invalidTokenURI: "service-account field token_uri must be an absolute https URL (http only on loopback)"
         case .signingFailed: "FCM token assertion could not be signed"
         case .exchangeFailed: "FCM access token could not be obtained from token_uri"
         case .malformedGrant: "token endpoint answered without a usable access_token and expires_in"

@@ -46,9 +46,7 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible, CustomReflec
         let pem = try string("private_key")
         let clientEmail = try string("client_email")
         let tokenURIText = try string("token_uri")
-        guard let tokenURI = URL(string: tokenURIText), tokenURI.scheme?.lowercased() == "https",
-            let host = tokenURI.host, !host.isEmpty
-        else {
+        guard let tokenURI = URL(string: tokenURIText), Self.isAcceptableTokenURI(tokenURI) else {
             throw .invalidTokenURI
         }
         let privateKey: _RSA.Signing.PrivateKey
@@ -99,5 +97,23 @@ extension FCMServiceAccount {
             tokenURI: tokenURI,
             privateKey: privateKey
         )
+    }
+}
+
+extension FCMServiceAccount {
+    /// Where access tokens may be fetched from: an absolute https URL; plain http only on loopback
+    /// (127.0.0.0/8, ::1, localhost), for a stand-in on the same machine. The assertion and the token
+    /// never cross a network unencrypted.
+    public static func isAcceptableTokenURI(_ url: URL) -> Bool {
+        guard let host = url.host, !host.isEmpty else { return false }
+        switch url.scheme?.lowercased() {
+        case "https": return true
+        case "http":
+            let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")).lowercased()
+            if bare == "localhost" || bare == "::1" { return true }
+            let octets = bare.split(separator: ".", omittingEmptySubsequences: false)
+            return octets.count == 4 && octets.first == "127" && octets.allSatisfy { UInt8($0) != nil }
+        default: return false
+        }
     }
 }
