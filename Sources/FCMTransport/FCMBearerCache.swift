@@ -32,7 +32,7 @@ final class FCMBearerCache: Sendable {
 
     private let manager: FCMAccessTokenManager
     private let clock: any WallClock
-    private let refreshMargin: TimeInterval
+    private let refreshMargin: Duration
     private let state = Mutex(State())
 
     init(
@@ -42,7 +42,7 @@ final class FCMBearerCache: Sendable {
     ) {
         self.manager = manager
         self.clock = clock
-        self.refreshMargin = TimeInterval(refreshMargin.components.seconds)
+        self.refreshMargin = refreshMargin
     }
 
     /// The token to write a batch with now. A token that is due is still handed out while a fresh one
@@ -57,7 +57,7 @@ final class FCMBearerCache: Sendable {
                 return state.generation
             }
             if let token = state.token, now < token.expiresAt {
-                let due = token.expiresAt.timeIntervalSince(now) <= refreshMargin
+                let due = token.isRefreshDue(now: now, margin: refreshMargin)
                 return (.token(token), due ? startFetch() : nil)
             }
             if let failure = state.failure, now.timeIntervalSince(failure.at) < Self.failureHoldTime {

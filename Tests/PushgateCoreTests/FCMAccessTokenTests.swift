@@ -36,6 +36,22 @@ struct FCMAccessTokenStateMachineTests {
         #expect(machine.tokenRequested(now: t0.addingTimeInterval(3600)) == .use(second))
     }
 
+    @Test("a token living less than twice the margin is refreshed half-way through its life, not at once")
+    func shortLivedToken() {
+        var machine = FCMAccessToken.StateMachine()
+        _ = machine.tokenRequested(now: t0)
+        let short = FCMTokenGrant(accessToken: "a", expiresIn: .seconds(60)).token(receivedAt: t0)
+        machine.fetchSucceeded(short)
+        #expect(machine.tokenRequested(now: t0.addingTimeInterval(1)) == .use(short))
+        #expect(machine.tokenRequested(now: t0.addingTimeInterval(29)) == .use(short))
+        let due = t0.addingTimeInterval(30)
+        #expect(machine.tokenRequested(now: due) == .fetch(issuedAt: due))
+        // An hour-long grant keeps the five-minute margin.
+        let long = FCMTokenGrant(accessToken: "b", expiresIn: .seconds(3600)).token(receivedAt: t0)
+        #expect(!long.isRefreshDue(now: t0.addingTimeInterval(3299), margin: .seconds(300)))
+        #expect(long.isRefreshDue(now: t0.addingTimeInterval(3300), margin: .seconds(300)))
+    }
+
     @Test("a failed fetch keeps a still-valid token, or lets the next request fetch again")
     func fetchFailure() {
         var machine = FCMAccessToken.StateMachine()

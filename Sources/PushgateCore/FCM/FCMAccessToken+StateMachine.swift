@@ -2,7 +2,7 @@ public import Foundation
 
 extension FCMAccessToken {
     /// Decides when to fetch an access token: one token per service account, fetched on first use,
-    /// refreshed ``refreshMargin`` before it expires, one fetch at a time, and replaced when FCM answers
+    /// refreshed ``refreshMargin`` before it expires (or half-way through a shorter life), one fetch at a time, and replaced when FCM answers
     /// 401 to a request that carried it.
     ///
     /// Pure: every event carries `now`; it signs and sends nothing. The owner
@@ -102,7 +102,7 @@ extension FCMAccessToken {
 
         private func isValid(_ token: FCMAccessToken, now: Date) -> Bool { now < token.expiresAt }
         private func isDue(_ token: FCMAccessToken, now: Date) -> Bool {
-            token.expiresAt.timeIntervalSince(now) <= TimeInterval(refreshMargin.components.seconds)
+            token.isRefreshDue(now: now, margin: refreshMargin)
         }
     }
 }

@@ -8,10 +8,22 @@ public struct FCMAccessToken: Hashable, Sendable, CustomStringConvertible, Custo
 {
     public let value: String
     public let expiresAt: Date
+    /// When it was received; nil when unknown.
+    public let issuedAt: Date?
 
-    public init(value: String, expiresAt: Date) {
+    public init(value: String, expiresAt: Date, issuedAt: Date? = nil) {
         self.value = value
         self.expiresAt = expiresAt
+        self.issuedAt = issuedAt
+    }
+
+    /// Whether a successor should be fetched at `now`: `margin` before expiry, or half-way through the
+    /// token's life if that is later. A token shorter-lived than twice the margin (a stand-in's minute-long
+    /// tokens) would otherwise be due from the moment it arrives, and every batch would fetch again.
+    public func isRefreshDue(now: Date, margin: Duration) -> Bool {
+        var lead = TimeInterval(margin.components.seconds)
+        if let issuedAt { lead = min(lead, expiresAt.timeIntervalSince(issuedAt) / 2) }
+        return expiresAt.timeIntervalSince(now) <= lead
     }
 
     /// The value of the `authorization` request header.
@@ -48,7 +60,8 @@ public struct FCMTokenGrant: Hashable, Sendable {
     public func token(receivedAt: Date) -> FCMAccessToken {
         FCMAccessToken(
             value: accessToken,
-            expiresAt: receivedAt.addingTimeInterval(TimeInterval(expiresIn.components.seconds))
+            expiresAt: receivedAt.addingTimeInterval(TimeInterval(expiresIn.components.seconds)),
+            issuedAt: receivedAt
         )
     }
 }
