@@ -1,6 +1,7 @@
 import APNsSimulator
 import Foundation
 import Logging
+import PushgateCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -196,7 +197,7 @@ final class SimulatorProcess: Sendable {
         process.standardError = FileHandle.standardError
         let output = Output()
         pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
+            let data = handle.readAvailableRetryingInterrupts() ?? Data()
             if data.isEmpty {
                 handle.readabilityHandler = nil
                 return

@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -122,7 +123,7 @@ final class GatewayProcess: Sendable {
         process.standardError = pipe
         let log = GatewayLog()
         pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
+            let data = handle.readAvailableRetryingInterrupts() ?? Data()
             if data.isEmpty {
                 handle.readabilityHandler = nil
                 return

@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 
 #if canImport(Glibc)
 import Glibc
@@ -110,7 +111,7 @@ extension ProcessMetrics {
         for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
             // Read to the end: /proc reports size 0, and a one-shot read stops after the first page.
             guard let handle = FileHandle(forReadingAtPath: table) else { continue }
-            let text = String(decoding: handle.readDataToEndOfFile(), as: UTF8.self)
+            let text = String(decoding: handle.readToEndRetryingInterrupts(), as: UTF8.self)
             try? handle.close()
             for line in text.split(separator: "\n").dropFirst() {
                 let fields = line.split(separator: " ")

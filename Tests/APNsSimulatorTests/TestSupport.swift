@@ -1,6 +1,7 @@
 import APNsSimulator
 import Crypto
 import Foundation
+import PushgateCore
 
 /// A device token of 32 bytes in hex, distinct per `seed`.
 func deviceToken(_ seed: Int = 1) -> String {
@@ -99,10 +100,10 @@ func run(_ executable: String, _ arguments: [String]) async throws -> ProcessRes
             nonisolated(unsafe) var errData = Data()
             group.enter()
             DispatchQueue.global().async {
-                errData = err.fileHandleForReading.readDataToEndOfFile()
+                errData = err.fileHandleForReading.readToEndRetryingInterrupts()
                 group.leave()
             }
-            let outData = out.fileHandleForReading.readDataToEndOfFile()
+            let outData = out.fileHandleForReading.readToEndRetryingInterrupts()
             group.wait()
             process.waitUntilExit()
             continuation.resume(returning: (outData, errData))

@@ -2,6 +2,7 @@ import APNsSimulator
 import Crypto
 import FCMSimulator
 import Foundation
+import PushgateCore
 import _CryptoExtras
 
 /// A simulator with a throwaway service account and a connected HTTP/2 client (NIO's, through the
@@ -132,8 +133,8 @@ func run(
     process.standardOutput = out
     process.standardError = err
     try process.run()
-    let stdout = out.fileHandleForReading.readDataToEndOfFile()
-    let stderr = err.fileHandleForReading.readDataToEndOfFile()
+    let stdout = out.fileHandleForReading.readToEndRetryingInterrupts()
+    let stderr = err.fileHandleForReading.readToEndRetryingInterrupts()
     process.waitUntilExit()
     return (process.terminationStatus, String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
 }

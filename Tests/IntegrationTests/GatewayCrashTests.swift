@@ -75,7 +75,7 @@ struct GatewayCrashTests {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
-        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
         try process.run()
         return Daemon(process: process, output: output, notificationPort: notificationPort)
     }

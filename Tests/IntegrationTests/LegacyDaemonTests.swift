@@ -56,7 +56,7 @@ struct LegacyDaemonTests {
             let pipe = Pipe()
             process.standardError = pipe
             process.standardOutput = FileHandle.nullDevice
-            pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+            pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
             try process.run()
             defer {
                 if process.isRunning {

@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Testing
 
 /// The `pushgate` binary with configuration files and API keys: what an operator types.
@@ -19,7 +20,7 @@ struct MultiAppDaemonTests {
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = pipe.fileHandleForReading.readToEndRetryingInterrupts()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
@@ -100,7 +101,7 @@ struct MultiAppDaemonTests {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
-        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
         try process.run()
         defer {
             process.terminate()

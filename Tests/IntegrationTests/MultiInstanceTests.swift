@@ -90,7 +90,7 @@ struct MultiInstanceTests {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
-        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
+        pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
         try process.run()
         return Instance(
             name: name,

@@ -1,5 +1,6 @@
 import APNsSimulator
 import Foundation
+import PushgateCore
 import PushgatePostgres
 import Testing
 
@@ -249,7 +250,7 @@ struct BlackHoleProxy {
         try process.run()
         var line = Data()
         while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = pipe.fileHandleForReading.availableData
+            let chunk = pipe.fileHandleForReading.readAvailableRetryingInterrupts() ?? Data()
             if chunk.isEmpty { throw ExternalTools.ToolError("the proxy exited before it listened") }
             line.append(chunk)
         }

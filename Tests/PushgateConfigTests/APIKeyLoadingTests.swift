@@ -1,5 +1,6 @@
 import Foundation
 import PushgateConfig
+import PushgateCore
 import Testing
 
 @Suite("API keys from the configuration")
@@ -60,7 +61,7 @@ struct APIKeyLoadingTests {
         try! process.run()
         input.fileHandleForWriting.write(Data(text.utf8))
         try! input.fileHandleForWriting.close()
-        let hex = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).prefix(64)
+        let hex = String(decoding: output.fileHandleForReading.readToEndRetryingInterrupts(), as: UTF8.self).prefix(64)
         process.waitUntilExit()
         return GatewayConfiguration.parseSHA256("sha256:" + hex)!
     }

@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 
 #if canImport(Glibc)
 import Glibc
@@ -31,7 +32,7 @@ enum ExternalTools {
         process.standardOutput = pipe
         process.standardError = pipe
         try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        let data = pipe.fileHandleForReading.readToEndRetryingInterrupts()
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
