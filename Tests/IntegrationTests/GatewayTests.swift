@@ -202,7 +202,7 @@ struct GatewayTests {
             let id = try await Self.submitWhileAPNsIsUnavailable(
                 context,
                 id: "expiry-test-1",
-                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 5)
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 15)
             )
             try await eventually("request finished") {
                 try await context.gateway.store.report(id)?.state.isFinished == true
