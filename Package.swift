@@ -310,7 +310,10 @@ let package = Package(
         ),
         .testTarget(
             name: "PushgateCommandTests",
-            dependencies: ["pushgate", "PushgateConfig"],
+            dependencies: [
+                "pushgate", "PushgateConfig", "PushgateGateway", "PushgatePostgres",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -28,6 +28,14 @@ extension GatewayConfiguration {
         if let url = store.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw fail("store.url", "must be a postgres:// URL")
         }
+        if store.passwordFile != nil && store.url == nil {
+            throw fail("store.passwordFile", "needs --store (or store.url)")
+        }
+        if let chunkSize = store.chunkSize, chunkSize < 1 { throw fail("store.chunkSize", "at least 1") }
+        if let lease = store.lease, lease < Store.minimumLease {
+            throw fail("store.lease", "at least \(Store.minimumLease.components.seconds) seconds")
+        }
+        guard udp.receiveBufferBytes > 0 else { throw fail("udp.receiveBufferBytes", "must be positive") }
         if let instanceID, instanceID.isEmpty { throw fail("instanceId", "must not be empty") }
         guard Self.logLevels.contains(logLevel) else {
             throw fail("logLevel", "unknown level \"\(logLevel)\" (one of \(Self.logLevels.joined(separator: ", ")))")

@@ -30,6 +30,10 @@ public struct GatewayConfiguration: Sendable, Hashable {
         public var registrationPort: Int = 7734
         /// `udp.notificationPort` (`-n`); 0 picks a free port.
         public var notificationPort: Int = 7874
+        /// The receive buffer each UDP socket asks for (no key). The kernel charges ~830 bytes per small
+        /// datagram: 64 MiB (128 MiB granted, forced when root) holds a 100,000-registration burst even
+        /// while a debug build writes slowly.
+        public var receiveBufferBytes: Int = 64 << 20
         public init() {}
     }
 
@@ -53,9 +57,21 @@ public struct GatewayConfiguration: Sendable, Hashable {
     public struct Store: Sendable, Hashable {
         /// `store.path` (`-d`): the SQLite database.
         public var path: String = "pushgate.db"
-        /// `store.url`: a `postgres://` URL; when set it replaces the SQLite file.
+        /// `store.url` (`--store`): a `postgres://` URL; when set it replaces the SQLite file.
         public var url: String? = nil
+        /// `--store-password-file` (no key): PostgreSQL's password is this file's first line. nil: the
+        /// `PUSHGATE_STORE_PASSWORD` environment variable, else the URL's.
+        public var passwordFile: String? = nil
+        /// `--chunk-size` (no key): devices per unit of work an instance claims. nil: the store's default
+        /// (20,000; 10,000 with PostgreSQL).
+        public var chunkSize: Int? = nil
+        /// `--lease` (no key): how long a claimed unit of work stays with an instance that stopped renewing
+        /// it. nil: the store's default (60 s; 30 s with PostgreSQL).
+        public var lease: Duration? = nil
         public init() {}
+
+        /// The shortest lease: work held renews its lease before half of it is gone.
+        public static let minimumLease: Duration = .seconds(3)
     }
 
     /// One bearer API key of the HTTP API.

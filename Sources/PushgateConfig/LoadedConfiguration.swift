@@ -10,6 +10,9 @@ public struct LoadedConfiguration: Sendable {
     public var configuration: GatewayConfiguration
     public var apps: [LoadedApp]
     public var apiKeys: [LoadedAPIKey]
+    /// PostgreSQL's password when it does not come with `store.url`
+    /// (``GatewayConfiguration/loadStorePassword(environment:)``).
+    public var storePassword: String? = nil
 }
 
 /// One app, ready to connect: its own client configuration (hence its own connections).
@@ -48,7 +51,8 @@ extension GatewayConfiguration {
     /// and key get one shared `ProviderTokenManager` (APNs wants one provider token per team and key,
     /// not one per connection); every app still gets its own client, so apps never share a connection.
     ///
-    /// - Parameter environment: where `.p12` passphrases are looked up (by the variable the app names).
+    /// - Parameter environment: where `.p12` passphrases are looked up (by the variable the app names), and
+    ///   PostgreSQL's password (`PUSHGATE_STORE_PASSWORD`).
     public func loadCredentials(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         clock: any WallClock = SystemWallClock()
@@ -181,7 +185,12 @@ extension GatewayConfiguration {
                 )
             )
         }
-        return LoadedConfiguration(configuration: self, apps: loaded, apiKeys: try loadAPIKeys())
+        return LoadedConfiguration(
+            configuration: self,
+            apps: loaded,
+            apiKeys: try loadAPIKeys(),
+            storePassword: try loadStorePassword(environment: environment)
+        )
     }
 
     /// The configured API keys as hashes: `sha256:` values as given, files read and hashed line by line.

@@ -10,7 +10,6 @@ import PushgateCore
 import PushgateDispatch
 import PushgateGateway
 import PushgateHTTP
-import PushgatePostgres
 import PushgateUDP
 import ServiceLifecycle
 
@@ -252,6 +251,7 @@ struct GatewayCommand: AsyncParsableCommand {
             if let value { commandLine.appValues[key] = .init(value, flag: flag) }
         }
         set("store.path", database, "-d")
+        set("store.url", store, "--store")
         set("listen", listen, "-l")
         set("udp.registrationPort", registrationPort, "-g")
         set("udp.notificationPort", notificationPort, "-n")
@@ -297,13 +297,7 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         let loaded: Result<GatewayConfiguration, ConfigurationProblem>
         do {
-            var configuration = try await ConfigurationLoader(commandLine: commandLine).load()
-            if let apiKeyFile {
-                configuration.apiKeys.append(.init(name: "command-line", source: .file(apiKeyFile)))
-                configuration.flagNames["apiKey.command-line.file"] = "--api-key-file"
-                try configuration.validate()
-            }
-            loaded = .success(configuration)
+            loaded = .success(try await gatewayConfiguration())
         } catch {
             loaded = .failure(error)
         }
@@ -333,29 +327,48 @@ struct GatewayCommand: AsyncParsableCommand {
 
     // MARK: Composition
 
+    /// The configuration `main` runs: flags over environment over file, plus the flags that have no key
+    /// (`--api-key-file`, `--store-password-file`, `--chunk-size`, `--lease`), checked.
+    func gatewayConfiguration(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws(ConfigurationProblem) -> GatewayConfiguration {
+        var configuration = try await ConfigurationLoader(commandLine: commandLine, environment: environment).load()
+        if let apiKeyFile {
+            configuration.apiKeys.append(.init(name: "command-line", source: .file(apiKeyFile)))
+            configuration.flagNames["apiKey.command-line.file"] = "--api-key-file"
+        }
+        if let storePasswordFile {
+            configuration.store.passwordFile = storePasswordFile
+            configuration.flagNames["store.passwordFile"] = "--store-password-file"
+        }
+        if let chunkSize {
+            configuration.store.chunkSize = chunkSize
+            configuration.flagNames["store.chunkSize"] = "--chunk-size"
+        }
+        if let leaseSeconds {
+            configuration.store.lease = .seconds(leaseSeconds)
+            configuration.flagNames["store.lease"] = "--lease"
+        }
+        try configuration.validate()
+        return configuration
+    }
+
     private func runGateway(_ configuration: GatewayConfiguration, logger: Logger) async throws {
         if simulator {
             try await Self.withSimulators(for: configuration, logger: logger) { simulated in
-                let loaded = try Self.checked { () throws(ConfigurationProblem) in try simulated.loadCredentials() }
-                try await serve(loaded, logger: logger)
+                try await Self.serve(simulated, logger: logger)
             }
         } else {
-            let loaded = try Self.checked { () throws(ConfigurationProblem) in try configuration.loadCredentials() }
-            try await serve(loaded, logger: logger)
+            try await Self.serve(configuration, logger: logger)
         }
     }
 
-    static func checked<T>(_ body: () throws(ConfigurationProblem) -> T) throws -> T {
-        do { return try body() } catch { throw ConfigurationError(error.description) }
-    }
-
-    private func serve(_ loaded: LoadedConfiguration, logger: Logger) async throws {
-        var gateway = Gateway(configuration: Gateway.Configuration(loaded))
-        gateway.configuration.use(
-            try storeLocation(url: store ?? loaded.configuration.store.url, path: loaded.configuration.store.path)
+    /// Builds the gateway the way the end-to-end tests do (``Gateway/Configuration/init(_:environment:clock:)``)
+    /// and runs it until a signal stops it.
+    private static func serve(_ configuration: GatewayConfiguration, logger: Logger) async throws {
+        let gateway = Gateway(
+            configuration: try checked { () throws(ConfigurationProblem) in try Gateway.Configuration(configuration) }
         )
-        if let chunkSize { gateway.configuration.dispatcher.chunkSize = chunkSize }
-        if let leaseSeconds { gateway.configuration.dispatcher.leaseDuration = .seconds(leaseSeconds) }
         do {
             try await gateway.run(logger: logger)
         } catch let error as Gateway.StartupError {
@@ -363,32 +376,8 @@ struct GatewayCommand: AsyncParsableCommand {
         }
     }
 
-    /// `-d PATH` (SQLite), or `--store URL` / `store.url` (PostgreSQL) with its password from, in order,
-    /// `--store-password-file`, `PUSHGATE_STORE_PASSWORD`, or the URL.
-    private func storeLocation(url store: String?, path: String) throws -> Gateway.StoreLocation {
-        guard let store else {
-            if storePasswordFile != nil {
-                throw ConfigurationError("--store-password-file: needs --store (or store.url)")
-            }
-            return .sqlite(path: path)
-        }
-        var configuration: PostgresStore.Configuration
-        do {
-            configuration = try PostgresStore.Configuration(url: store)
-        } catch let error as StoreError {
-            throw ConfigurationError("--store: \(error.message)")
-        }
-        if let storePasswordFile {
-            guard let contents = try? String(contentsOfFile: storePasswordFile, encoding: .utf8) else {
-                throw ConfigurationError("--store-password-file: cannot read \(storePasswordFile)")
-            }
-            configuration.password = String(
-                contents.split(separator: "\n", omittingEmptySubsequences: false).first ?? ""
-            )
-        } else if let password = ProcessInfo.processInfo.environment["PUSHGATE_STORE_PASSWORD"] {
-            configuration.password = password
-        }
-        return .postgres(configuration)
+    static func checked<T>(_ body: () throws(ConfigurationProblem) -> T) throws -> T {
+        do { return try body() } catch { throw ConfigurationError(error.description) }
     }
 
     // MARK: Detaching

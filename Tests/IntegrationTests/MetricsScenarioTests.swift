@@ -165,47 +165,11 @@ struct MetricsGatewayFixture {
         apnsPortOverride: Int? = nil,
         _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
-        let directory = try TemporaryDirectory()
-        let key = P256.Signing.PrivateKey()
-        var simulatorConfiguration = APNsSimulator.Configuration()
-        simulatorConfiguration.tokenKeys = [
-            ProviderTokenKey(keyID: "KEY1234567", teamID: "TEAM123456", publicKey: key.publicKey)
-        ]
-        simulatorConfiguration.logger = TestLogger.make("simulator")
-        try await APNsSimulator.withRunning(simulatorConfiguration) { simulator in
-            let signer = try ProviderTokenSigner(privateKey: key, keyID: "KEY1234567", teamID: "TEAM123456")
-            var client = APNsClient.Configuration(
-                endpoint: .init(host: "127.0.0.1", port: apnsPortOverride ?? simulator.port),
-                authentication: .token(ProviderTokenManager(signer: signer)),
-                trustRoots: .caFile(simulator.caCertificatePath!)
-            )
-            client.eventLoopThreads = 1
-            client.shutdownGracePeriod = .seconds(1)
-            var udp = UDPIngress.Configuration()
-            udp.host = "127.0.0.1"
-            udp.registrationPort = 0
-            udp.notificationPort = 0
-            var dispatcher = Dispatcher.Configuration(instanceID: InstanceID("test"))
-            dispatcher.idleInterval = .milliseconds(100)
-            var configuration = Gateway.Configuration(
-                databasePath: directory.path("gateway.db"),
-                udp: udp,
-                client: client,
-                topic: try Topic("com.example.pushgate"),
-                dispatcher: dispatcher
-            )
-            configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: 0)
-            configuration.shutdownSignals = []
-            let gateway = Gateway(configuration: configuration)
-            let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
-                }
-                var iterator = ready.makeAsyncIterator()
-                guard let running = await iterator.next() else {
-                    throw ExternalTools.ToolError("gateway did not start")
-                }
+        try await GatewayFixture.withSimulator { simulator, configuration in
+            var configuration = configuration
+            configuration.http.port = 0
+            if let apnsPortOverride { configuration.apps[0].apnsHost = "127.0.0.1:\(apnsPortOverride)" }
+            try await GatewayFixture.run(configuration) { running, _ in
                 try await eventually("HTTP API listening") { running.httpPort() != nil }
                 let context = Context(
                     simulator: simulator,
@@ -214,9 +178,6 @@ struct MetricsGatewayFixture {
                     notification: try UDPSender(port: running.udp.notificationPort)
                 )
                 try await body(context)
-                group.cancelAll()
-                _ = try? await group.next()
-                _ = directory
             }
         }
     }

@@ -89,27 +89,12 @@ struct MultiAppTests {
         try await APNsSimulator.withRunning(files.simulatorConfiguration) { simulator in
             let path = files.directory.path("pushgate.yaml")
             try Data(files.yaml(simulator: simulator).utf8).write(to: URL(fileURLWithPath: path))
-            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load()
-                .loadCredentials()
-            #expect(
-                loaded.apps.map(\.topic.bundleID) == ["com.example.news", "com.example.weather", "com.example.maps"]
-            )
-
-            var configuration = Gateway.Configuration(loaded)
-            configuration.shutdownSignals = []
-            configuration.dispatcher.idleInterval = .milliseconds(100)
-            for index in configuration.apps.indices {
-                configuration.apps[index].client.eventLoopThreads = 1
-                configuration.apps[index].client.shutdownGracePeriod = .seconds(1)
-            }
-            let gateway = Gateway(configuration: configuration)
-            let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
-                }
-                var iterator = ready.makeAsyncIterator()
-                let running = try #require(await iterator.next())
+            let configuration = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:])
+                .load()
+            try await GatewayFixture.run(configuration) { running, built in
+                #expect(
+                    built.apps.map(\.topic.bundleID) == ["com.example.news", "com.example.weather", "com.example.maps"]
+                )
                 let registration = try UDPSender(port: running.udp.registrationPort)
                 let notification = try UDPSender(port: running.udp.notificationPort)
 
@@ -164,7 +149,6 @@ struct MultiAppTests {
                 #expect(connections["news"]!.isDisjoint(with: connections["maps"]!))
                 #expect(connections["weather"]!.isDisjoint(with: connections["maps"]!), "apps never share a connection")
                 #expect(simulator.stats().rejected == 0)
-                group.cancelAll()
             }
         }
     }
@@ -188,21 +172,9 @@ struct MultiAppTests {
                     token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
                 """
             try Data(yaml.utf8).write(to: URL(fileURLWithPath: path))
-            let loaded = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:]).load()
-                .loadCredentials()
-            var configuration = Gateway.Configuration(loaded)
-            configuration.shutdownSignals = []
-            configuration.dispatcher.idleInterval = .milliseconds(100)
-            configuration.apps[0].client.eventLoopThreads = 1
-            configuration.apps[0].client.shutdownGracePeriod = .seconds(1)
-            let gateway = Gateway(configuration: configuration)
-            let (ready, readyContinuation) = AsyncStream<Gateway.Running>.makeStream()
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    try await gateway.run(logger: TestLogger.make("gateway")) { readyContinuation.yield($0) }
-                }
-                var iterator = ready.makeAsyncIterator()
-                let running = try #require(await iterator.next())
+            let configuration = try await ConfigurationLoader(commandLine: .init(configFile: path), environment: [:])
+                .load()
+            try await GatewayFixture.run(configuration) { running, _ in
                 let device = Self.token(1, 1)
                 try UDPSender(port: running.udp.registrationPort).send(#"{"device": "\#(device)", "group": "G"}"#)
                 try await eventually("registered as a weather device") {
@@ -216,7 +188,6 @@ struct MultiAppTests {
                 )
                 try await eventually("delivered") { !simulator.notifications(device: device).isEmpty }
                 #expect(simulator.notifications(device: device).first?.topic == "com.example.weather")
-                group.cancelAll()
             }
         }
     }
