@@ -18,7 +18,7 @@ public import UnixSignals
 
 /// The gateway daemon as one value: the SQLite store, one APNs client per app, the dispatcher and
 /// the pushd-compatible UDP ingress, composed in one `ServiceGroup`. `pushgate` (main) and the
-/// end-to-end tests both run it.
+/// end-to-end tests both build its configuration with ``Configuration/init(_:environment:clock:)`` and run it.
 public struct Gateway: Sendable {
     /// One app: a name (the `app` of registrations and requests), its topic, and its own APNs client
     /// configuration. Each app gets its own client, so apps never share a connection; token apps of one
@@ -85,22 +85,6 @@ public struct Gateway: Sendable {
             self.udp = udp
             self.apps = apps
             self.dispatcher = dispatcher
-        }
-
-        /// A single app named ``Registration/defaultApp`` (the pushd-compatible command line).
-        public init(
-            databasePath: String,
-            udp: UDPIngress.Configuration,
-            client: APNsClient.Configuration,
-            topic: Topic,
-            dispatcher: Dispatcher.Configuration
-        ) {
-            self.init(
-                databasePath: databasePath,
-                udp: udp,
-                apps: [App(name: Registration.defaultApp, topic: topic, client: client)],
-                dispatcher: dispatcher
-            )
         }
     }
 
