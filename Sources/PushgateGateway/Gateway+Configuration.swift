@@ -27,7 +27,7 @@ extension Gateway.Configuration {
     /// The gateway a loaded configuration describes (the second half of ``init(_:environment:clock:)``).
     /// `transport: legacy` apps get a legacy sender (and a feedback poller unless its interval is 0);
     /// `store.url` selects PostgreSQL, with its own chunk size and lease unless `store` sets them.
-    public init(_ loaded: LoadedConfiguration) throws(ConfigurationProblem) {
+    init(_ loaded: LoadedConfiguration) throws(ConfigurationProblem) {
         let configuration = loaded.configuration
         var udp = UDPIngress.Configuration(
             host: configuration.listen,
