@@ -106,11 +106,9 @@ extension PostgresStore {
         }
     }
 
-    public func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws
-        -> InvalidationResult
-    {
+    public func invalidate(app: String, _ dead: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
         try await transaction { connection in
-            try await Self.invalidate(app: app, invalidation, at: at, on: connection, logger: logger)
+            try await Self.invalidate(app: app, dead, at: at, on: connection, logger: logger)
         }
     }
 

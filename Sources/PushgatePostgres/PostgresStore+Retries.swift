@@ -132,7 +132,6 @@ extension PostgresStore {
         }
     }
 
-
     /// Upserts retry rows (unleased), one statement. A token repeated in the batch keeps its last entry.
     static func scheduleRetries(
         _ retries: [RetryEntry],

@@ -121,10 +121,8 @@ extension SQLiteStore {
         }
     }
 
-    public func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws
-        -> InvalidationResult
-    {
-        try await write { db in try Self.invalidate(app: app, invalidation, at: at, in: db) }
+    public func invalidate(app: String, _ dead: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
+        try await write { db in try Self.invalidate(app: app, dead, at: at, in: db) }
     }
 
     /// For benchmarks only: adds `count` valid devices with random 32-byte tokens to `group`, in plain

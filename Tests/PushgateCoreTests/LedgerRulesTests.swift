@@ -190,12 +190,14 @@ struct LedgerSchemaTests {
 
     @Test("both dialects create the same tables, columns, keys and indexes, in the same order")
     func sameTables() {
-        let postgres = LedgerSchema.registryAndLedger(.postgres) + [
-            LedgerSchema.unknownGroups(.postgres), LedgerSchema.instances(.postgres),
-        ]
-        let sqlite = LedgerSchema.registryAndLedger(.sqlite) + [
-            LedgerSchema.unknownGroups(.sqlite), LedgerSchema.instances(.sqlite),
-        ]
+        let postgres =
+            LedgerSchema.registryAndLedger(.postgres) + [
+                LedgerSchema.unknownGroups(.postgres), LedgerSchema.instances(.postgres),
+            ]
+        let sqlite =
+            LedgerSchema.registryAndLedger(.sqlite) + [
+                LedgerSchema.unknownGroups(.sqlite), LedgerSchema.instances(.sqlite),
+            ]
         #expect(postgres.map(Self.neutral) == sqlite.map(Self.neutral))
         #expect(postgres.count == 17)
         #expect(postgres != sqlite)
