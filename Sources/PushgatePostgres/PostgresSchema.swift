@@ -8,11 +8,12 @@ import PushgateCore
 /// instances starting at the same time take turns: the first applies, the others find the work done.
 /// Never edit a released migration: add one.
 ///
-/// Differences from SQLite, all for several writers:
+/// Differences from SQLite, all for several writers (version 1 adds them to the shared tables):
 /// - `chunk.last_apns_id`, `chunk.last_apns_at`: like `chunk.accepted` (which both stores keep: fan-out
 ///   counts on the chunk row, which only its holder writes, retries' on the request row; the report sums
 ///   them), the latest apns-id of a chunk's progress lives on the chunk row instead of on the request row
 ///   that every instance's progress would otherwise update (a hot row).
+/// - `chunk_open_by_owner` and `retry_by_owner`: indexes for releasing one instance's leases.
 /// - Ids come from identity sequences. A sequence value may commit late, so the bound a request takes at
 ///   enqueue can leave out a device registered in the same instant (never include one registered later).
 ///

@@ -2,8 +2,9 @@ import GRDB
 import PushgateCore
 
 /// The SQLite schema: the tables both stores share (`LedgerSchema`, rendered in SQLite's dialect) and
-/// SQLite's own later migrations, applied by GRDB's `DatabaseMigrator` (each migration once, in order, in its own
-/// transaction; the applied list lives in `grdb_migrations`). Never edit a released migration: add one.
+/// SQLite's own later migrations, applied by GRDB's `DatabaseMigrator` (each migration once, in order, in
+/// its own transaction; the applied list lives in `grdb_migrations`). Never edit a released migration:
+/// add one.
 ///
 /// Times are whole milliseconds since 1970. Enumerations are small integers (documented per column).
 ///
