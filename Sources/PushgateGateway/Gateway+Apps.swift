@@ -32,22 +32,8 @@ struct SingleAppRegistry: DeviceRegistry {
     func devices(app: String, group: String, after: GroupCursor?, limit: Int) async throws -> GroupPage {
         try await base.devices(app: resolve(app), group: group, after: after, limit: limit)
     }
-    func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
-    {
-        try await base.invalidate(
-            app: resolve(app),
-            token: token,
-            reason: reason,
-            appleTimestamp: appleTimestamp,
-            at: at
-        )
+    func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
+        try await base.invalidate(app: resolve(app), invalidation, at: at)
     }
 }
 

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import Logging
 import PostgresNIO
 public import PushgateCore
@@ -7,17 +7,9 @@ public import PushgateCore
 extension PostgresStore {
     // MARK: - Chunks
 
-    public func claimChunk(
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration,
-        chunkSize: Int
-    ) async throws
-        -> WorkChunk?
-    {
-        guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
+    public func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
+        let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        let (owner, nowMs, leaseUntil) = (lease.owner.value, lease.nowMillis, lease.expiresAtMillis)
         return try await transaction { connection in
             _ = try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger)
 
@@ -30,24 +22,14 @@ extension PostgresStore {
                     WHERE state = \(unescaped: Self.sql(ChunkCode.open)) AND lease_expires_at <= \(nowMs)
                     ORDER BY request_seq, id LIMIT 1 FOR UPDATE SKIP LOCKED
                 )
-                UPDATE chunk c SET owner = \(owner.value), lease_expires_at = \(leaseUntil), generation = c.generation + 1
+                UPDATE chunk c SET owner = \(owner), lease_expires_at = \(leaseUntil), generation = c.generation + 1
                 FROM t, request r WHERE c.id = t.id AND r.seq = c.request_seq
                 RETURNING c.id, r.id, c.kind::BIGINT, c.range_after, c.range_through, c.progress, c.generation
                 """,
                 as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self,
                 logger: logger
             ) {
-                return WorkChunk(
-                    id: row.0,
-                    requestID: try StoredForm.requestID(row.1),
-                    kind: StoredForm.chunkKind(row.2),
-                    after: row.3,
-                    through: row.4,
-                    progress: row.5,
-                    leaseGeneration: row.6,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: true
-                )
+                return try StoredForm.chunk(takenOver: row, lease)
             }
 
             // 2. Cut the next chunk of the oldest request with uncut targets. Instances cutting the same
@@ -78,43 +60,14 @@ extension PostgresStore {
                     as: Int64.self,
                     logger: logger
                 )
-                let cursor = LedgerArithmetic.CutCursor(
-                    tokenCut: row.3,
-                    tokenCount: row.4,
-                    groupCut: row.2,
-                    bound: row.1,
-                    hasGroups: !groupIDs.isEmpty
-                )
-                let kind: WorkChunk.Kind
-                let after: Int64
-                let through: Int64
+                let stored = (row.1, row.2, row.3, row.4)
+                let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
+                let cut: LedgerArithmetic.Cut
                 switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
-                case .tokens(let from, let to, let cutDone):
-                    (kind, after, through) = (.directTokens, from, to)
-                    try await connection.run(
-                        """
-                        UPDATE request SET token_cut = \(through), cut_done = \(cutDone),
-                            state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
-                        """,
-                        logger: logger
-                    )
-                case .members(let from, let bound):
-                    let cut = try await Self.cutMembers(
-                        groupIDs: groupIDs,
-                        after: from,
-                        through: bound,
-                        limit: chunkSize,
-                        on: connection,
-                        logger: logger
-                    )
-                    guard
-                        let range = LedgerArithmetic.deviceRange(
-                            after: from,
-                            bound: bound,
-                            found: cut.count,
-                            lastFound: cut.last,
-                            chunkSize: chunkSize
-                        )
+                case .tokens(let tokens): cut = tokens
+                case .members(let scan):
+                    let found = try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
+                    guard let members = scan.cut(found: found)
                     else {
                         try await connection.run(
                             "UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)",
@@ -123,37 +76,31 @@ extension PostgresStore {
                         try await Self.finishIfDone(requestSeq: candidate, nowMs: nowMs, on: connection, logger: logger)
                         continue
                     }
-                    (kind, after, through) = (.deviceRange, range.after, range.through)
-                    try await connection.run(
-                        """
-                        UPDATE request SET group_cut = \(through), cut_done = \(range.cutDone),
-                            state = GREATEST(state, \(unescaped: Self.sql(Code.sending))) WHERE seq = \(candidate)
-                        """,
-                        logger: logger
-                    )
+                    cut = members
                 }
+                try await connection.run(
+                    """
+                    UPDATE request SET \(unescaped: StoredForm.cutCursorColumn(cut.kind)) = \(cut.through),
+                        cut_done = \(cut.cutDone), state = GREATEST(state, \(unescaped: Self.sql(Code.sending)))
+                    WHERE seq = \(candidate)
+                    """,
+                    logger: logger
+                )
                 guard
                     let chunkID = try await connection.first(
                         """
                         INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
-                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(kind).rawValue)), \(after), \(through),
-                                \(after),
+                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(cut.kind).rawValue)), \(cut.after),
+                                \(cut.through), \(cut.after),
                                 \(unescaped: Self.sql(ChunkCode.open)),
-                                \(owner.value), \(leaseUntil), 1)
+                                \(owner), \(leaseUntil), 1)
                         RETURNING id
                         """,
                         as: Int64.self,
                         logger: logger
                     )
                 else { throw StoreError.backend("inserting a chunk returned no id") }
-                return WorkChunk.cut(
-                    id: chunkID,
-                    of: requestID,
-                    kind,
-                    after: after,
-                    through: through,
-                    leaseExpiresAt: Millis.date(leaseUntil)
-                )
+                return WorkChunk.cut(id: chunkID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
             }
             return nil
         }
@@ -196,17 +143,8 @@ extension PostgresStore {
     /// then `finishIfDone` needs it exclusive, and taking it exclusive from the start avoids two holders
     /// of the shared lock each waiting to upgrade. `expireOverdue` (request `FOR UPDATE`, then chunks)
     /// waits for, or skips, such a transaction instead of deadlocking with it.
-    public func recordProgress(
-        _ progress: ChunkProgress,
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration
-    )
-        async throws -> ProgressResult
-    {
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
-        let chunk = progress.chunk
+    public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {
+        let (chunk, nowMs) = (progress.chunk, lease.nowMillis)
         return try await transaction { connection in
             // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
             guard
@@ -230,25 +168,21 @@ extension PostgresStore {
                     logger: logger
                 )
             else { return .leaseLost }
-            let (seq, holder, generation, state, recorded, app) = row
-            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
-                return .leaseLost
-            }
-            let newProgress =
-                progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
-
+            let (seq, app) = (row.0, row.5)
+            guard let newProgress = progress.progressToStore(over: (row.1, row.2, row.3, row.4), owner: lease.owner)
+            else { return .leaseLost }
             try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
             if !progress.retries.isEmpty {
                 try await Self.scheduleRetries(progress.retries, requestSeq: seq, on: connection, logger: logger)
                 try await notifyWork(on: connection)
             }
             for invalidation in progress.invalidations {
-                _ = try await Self.invalidate(app: app, invalidation, at: now, on: connection, logger: logger)
+                _ = try await Self.invalidate(app: app, invalidation, at: lease.now, on: connection, logger: logger)
             }
             try await connection.run(
                 """
-                UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(leaseUntil),
-                    state = \(Int16((progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue)),
+                UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
+                    state = \(Int16(progress.chunkState.rawValue)),
                     accepted = accepted + \(Int64(progress.accepted)),
                     last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                     last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
@@ -260,7 +194,7 @@ extension PostgresStore {
                 try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
                 return .chunkCompleted
             }
-            return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
+            return .recorded(leaseExpiresAt: lease.expiresAt)
         }
     }
 }

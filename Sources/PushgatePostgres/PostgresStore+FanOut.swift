@@ -67,12 +67,11 @@ extension PostgresStore {
     /// index; sends two numbers back, not the ids.
     static func cutMembers(
         groupIDs: [Int64],
-        after: Int64,
-        through: Int64,
-        limit: Int,
+        _ scan: LedgerArithmetic.MemberScan,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws -> (count: Int, last: Int64?) {
+        let (after, through, limit) = (scan.after, scan.bound, scan.limit)
         let row: (Int64, Int64?)?
         if groupIDs.count == 1 {
             row = try await connection.first(

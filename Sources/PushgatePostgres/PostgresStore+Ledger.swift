@@ -233,7 +233,7 @@ extension PostgresStore {
     }
 
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        _ = try StoreError.positive(limit)
         return try await read { connection in
             try await connection.all(
                 """

@@ -106,23 +106,9 @@ extension PostgresStore {
         }
     }
 
-    public func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
-    {
+    public func invalidate(app: String, _ dead: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
         try await transaction { connection in
-            try await Self.invalidate(
-                app: app,
-                DeviceInvalidation(token: token, reason: reason, appleTimestamp: appleTimestamp),
-                at: at,
-                on: connection,
-                logger: logger
-            )
+            try await Self.invalidate(app: app, dead, at: at, on: connection, logger: logger)
         }
     }
 
@@ -145,10 +131,7 @@ extension PostgresStore {
                 logger: logger
             )
         else { return .unknownDevice }
-        if StoredForm.deviceState(row.1) == .invalid { return .alreadyInvalid }
-        if let appleTimestamp = invalidation.appleTimestamp, row.2 > Millis.from(appleTimestamp) {
-            return .keptBecauseRegisteredLater(lastRegisteredAt: Millis.date(row.2))
-        }
+        if let refusal = invalidation.refusal(stateCode: row.1, lastRegisteredAt: row.2) { return refusal }
         try await connection.run(
             "UPDATE device SET state = 1, invalidated_at = \(Millis.from(at)), invalid_reason = \(invalidation.reason.rawValue) WHERE id = \(row.0)",
             logger: logger

@@ -405,17 +405,3 @@ extension PostgresConnection {
         _ = try await collect(query, logger: logger)
     }
 }
-
-/// Times are stored as whole milliseconds since 1970, as in the SQLite store.
-enum Millis {
-    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
-}
-
-extension Duration {
-    /// Whole milliseconds (rounded down).
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-}

@@ -1,7 +1,10 @@
 import GRDB
+import PushgateCore
 
-/// The SQLite schema, applied by GRDB's `DatabaseMigrator` (each migration once, in order, in its own
-/// transaction; the applied list lives in `grdb_migrations`). Never edit a released migration: add one.
+/// The SQLite schema: the tables both stores share (`LedgerSchema`, rendered in SQLite's dialect) and
+/// SQLite's own later migrations, applied by GRDB's `DatabaseMigrator` (each migration once, in order, in
+/// its own transaction; the applied list lives in `grdb_migrations`). Never edit a released migration:
+/// add one.
 ///
 /// Times are whole milliseconds since 1970. Enumerations are small integers (documented per column).
 ///
@@ -37,131 +40,16 @@ import GRDB
 /// migration, and keys, indexes and orderings stay as they were. An app's FCM devices are the key range
 /// `['fcm:', 'fcm;')` of `UNIQUE (app, token)`.
 enum SQLiteSchema {
-    static let unknownGroupTable = """
-        CREATE TABLE request_unknown_group (
-            request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-            position INTEGER NOT NULL,
-            name TEXT NOT NULL,
-            PRIMARY KEY (request_seq, position)
-        ) WITHOUT ROWID
-        """
-
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: registry and ledger") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE device (
-                        id INTEGER PRIMARY KEY,
-                        app TEXT NOT NULL,
-                        token TEXT NOT NULL,
-                        state INTEGER NOT NULL DEFAULT 0,
-                        registered_at INTEGER NOT NULL,
-                        last_registered_at INTEGER NOT NULL,
-                        invalidated_at INTEGER,
-                        invalid_reason TEXT,
-                        UNIQUE (app, token)
-                    );
-                    CREATE TABLE device_group (
-                        id INTEGER PRIMARY KEY,
-                        app TEXT NOT NULL,
-                        name TEXT NOT NULL,
-                        created_at INTEGER NOT NULL,
-                        UNIQUE (app, name)
-                    );
-                    CREATE TABLE membership (
-                        group_id INTEGER NOT NULL REFERENCES device_group(id) ON DELETE CASCADE,
-                        device_id INTEGER NOT NULL REFERENCES device(id) ON DELETE CASCADE,
-                        PRIMARY KEY (group_id, device_id)
-                    ) WITHOUT ROWID;
-                    CREATE INDEX membership_by_device ON membership(device_id, group_id);
-
-                    CREATE TABLE request (
-                        seq INTEGER PRIMARY KEY,
-                        id TEXT NOT NULL UNIQUE,
-                        app TEXT NOT NULL,
-                        push_type TEXT NOT NULL,
-                        priority INTEGER NOT NULL,
-                        expiration INTEGER,
-                        collapse_id TEXT,
-                        payload BLOB NOT NULL,
-                        created_at INTEGER NOT NULL,
-                        state INTEGER NOT NULL DEFAULT 0,
-                        finished_at INTEGER,
-                        target_count INTEGER NOT NULL DEFAULT 0,
-                        device_bound INTEGER NOT NULL,
-                        group_cut INTEGER NOT NULL DEFAULT 0,
-                        token_cut INTEGER NOT NULL DEFAULT 0,
-                        token_count INTEGER NOT NULL DEFAULT 0,
-                        cut_done INTEGER NOT NULL DEFAULT 0,
-                        accepted INTEGER NOT NULL DEFAULT 0,
-                        last_apns_id TEXT
-                    );
-                    CREATE INDEX request_unfinished ON request(seq) WHERE state < 2;
-                    CREATE TABLE request_group (
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        group_id INTEGER NOT NULL REFERENCES device_group(id),
-                        PRIMARY KEY (request_seq, group_id)
-                    ) WITHOUT ROWID;
-                    CREATE TABLE request_token (
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        position INTEGER NOT NULL,
-                        token TEXT NOT NULL,
-                        covered INTEGER NOT NULL,
-                        PRIMARY KEY (request_seq, position)
-                    ) WITHOUT ROWID;
-
-                    CREATE TABLE chunk (
-                        id INTEGER PRIMARY KEY,
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        kind INTEGER NOT NULL,
-                        range_after INTEGER NOT NULL,
-                        range_through INTEGER NOT NULL,
-                        progress INTEGER NOT NULL,
-                        state INTEGER NOT NULL DEFAULT 0,
-                        owner TEXT,
-                        lease_expires_at INTEGER NOT NULL,
-                        generation INTEGER NOT NULL
-                    );
-                    CREATE INDEX chunk_by_request ON chunk(request_seq, state);
-                    CREATE INDEX chunk_open_by_lease ON chunk(lease_expires_at) WHERE state = 0;
-
-                    CREATE TABLE retry (
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        token TEXT NOT NULL,
-                        attempt INTEGER NOT NULL,
-                        next_attempt_at INTEGER NOT NULL,
-                        last_reason TEXT NOT NULL,
-                        owner TEXT,
-                        lease_expires_at INTEGER NOT NULL DEFAULT 0,
-                        generation INTEGER NOT NULL DEFAULT 0,
-                        PRIMARY KEY (request_seq, token)
-                    ) WITHOUT ROWID;
-                    CREATE INDEX retry_due ON retry(next_attempt_at);
-                    CREATE TABLE failure (
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        token TEXT NOT NULL,
-                        reason TEXT NOT NULL,
-                        status INTEGER,
-                        failed_at INTEGER NOT NULL,
-                        PRIMARY KEY (request_seq, token)
-                    ) WITHOUT ROWID;
-                    CREATE TABLE failure_count (
-                        request_seq INTEGER NOT NULL REFERENCES request(seq) ON DELETE CASCADE,
-                        reason TEXT NOT NULL,
-                        count INTEGER NOT NULL,
-                        PRIMARY KEY (request_seq, reason)
-                    ) WITHOUT ROWID;
-                    """
-            )
+            for statement in LedgerSchema.registryAndLedger(.sqlite) { try db.execute(sql: statement) }
         }
         migrator.registerMigration("v2: unknown groups of a request") { db in
-            try db.execute(sql: SQLiteSchema.unknownGroupTable)
+            try db.execute(sql: LedgerSchema.unknownGroups(.sqlite))
         }
         migrator.registerMigration("v3: instance heartbeats") { db in
-            try db.execute(
-                sql: "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at INTEGER NOT NULL)"
-            )
+            try db.execute(sql: LedgerSchema.instances(.sqlite))
         }
         migrator.registerMigration("v4: accepted counts on chunks, as in PostgreSQL") { db in
             try db.execute(sql: "ALTER TABLE chunk ADD COLUMN accepted INTEGER NOT NULL DEFAULT 0")

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 public import PushgateCore
 
@@ -6,17 +6,9 @@ public import PushgateCore
 extension SQLiteStore {
     // MARK: - Chunks
 
-    public func claimChunk(
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration,
-        chunkSize: Int
-    ) async throws
-        -> WorkChunk?
-    {
-        guard chunkSize > 0 else { throw StoreError.invalidArgument("chunk size must be positive (got \(chunkSize))") }
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
+    public func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
+        let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        let (nowMs, leaseUntil) = (lease.nowMillis, lease.expiresAtMillis)
         return try await writeUnsynced { db in
             _ = try Self.expireOverdue(nowMs: nowMs, in: db)
 
@@ -31,23 +23,12 @@ extension SQLiteStore {
                     """,
                 arguments: [nowMs]
             ) {
-                let chunkID: Int64 = row[0]
-                let generation: Int64 = row[6] + 1
+                let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
                 try db.execute(
                     sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
-                    arguments: [owner.value, leaseUntil, generation, chunkID]
+                    arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id]
                 )
-                return WorkChunk(
-                    id: chunkID,
-                    requestID: try StoredForm.requestID(row[1]),
-                    kind: StoredForm.chunkKind(row[2]),
-                    after: row[3],
-                    through: row[4],
-                    progress: row[5],
-                    leaseGeneration: generation,
-                    leaseExpiresAt: Millis.date(leaseUntil),
-                    isTakeover: true
-                )
+                return try StoredForm.chunk(takenOver: taken, lease)
             }
 
             // 2. Cut the next chunk of the oldest request with uncut targets.
@@ -65,50 +46,28 @@ extension SQLiteStore {
                     sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
                     arguments: [seq]
                 )
-                let cursor = LedgerArithmetic.CutCursor(
-                    tokenCut: row[4],
-                    tokenCount: row[5],
-                    groupCut: row[3],
-                    bound: row[2],
-                    hasGroups: !groupIDs.isEmpty
-                )
-                let kind: WorkChunk.Kind
-                let after: Int64
-                let through: Int64
+                let stored: (Int64, Int64, Int64, Int64) = (row[2], row[3], row[4], row[5])
+                let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
+                let cut: LedgerArithmetic.Cut
                 switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
-                case .tokens(let from, let to, let cutDone):
-                    (kind, after, through) = (.directTokens, from, to)
-                    try db.execute(
-                        sql: "UPDATE request SET token_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
-                        arguments: [through, cutDone, Code.sending.rawValue, seq]
-                    )
-                case .members(let from, let bound):
-                    let ids = try Self.memberIDs(
-                        groupIDs: groupIDs,
-                        after: from,
-                        through: bound,
-                        limit: chunkSize,
-                        in: db
-                    )
-                    guard
-                        let range = LedgerArithmetic.deviceRange(
-                            after: from,
-                            bound: bound,
-                            found: ids.count,
-                            lastFound: ids.last,
-                            chunkSize: chunkSize
-                        )
+                case .tokens(let tokens): cut = tokens
+                case .members(let scan):
+                    guard let members = scan.cut(found: try Self.cutMembers(groupIDs: groupIDs, scan, in: db))
                     else {
                         try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
                         try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
                         continue
                     }
-                    (kind, after, through) = (.deviceRange, range.after, range.through)
-                    try db.execute(
-                        sql: "UPDATE request SET group_cut = ?, cut_done = ?, state = max(state, ?) WHERE seq = ?",
-                        arguments: [through, range.cutDone, Code.sending.rawValue, seq]
-                    )
+                    cut = members
                 }
+                try db.execute(
+                    sql: """
+                        UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
+                            state = max(state, ?)
+                        WHERE seq = ?
+                        """,
+                    arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
+                )
                 try db.execute(
                     sql: """
                         INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
@@ -116,17 +75,11 @@ extension SQLiteStore {
                         VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
                         """,
                     arguments: [
-                        seq, StoredForm.ChunkKindCode(kind).rawValue, after, through, after, owner.value, leaseUntil,
+                        seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
+                        lease.owner.value, leaseUntil,
                     ]
                 )
-                return WorkChunk.cut(
-                    id: db.lastInsertedRowID,
-                    of: requestID,
-                    kind,
-                    after: after,
-                    through: through,
-                    leaseExpiresAt: Millis.date(leaseUntil)
-                )
+                return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
             }
             return nil
         }
@@ -158,16 +111,7 @@ extension SQLiteStore {
         }
     }
 
-    public func recordProgress(
-        _ progress: ChunkProgress,
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration
-    )
-        async throws -> ProgressResult
-    {
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
+    public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {
         let chunk = progress.chunk
         return try await write { db in
             guard
@@ -181,17 +125,10 @@ extension SQLiteStore {
                     arguments: [chunk.id]
                 )
             else { return .leaseLost }
-            let holder: String? = row[1]
-            let generation: Int64 = row[2]
-            let state: Int64 = row[3]
-            guard holder == owner.value, generation == chunk.leaseGeneration, state == ChunkCode.open.rawValue else {
-                return .leaseLost
-            }
+            let held: StoredForm.ChunkLease = (row[1], row[2], row[3], row[4])
+            guard let newProgress = progress.progressToStore(over: held, owner: lease.owner) else { return .leaseLost }
             let seq: Int64 = row[0]
             let app: String = row[5]
-            let recorded: Int64 = row[4]
-            let newProgress =
-                progress.completesChunk ? chunk.through : max(recorded, min(progress.through, chunk.through))
 
             try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
             try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
@@ -210,7 +147,7 @@ extension SQLiteStore {
                 ])
             }
             for invalidation in progress.invalidations {
-                _ = try Self.invalidate(app: app, invalidation, at: now, in: db)
+                _ = try Self.invalidate(app: app, invalidation, at: lease.now, in: db)
             }
             try db.cachedStatement(
                 sql: """
@@ -218,14 +155,13 @@ extension SQLiteStore {
                     WHERE id = ?
                     """
             ).execute(arguments: [
-                newProgress, leaseUntil, (progress.completesChunk ? ChunkCode.done : ChunkCode.open).rawValue,
-                progress.accepted, chunk.id,
+                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, chunk.id,
             ])
             if progress.completesChunk {
-                try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
                 return .chunkCompleted
             }
-            return .recorded(leaseExpiresAt: Millis.date(leaseUntil))
+            return .recorded(leaseExpiresAt: lease.expiresAt)
         }
     }
 }

@@ -37,13 +37,11 @@ extension SQLiteStore {
 
     /// Member device ids (valid or not) in `(after, through]` of any of `groupIDs`, distinct, ascending,
     /// at most `limit`: where chunks are cut. Reads only the membership index.
-    static func memberIDs(
+    static func cutMembers(
         groupIDs: [Int64],
-        after: Int64,
-        through: Int64,
-        limit: Int,
+        _ scan: LedgerArithmetic.MemberScan,
         in db: Database
-    ) throws -> [Int64] {
+    ) throws -> (count: Int, last: Int64?) {
         let statement = try db.cachedStatement(
             sql: """
                 SELECT device_id FROM membership
@@ -53,9 +51,10 @@ extension SQLiteStore {
         )
         var lists = [[Int64]]()
         for groupID in groupIDs {
-            lists.append(try Int64.fetchAll(statement, arguments: [groupID, after, through, limit]))
+            lists.append(try Int64.fetchAll(statement, arguments: [groupID, scan.after, scan.bound, scan.limit]))
         }
-        return mergeDistinct(lists, limit: limit, key: \.self)
+        let ids = mergeDistinct(lists, limit: scan.limit, key: \.self)
+        return (ids.count, ids.last)
     }
 
     /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, read in pages (no

@@ -1,23 +1,20 @@
-public import Foundation
 import GRDB
 public import PushgateCore
 
 /// Instance heartbeats: one row per claimed id, taken over only once its expiry passed.
 extension SQLiteStore: InstanceLeases {
-    public func claimInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
-        let nowMs = Millis.from(now)
-        let claimed = try await write { db in
+    public func takeInstance(_ lease: LeaseWindow, holder: String) async throws -> Bool {
+        try await write { db in
             try db.execute(
                 sql: """
                     INSERT INTO instance (id, holder, expires_at) VALUES (?, ?, ?)
                     ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
                     WHERE instance.holder = excluded.holder OR instance.expires_at <= ?
                     """,
-                arguments: [id.value, holder, nowMs + timeToLive.milliseconds, nowMs]
+                arguments: [lease.owner.value, holder, lease.expiresAtMillis, lease.nowMillis]
             )
             return db.changesCount > 0
         }
-        guard claimed else { throw StoreError.instanceIDInUse(id) }
     }
 
     public func releaseInstance(_ id: InstanceID, holder: String) async throws {

@@ -221,7 +221,7 @@ extension SQLiteStore {
     }
 
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        _ = try StoreError.positive(limit)
         return try await read { db in
             guard let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [id.value])
             else { return [] }

@@ -121,23 +121,8 @@ extension SQLiteStore {
         }
     }
 
-    public func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
-    {
-        try await write { db in
-            try Self.invalidate(
-                app: app,
-                DeviceInvalidation(token: token, reason: reason, appleTimestamp: appleTimestamp),
-                at: at,
-                in: db
-            )
-        }
+    public func invalidate(app: String, _ dead: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
+        try await write { db in try Self.invalidate(app: app, dead, at: at, in: db) }
     }
 
     /// For benchmarks only: adds `count` valid devices with random 32-byte tokens to `group`, in plain
@@ -230,14 +215,9 @@ extension SQLiteStore {
                 arguments: [app, invalidation.token.storageKey]
             )
         else { return .unknownDevice }
-        let deviceID: Int64 = row[0]
-        if StoredForm.deviceState(row[1]) == .invalid { return .alreadyInvalid }
-        let lastRegistered: Int64 = row[2]
-        if let appleTimestamp = invalidation.appleTimestamp, lastRegistered > Millis.from(appleTimestamp) {
-            return .keptBecauseRegisteredLater(lastRegisteredAt: Millis.date(lastRegistered))
-        }
+        if let refusal = invalidation.refusal(stateCode: row[1], lastRegisteredAt: row[2]) { return refusal }
         try db.cachedStatement(sql: "UPDATE device SET state = 1, invalidated_at = ?, invalid_reason = ? WHERE id = ?")
-            .execute(arguments: [Millis.from(at), invalidation.reason.rawValue, deviceID])
+            .execute(arguments: [Millis.from(at), invalidation.reason.rawValue, row[0] as Int64])
         return .invalidated
     }
 

@@ -1,22 +1,13 @@
-public import Foundation
+import Foundation
 import GRDB
 public import PushgateCore
 
 /// Retries: due rows leased earliest first, and their outcomes written in one transaction.
 extension SQLiteStore {
-    public func claimRetries(
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration,
-        limit: Int
-    ) async throws
-        -> [RetryClaim]
-    {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
-        let nowMs = Millis.from(now)
-        let leaseUntil = nowMs + leaseDuration.milliseconds
+    public func claimRetries(_ lease: LeaseWindow, limit: Int) async throws -> [RetryClaim] {
+        let limit = try StoreError.positive(limit)
         return try await write { db in
-            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
+            _ = try Self.expireOverdue(nowMs: lease.nowMillis, in: db)
             let rows = try Row.fetchAll(
                 db,
                 sql: """
@@ -25,51 +16,32 @@ extension SQLiteStore {
                     WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
                     ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
                     """,
-                arguments: [nowMs, nowMs, limit]
+                arguments: [lease.nowMillis, lease.nowMillis, limit]
             )
-            let lease = try db.cachedStatement(
+            let take = try db.cachedStatement(
                 sql:
                     "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?"
             )
-            var claims = [RetryClaim]()
-            claims.reserveCapacity(rows.count)
-            for row in rows {
-                let generation: Int64 = row[5] + 1
-                let token: String = row[2]
-                try lease.execute(arguments: [owner.value, leaseUntil, generation, row[0] as Int64, token])
-                claims.append(
-                    RetryClaim(
-                        requestID: try StoredForm.requestID(row[1]),
-                        token: try StoredForm.deviceToken(token),
-                        attempt: row[3],
-                        lastReason: row[4],
-                        leaseGeneration: generation,
-                        leaseExpiresAt: Millis.date(leaseUntil)
-                    )
-                )
+            return try rows.map { row in
+                let claimed: StoredForm.ClaimedRetry = (row[1], row[2], row[3], row[4], row[5] + 1)
+                try take.execute(arguments: [
+                    lease.owner.value, lease.expiresAtMillis, claimed.generation, row[0] as Int64, claimed.token,
+                ])
+                return try StoredForm.retryClaim(claimed, lease)
             }
-            return claims
         }
     }
 
-    public func recordRetryOutcomes(
-        _ outcomes: [RetryOutcome],
-        owner: InstanceID,
-        now: Date
-    ) async throws
-        -> RetryRecordResult
-    {
-        guard !outcomes.isEmpty else { return RetryRecordResult(applied: 0, leaseLost: []) }
-        let nowMs = Millis.from(now)
+    /// Reads each outcome's request and retry row (statements prepared once), then writes what
+    /// ``RetryOutcomePlan`` lists.
+    public func recordRetryOutcomes(_ batch: RetryOutcomeBatch) async throws -> RetryRecordResult {
+        if batch.outcomes.isEmpty { return RetryRecordResult(applied: 0, leaseLost: []) }
         return try await write { db in
-            var requests = [RequestID: (seq: Int64, app: String)]()
-            var touched = Set<Int64>()
-            var applied = 0
-            var lost = [RetryClaim]()
-            let holderStatement = try db.cachedStatement(
-                sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?"
-            )
+            let requests = try Self.requests(of: batch, in: db)
+            let holders = try Self.holders(of: batch, requests, in: db)
+            let plan = RetryOutcomePlan(batch, requests: requests, holders: holders)
             let delete = try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ? AND token = ?")
+            for key in plan.removed { try delete.execute(arguments: [key.seq, key.token]) }
             let reschedule = try db.cachedStatement(
                 sql: """
                     UPDATE retry SET attempt = ?, next_attempt_at = ?, last_reason = ?, owner = NULL,
@@ -77,52 +49,51 @@ extension SQLiteStore {
                     WHERE request_seq = ? AND token = ?
                     """
             )
-            for outcome in outcomes {
-                let claim = outcome.claim
-                let request: (seq: Int64, app: String)
-                if let known = requests[claim.requestID] {
-                    request = known
-                } else if let row = try Row.fetchOne(
-                    db,
-                    sql: "SELECT seq, app FROM request WHERE id = ?",
-                    arguments: [claim.requestID.value]
-                ) {
-                    request = (row[0], row[1])
-                    requests[claim.requestID] = request
-                } else {
-                    lost.append(claim)
-                    continue
-                }
-                guard let holder = try Row.fetchOne(holderStatement, arguments: [request.seq, claim.token.storageKey]),
-                    holder[0] as String? == owner.value, holder[1] as Int64 == claim.leaseGeneration
-                else {
-                    lost.append(claim)
-                    continue
-                }
-                switch outcome.result {
-                case .accepted(let apnsID):
-                    try delete.execute(arguments: [request.seq, claim.token.storageKey])
-                    try Self.recordAccepted(1, apnsID: apnsID, requestSeq: request.seq, in: db)
-                case .failed(let reason, let status):
-                    try delete.execute(arguments: [request.seq, claim.token.storageKey])
-                    try Self.recordFailures(
-                        [FailureEntry(token: claim.token, reason: reason, status: status, at: now)],
-                        requestSeq: request.seq,
-                        in: db
-                    )
-                case .retry(let nextAttemptAt, let reason):
-                    try reschedule.execute(arguments: [
-                        claim.attempt + 1, Millis.from(nextAttemptAt), reason, request.seq, claim.token.storageKey,
-                    ])
-                }
-                if let invalidation = outcome.invalidation {
-                    _ = try Self.invalidate(app: request.app, invalidation, at: now, in: db)
-                }
-                touched.insert(request.seq)
-                applied += 1
+            for retry in plan.rescheduled {
+                try reschedule.execute(arguments: [
+                    retry.attempt, retry.nextAttemptAt, retry.reason, retry.key.seq, retry.key.token,
+                ])
             }
-            for seq in touched.sorted() { try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db) }
-            return RetryRecordResult(applied: applied, leaseLost: lost)
+            for (seq, accepted) in plan.accepted {
+                try Self.recordAccepted(Int(accepted.count), apnsID: accepted.apnsID, requestSeq: seq, in: db)
+            }
+            for (seq, entries) in plan.failures { try Self.recordFailures(entries, requestSeq: seq, in: db) }
+            for (app, invalidation) in plan.invalidations {
+                _ = try Self.invalidate(app: app, invalidation, at: batch.now, in: db)
+            }
+            for seq in plan.touchedRequests { try Self.finishIfDone(requestSeq: seq, nowMs: batch.nowMillis, in: db) }
+            return plan.result
         }
+    }
+
+    private static func requests(
+        of batch: RetryOutcomeBatch,
+        in db: Database
+    ) throws -> [RequestID: RetryOutcomePlan.Request] {
+        let select = try db.cachedStatement(sql: "SELECT seq, app FROM request WHERE id = ?")
+        var requests = [RequestID: RetryOutcomePlan.Request]()
+        for id in Set(batch.outcomes.map(\.claim.requestID)) {
+            if let row = try Row.fetchOne(select, arguments: [id.value]) { requests[id] = (row[0], row[1]) }
+        }
+        return requests
+    }
+
+    private static func holders(
+        of batch: RetryOutcomeBatch,
+        _ requests: [RequestID: RetryOutcomePlan.Request],
+        in db: Database
+    ) throws -> [RetryOutcomePlan.Key: RetryOutcomePlan.Holder] {
+        let select = try db.cachedStatement(
+            sql: "SELECT owner, generation FROM retry WHERE request_seq = ? AND token = ?"
+        )
+        var holders = [RetryOutcomePlan.Key: RetryOutcomePlan.Holder]()
+        for claim in batch.outcomes.map(\.claim) {
+            guard let request = requests[claim.requestID] else { continue }
+            let key = RetryOutcomePlan.Key(seq: request.seq, token: claim.token.storageKey)
+            if holders[key] == nil, let row = try Row.fetchOne(select, arguments: [key.seq, key.token]) {
+                holders[key] = (row[0], row[1])
+            }
+        }
+        return holders
     }
 }

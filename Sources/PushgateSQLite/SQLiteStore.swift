@@ -184,17 +184,5 @@ public final class SQLiteStore: PushStore {
 }
 
 extension Duration {
-    /// Whole milliseconds (rounded down).
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
-    }
-
-    var seconds: TimeInterval { TimeInterval(milliseconds) / 1000 }
-}
-
-/// Times are stored as whole milliseconds since 1970 (APNs' 410 timestamps have that precision).
-enum Millis {
-    static func from(_ date: Date) -> Int64 { Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
-    static func date(_ milliseconds: Int64) -> Date { Date(timeIntervalSince1970: TimeInterval(milliseconds) / 1000) }
+    var seconds: TimeInterval { TimeInterval(Millis.from(self)) / 1000 }
 }

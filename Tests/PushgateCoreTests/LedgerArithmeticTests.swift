@@ -21,28 +21,41 @@ struct LedgerArithmeticTests {
     func tokensFirst() {
         #expect(
             L.nextCut(Self.cursor(tokenCount: 5, bound: 100), chunkSize: 2)
-                == .tokens(after: 0, through: 2, cutDone: false)
+                == .tokens(.init(.directTokens, after: 0, through: 2, cutDone: false))
         )
         #expect(
             L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, bound: 100), chunkSize: 2)
-                == .tokens(after: 4, through: 5, cutDone: false)
+                == .tokens(.init(.directTokens, after: 4, through: 5, cutDone: false))
         )
         #expect(
             L.nextCut(Self.cursor(tokenCut: 4, tokenCount: 5, hasGroups: false), chunkSize: 2)
-                == .tokens(after: 4, through: 5, cutDone: true)
+                == .tokens(.init(.directTokens, after: 4, through: 5, cutDone: true))
         )
         #expect(
             L.nextCut(Self.cursor(tokenCut: 5, tokenCount: 5, groupCut: 7, bound: 100), chunkSize: 2)
-                == .members(after: 7, bound: 100)
+                == .members(.init(after: 7, bound: 100, limit: 2))
         )
+    }
+
+    static func range(_ after: Int64, _ through: Int64, _ cutDone: Bool) -> L.Cut {
+        L.Cut(.deviceRange, after: after, through: through, cutDone: cutDone)
     }
 
     @Test("a full page of members ends the chunk at its last id; a short page covers the rest up to the bound")
     func deviceRanges() {
-        #expect(L.deviceRange(after: 10, bound: 100, found: 3, lastFound: 40, chunkSize: 3)! == (10, 40, false))
-        #expect(L.deviceRange(after: 10, bound: 100, found: 2, lastFound: 40, chunkSize: 3)! == (10, 100, true))
-        #expect(L.deviceRange(after: 10, bound: 100, found: 3, lastFound: 100, chunkSize: 3)! == (10, 100, true))
-        #expect(L.deviceRange(after: 10, bound: 100, found: 0, lastFound: nil, chunkSize: 3) == nil)
+        #expect(
+            L.MemberScan(after: 10, bound: 100, limit: 3).cut(found: (3, 40))
+                == Self.range(10, 40, false)
+        )
+        #expect(
+            L.MemberScan(after: 10, bound: 100, limit: 3).cut(found: (2, 40))
+                == Self.range(10, 100, true)
+        )
+        #expect(
+            L.MemberScan(after: 10, bound: 100, limit: 3).cut(found: (3, 100))
+                == Self.range(10, 100, true)
+        )
+        #expect(L.MemberScan(after: 10, bound: 100, limit: 3).cut(found: (0, nil)) == nil)
     }
 
     @Test("an expiring request never sent the rest of its open chunks, and what was not cut yet")

@@ -7,7 +7,12 @@ struct StorePagingTests {
     static let apns = String(repeating: "ab", count: 32)
     static var chunk: WorkChunk {
         get throws {
-            .cut(id: 1, of: try RequestID("r"), .deviceRange, after: 10, through: 20, leaseExpiresAt: Date())
+            .cut(
+                id: 1,
+                of: try RequestID("r"),
+                .init(.deviceRange, after: 10, through: 20, cutDone: false),
+                leaseExpiresAt: Date()
+            )
         }
     }
 

@@ -11,7 +11,7 @@ package enum GroupListing {
     /// The device id a page starts after (0 for the first page). Throws ``StoreError/Code/invalidArgument``
     /// for a limit below one or a cursor no store wrote.
     package static func start(after cursor: GroupCursor?, limit: Int) throws(StoreError) -> Int64 {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        _ = try StoreError.positive(limit)
         guard let cursor else { return 0 }
         guard let id = Int64(cursor.value), id >= 0 else {
             throw StoreError.invalidArgument("malformed group cursor \"\(cursor.value.prefix(32))\"")

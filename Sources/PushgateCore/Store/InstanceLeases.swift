@@ -5,14 +5,10 @@ public import Foundation
 /// stops. A second live process with the same id is refused; a claim left by a process that died goes
 /// stale at its expiry and is taken over.
 public protocol InstanceLeases: Sendable {
-    /// Claims `id` for `holder` (a value unique to this process) until `now + timeToLive`. Succeeds if
-    /// the id is free, was released, went stale (its expiry is at or before `now`) or is `holder`'s
-    /// already. Throws ``StoreError/Code/instanceIDInUse`` if another holder's claim is live.
-    func claimInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws
-
-    /// Extends `holder`'s claim of `id` to `now + timeToLive`. Throws ``StoreError/Code/instanceIDInUse``
-    /// if another holder took the id over meanwhile (this process stopped renewing for too long).
-    func renewInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws
+    /// Claims `lease.owner`'s id for `holder` (a value unique to this process) until `lease.expiresAt`, if
+    /// the id is free, was released, went stale (its expiry is at or before `lease.now`) or is `holder`'s
+    /// already. Returns false, writing nothing, if another holder's claim is live.
+    func takeInstance(_ lease: LeaseWindow, holder: String) async throws -> Bool
 
     /// Ends `holder`'s claim of `id`, so that the id can be claimed at once. Does nothing if another
     /// holder has it.
@@ -20,7 +16,17 @@ public protocol InstanceLeases: Sendable {
 }
 
 extension InstanceLeases {
-    /// A claim by the holder itself: the same rule (refused only while another holder's claim is live).
+    /// Claims `id` for `holder` until `now + timeToLive` (see ``takeInstance(_:holder:)``). Throws
+    /// ``StoreError/Code/instanceIDInUse`` if another holder's claim is live.
+    public func claimInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
+        guard try await takeInstance(LeaseWindow(owner: id, now: now, duration: timeToLive), holder: holder) else {
+            throw StoreError.instanceIDInUse(id)
+        }
+    }
+
+    /// Extends `holder`'s claim of `id` to `now + timeToLive`: a claim by the holder itself, by the same
+    /// rule. Throws ``StoreError/Code/instanceIDInUse`` if another holder took the id over meanwhile (this
+    /// process stopped renewing for too long).
     public func renewInstance(_ id: InstanceID, holder: String, now: Date, timeToLive: Duration) async throws {
         try await claimInstance(id, holder: holder, now: now, timeToLive: timeToLive)
     }

@@ -20,40 +20,60 @@ public enum LedgerArithmetic {
         }
     }
 
+    /// A chunk to cut: its targets `(after, through]` of `kind`, and whether it is the request's last.
+    public struct Cut: Hashable, Sendable {
+        public var kind: WorkChunk.Kind
+        public var after: Int64
+        public var through: Int64
+        /// Nothing of the request is left to cut after this chunk.
+        public var cutDone: Bool
+
+        public init(_ kind: WorkChunk.Kind, after: Int64, through: Int64, cutDone: Bool) {
+            self.kind = kind
+            self.after = after
+            self.through = through
+            self.cutDone = cutDone
+        }
+    }
+
     /// What to cut next from a request.
     public enum NextCut: Hashable, Sendable {
         /// Direct tokens first (usually few, cheap to cut): positions `(after, through]`.
-        case tokens(after: Int64, through: Int64, cutDone: Bool)
-        /// Group members: read up to the chunk size of member ids in `(after, bound]`, then ask
-        /// ``deviceRange(after:bound:found:lastFound:chunkSize:)``.
-        case members(after: Int64, bound: Int64)
+        case tokens(Cut)
+        /// Group members: read them, then ask the scan for the chunk (``MemberScan/cut(found:)``).
+        case members(MemberScan)
+    }
+
+    /// Where the next chunk of group members is looked for: member ids in `(after, bound]`, at most
+    /// `limit` (the chunk size) of them, ascending.
+    public struct MemberScan: Hashable, Sendable {
+        public var after: Int64
+        public var bound: Int64
+        public var limit: Int
+
+        public init(after: Int64, bound: Int64, limit: Int) {
+            self.after = after
+            self.bound = bound
+            self.limit = limit
+        }
+
+        /// The chunk of the member ids the scan found: how many, and the last one. Nil when none was
+        /// found: the request's cut is done. A full page ends at its last id; a short one covers the rest,
+        /// up to the bound.
+        public func cut(found: (count: Int, last: Int64?)) -> Cut? {
+            guard let last = found.last, found.count > 0 else { return nil }
+            let through = found.count == limit ? last : bound
+            return Cut(.deviceRange, after: after, through: through, cutDone: through >= bound)
+        }
     }
 
     public static func nextCut(_ cursor: CutCursor, chunkSize: Int) -> NextCut {
         if cursor.tokenCut < cursor.tokenCount {
             let through = min(cursor.tokenCut + Int64(chunkSize), cursor.tokenCount)
-            return .tokens(
-                after: cursor.tokenCut,
-                through: through,
-                cutDone: through == cursor.tokenCount && !cursor.hasGroups
-            )
+            let cutDone = through == cursor.tokenCount && !cursor.hasGroups
+            return .tokens(Cut(.directTokens, after: cursor.tokenCut, through: through, cutDone: cutDone))
         }
-        return .members(after: cursor.groupCut, bound: cursor.bound)
-    }
-
-    /// A chunk of group members, from the `found` member ids read after `after` (at most `chunkSize`,
-    /// the last one `lastFound`). Nil when none was found: the request's cut is done. A full page ends at
-    /// its last id; a short one covers the rest, up to the bound.
-    public static func deviceRange(
-        after: Int64,
-        bound: Int64,
-        found: Int,
-        lastFound: Int64?,
-        chunkSize: Int
-    ) -> (after: Int64, through: Int64, cutDone: Bool)? {
-        guard let lastFound, found > 0 else { return nil }
-        let through = found == chunkSize ? lastFound : bound
-        return (after, through, through >= bound)
+        return .members(MemberScan(after: cursor.groupCut, bound: cursor.bound, limit: chunkSize))
     }
 
     /// A range of a request's targets not sent yet, counted as failed ("expired") when it expires.

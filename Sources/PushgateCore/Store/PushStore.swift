@@ -34,20 +34,18 @@ public protocol DeviceRegistry: Sendable {
     /// With an `appleTimestamp` (410), the device stays valid if it was registered again after that
     /// time (``DeviceRecord/lastRegisteredAt`` later than the timestamp): the app re-registered the
     /// token after Apple last saw it die. Without one (`BadDeviceToken`), it is invalidated.
-    func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
+    ///
+    /// ``invalidate(app:token:reason:appleTimestamp:at:)`` says it with the invalidation's fields.
+    func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws -> InvalidationResult
 }
 
 /// The durable delivery ledger: notification requests, the leased work chunks that fan them out, the
 /// retries still due, and the outcomes that make up each request's delivery report.
 ///
 /// ## How a dispatcher uses it
+///
+/// Every claim and renewal takes a ``LeaseWindow`` (owner, now, duration); the forms with those as
+/// labels (``claimChunk(owner:now:leaseDuration:chunkSize:)`` and so on) say the same.
 ///
 /// At start-up: ``releaseLeases(owner:now:)`` with the instance's own id, so that what a previous run of
 /// this instance held (it was killed) is claimable at once instead of after its leases expire.
@@ -124,30 +122,24 @@ public protocol DeliveryLedger: Sendable {
 
     /// Claims work: first an unfinished chunk whose lease expired (taken over, `isTakeover`), else a new
     /// chunk of at most `chunkSize` targets cut from the oldest request with uncut targets. The chunk is
-    /// leased to `owner` until `now + leaseDuration`. Nil when there is nothing to claim.
-    func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws -> WorkChunk?
+    /// leased to `lease.owner` until `lease.expiresAt`. Nil when there is nothing to claim.
+    func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk?
 
     /// The chunk's distinct valid targets after `cursor`, at most `limit`, in cursor order.
     func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage
 
     /// Records a batch of outcomes of a chunk, its progress and invalidations in one transaction and
-    /// renews the lease, if `owner` still holds the chunk's lease (same generation; a lease that expired
+    /// renews the lease, if `lease.owner` still holds the chunk's lease (same generation; a lease that expired
     /// but was not taken over still counts). Otherwise writes nothing and answers `.leaseLost`.
-    func recordProgress(
-        _ progress: ChunkProgress,
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration
-    )
-        async throws -> ProgressResult
+    func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult
 
     /// Claims up to `limit` retries that are due (`nextAttemptAt <= now`) and not leased (or whose lease
-    /// expired), earliest first, leasing them to `owner` until `now + leaseDuration`.
-    func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws -> [RetryClaim]
+    /// expired), earliest first, leasing them to `lease.owner` until `lease.expiresAt`.
+    func claimRetries(_ lease: LeaseWindow, limit: Int) async throws -> [RetryClaim]
 
     /// Records outcomes of claimed retries in one transaction. An outcome whose lease is no longer held
     /// (same owner and generation) is refused and listed in the result.
-    func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws -> RetryRecordResult
+    func recordRetryOutcomes(_ batch: RetryOutcomeBatch) async throws -> RetryRecordResult
 
     /// Ends every lease `owner` holds (chunks and retries), making them claimable at once, by anyone.
     /// For a restart with the same instance id, and for a graceful shutdown. Returns how many were released.

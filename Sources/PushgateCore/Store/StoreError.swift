@@ -50,6 +50,12 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         StoreError(code: .invalidArgument, message: message)
     }
 
+    /// `count` (a page size, a chunk size), which must be at least one; ``Code/invalidArgument`` otherwise.
+    package static func positive(_ count: Int, _ name: String = "limit") throws(StoreError) -> Int {
+        guard count > 0 else { throw StoreError.invalidArgument("\(name) must be positive (got \(count))") }
+        return count
+    }
+
     public static func instanceIDInUse(_ id: InstanceID) -> StoreError {
         StoreError(
             code: .instanceIDInUse,

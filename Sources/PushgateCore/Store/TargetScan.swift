@@ -9,10 +9,9 @@ package struct TargetScan: Hashable, Sendable {
     /// The page of `chunk` after `cursor` (a cursor before the chunk's start reads from the start).
     /// Throws ``StoreError/Code/invalidArgument`` for a limit below one.
     package init(chunk: WorkChunk, after cursor: Int64, limit: Int) throws(StoreError) {
-        guard limit > 0 else { throw StoreError.invalidArgument("limit must be positive (got \(limit))") }
+        self.limit = try StoreError.positive(limit)
         self.after = max(cursor, chunk.after)
         self.through = chunk.through
-        self.limit = limit
     }
 
     /// True when nothing of the chunk is left to read: answer `page(found: [])` without a query.

@@ -71,18 +71,16 @@ public struct WorkChunk: Hashable, Sendable, CustomStringConvertible {
     package static func cut(
         id: Int64,
         of requestID: RequestID,
-        _ kind: Kind,
-        after: Int64,
-        through: Int64,
+        _ range: LedgerArithmetic.Cut,
         leaseExpiresAt: Date
     ) -> WorkChunk {
         WorkChunk(
             id: id,
             requestID: requestID,
-            kind: kind,
-            after: after,
-            through: through,
-            progress: after,
+            kind: range.kind,
+            after: range.after,
+            through: range.through,
+            progress: range.after,
             leaseGeneration: 1,
             leaseExpiresAt: leaseExpiresAt,
             isTakeover: false

@@ -64,10 +64,8 @@ final class FaultInjectingStore: PushStore {
         try await call(.readRequest) { try await base.request(id) }
     }
 
-    func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws -> WorkChunk? {
-        let chunk = try await call(.claimChunk) {
-            try await base.claimChunk(owner: owner, now: now, leaseDuration: leaseDuration, chunkSize: chunkSize)
-        }
+    func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
+        let chunk = try await call(.claimChunk) { try await base.claimChunk(lease, chunkSize: chunkSize) }
         if chunk != nil { state.withLock { $0.chunksClaimed += 1 } }
         return chunk
     }
@@ -76,28 +74,16 @@ final class FaultInjectingStore: PushStore {
         try await call(.readTargets) { try await base.targets(of: chunk, after: cursor, limit: limit) }
     }
 
-    func recordProgress(
-        _ progress: ChunkProgress,
-        owner: InstanceID,
-        now: Date,
-        leaseDuration: Duration
-    )
-        async throws -> ProgressResult
-    {
-        try await call(.recordProgress) {
-            try await base.recordProgress(progress, owner: owner, now: now, leaseDuration: leaseDuration)
-        }
+    func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {
+        try await call(.recordProgress) { try await base.recordProgress(progress, renewing: lease) }
     }
 
-    func claimRetries(owner: InstanceID, now: Date, leaseDuration: Duration, limit: Int) async throws -> [RetryClaim] {
-        try await call(.claimRetries) {
-            try await base.claimRetries(owner: owner, now: now, leaseDuration: leaseDuration, limit: limit)
-        }
+    func claimRetries(_ lease: LeaseWindow, limit: Int) async throws -> [RetryClaim] {
+        try await call(.claimRetries) { try await base.claimRetries(lease, limit: limit) }
     }
 
-    func recordRetryOutcomes(_ outcomes: [RetryOutcome], owner: InstanceID, now: Date) async throws -> RetryRecordResult
-    {
-        try await call(.recordRetryOutcomes) { try await base.recordRetryOutcomes(outcomes, owner: owner, now: now) }
+    func recordRetryOutcomes(_ batch: RetryOutcomeBatch) async throws -> RetryRecordResult {
+        try await call(.recordRetryOutcomes) { try await base.recordRetryOutcomes(batch) }
     }
 
     func releaseLeases(owner: InstanceID, now: Date) async throws -> Int {
@@ -142,15 +128,7 @@ final class FaultInjectingStore: PushStore {
         try await base.devices(app: app, group: group, after: after, limit: limit)
     }
 
-    func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
-    {
-        try await base.invalidate(app: app, token: token, reason: reason, appleTimestamp: appleTimestamp, at: at)
+    func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
+        try await base.invalidate(app: app, invalidation, at: at)
     }
 }

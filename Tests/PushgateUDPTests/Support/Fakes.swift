@@ -88,15 +88,7 @@ final class FakeRegistry: DeviceRegistry {
         throw StoreError.invalidArgument("not used by the UDP ingress")
     }
 
-    func invalidate(
-        app: String,
-        token: DeviceToken,
-        reason: APNsReason,
-        appleTimestamp: Date?,
-        at: Date
-    )
-        async throws -> InvalidationResult
-    {
+    func invalidate(app: String, _ invalidation: DeviceInvalidation, at: Date) async throws -> InvalidationResult {
         .unknownDevice
     }
 }
