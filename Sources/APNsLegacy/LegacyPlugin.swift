@@ -26,24 +26,22 @@ struct LegacyPlugin: TransportPlugin {
 
     var quietTime: TimeAmount
     var windowSize: Int
-    var tickInterval: TimeAmount
-    var logger: Logger
 
     var serviceName: String { "legacy gateway" }
 
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> LegacyConnectionHandler {
-        let sync = channel.pipeline.syncOperations
-        try sync.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
-        let handler = LegacyConnectionHandler(
-            connectionID: id,
-            delegate: pool,
+    func addDecoders(to pipeline: ChannelPipeline.SynchronousOperations) throws {
+        try pipeline.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
+    }
+
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> LegacyConnectionHandler {
+        LegacyConnectionHandler(
+            connectionID: context.id,
+            delegate: context.pool,
             window: LegacyConnectionStateMachine(quietTime: quietTime),
             windowSize: windowSize,
-            tickInterval: tickInterval,
-            logger: logger
+            tickInterval: context.tickInterval,
+            logger: context.logger
         )
-        try sync.addHandler(handler)
-        return handler
     }
 }
 

@@ -30,29 +30,26 @@ struct APNsHTTP2Plugin: TransportPlugin {
     var connection: APNsConnectionStateMachine.Configuration
     /// `:authority` of every request.
     var authority: String
-    var tickInterval: TimeAmount
     var requestsPerSecondPerConnection: Int?
     var tokenSource: (any APNsProviderTokenSource)?
     var metrics: APNsClientMetrics
-    var logger: Logger
 
     var serviceName: String { "APNs" }
 
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
-        let handler = APNsConnectionHandler(
-            connectionID: id,
-            delegate: pool,
-            configuration: .init(
-                connection: connection,
-                authority: authority,
-                tickInterval: tickInterval,
-                requestsPerSecond: requestsPerSecondPerConnection,
-                logger: logger
-            ),
-            now: channel.eventLoop.now
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> APNsConnectionHandler {
+        let configuration = APNsConnectionConfiguration(
+            connection: connection,
+            authority: authority,
+            tickInterval: context.tickInterval,
+            requestsPerSecond: requestsPerSecondPerConnection,
+            logger: context.logger
         )
-        try channel.pipeline.syncOperations.addHandler(handler)
-        return handler
+        return APNsConnectionHandler(
+            connectionID: context.id,
+            delegate: context.pool,
+            configuration: configuration,
+            now: context.now
+        )
     }
 
     func connectionOpened() { metrics.connectionsOpened.increment() }
