@@ -52,20 +52,10 @@ package enum OutcomeDisposition: Equatable, Sendable {
             }
             return .failed(reason: facts.label, status: facts.status, invalidation: invalidation)
         case .retryable, .connectionFatal:
-            return retryOrGiveUp(facts, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+            break
         }
-    }
-
-    /// The retry policy's decision, with the next attempt no earlier than `notBefore` from now (the
-    /// server's `Retry-After`). When that lies past the notification's deadline, it is given up.
-    private static func retryOrGiveUp(
-        _ facts: OutcomeFacts,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
+        // The retry policy's decision, with the next attempt no earlier than the server's `Retry-After`
+        // from now. When that lies past the notification's deadline, it is given up.
         let (reason, status) = (facts.label, facts.status)
         let decision = policy.decide(
             after: facts.outcomeClass,

@@ -25,17 +25,7 @@ struct UnconnectedPlugin<Request: TransportPooledRequest>: TransportPlugin {
 
 @Suite("Connection pool: capacity follows the server")
 struct ConnectionPoolCapacityTests {
-    struct NoRequest: TransportPooledRequest {
-        var request: APNsRequest
-        let poolRequestID: UInt64
-        let deadline: NIODeadline
-        var resends = 0
-        init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-            self.request = request
-            self.poolRequestID = poolRequestID
-            self.deadline = deadline
-        }
-    }
+    typealias NoRequest = PoolEntry<APNsRequest, NoMarks>
 
     typealias NoPlugin = UnconnectedPlugin<NoRequest>
 

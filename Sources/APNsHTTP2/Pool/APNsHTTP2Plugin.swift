@@ -4,22 +4,14 @@ import PushTransport
 import PushgateCore
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
-struct PooledRequest: TransportPooledRequest {
-    var request: APNsRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
-    /// Times it was written to a connection without APNs processing it (resent transparently).
-    var resends: Int = 0
+typealias PooledRequest = PoolEntry<APNsRequest, APNsResendMarks>
+
+/// What the APNs plug-in remembers of a request's earlier attempts.
+struct APNsResendMarks: PoolEntryMarks {
     /// Whether it was already resent once after `ExpiredProviderToken`.
     var retriedAfterExpiredToken = false
     /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
     var retriedAfterConnectionFatal = false
-
-    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-        self.request = request
-        self.poolRequestID = poolRequestID
-        self.deadline = deadline
-    }
 }
 
 /// APNs over HTTP/2 as a plug-in of the transport layer: it owns the connection handler (frames,

@@ -61,6 +61,9 @@ extension PooledConnection {
 package protocol TransportSubmission: Sendable {
     /// When the pool gives up on it. Nil: the pool's configured request timeout from submission.
     var deadline: NIODeadline? { get }
+    /// Completes it without an answer (cancelled, shut down, deadline, connect failure...) through its
+    /// own receiver.
+    func fail(_ failure: APNsTransportFailure)
 }
 
 /// A request inside a transport's pool: the caller's submission plus the plug-in's bookkeeping. The
@@ -76,14 +79,14 @@ package protocol TransportPooledRequest: PoolableRequest {
     func fail(_ failure: APNsTransportFailure)
 }
 
-extension APNsRequest: TransportSubmission {}
+extension APNsRequest: TransportSubmission {
+    package func fail(_ failure: APNsTransportFailure) {
+        receiver.receive(.failed(failure), for: self)
+    }
+}
 
 extension TransportPooledRequest where Submission == APNsRequest {
     package func complete(_ outcome: APNsOutcome) {
         request.receiver.receive(outcome, for: request)
-    }
-
-    package func fail(_ failure: APNsTransportFailure) {
-        complete(.failed(failure))
     }
 }
