@@ -5,7 +5,6 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-public import ServiceLifecycle
 
 /// An APNs that runs on loopback: HTTP/2 over TLS (ALPN `h2`, or HTTP/2 with prior knowledge when
 /// the client negotiates no ALPN), answering `POST /3/device/<token>` with Apple's statuses,
@@ -24,27 +23,11 @@ public import ServiceLifecycle
 ///
 /// Validation follows Apple's documentation; see `APNsRequestValidator` for the checks, their
 /// order and the reasons. The simulator deliberately shares no code with the gateway's client.
-public struct APNsSimulator: Service {
-    public var configuration: Configuration
-    private let onStarted: @Sendable (RunningAPNsSimulator) async throws -> Void
+public struct APNsSimulator: LoopbackSimulator {
+    public let setup: SimulatorSetup<Configuration, RunningAPNsSimulator>
 
-    /// - Parameter onStarted: called once the listeners are bound (for example to print the ports).
-    public init(
-        configuration: Configuration = .init(),
-        onStarted: @escaping @Sendable (RunningAPNsSimulator) async throws -> Void = { _ in }
-    ) {
-        self.configuration = configuration
-        self.onStarted = onStarted
-    }
-
-    /// Runs until the task is cancelled or a graceful shutdown is triggered, then closes the
-    /// listeners and every connection.
-    public func run() async throws {
-        let configuration = self.configuration
-        try await SimulatorListeners.runUntilShutdown(
-            { try await Self.withRunning(configuration, $0) },
-            onStarted: onStarted
-        )
+    public init(setup: SimulatorSetup<Configuration, RunningAPNsSimulator>) {
+        self.setup = setup
     }
 
     /// Starts a simulator, runs `body` with it, and stops it (listeners, connections, threads,
@@ -174,3 +157,5 @@ public struct APNsSimulator: Service {
             .get()
     }
 }
+
+extension APNsSimulator.Configuration: SimulatorConfiguration {}

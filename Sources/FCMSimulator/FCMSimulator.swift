@@ -1,4 +1,4 @@
-import APNsSimulator
+public import APNsSimulator
 import Foundation
 import Logging
 import NIOCore
@@ -6,7 +6,6 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-public import ServiceLifecycle
 
 /// A Firebase Cloud Messaging (HTTP v1) stand-in on loopback, written from Google's documentation:
 ///
@@ -21,25 +20,11 @@ public import ServiceLifecycle
 /// TLS with a fresh CA (the APNs simulator's certificate authority, the only thing shared with it);
 /// ALPN offers `h2` and `http/1.1`, so OAuth libraries that speak HTTP/1.1 reach the token endpoint.
 /// It imports nothing of the gateway's own FCM code, so the two cannot share a bug.
-public struct FCMSimulator: Service {
-    public var configuration: Configuration
-    private let onStarted: @Sendable (RunningFCMSimulator) async throws -> Void
+public struct FCMSimulator: LoopbackSimulator {
+    public let setup: SimulatorSetup<Configuration, RunningFCMSimulator>
 
-    public init(
-        configuration: Configuration = .init(),
-        onStarted: @escaping @Sendable (RunningFCMSimulator) async throws -> Void = { _ in }
-    ) {
-        self.configuration = configuration
-        self.onStarted = onStarted
-    }
-
-    /// Runs until cancelled or shut down gracefully.
-    public func run() async throws {
-        let configuration = self.configuration
-        try await SimulatorListeners.runUntilShutdown(
-            { try await Self.withRunning(configuration, $0) },
-            onStarted: onStarted
-        )
+    public init(setup: SimulatorSetup<Configuration, RunningFCMSimulator>) {
+        self.setup = setup
     }
 
     /// Starts a simulator, runs `body` with it, and stops it (listeners, threads, the CA file).
@@ -153,3 +138,5 @@ public struct FCMSimulator: Service {
             .get()
     }
 }
+
+extension FCMSimulator.Configuration: SimulatorConfiguration {}

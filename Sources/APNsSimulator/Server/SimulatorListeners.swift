@@ -1,7 +1,6 @@
 package import NIOCore
 import NIOHTTP1
 package import NIOPosix
-import ServiceLifecycle
 
 /// The start/stop scaffold of every simulator (this module's APNs, and the FCM simulator, which
 /// already borrows this module's test CA): listeners bound on a fresh event loop group, the body, and a
@@ -72,21 +71,5 @@ package final class SimulatorListeners {
             .bind(host: host, port: port)
             .get()
         return keep(listener).localAddress?.port
-    }
-
-    /// A simulator's `Service.run()`: starts it with `withRunning`, tells `onStarted`, and holds it until
-    /// a graceful shutdown is triggered or the task is cancelled, then lets `withRunning` stop it.
-    package static func runUntilShutdown<Running>(
-        _ withRunning: ((Running) async throws -> Void) async throws -> Void,
-        onStarted: @escaping @Sendable (Running) async throws -> Void
-    ) async throws {
-        try await withRunning { running in
-            try await onStarted(running)
-            do {
-                try await gracefulShutdown()
-            } catch is CancellationError {
-                // Cancelled: stop like a graceful shutdown.
-            }
-        }
     }
 }
