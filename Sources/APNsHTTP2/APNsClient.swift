@@ -15,7 +15,9 @@ public import PushgateCore
 /// then lets open streams finish; or use `withClient(configuration:) { client in ... }`.
 public final class APNsClient: PushTransportClient {
     public let configuration: Configuration
-    public let transportFront: TransportFront<APNsRequest>
+    public typealias Submission = APNsRequest
+
+    public let transportFront: TransportFront<Submission>
 
     public convenience init(
         configuration: Configuration,

@@ -73,7 +73,9 @@ public final class LegacySender: NotificationTransport, PushTransportClient {
     }
 
     public let configuration: Configuration
-    public let transportFront: TransportFront<APNsRequest>
+    public typealias Submission = APNsRequest
+
+    public let transportFront: TransportFront<Submission>
 
     public init(
         configuration: Configuration,

@@ -19,7 +19,9 @@ public import PushgateCore
 /// `withClient { ... }`. Shutdown stops the pool, then the access-token client.
 public final class FCMClient: FCMNotificationTransport, PushTransportClient {
     public let configuration: Configuration
-    public let transportFront: TransportFront<FCMSendRequest>
+    public typealias Submission = FCMSendRequest
+
+    public let transportFront: TransportFront<Submission>
     private let tokens: FCMAccessTokenManager
     private let bearer: FCMBearerCache
 

@@ -9,9 +9,7 @@ public import ServiceLifecycle
 /// The contract: `init` opens nothing (connections open on demand); `submit` never blocks and each
 /// request's receiver is called exactly once; `withdraw` takes back what no connection has been given
 /// yet; `run()` (a `Service`) keeps the client until graceful shutdown, then lets open work finish.
-public protocol PushTransportClient: Service, AnyObject {
-    /// One message to one device, with the receiver of its outcome.
-    associatedtype Submission: Sendable
+public protocol PushTransportClient: PushNotificationTransport, Service {
     associatedtype Configuration: Sendable
 
     /// - Parameters:
