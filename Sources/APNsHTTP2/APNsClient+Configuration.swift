@@ -1,5 +1,5 @@
 public import NIOCore
-import NIOSSL
+package import NIOSSL
 public import PushTransport
 public import PushgateCore
 
@@ -57,7 +57,14 @@ extension APNsClient {
             self.trustRoots = trustRoots
         }
 
-        func makeTLSContext() throws -> NIOSSLContext {
+        /// Our cap on concurrent streams per connection: a rate-limited connection counts as full at
+        /// `rate` streams, so that sustained load opens more connections (the C pushd's `-r` behaviour)
+        /// instead of queueing.
+        var cappedStreamsPerConnection: Int? {
+            [maximumStreamsPerConnection, maximumNotificationsPerSecondPerConnection].compactMap { $0 }.min()
+        }
+
+        package func makeTLSContext() throws -> NIOSSLContext {
             let certificate: ClientCertificate?
             switch authentication {
             case .certificate(let credentials): certificate = credentials
@@ -70,6 +77,12 @@ extension APNsClient {
             )
         }
     }
+}
+
+extension APNsClient.Configuration: TransportClientSettings {
+    /// APNs's 1,000 streams, or our cap below it, until a connection's SETTINGS say.
+    package var assumedStreamsPerConnection: Int { min(cappedStreamsPerConnection ?? 1000, 1000) }
+    package var maximumResends: Int { maximumUnprocessedAttempts }
 }
 
 /// The name this error had before it moved to `PushTransport`.

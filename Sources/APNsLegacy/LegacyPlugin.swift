@@ -3,20 +3,9 @@ import NIOCore
 import PushTransport
 import PushgateCore
 
-/// A request inside the legacy pool: the caller's request and how often it was sent again.
-struct LegacyPooledRequest: TransportPooledRequest {
-    var request: APNsRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
-    /// Times it went back to the queue with its fate unknown or after another's error.
-    var resends = 0
-
-    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-        self.request = request
-        self.poolRequestID = poolRequestID
-        self.deadline = deadline
-    }
-}
+/// A request inside the legacy pool: the caller's request and how often it was sent again (with its
+/// fate unknown, or after another's error).
+typealias LegacyPooledRequest = PoolEntry<APNsRequest, NoMarks>
 
 /// The legacy binary protocol as a plug-in of the transport layer: it owns the frame codec and the
 /// connection handler; the pool, TLS and bootstrap are shared. A legacy connection's "streams" are its
@@ -26,24 +15,22 @@ struct LegacyPlugin: TransportPlugin {
 
     var quietTime: TimeAmount
     var windowSize: Int
-    var tickInterval: TimeAmount
-    var logger: Logger
 
     var serviceName: String { "legacy gateway" }
 
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> LegacyConnectionHandler {
-        let sync = channel.pipeline.syncOperations
-        try sync.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
-        let handler = LegacyConnectionHandler(
-            connectionID: id,
-            delegate: pool,
+    func addDecoders(to pipeline: ChannelPipeline.SynchronousOperations) throws {
+        try pipeline.addHandler(ByteToMessageHandler(LegacyErrorResponseDecoder()))
+    }
+
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> LegacyConnectionHandler {
+        LegacyConnectionHandler(
+            connectionID: context.id,
+            delegate: context.pool,
             window: LegacyConnectionStateMachine(quietTime: quietTime),
             windowSize: windowSize,
-            tickInterval: tickInterval,
-            logger: logger
+            tickInterval: context.tickInterval,
+            logger: context.logger
         )
-        try sync.addHandler(handler)
-        return handler
     }
 }
 

@@ -1,10 +1,9 @@
 import Foundation
 public import Logging
-import NIOCore
-import NIOPosix
+public import NIOCore
+package import NIOSSL
 public import PushTransport
 public import PushgateCore
-public import ServiceLifecycle
 
 /// Sends notifications over Apple's legacy binary provider interface (the frame format, command 2),
 /// answering in the same vocabulary as the HTTP/2 `APNsClient`, so the dispatcher, the ledger and the
@@ -17,7 +16,7 @@ public import ServiceLifecycle
 /// connection numbers what it writes and keeps a window of it; an error response reports the failed
 /// notification and resends what followed it on another connection. When a notification counts as
 /// delivered is `LegacyConnectionStateMachine`'s rule (see `docs/legacy.md`).
-public final class LegacySender: NotificationTransport, Service {
+public final class LegacySender: NotificationTransport, PushTransportClient {
     public struct Configuration: Sendable {
         /// `host:port` of the legacy gateway.
         public var gateway: Endpoint
@@ -36,6 +35,8 @@ public final class LegacySender: NotificationTransport, Service {
         /// or discarded after another's error or a Shutdown) is sent again before it is handed back as
         /// a retryable `connection_lost`, for the dispatcher's back-off.
         public var maximumResends: Int = 3
+        /// The most notifications waiting for a connection; beyond it `submit` answers `queueFull` at once.
+        public var maximumQueuedRequests: Int = 100_000
         /// A notification still queued (no connection could take it) after this long fails.
         public var requestTimeout: Duration = .seconds(30)
         public var connectTimeout: Duration = .seconds(10)
@@ -67,93 +68,41 @@ public final class LegacySender: NotificationTransport, Service {
             guard maximumResends >= 0 else { throw fail("maximumResends", "must be 0 or more") }
             guard tickInterval > .zero else { throw fail("tickInterval", "must be positive") }
             guard eventLoopThreads >= 1 else { throw fail("eventLoopThreads", "must be at least 1") }
+            guard maximumQueuedRequests >= 1 else { throw fail("maximumQueuedRequests", "must be at least 1") }
         }
     }
 
     public let configuration: Configuration
-    private let pool: ConnectionPool<LegacyPlugin>
-    private let group: MultiThreadedEventLoopGroup
-    private let logger: Logger
+    public typealias Submission = APNsRequest
 
-    public init(configuration: Configuration, logger: Logger) throws {
+    public let transportFront: TransportFront<Submission>
+
+    public init(
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil
+    ) throws {
         try configuration.validate()
-        var logger = logger
+        var logger = logger ?? Logger(label: "pushgate.apns.legacy")
         logger[metadataKey: "apns.legacy.gateway"] = "\(configuration.gateway)"
-        self.logger = logger
         self.configuration = configuration
-        let tlsContext = try TransportTLS.makeContext(
-            trustRoots: configuration.trustRoots,
-            certificate: configuration.certificate,
-            applicationProtocols: []
-        )
-        self.group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
-        let tickInterval = TimeAmount(configuration.tickInterval)
-        self.pool = ConnectionPool(
-            configuration: .init(
-                endpoint: configuration.gateway,
-                tlsContext: tlsContext,
-                pool: .init(
-                    maximumConnections: configuration.maximumConnections,
-                    reconnectBaseDelay: TimeAmount(configuration.reconnectBaseDelay),
-                    reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay)
-                ),
-                connectTimeout: TimeAmount(configuration.connectTimeout),
-                requestTimeout: TimeAmount(configuration.requestTimeout),
-                maximumResends: configuration.maximumResends,
-                tickInterval: tickInterval,
-                assumedStreamsPerConnection: configuration.windowSize
-            ),
-            plugin: LegacyPlugin(
-                quietTime: TimeAmount(configuration.confirmationQuietTime),
-                windowSize: configuration.windowSize,
-                tickInterval: tickInterval,
-                logger: logger
-            ),
-            group: group,
+        let quietTime = TimeAmount(configuration.confirmationQuietTime)
+        transportFront = try TransportFront(
+            settings: configuration,
+            plugin: LegacyPlugin(quietTime: quietTime, windowSize: configuration.windowSize),
+            loops: TransportEventLoops(eventLoopGroup, threads: configuration.eventLoopThreads),
             logger: logger
         )
-        pool.start()
     }
+}
 
-    /// Queues requests; each outcome goes to its request's receiver exactly once. Never blocks.
-    @discardableResult
-    public func submit(_ requests: [APNsRequest]) -> [UInt64] {
-        pool.submit(requests)
-    }
+extension LegacySender.Configuration: TransportClientSettings {
+    package var endpoint: Endpoint { gateway }
+    /// Until a connection is up, its window.
+    package var assumedStreamsPerConnection: Int { windowSize }
 
-    /// Takes back those of `ids` still queued (never written); they complete as `cancelled`.
-    @discardableResult
-    public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
-        pool.withdraw(poolRequestIDs: Set(ids))
-    }
-
-    /// `maximumConnections` times `windowSize`: what the connections may hold unconfirmed at once.
-    public var inFlightCapacity: Int { pool.inFlightCapacity }
-
-    /// Queued, connections, and notifications written but not yet confirmed.
-    public var statistics: Statistics {
-        let (queued, connections, active, leased) = pool.statistics
-        return Statistics(queued: queued, connections: connections, activeConnections: active, unconfirmed: leased)
-    }
-
-    public struct Statistics: Sendable, Hashable {
-        /// Waiting for a connection.
-        public var queued: Int
-        public var connections: Int
-        public var activeConnections: Int
-        /// Written (or being written) and not yet confirmed.
-        public var unconfirmed: Int
-    }
-
-    /// Fails what is queued, lets connections confirm what they hold (up to the grace period), closes them.
-    public func shutdown() async {
-        await pool.shutdown(grace: TimeAmount(configuration.shutdownGracePeriod))
-        try? await group.shutdownGracefully()
-    }
-
-    public func run() async throws {
-        try? await gracefulShutdown()
-        await shutdown()
+    package func makeTLSContext() throws -> NIOSSLContext {
+        try TransportTLS.makeContext(trustRoots: trustRoots, certificate: certificate, applicationProtocols: [])
     }
 }
 

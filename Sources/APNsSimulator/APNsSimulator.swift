@@ -5,7 +5,6 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-public import ServiceLifecycle
 
 /// An APNs that runs on loopback: HTTP/2 over TLS (ALPN `h2`, or HTTP/2 with prior knowledge when
 /// the client negotiates no ALPN), answering `POST /3/device/<token>` with Apple's statuses,
@@ -24,31 +23,11 @@ public import ServiceLifecycle
 ///
 /// Validation follows Apple's documentation; see `APNsRequestValidator` for the checks, their
 /// order and the reasons. The simulator deliberately shares no code with the gateway's client.
-public struct APNsSimulator: Service {
-    public var configuration: Configuration
-    private let onStarted: @Sendable (RunningAPNsSimulator) async throws -> Void
+public struct APNsSimulator: LoopbackSimulator {
+    public let setup: SimulatorSetup<Configuration, RunningAPNsSimulator>
 
-    /// - Parameter onStarted: called once the listeners are bound (for example to print the ports).
-    public init(
-        configuration: Configuration = .init(),
-        onStarted: @escaping @Sendable (RunningAPNsSimulator) async throws -> Void = { _ in }
-    ) {
-        self.configuration = configuration
-        self.onStarted = onStarted
-    }
-
-    /// Runs until the task is cancelled or a graceful shutdown is triggered, then closes the
-    /// listeners and every connection.
-    public func run() async throws {
-        let onStarted = self.onStarted
-        try await Self.withRunning(self.configuration) { running in
-            try await onStarted(running)
-            do {
-                try await gracefulShutdown()
-            } catch is CancellationError {
-                // Cancelled: stop like a graceful shutdown.
-            }
-        }
+    public init(setup: SimulatorSetup<Configuration, RunningAPNsSimulator>) {
+        self.setup = setup
     }
 
     /// Starts a simulator, runs `body` with it, and stops it (listeners, connections, threads,
@@ -60,82 +39,74 @@ public struct APNsSimulator: Service {
     ) async throws -> Result {
         try configuration.validate()
         let material = try TLSSetup.make(configuration)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
-        var channels: [any Channel] = []
-        let result: Swift.Result<Result, any Error>
-        do {
-            let core = SimulatorCore(
-                handling: configuration.handling,
-                tokenVerifier: ProviderTokenVerifier(keys: configuration.tokenKeys),
-                clock: configuration.clock,
-                recordLimit: configuration.recordLimit,
-                tracksDevices: configuration.tracksDevices,
-                hasClientCertificateAuthority: configuration.clientCertificateAuthorityPEM != nil,
-                defaultMaxConcurrentStreams: configuration.maxConcurrentStreams,
-                sendsUniqueID: configuration.environment == .development,
-                faults: configuration.faults,
-                seed: configuration.faultSeed,
-                logger: configuration.logger
-            )
-            let server = try await Self.bindServer(
-                configuration,
-                core: core,
-                sslContext: material.sslContext,
-                group: group
-            )
-            channels.append(server)
-            var controlPort: Int?
-            if let requested = configuration.controlPort {
-                let control = try await Self.bindControl(
-                    host: configuration.host,
-                    port: requested,
-                    core: core,
-                    group: group
-                )
-                channels.append(control)
-                controlPort = control.localAddress?.port
-            }
-            let legacyPorts = try await LegacyGatewayServer.bind(
-                configuration,
-                core: core.legacy,
-                sslContext: material.sslContext,
-                group: group
-            )
-            channels.append(contentsOf: legacyPorts.channels)
-            let running = RunningAPNsSimulator(
-                host: configuration.host,
-                port: server.localAddress?.port ?? configuration.port,
-                controlPort: controlPort,
-                legacyPort: legacyPorts.gatewayPort,
-                feedbackPort: legacyPorts.feedbackPort,
-                caCertificatePEM: material.caCertificatePEM,
-                caCertificatePath: material.caCertificatePath,
-                certificateAuthority: material.authority,
-                core: core
-            )
-            configuration.logger.info(
-                "APNs simulator listening",
-                metadata: [
-                    "apns.simulator.port": "\(running.port)",
-                    "apns.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
-                    "apns.simulator.legacy_port": "\(running.legacyPort.map(String.init) ?? "off")",
-                    "apns.simulator.feedback_port": "\(running.feedbackPort.map(String.init) ?? "off")",
-                ]
-            )
-            result = .success(try await body(running))
-            // Close live connections before the listeners so that nothing lingers.
-            core.dropAllConnections()
-            core.legacy.dropConnections()
-        } catch {
-            result = .failure(error)
+        defer {
+            material.removeTemporaryFiles()
+            configuration.logger.info("APNs simulator stopped")
         }
-        for channel in channels {
-            try? await channel.close()
+        return try await SimulatorListeners.withRunning(
+            threads: configuration.eventLoopThreads,
+            start: { listeners in try await start(configuration, material: material, listeners: listeners) },
+            dropConnections: { running in
+                running.core.dropAllConnections()
+                running.core.legacy.dropConnections()
+            },
+            body
+        )
+    }
+
+    private static func start(
+        _ configuration: Configuration,
+        material: TLSSetup,
+        listeners: SimulatorListeners
+    ) async throws -> RunningAPNsSimulator {
+        let core = SimulatorCore(
+            handling: configuration.handling,
+            tokenVerifier: ProviderTokenVerifier(keys: configuration.tokenKeys),
+            clock: configuration.clock,
+            recordLimit: configuration.recordLimit,
+            tracksDevices: configuration.tracksDevices,
+            hasClientCertificateAuthority: configuration.clientCertificateAuthorityPEM != nil,
+            defaultMaxConcurrentStreams: configuration.maxConcurrentStreams,
+            sendsUniqueID: configuration.environment == .development,
+            faults: configuration.faults,
+            seed: configuration.faultSeed,
+            logger: configuration.logger
+        )
+        let server = listeners.keep(
+            try await bindServer(configuration, core: core, sslContext: material.sslContext, group: listeners.group)
+        )
+        let api = ControlAPI(core: core)
+        let controlPort = try await listeners.bindControl(host: configuration.host, port: configuration.controlPort) {
+            ControlAPIHandler(api: api)
         }
-        try? await group.shutdownGracefully()
-        material.removeTemporaryFiles()
-        configuration.logger.info("APNs simulator stopped")
-        return try result.get()
+        let legacyPorts = try await LegacyGatewayServer.bind(
+            configuration,
+            core: core.legacy,
+            sslContext: material.sslContext,
+            group: listeners.group
+        )
+        for channel in legacyPorts.channels { listeners.keep(channel) }
+        let running = RunningAPNsSimulator(
+            host: configuration.host,
+            port: server.localAddress?.port ?? configuration.port,
+            controlPort: controlPort,
+            legacyPort: legacyPorts.gatewayPort,
+            feedbackPort: legacyPorts.feedbackPort,
+            caCertificatePEM: material.caCertificatePEM,
+            caCertificatePath: material.caCertificatePath,
+            certificateAuthority: material.authority,
+            core: core
+        )
+        configuration.logger.info(
+            "APNs simulator listening",
+            metadata: [
+                "apns.simulator.port": "\(running.port)",
+                "apns.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
+                "apns.simulator.legacy_port": "\(running.legacyPort.map(String.init) ?? "off")",
+                "apns.simulator.feedback_port": "\(running.feedbackPort.map(String.init) ?? "off")",
+            ]
+        )
+        return running
     }
 
     private static func bindServer(
@@ -185,24 +156,6 @@ public struct APNsSimulator: Service {
             .bind(host: configuration.host, port: configuration.port)
             .get()
     }
-
-    private static func bindControl(
-        host: String,
-        port: Int,
-        core: SimulatorCore,
-        group: MultiThreadedEventLoopGroup
-    ) async throws -> any Channel {
-        let api = ControlAPI(core: core)
-        return try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                    try sync.addHandler(ControlAPIHandler(api: api))
-                }
-            }
-            .bind(host: host, port: port)
-            .get()
-    }
 }
+
+extension APNsSimulator.Configuration: SimulatorConfiguration {}

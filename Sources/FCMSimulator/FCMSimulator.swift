@@ -1,4 +1,4 @@
-import APNsSimulator
+public import APNsSimulator
 import Foundation
 import Logging
 import NIOCore
@@ -6,7 +6,6 @@ import NIOHTTP1
 import NIOHTTP2
 import NIOPosix
 import NIOSSL
-public import ServiceLifecycle
 
 /// A Firebase Cloud Messaging (HTTP v1) stand-in on loopback, written from Google's documentation:
 ///
@@ -21,29 +20,11 @@ public import ServiceLifecycle
 /// TLS with a fresh CA (the APNs simulator's certificate authority, the only thing shared with it);
 /// ALPN offers `h2` and `http/1.1`, so OAuth libraries that speak HTTP/1.1 reach the token endpoint.
 /// It imports nothing of the gateway's own FCM code, so the two cannot share a bug.
-public struct FCMSimulator: Service {
-    public var configuration: Configuration
-    private let onStarted: @Sendable (RunningFCMSimulator) async throws -> Void
+public struct FCMSimulator: LoopbackSimulator {
+    public let setup: SimulatorSetup<Configuration, RunningFCMSimulator>
 
-    public init(
-        configuration: Configuration = .init(),
-        onStarted: @escaping @Sendable (RunningFCMSimulator) async throws -> Void = { _ in }
-    ) {
-        self.configuration = configuration
-        self.onStarted = onStarted
-    }
-
-    /// Runs until cancelled or shut down gracefully.
-    public func run() async throws {
-        let onStarted = self.onStarted
-        try await Self.withRunning(configuration) { running in
-            try await onStarted(running)
-            do {
-                try await gracefulShutdown()
-            } catch is CancellationError {
-                // Cancelled: stop like a graceful shutdown.
-            }
-        }
+    public init(setup: SimulatorSetup<Configuration, RunningFCMSimulator>) {
+        self.setup = setup
     }
 
     /// Starts a simulator, runs `body` with it, and stops it (listeners, threads, the CA file).
@@ -65,46 +46,50 @@ public struct FCMSimulator: Service {
         let caPath = FileManager.default.temporaryDirectory
             .appendingPathComponent("pushgate-fcm-simulator-ca-\(UUID().uuidString).pem").path
         try authority.writeCertificate(to: caPath)
-        defer { try? FileManager.default.removeItem(atPath: caPath) }
-
-        let core = FCMSimulatorCore(configuration: configuration)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
-        var channels: [any Channel] = []
-        let result: Swift.Result<Result, any Error>
-        do {
-            let server = try await bindServer(configuration, core: core, sslContext: sslContext, group: group)
-            channels.append(server)
-            let port = server.localAddress?.port ?? configuration.port
-            var controlPort: Int?
-            if let requested = configuration.controlPort {
-                let control = try await bindControl(host: configuration.host, port: requested, core: core, group: group)
-                channels.append(control)
-                controlPort = control.localAddress?.port
-            }
-            let running = RunningFCMSimulator(
-                host: configuration.host,
-                port: port,
-                controlPort: controlPort,
-                caCertificatePEM: authority.certificatePEM,
-                caCertificatePath: caPath,
-                core: core
-            )
-            core.state.withLock { $0.tokenURI = running.tokenURI }
-            configuration.logger.info(
-                "FCM simulator listening",
-                metadata: [
-                    "fcm.simulator.port": "\(port)",
-                    "fcm.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
-                ]
-            )
-            result = .success(try await body(running))
-        } catch {
-            result = .failure(error)
+        defer {
+            try? FileManager.default.removeItem(atPath: caPath)
+            configuration.logger.info("FCM simulator stopped")
         }
-        for channel in channels { try? await channel.close() }
-        try? await group.shutdownGracefully()
-        configuration.logger.info("FCM simulator stopped")
-        return try result.get()
+
+        let certificates = (authority: authority, path: caPath)
+        return try await SimulatorListeners.withRunning(
+            threads: configuration.eventLoopThreads,
+            start: { try await start(configuration, sslContext: sslContext, ca: certificates, listeners: $0) },
+            body
+        )
+    }
+
+    private static func start(
+        _ configuration: Configuration,
+        sslContext: NIOSSLContext,
+        ca: (authority: SimulatorCertificateAuthority, path: String),
+        listeners: SimulatorListeners
+    ) async throws -> RunningFCMSimulator {
+        let core = FCMSimulatorCore(configuration: configuration)
+        let server = listeners.keep(
+            try await bindServer(configuration, core: core, sslContext: sslContext, group: listeners.group)
+        )
+        let port = server.localAddress?.port ?? configuration.port
+        let controlPort = try await listeners.bindControl(host: configuration.host, port: configuration.controlPort) {
+            FCMHTTPHandler(route: { core.control($0) })
+        }
+        let running = RunningFCMSimulator(
+            host: configuration.host,
+            port: port,
+            controlPort: controlPort,
+            caCertificatePEM: ca.authority.certificatePEM,
+            caCertificatePath: ca.path,
+            core: core
+        )
+        core.state.withLock { $0.tokenURI = running.tokenURI }
+        configuration.logger.info(
+            "FCM simulator listening",
+            metadata: [
+                "fcm.simulator.port": "\(port)",
+                "fcm.simulator.control_port": "\(controlPort.map(String.init) ?? "off")",
+            ]
+        )
+        return running
     }
 
     private static func bindServer(
@@ -152,23 +137,6 @@ public struct FCMSimulator: Service {
             .bind(host: configuration.host, port: configuration.port)
             .get()
     }
-
-    private static func bindControl(
-        host: String,
-        port: Int,
-        core: FCMSimulatorCore,
-        group: MultiThreadedEventLoopGroup
-    ) async throws -> any Channel {
-        try await ServerBootstrap(group: group)
-            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let sync = channel.pipeline.syncOperations
-                    try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                    try sync.addHandler(FCMHTTPHandler(route: { core.control($0) }))
-                }
-            }
-            .bind(host: host, port: port)
-            .get()
-    }
 }
+
+extension FCMSimulator.Configuration: SimulatorConfiguration {}

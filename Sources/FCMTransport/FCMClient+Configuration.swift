@@ -1,6 +1,6 @@
 import Foundation
 import NIOCore
-import NIOSSL
+package import NIOSSL
 public import PushTransport
 public import PushgateCore
 
@@ -72,8 +72,15 @@ extension FCMClient {
             return serviceAccount.replacingTokenURI(url)
         }
 
-        func makeTLSContext() throws -> NIOSSLContext {
+        package func makeTLSContext() throws -> NIOSSLContext {
             try TransportTLS.makeContext(trustRoots: trustRoots, certificate: nil, applicationProtocols: ["h2"])
         }
     }
+}
+
+extension FCMClient.Configuration: TransportClientSettings {
+    package var maximumConnections: Int { maxConnections }
+    /// FCM's stream limit is not documented (100 is reported): assumed until a connection's SETTINGS say.
+    package var assumedStreamsPerConnection: Int { min(maxStreams ?? 100, 100) }
+    package var maximumResends: Int { maximumUnprocessedAttempts }
 }

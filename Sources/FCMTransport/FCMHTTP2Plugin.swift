@@ -12,24 +12,16 @@ struct FCMHTTP2Plugin: TransportPlugin {
     var headers: FCMRequestHeaders
     var bearer: FCMBearerCache
     var clock: any WallClock
-    var tickInterval: TimeAmount
-    var logger: Logger
 
     var serviceName: String { "FCM" }
 
-    func makeConnection(
-        id: Int,
-        pool: ConnectionPool<Self>,
-        channel: any Channel
-    ) throws -> HTTP2PushConnectionHandler<FCMExchange> {
-        let handler = HTTP2PushConnectionHandler(
-            connectionID: id,
-            delegate: pool,
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> HTTP2PushConnectionHandler<FCMExchange> {
+        HTTP2PushConnectionHandler(
+            connectionID: context.id,
+            delegate: context.pool,
             exchange: FCMExchange(headers: headers, bearer: bearer, clock: clock),
-            configuration: .init(connection: connection, tickInterval: tickInterval, logger: logger),
-            now: channel.eventLoop.now
+            configuration: .init(connection: connection, tickInterval: context.tickInterval, logger: context.logger),
+            now: context.now
         )
-        try channel.pipeline.syncOperations.addHandler(handler)
-        return handler
     }
 }

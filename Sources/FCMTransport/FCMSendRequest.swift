@@ -36,27 +36,24 @@ public struct FCMSendRequest: Sendable, TransportSubmission {
     }
 }
 
+extension FCMSendRequest {
+    /// No answer: classed as for APNs (GOAWAY and connect failures are connection-fatal).
+    package func fail(_ failure: APNsTransportFailure) {
+        receiver.receive(.failed(failure), for: self)
+    }
+}
+
 /// A message inside the FCM pool: the caller's request plus the pool's bookkeeping.
-struct FCMPooledRequest: TransportPooledRequest {
-    var request: FCMSendRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
-    var resends = 0
+typealias FCMPooledRequest = PoolEntry<FCMSendRequest, FCMResendMarks>
+
+/// What the FCM plug-in remembers of a message's earlier attempts.
+struct FCMResendMarks: PoolEntryMarks {
     /// Whether it was already resent once after FCM refused the access token (401 without an FCM error code).
     var resentAfterRefusedAccessToken = false
+}
 
-    init(request: FCMSendRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-        self.request = request
-        self.poolRequestID = poolRequestID
-        self.deadline = deadline
-    }
-
+extension PoolEntry where Submission == FCMSendRequest {
     func complete(_ outcome: FCMOutcome) {
         request.receiver.receive(outcome, for: request)
-    }
-
-    /// No answer: classed as for APNs (GOAWAY and connect failures are connection-fatal).
-    func fail(_ failure: APNsTransportFailure) {
-        complete(.failed(failure))
     }
 }

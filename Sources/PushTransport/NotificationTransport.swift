@@ -1,13 +1,16 @@
-/// What a dispatcher hands notifications to: the HTTP/2 `APNsClient`, or another transport to Apple
-/// (the legacy binary interface) that answers in the same vocabulary.
+/// What a dispatcher hands one push service's messages to: a client of the transport layer (APNs over
+/// HTTP/2, the legacy binary interface, FCM), or a test's stand-in.
 ///
-/// The contract is the client's: `submit` never blocks and each request's receiver is called exactly
+/// The contract is the clients': `submit` never blocks and each request's receiver is called exactly
 /// once; `withdraw` takes back what was not yet written to any connection (its receivers get a
 /// `cancelled` transport failure) so that a graceful stop leaves unsent work to the ledger.
-public protocol NotificationTransport: AnyObject, Sendable {
+public protocol PushNotificationTransport<Submission>: AnyObject, Sendable {
+    /// One message to one device, with the receiver of its outcome.
+    associatedtype Submission: Sendable
+
     /// Queues requests; returns ids usable with ``withdraw(_:)``, one per request, in order.
     @discardableResult
-    func submit(_ requests: [APNsRequest]) -> [UInt64]
+    func submit(_ requests: [Submission]) -> [UInt64]
 
     /// Takes back those of `ids` that are still queued. Returns how many were taken back.
     @discardableResult
@@ -17,3 +20,7 @@ public protocol NotificationTransport: AnyObject, Sendable {
     /// the streams each may carry (the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by configuration).
     var inFlightCapacity: Int { get }
 }
+
+/// A transport to Apple: the HTTP/2 `APNsClient`, or the legacy binary interface, which answers in the
+/// same vocabulary.
+public protocol NotificationTransport: PushNotificationTransport where Submission == APNsRequest {}

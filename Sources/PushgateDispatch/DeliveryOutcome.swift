@@ -57,22 +57,11 @@ enum DeliveryOutcome: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-extension OutcomeDisposition {
-    /// The decision for an outcome of either service.
-    static func decide(
-        _ outcome: DeliveryOutcome,
-        token: DeviceToken,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
-        switch outcome {
-        case .apns(let apns):
-            decide(apns, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
-        case .fcm(let fcm):
-            decide(fcm, token: token, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
+extension DeliveryOutcome: ServiceOutcome {
+    var facts: OutcomeFacts {
+        switch self {
+        case .apns(let apns): apns.facts
+        case .fcm(let fcm): fcm.facts
         }
     }
 }

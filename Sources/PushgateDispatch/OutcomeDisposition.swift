@@ -27,8 +27,9 @@ package enum OutcomeDisposition: Equatable, Sendable {
     /// The reason recorded for FCM devices of a request whose FCM message cannot be built.
     package static let fcmInvalidMessage = "fcm_invalid_message"
 
+    /// The decision for one outcome of either service (``ServiceOutcome``).
     package static func decide(
-        _ outcome: APNsOutcome,
+        _ outcome: some ServiceOutcome,
         token: DeviceToken,
         attempt: Int,
         request: NotificationRequest,
@@ -36,85 +37,28 @@ package enum OutcomeDisposition: Equatable, Sendable {
         now: Date,
         using generator: inout some RandomNumberGenerator
     ) -> OutcomeDisposition {
-        switch outcome.outcomeClass {
-        case .accepted:
-            return .accepted(apnsID: outcome.apnsID)
-        case .rejected:
-            var invalidation: DeviceInvalidation? = nil
-            if let reason = outcome.reason, reason.invalidatesDevice {
-                let appleTime = outcome.invalidatedAtMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
-                invalidation = DeviceInvalidation(token: token, reason: reason, appleTimestamp: appleTime)
-            }
-            return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: invalidation)
-        case .retryable, .connectionFatal:
-            return retryOrGiveUp(
-                after: outcome.outcomeClass,
-                notBefore: nil,
-                reason: outcome.reasonLabel,
-                status: outcome.status,
-                attempt: attempt,
-                request: request,
-                policy: policy,
-                now: now,
-                using: &generator
-            )
-        }
-    }
-
-    package static func decide(
-        _ outcome: FCMOutcome,
-        token: DeviceToken,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
-        // Checked first: a refused access token is classed retryable by the transport, which already
+        let facts = outcome.facts
+        // Checked first: a refused access token is classed retryable by the FCM transport, which already
         // refreshed and resent once; what reaches us is the second refusal.
-        if outcome.isConfigurationAlarm {
-            return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: nil)
+        if facts.isConfigurationAlarm {
+            return .failed(reason: facts.label, status: facts.status, invalidation: nil)
         }
-        switch outcome.outcomeClass {
+        switch facts.outcomeClass {
         case .accepted:
-            return .accepted(apnsID: outcome.messageName)
+            return .accepted(apnsID: facts.acceptedID)
         case .rejected:
-            var invalidation: DeviceInvalidation? = nil
-            if outcome.invalidatesDevice {
-                let reason: APNsReason = outcome.errorCode == .unregistered ? .unregistered : .badDeviceToken
-                invalidation = DeviceInvalidation(token: token, reason: reason, appleTimestamp: nil)
+            let invalidation = facts.invalidation.map {
+                DeviceInvalidation(token: token, reason: $0.reason, appleTimestamp: $0.appleTimestamp)
             }
-            return .failed(reason: outcome.reasonLabel, status: outcome.status, invalidation: invalidation)
+            return .failed(reason: facts.label, status: facts.status, invalidation: invalidation)
         case .retryable, .connectionFatal:
-            return retryOrGiveUp(
-                after: outcome.outcomeClass,
-                notBefore: outcome.retryAfter,
-                reason: outcome.reasonLabel,
-                status: outcome.status,
-                attempt: attempt,
-                request: request,
-                policy: policy,
-                now: now,
-                using: &generator
-            )
+            break
         }
-    }
-
-    /// The retry policy's decision, with the next attempt no earlier than `notBefore` from now (the
-    /// server's `Retry-After`). When that lies past the notification's deadline, it is given up.
-    private static func retryOrGiveUp(
-        after outcomeClass: OutcomeClass,
-        notBefore: Duration?,
-        reason: String,
-        status: Int?,
-        attempt: Int,
-        request: NotificationRequest,
-        policy: RetryPolicy,
-        now: Date,
-        using generator: inout some RandomNumberGenerator
-    ) -> OutcomeDisposition {
+        // The retry policy's decision, with the next attempt no earlier than the server's `Retry-After`
+        // from now. When that lies past the notification's deadline, it is given up.
+        let (reason, status) = (facts.label, facts.status)
         let decision = policy.decide(
-            after: outcomeClass,
+            after: facts.outcomeClass,
             attempt: attempt,
             expiration: request.expiration,
             firstAttemptAt: request.createdAt,
@@ -124,7 +68,7 @@ package enum OutcomeDisposition: Equatable, Sendable {
         guard case .retry(var delay) = decision else {
             return .failed(reason: reason, status: status, invalidation: nil)
         }
-        if let notBefore, notBefore > delay {
+        if let notBefore = facts.notBefore, notBefore > delay {
             let deadline = policy.deadline(for: request.expiration, firstAttemptAt: request.createdAt)
             guard now.addingTimeInterval(Self.timeInterval(notBefore)) <= deadline else {
                 return .failed(reason: reason, status: status, invalidation: nil)
@@ -138,5 +82,51 @@ package enum OutcomeDisposition: Equatable, Sendable {
     /// with nothing but Foundation and PushgateCore.)
     private static func timeInterval(_ duration: Duration) -> TimeInterval {
         Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+    }
+}
+
+/// What the decision reads of an outcome, whichever service gave it.
+package struct OutcomeFacts: Sendable {
+    package var outcomeClass: OutcomeClass
+    /// The reason recorded: Apple's reason, FCM's error code, or a transport failure's label.
+    package var label: String
+    package var status: Int?
+    /// Kept on acceptance: APNs's apns-id, FCM's message name.
+    package var acceptedID: String? = nil
+    /// On rejection, the device is invalidated for this reason (nil: it stays registered).
+    package var invalidation: (reason: APNsReason, appleTimestamp: Date?)? = nil
+    /// No retry before this long from now (the server's `Retry-After`).
+    package var notBefore: Duration? = nil
+    /// Failed, never retried nor invalidated, whatever the class (an FCM configuration alarm).
+    package var isConfigurationAlarm = false
+}
+
+/// An outcome the ledger decision understands.
+package protocol ServiceOutcome {
+    var facts: OutcomeFacts { get }
+}
+
+extension APNsOutcome: ServiceOutcome {
+    package var facts: OutcomeFacts {
+        var facts = OutcomeFacts(outcomeClass: outcomeClass, label: reasonLabel, status: status, acceptedID: apnsID)
+        if let reason, reason.invalidatesDevice {
+            let appleTime = invalidatedAtMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            facts.invalidation = (reason, appleTime)
+        }
+        return facts
+    }
+}
+
+/// FCM invalidations carry the APNs reason of the same meaning and no timestamp (see ``OutcomeDisposition``).
+extension FCMOutcome: ServiceOutcome {
+    package var facts: OutcomeFacts {
+        var facts = OutcomeFacts(outcomeClass: outcomeClass, label: reasonLabel, status: status)
+        facts.acceptedID = messageName
+        if invalidatesDevice {
+            facts.invalidation = (errorCode == .unregistered ? .unregistered : .badDeviceToken, nil)
+        }
+        facts.notBefore = retryAfter
+        facts.isConfigurationAlarm = isConfigurationAlarm
+        return facts
     }
 }

@@ -102,9 +102,7 @@ public struct HTTPAPI: Sendable {
 enum HTTPLogKey {
     static let port = "http.port"
     static let route = "http.route"
-    static let status = "http.status"
     static let error = "http.error"
-    static let requestID = "push.request_id"
     /// How many times the failure happened since its last line (one line per second at most).
     static let repeated = "http.repeated"
 }

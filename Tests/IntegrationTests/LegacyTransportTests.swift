@@ -52,15 +52,11 @@ struct LegacyFixture {
             _ tweak: (inout LegacySender.Configuration) -> Void = { _ in },
             _ body: (LegacySender) async throws -> Result
         ) async throws -> Result {
-            let sender = try LegacySender(configuration: senderConfiguration(tweak), logger: TestLogger.make("legacy"))
-            do {
-                let result = try await body(sender)
-                await sender.shutdown()
-                return result
-            } catch {
-                await sender.shutdown()
-                throw error
-            }
+            try await LegacySender.withClient(
+                configuration: senderConfiguration(tweak),
+                logger: TestLogger.make("legacy"),
+                body
+            )
         }
     }
 

@@ -11,30 +11,21 @@ import Testing
 /// connection. No connection is opened here: connection events are fed to the pool by hand.
 /// A plug-in whose connections do nothing: connection events are fed to the pool by hand.
 struct UnconnectedPlugin<Request: TransportPooledRequest>: TransportPlugin {
-    final class NoConnection: PooledConnection {
+    final class NoConnection: PooledConnection, ChannelInboundHandler {
+        typealias InboundIn = ByteBuffer
         func wake() {}
         func closeGracefully() {}
     }
 
     var serviceName: String { "test" }
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> NoConnection {
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> NoConnection {
         NoConnection()
     }
 }
 
 @Suite("Connection pool: capacity follows the server")
 struct ConnectionPoolCapacityTests {
-    struct NoRequest: TransportPooledRequest {
-        var request: APNsRequest
-        let poolRequestID: UInt64
-        let deadline: NIODeadline
-        var resends = 0
-        init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-            self.request = request
-            self.poolRequestID = poolRequestID
-            self.deadline = deadline
-        }
-    }
+    typealias NoRequest = PoolEntry<APNsRequest, NoMarks>
 
     typealias NoPlugin = UnconnectedPlugin<NoRequest>
 

@@ -17,27 +17,17 @@ struct ConnectionPoolSubmissionTests {
         let number: Int
         let deadline: NIODeadline?
         let recorder: Recorder
+
+        func fail(_ failure: APNsTransportFailure) {
+            recorder.failures.withLock { $0.append((number, failure)) }
+        }
     }
 
     final class Recorder: Sendable {
         let failures = Mutex<[(number: Int, failure: APNsTransportFailure)]>([])
     }
 
-    struct PooledMessage: TransportPooledRequest {
-        var request: Message
-        let poolRequestID: UInt64
-        let deadline: NIODeadline
-        var resends = 0
-        init(request: Message, poolRequestID: UInt64, deadline: NIODeadline) {
-            self.request = request
-            self.poolRequestID = poolRequestID
-            self.deadline = deadline
-        }
-
-        func fail(_ failure: APNsTransportFailure) {
-            request.recorder.failures.withLock { $0.append((request.number, failure)) }
-        }
-    }
+    typealias PooledMessage = PoolEntry<Message, NoMarks>
 
     func pool(maximumQueued: Int) throws -> ConnectionPool<UnconnectedPlugin<PooledMessage>> {
         ConnectionPool(

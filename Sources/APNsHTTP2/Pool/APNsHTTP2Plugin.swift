@@ -4,22 +4,14 @@ import PushTransport
 import PushgateCore
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
-struct PooledRequest: TransportPooledRequest {
-    var request: APNsRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
-    /// Times it was written to a connection without APNs processing it (resent transparently).
-    var resends: Int = 0
+typealias PooledRequest = PoolEntry<APNsRequest, APNsResendMarks>
+
+/// What the APNs plug-in remembers of a request's earlier attempts.
+struct APNsResendMarks: PoolEntryMarks {
     /// Whether it was already resent once after `ExpiredProviderToken`.
     var retriedAfterExpiredToken = false
     /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
     var retriedAfterConnectionFatal = false
-
-    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
-        self.request = request
-        self.poolRequestID = poolRequestID
-        self.deadline = deadline
-    }
 }
 
 /// APNs over HTTP/2 as a plug-in of the transport layer: it owns the connection handler (frames,
@@ -30,29 +22,26 @@ struct APNsHTTP2Plugin: TransportPlugin {
     var connection: APNsConnectionStateMachine.Configuration
     /// `:authority` of every request.
     var authority: String
-    var tickInterval: TimeAmount
     var requestsPerSecondPerConnection: Int?
     var tokenSource: (any APNsProviderTokenSource)?
     var metrics: APNsClientMetrics
-    var logger: Logger
 
     var serviceName: String { "APNs" }
 
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
-        let handler = APNsConnectionHandler(
-            connectionID: id,
-            delegate: pool,
-            configuration: .init(
-                connection: connection,
-                authority: authority,
-                tickInterval: tickInterval,
-                requestsPerSecond: requestsPerSecondPerConnection,
-                logger: logger
-            ),
-            now: channel.eventLoop.now
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> APNsConnectionHandler {
+        let configuration = APNsConnectionConfiguration(
+            connection: connection,
+            authority: authority,
+            tickInterval: context.tickInterval,
+            requestsPerSecond: requestsPerSecondPerConnection,
+            logger: context.logger
         )
-        try channel.pipeline.syncOperations.addHandler(handler)
-        return handler
+        return APNsConnectionHandler(
+            connectionID: context.id,
+            delegate: context.pool,
+            configuration: configuration,
+            now: context.now
+        )
     }
 
     func connectionOpened() { metrics.connectionsOpened.increment() }

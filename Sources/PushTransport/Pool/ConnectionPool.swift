@@ -306,7 +306,18 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                 channel.eventLoop.makeCompletedFuture {
                     guard let self else { throw ChannelError.ioOnClosedChannel }
                     try TransportBootstrap.addTLS(to: channel, endpoint: endpoint, context: tlsContext)
-                    let handler = try self.plugin.makeConnection(id: id, pool: self, channel: channel)
+                    let sync = channel.pipeline.syncOperations
+                    try self.plugin.addDecoders(to: sync)
+                    let handler = self.plugin.makeConnection(
+                        TransportConnectionContext(
+                            id: id,
+                            pool: self,
+                            tickInterval: self.configuration.tickInterval,
+                            logger: self.logger,
+                            now: channel.eventLoop.now
+                        )
+                    )
+                    try sync.addHandler(handler)
                     let bound = NIOLoopBound(handler, eventLoop: channel.eventLoop)
                     self.lock.withLock {
                         self.connections[id]?.channel = channel

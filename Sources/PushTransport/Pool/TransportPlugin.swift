@@ -1,3 +1,4 @@
+package import Logging
 package import NIOCore
 package import PushgateCore
 
@@ -6,14 +7,17 @@ package import PushgateCore
 /// are the same for every plug-in.
 package protocol TransportPlugin: Sendable {
     associatedtype Request: TransportPooledRequest
-    associatedtype Connection: PooledConnection
+    associatedtype Connection: PooledConnection & ChannelHandler
 
     /// The service as log lines name it ("APNs", "legacy gateway").
     var serviceName: String { get }
 
-    /// Adds the plug-in's handlers behind TLS on a new channel (on its event loop) and returns the one
-    /// the pool talks to. The handler reports to `pool` (ready, capacity, pull, requeue, closed).
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> Connection
+    /// Adds what goes between TLS and the connection handler on a new channel (a decoder); nothing by default.
+    func addDecoders(to pipeline: ChannelPipeline.SynchronousOperations) throws
+
+    /// The handler of a new connection (made on its event loop), which the pool adds behind TLS and the
+    /// decoders and talks to. It reports to `context.pool` (ready, capacity, pull, requeue, closed).
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> Connection
 
     /// Hooks for the plug-in's metrics; no-ops by default.
     func connectionOpened()
@@ -22,9 +26,21 @@ package protocol TransportPlugin: Sendable {
 }
 
 extension TransportPlugin {
+    package func addDecoders(to pipeline: ChannelPipeline.SynchronousOperations) throws {}
     package func connectionOpened() {}
     package func connectionFailed() {}
     package func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {}
+}
+
+/// What the pool gives a plug-in to make a connection's handler with: the handler's id and its pool, and
+/// what the pool already knows (tick, logger, the time it connected).
+package struct TransportConnectionContext<Plugin: TransportPlugin> {
+    package let id: Int
+    package let pool: ConnectionPool<Plugin>
+    /// How often deadlines (and pings, idleness, confirmations) are checked.
+    package let tickInterval: TimeAmount
+    package let logger: Logger
+    package let now: NIODeadline
 }
 
 /// A connection handler as the pool sees it. Called on the connection's event loop.
@@ -45,6 +61,9 @@ extension PooledConnection {
 package protocol TransportSubmission: Sendable {
     /// When the pool gives up on it. Nil: the pool's configured request timeout from submission.
     var deadline: NIODeadline? { get }
+    /// Completes it without an answer (cancelled, shut down, deadline, connect failure...) through its
+    /// own receiver.
+    func fail(_ failure: APNsTransportFailure)
 }
 
 /// A request inside a transport's pool: the caller's submission plus the plug-in's bookkeeping. The
@@ -60,14 +79,14 @@ package protocol TransportPooledRequest: PoolableRequest {
     func fail(_ failure: APNsTransportFailure)
 }
 
-extension APNsRequest: TransportSubmission {}
+extension APNsRequest: TransportSubmission {
+    package func fail(_ failure: APNsTransportFailure) {
+        receiver.receive(.failed(failure), for: self)
+    }
+}
 
 extension TransportPooledRequest where Submission == APNsRequest {
     package func complete(_ outcome: APNsOutcome) {
         request.receiver.receive(outcome, for: request)
-    }
-
-    package func fail(_ failure: APNsTransportFailure) {
-        complete(.failed(failure))
     }
 }

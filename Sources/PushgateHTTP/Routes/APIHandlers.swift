@@ -158,7 +158,7 @@ struct APIHandlers: Sendable {
         }
         logger.info(
             "notification request accepted",
-            metadata: [HTTPLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"]
+            metadata: [PushLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"]
         )
         return JSONResponse.make(SubmitBody(id: result.id.value, targets: result.targetCount), status: .accepted)
     }

@@ -139,9 +139,5 @@ enum UDPIngressMetadata {
     static let error = "udp.error"
     static let address = "udp.address"
     static let count = "udp.count"
-    static let device = "push.device"
-    static let group = "push.group"
-    static let app = "push.app"
-    static let requestID = "push.request_id"
     static let receiveBuffer = "udp.receive_buffer"
 }

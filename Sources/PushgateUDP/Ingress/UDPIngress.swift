@@ -259,9 +259,9 @@ public final class UDPIngress: Service, Sendable {
             parse: { buffer, now throws(ValidationError) in try RegistrationDatagram.parse(buffer, receivedAt: now) },
             describe: { command in
                 [
-                    UDPIngressMetadata.app: "\(command.app)",
-                    UDPIngressMetadata.device: "\(command.token.shortened)",
-                    UDPIngressMetadata.group: "\(command.group)",
+                    PushLogKey.app: "\(command.app)",
+                    PushLogKey.device: "\(command.token.shortened)",
+                    PushLogKey.group: "\(command.group)",
                     "udp.action": "\(command.isRemoval ? "unassign" : "register")",
                 ]
             }
@@ -282,8 +282,8 @@ public final class UDPIngress: Service, Sendable {
             },
             describe: { request in
                 [
-                    UDPIngressMetadata.requestID: "\(request.id)",
-                    UDPIngressMetadata.app: "\(request.app)",
+                    PushLogKey.requestID: "\(request.id)",
+                    PushLogKey.app: "\(request.app)",
                     "push.groups": "\(request.groups.count)",
                     "push.devices": "\(request.devices.count)",
                     "push.push_type": "\(request.pushType)",
@@ -366,9 +366,9 @@ public final class UDPIngress: Service, Sendable {
                     error,
                     port: .registration,
                     metadata: [
-                        UDPIngressMetadata.app: "\(registration.app)",
-                        UDPIngressMetadata.device: "\(registration.token.shortened)",
-                        UDPIngressMetadata.group: "\(registration.group)",
+                        PushLogKey.app: "\(registration.app)",
+                        PushLogKey.device: "\(registration.token.shortened)",
+                        PushLogKey.group: "\(registration.group)",
                     ]
                 )
                 return
@@ -385,8 +385,8 @@ public final class UDPIngress: Service, Sendable {
 
     private func unassign(app: String, token: DeviceToken, group: String) async {
         let metadata: Logger.Metadata = [
-            UDPIngressMetadata.app: "\(app)", UDPIngressMetadata.device: "\(token.shortened)",
-            UDPIngressMetadata.group: "\(group)",
+            PushLogKey.app: "\(app)", PushLogKey.device: "\(token.shortened)",
+            PushLogKey.group: "\(group)",
         ]
         do {
             let wasMember = try await registry.unassign(app: app, token: token, group: group)
@@ -407,7 +407,7 @@ public final class UDPIngress: Service, Sendable {
     /// is stored; meanwhile the sockets are not read. Gives up only when the ingress task is cancelled.
     private func submit(_ request: NotificationRequest, queue: IngressQueue<NotificationRequest>) async {
         var metadata: Logger.Metadata = [
-            UDPIngressMetadata.requestID: "\(request.id)", UDPIngressMetadata.app: "\(request.app)",
+            PushLogKey.requestID: "\(request.id)", PushLogKey.app: "\(request.app)",
             "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
         ]
         var retries = 0

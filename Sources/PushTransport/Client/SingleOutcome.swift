@@ -41,11 +41,11 @@ package final class SingleOutcome<Outcome: Sendable>: @unchecked Sendable {
     }
 }
 
-extension ConnectionPool {
+extension TransportFront {
     /// Submits one request whose receiver resumes `single`, and waits for its outcome. Cancelling the
     /// task abandons the request and frees its stream.
     package func submitAndWait<Outcome>(
-        _ submission: Request.Submission,
+        _ submission: Submission,
         resuming single: SingleOutcome<Outcome>
     ) async -> Outcome {
         await withTaskCancellationHandler {
@@ -53,10 +53,10 @@ extension ConnectionPool {
                 single.install(continuation)
                 let ids = submit([submission])
                 // Cancelled before the id was known: abandon it now rather than at its deadline.
-                if single.submitted(id: ids[0]) { cancel(poolRequestID: ids[0]) }
+                if single.submitted(id: ids[0]) { cancel(ids[0]) }
             }
         } onCancel: {
-            if let id = single.cancellationRequested() { cancel(poolRequestID: id) }
+            if let id = single.cancellationRequested() { cancel(id) }
         }
     }
 }
