@@ -61,7 +61,7 @@ package enum OutcomeDisposition: Equatable, Sendable {
             after: facts.outcomeClass,
             attempt: attempt,
             expiration: request.expiration,
-            firstAttemptAt: request.createdAt,
+            acceptedAt: request.createdAt,
             now: now,
             using: &generator
         )
@@ -69,7 +69,7 @@ package enum OutcomeDisposition: Equatable, Sendable {
             return .failed(reason: reason, status: status, invalidation: nil)
         }
         if let notBefore = facts.notBefore, notBefore > delay {
-            let deadline = policy.deadline(for: request.expiration, firstAttemptAt: request.createdAt)
+            let deadline = policy.deadline(for: request.expiration, acceptedAt: request.createdAt)
             guard now.addingTimeInterval(Self.timeInterval(notBefore)) <= deadline else {
                 return .failed(reason: reason, status: status, invalidation: nil)
             }

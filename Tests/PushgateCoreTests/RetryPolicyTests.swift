@@ -20,7 +20,7 @@ struct RetryPolicyTests {
             after: outcome,
             attempt: attempt,
             expiration: expiration,
-            firstAttemptAt: first,
+            acceptedAt: first,
             now: first.addingTimeInterval(elapsed),
             using: &generator
         )
@@ -140,15 +140,15 @@ struct RetryPolicyTests {
     @Test("an expiration far in the future is retried for at most 30 days")
     func maximumLifetime() {
         let farFuture = Expiration.at(epochSeconds: 4_000_000_000)
-        #expect(policy.deadline(for: farFuture, firstAttemptAt: first) == first.addingTimeInterval(30 * 86_400))
+        #expect(policy.deadline(for: farFuture, acceptedAt: first) == first.addingTimeInterval(30 * 86_400))
         #expect(decide(.retryable, attempt: 50, expiration: farFuture, afterSeconds: 30 * 86_400) == .giveUp(.expired))
     }
 
     @Test("deadlines follow the expiration")
     func deadlines() {
-        #expect(policy.deadline(for: .immediately, firstAttemptAt: first) == first.addingTimeInterval(60))
-        #expect(policy.deadline(for: .storagePolicy, firstAttemptAt: first) == first.addingTimeInterval(3600))
-        #expect(policy.deadline(for: inOneHour, firstAttemptAt: first) == first.addingTimeInterval(3600))
+        #expect(policy.deadline(for: .immediately, acceptedAt: first) == first.addingTimeInterval(60))
+        #expect(policy.deadline(for: .storagePolicy, acceptedAt: first) == first.addingTimeInterval(3600))
+        #expect(policy.deadline(for: inOneHour, acceptedAt: first) == first.addingTimeInterval(3600))
     }
 
     @Test("retry delays always lie within the back-off's bounds")
@@ -159,7 +159,7 @@ struct RetryPolicyTests {
                 after: .retryable,
                 attempt: attempt,
                 expiration: .at(epochSeconds: 1_800_864_000),
-                firstAttemptAt: first,
+                acceptedAt: first,
                 now: first,
                 using: &generator
             )

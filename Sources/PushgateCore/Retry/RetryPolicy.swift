@@ -8,13 +8,17 @@ public import Foundation
 /// - **connection-fatal** outcomes (expired provider token, GOAWAY, a failed connect) were the
 ///   connection's fault, not the notification's: retried on the same budget.
 ///
-/// The deadline comes from the notification's expiration:
+/// The deadline comes from the notification's expiration, and every window runs from the moment
+/// pushgate accepted the notification, not from its first attempt: what a notification says is
+/// about when the backend sent it, so a notification that waited behind a long broadcast is no
+/// fresher for having waited. Under a backlog longer than a window, a failed attempt is therefore
+/// final at once and reported as `expired`.
 /// - `.at(t)`: until `t` (APNs stores it until then too), but never longer than
-///   ``maximumLifetime`` after the first attempt;
+///   ``maximumLifetime`` after acceptance;
 /// - `.immediately` (`0`: APNs tries once and does not store it): at most
-///   ``immediateMaximumAttempts`` attempts within ``immediateWindow`` of the first one;
-/// - `.storagePolicy` (header omitted): as if it expired ``storagePolicyLifetime`` after the first
-///   attempt.
+///   ``immediateMaximumAttempts`` attempts within ``immediateWindow`` of acceptance;
+/// - `.storagePolicy` (header omitted): as if it expired ``storagePolicyLifetime`` after
+///   acceptance.
 ///
 /// A retry is never scheduled past the deadline: the last delay is shortened to end at it.
 /// Pure: the time and the random source are arguments.
@@ -43,7 +47,7 @@ public struct RetryPolicy: Hashable, Sendable {
     public var backoff: Backoff
     /// How many attempts in all a notification with expiration `0` gets (at least 1). Default 3.
     public var immediateMaximumAttempts: Int
-    /// How long after its first attempt a notification with expiration `0` may still be retried.
+    /// How long after its acceptance a notification with expiration `0` may still be retried.
     /// Default 60 seconds.
     public var immediateWindow: Duration
     /// How long a notification without an expiration (APNs' storage policy) is retried. Default 1 hour.
@@ -69,14 +73,14 @@ public struct RetryPolicy: Hashable, Sendable {
     /// What to do after attempt number `attempt` (1 for the first send) ended with `outcome`.
     ///
     /// - Parameters:
-    ///   - firstAttemptAt: when the first attempt to this device was made; the windows of
-    ///     `.immediately` and `.storagePolicy` run from it.
+    ///   - acceptedAt: when pushgate accepted the notification (its request's `createdAt`); the
+    ///     windows of `.immediately` and `.storagePolicy` run from it.
     ///   - now: the current wall-clock time.
     public func decide(
         after outcome: OutcomeClass,
         attempt: Int,
         expiration: Expiration,
-        firstAttemptAt: Date,
+        acceptedAt: Date,
         now: Date,
         using generator: inout some RandomNumberGenerator
     ) -> Decision {
@@ -88,7 +92,7 @@ public struct RetryPolicy: Hashable, Sendable {
         if case .immediately = expiration, attempt >= immediateMaximumAttempts {
             return .giveUp(.attemptsExhausted)
         }
-        let deadline = self.deadline(for: expiration, firstAttemptAt: firstAttemptAt)
+        let deadline = self.deadline(for: expiration, acceptedAt: acceptedAt)
         let remaining = deadline.timeIntervalSince(now)
         guard remaining > 0 else { return .giveUp(.expired) }
         let delay = backoff.delay(forAttempt: attempt, using: &generator)
@@ -96,13 +100,13 @@ public struct RetryPolicy: Hashable, Sendable {
     }
 
     /// The moment after which a notification is no longer retried.
-    public func deadline(for expiration: Expiration, firstAttemptAt: Date) -> Date {
-        let longest = firstAttemptAt.addingTimeInterval(maximumLifetime.seconds)
+    public func deadline(for expiration: Expiration, acceptedAt: Date) -> Date {
+        let longest = acceptedAt.addingTimeInterval(maximumLifetime.seconds)
         switch expiration {
         case .immediately:
-            return min(firstAttemptAt.addingTimeInterval(immediateWindow.seconds), longest)
+            return min(acceptedAt.addingTimeInterval(immediateWindow.seconds), longest)
         case .storagePolicy:
-            return min(firstAttemptAt.addingTimeInterval(storagePolicyLifetime.seconds), longest)
+            return min(acceptedAt.addingTimeInterval(storagePolicyLifetime.seconds), longest)
         case .at(let epochSeconds):
             return min(Date(timeIntervalSince1970: TimeInterval(epochSeconds)), longest)
         }
