@@ -1,21 +1,21 @@
 import Logging
-import NIOCore
-import PushTransport
-import PushgateCore
+package import NIOCore
+package import PushTransport
+package import PushgateCore
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
-struct PooledRequest: TransportPooledRequest {
-    var request: APNsRequest
-    let poolRequestID: UInt64
-    let deadline: NIODeadline
+package struct PooledRequest: TransportPooledRequest {
+    package var request: APNsRequest
+    package let poolRequestID: UInt64
+    package let deadline: NIODeadline
     /// Times it was written to a connection without APNs processing it (resent transparently).
-    var resends: Int = 0
+    package var resends: Int = 0
     /// Whether it was already resent once after `ExpiredProviderToken`.
     var retriedAfterExpiredToken = false
     /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
     var retriedAfterConnectionFatal = false
 
-    init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
+    package init(request: APNsRequest, poolRequestID: UInt64, deadline: NIODeadline) {
         self.request = request
         self.poolRequestID = poolRequestID
         self.deadline = deadline
@@ -24,8 +24,8 @@ struct PooledRequest: TransportPooledRequest {
 
 /// APNs over HTTP/2 as a plug-in of the transport layer: it owns the connection handler (frames,
 /// HPACK, streams), provider tokens and the client's metrics; the pool, TLS and bootstrap are shared.
-struct APNsHTTP2Plugin: TransportPlugin {
-    typealias Request = PooledRequest
+package struct APNsHTTP2Plugin: TransportPlugin {
+    package typealias Request = PooledRequest
 
     var connection: APNsConnectionStateMachine.Configuration
     /// `:authority` of every request.
@@ -36,9 +36,9 @@ struct APNsHTTP2Plugin: TransportPlugin {
     var metrics: APNsClientMetrics
     var logger: Logger
 
-    var serviceName: String { "APNs" }
+    package var serviceName: String { "APNs" }
 
-    func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
+    package func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
         let handler = APNsConnectionHandler(
             connectionID: id,
             delegate: pool,
@@ -55,10 +55,10 @@ struct APNsHTTP2Plugin: TransportPlugin {
         return handler
     }
 
-    func connectionOpened() { metrics.connectionsOpened.increment() }
-    func connectionFailed() { metrics.connectionFailures.increment() }
+    package func connectionOpened() { metrics.connectionsOpened.increment() }
+    package func connectionFailed() { metrics.connectionFailures.increment() }
 
-    func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+    package func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
         metrics.sampled(
             queued: queued,
             streamsInUse: inFlight,
@@ -69,18 +69,18 @@ struct APNsHTTP2Plugin: TransportPlugin {
 }
 
 extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {
-    func providerToken() throws -> ProviderToken? {
+    package func providerToken() throws -> ProviderToken? {
         guard let token = try plugin.tokenSource?.providerToken() else { return nil }
         plugin.metrics.providerTokenHandedOut(token)
         return token
     }
 
-    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+    package func providerTokenRejectedAsExpired(_ token: ProviderToken) {
         plugin.metrics.providerTokensRejected.increment()
         plugin.tokenSource?.providerTokenRejectedAsExpired(token)
     }
 
-    func streamAnswered(roundTrip: TimeAmount) {
+    package func streamAnswered(roundTrip: TimeAmount) {
         plugin.metrics.streamAnswered(roundTrip: roundTrip)
     }
 }
