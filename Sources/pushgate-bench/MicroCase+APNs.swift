@@ -92,9 +92,16 @@ final class MicroAPNsConnection {
         let notification = PreparedNotification(try MicroFixtures.content())
         pool = MicroAPNsPool(token: try MicroFixtures.signer().sign(issuedAt: MicroFixtures.receivedAt))
         requests = try (0..<Self.batchSize).map { [outcomes] index in
-            APNsRequest(notification: notification, deviceToken: try MicroFixtures.deviceToken(index), receiver: outcomes)
+            APNsRequest(
+                notification: notification,
+                deviceToken: try MicroFixtures.deviceToken(index),
+                receiver: outcomes
+            )
         }
-        answers = MicroAPNsAnswers(count: Self.batchSize, windowIncrement: Self.batchSize * notification.payload.readableBytes)
+        answers = MicroAPNsAnswers(
+            count: Self.batchSize,
+            windowIncrement: Self.batchSize * notification.payload.readableBytes
+        )
         handler = APNsConnectionHandler(
             connectionID: 1,
             delegate: pool,

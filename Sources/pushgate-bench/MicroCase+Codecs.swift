@@ -40,7 +40,8 @@ extension MicroCase {
         [
             MicroCase(
                 name: "legacy-encode",
-                operation: "one notification written in the legacy binary format 2 (LegacyNotificationEncoder.writeFrame)",
+                operation:
+                    "one notification written in the legacy binary format 2 (LegacyNotificationEncoder.writeFrame)",
                 prepare: { try legacyEncodingWorkload() }
             ),
             MicroCase(

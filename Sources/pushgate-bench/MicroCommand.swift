@@ -32,7 +32,9 @@ struct MicroCommand: ParsableCommand {
     /// The cases `--cases` names, in its order; all of them without it.
     func selectedCases() throws -> [MicroCase] {
         guard let cases else { return MicroCase.all }
-        let names = cases.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let names = cases.split(separator: ",", omittingEmptySubsequences: false).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
         guard !names.isEmpty, !names.contains(where: \.isEmpty) else {
             throw ValidationError("--cases takes case names, comma-separated (see --list)")
         }

@@ -119,7 +119,11 @@ package struct APNsExchange: HTTP2PushExchange {
 
     // MARK: Answers
 
-    package func decodeHeaders(_ block: inout ByteBuffer, decoder: inout HPACKDecoder, tracked: Bool) throws -> HeaderFields? {
+    package func decodeHeaders(
+        _ block: inout ByteBuffer,
+        decoder: inout HPACKDecoder,
+        tracked: Bool
+    ) throws -> HeaderFields? {
         if let fields = HPACKAnswerReader.read(block, maximumHeaderListSize: decoder.maxHeaderListSize) {
             // The decoder sees only what changes its table (even for a stream we no longer track).
             if var insertions = fields.tableInsertions { _ = try decoder.decodeHeaders(from: &insertions) }
@@ -129,8 +133,11 @@ package struct APNsExchange: HTTP2PushExchange {
         return tracked ? .decoded(headers) : nil
     }
 
-    package mutating func read(_ fields: HeaderFields, into answer: inout Answer, of pooled: borrowing PooledRequest) -> String?
-    {
+    package mutating func read(
+        _ fields: HeaderFields,
+        into answer: inout Answer,
+        of pooled: borrowing PooledRequest
+    ) -> String? {
         switch fields {
         case .decoded(let headers):
             var uniqueID: String?

@@ -38,7 +38,11 @@ package struct APNsHTTP2Plugin: TransportPlugin {
 
     package var serviceName: String { "APNs" }
 
-    package func makeConnection(id: Int, pool: ConnectionPool<Self>, channel: any Channel) throws -> APNsConnectionHandler {
+    package func makeConnection(
+        id: Int,
+        pool: ConnectionPool<Self>,
+        channel: any Channel
+    ) throws -> APNsConnectionHandler {
         let handler = APNsConnectionHandler(
             connectionID: id,
             delegate: pool,
