@@ -81,7 +81,7 @@ public struct LegacyNotificationDecoder: LegacyMessageDecoder {
     // MARK: Command 2
 
     /// `|2|frame length|items…|`, or nil until the whole frame has arrived.
-    private func readFrame(from buffer: inout ByteBuffer) throws(LegacyDecodingError) -> LegacyNotification? {
+    package func readFrame(from buffer: inout ByteBuffer) throws(LegacyDecodingError) -> LegacyNotification? {
         let start = buffer.readerIndex
         guard let declared = buffer.getInteger(at: start + 1, as: UInt32.self) else { return nil }
         let length = Int(declared)

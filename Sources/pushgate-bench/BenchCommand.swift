@@ -19,7 +19,7 @@ struct BenchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
-            LatencyCommand.self, SoakCommand.self,
+            LatencyCommand.self, SoakCommand.self, MicroCommand.self,
         ],
         defaultSubcommand: ClientCommand.self
     )

@@ -1,14 +1,14 @@
 import Logging
-import NIOCore
-import PushTransport
-import PushgateCore
+package import NIOCore
+package import PushTransport
+package import PushgateCore
 
 /// The APNs connection: the transport layer's HTTP/2 push connection with the APNs exchange.
-typealias APNsConnectionHandler = HTTP2PushConnectionHandler<APNsExchange>
+package typealias APNsConnectionHandler = HTTP2PushConnectionHandler<APNsExchange>
 
 /// What an APNs connection handler needs from its pool: the pool's part (ready, pull, requeue...) and
 /// the provider tokens and metrics of the APNs exchange. The pool implements it; tests can too.
-protocol APNsConnectionDelegate: HTTP2PushConnectionDelegate<PooledRequest> {
+package protocol APNsConnectionDelegate: HTTP2PushConnectionDelegate<PooledRequest> {
     /// The bearer token for new requests (token auth), or nil for certificate connections.
     func providerToken() throws -> ProviderToken?
     func providerTokenRejectedAsExpired(_ token: ProviderToken)

@@ -1,32 +1,32 @@
-import NIOCore
-import NIOHPACK
-import PushTransport
-import PushgateCore
+package import NIOCore
+package import NIOHPACK
+package import PushTransport
+package import PushgateCore
 
 /// APNs's side of an HTTP/2 push connection: a request is `:path /3/device/<token>`, the notification's
 /// shared header block (encoded once per notification), the provider token's `authorization` (one
 /// literal per token) and `apns-id`; an answer is `:status`, `apns-id`, `apns-unique-id` and a JSON
 /// error body, classified as an `APNsOutcome`.
-struct APNsExchange: HTTP2PushExchange {
-    typealias Request = PooledRequest
-    typealias Credential = ProviderToken?
-    typealias Extra = String
-    typealias Outcome = APNsOutcome
+package struct APNsExchange: HTTP2PushExchange {
+    package typealias Request = PooledRequest
+    package typealias Credential = ProviderToken?
+    package typealias Extra = String
+    package typealias Outcome = APNsOutcome
 
     /// What a stream keeps: the provider token it was sent with and its answer's headers.
-    struct Answer {
+    package struct Answer {
         var providerToken: ProviderToken?
         var status: Int?
         var apnsID: String?
     }
 
     /// An answer's header block: read by ``HPACKAnswerReader`` (the common case) or decoded in full.
-    enum HeaderFields {
+    package enum HeaderFields {
         case read(HPACKAnswerReader.Fields)
         case decoded(HPACKHeaders)
     }
 
-    static var metadataPrefix: String { "apns" }
+    package static var metadataPrefix: String { "apns" }
 
     /// `:authority`
     let authority: String
@@ -40,14 +40,14 @@ struct APNsExchange: HTTP2PushExchange {
     /// The `authorization` literal of the current provider token (it changes hourly).
     var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
 
-    init(authority: String, delegate: any APNsConnectionDelegate) {
+    package init(authority: String, delegate: any APNsConnectionDelegate) {
         self.authority = authority
         self.delegate = delegate
     }
 
     // MARK: Requests
 
-    mutating func credential(for batch: [PooledRequest]) -> HTTP2PushBatchCredential<ProviderToken?> {
+    package mutating func credential(for batch: [PooledRequest]) -> HTTP2PushBatchCredential<ProviderToken?> {
         let token: ProviderToken?
         do {
             token = try delegate.providerToken()
@@ -74,7 +74,7 @@ struct APNsExchange: HTTP2PushExchange {
         return .write(token)
     }
 
-    mutating func writeHeaderBlock(
+    package mutating func writeHeaderBlock(
         of pooled: borrowing PooledRequest,
         credential token: ProviderToken?,
         encoder: inout HPACKRequestEncoder,
@@ -119,7 +119,11 @@ struct APNsExchange: HTTP2PushExchange {
 
     // MARK: Answers
 
-    func decodeHeaders(_ block: inout ByteBuffer, decoder: inout HPACKDecoder, tracked: Bool) throws -> HeaderFields? {
+    package func decodeHeaders(
+        _ block: inout ByteBuffer,
+        decoder: inout HPACKDecoder,
+        tracked: Bool
+    ) throws -> HeaderFields? {
         if let fields = HPACKAnswerReader.read(block, maximumHeaderListSize: decoder.maxHeaderListSize) {
             // The decoder sees only what changes its table (even for a stream we no longer track).
             if var insertions = fields.tableInsertions { _ = try decoder.decodeHeaders(from: &insertions) }
@@ -129,8 +133,11 @@ struct APNsExchange: HTTP2PushExchange {
         return tracked ? .decoded(headers) : nil
     }
 
-    mutating func read(_ fields: HeaderFields, into answer: inout Answer, of pooled: borrowing PooledRequest) -> String?
-    {
+    package mutating func read(
+        _ fields: HeaderFields,
+        into answer: inout Answer,
+        of pooled: borrowing PooledRequest
+    ) -> String? {
         switch fields {
         case .decoded(let headers):
             var uniqueID: String?
@@ -170,7 +177,7 @@ struct APNsExchange: HTTP2PushExchange {
 
     /// Classifies the answer, or resends it when the answer says the connection, not the
     /// notification, was at fault.
-    mutating func finish(
+    package mutating func finish(
         _ pooled: borrowing PooledRequest,
         answer: Answer,
         body: ByteBuffer?,
@@ -216,17 +223,17 @@ struct APNsExchange: HTTP2PushExchange {
         return (.complete(outcome), nil)
     }
 
-    func complete(_ pooled: consuming PooledRequest, with outcome: APNsOutcome) {
+    package func complete(_ pooled: consuming PooledRequest, with outcome: APNsOutcome) {
         pooled.complete(outcome)
     }
 
-    mutating func goAwayReceived(debugData: ByteBuffer) -> String? {
+    package mutating func goAwayReceived(debugData: ByteBuffer) -> String? {
         guard let reason = APNsErrorBody(parsing: debugData.readableBytesView).reason else { return nil }
         goAwayReason = reason
         return reason.rawValue
     }
 
-    func connectionLost(_ pooled: consuming PooledRequest) {
+    package func connectionLost(_ pooled: consuming PooledRequest) {
         var outcome = APNsOutcome.failed(.connectionLost)
         if let goAwayReason {
             outcome.reason = goAwayReason

@@ -1,23 +1,25 @@
 import Logging
-import NIOCore
-import PushTransport
-import PushgateCore
+package import NIOCore
+package import PushTransport
+package import PushgateCore
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
-typealias PooledRequest = PoolEntry<APNsRequest, APNsResendMarks>
+package typealias PooledRequest = PoolEntry<APNsRequest, APNsResendMarks>
 
 /// What the APNs plug-in remembers of a request's earlier attempts.
-struct APNsResendMarks: PoolEntryMarks {
+package struct APNsResendMarks: PoolEntryMarks {
     /// Whether it was already resent once after `ExpiredProviderToken`.
-    var retriedAfterExpiredToken = false
+    package var retriedAfterExpiredToken = false
     /// Whether it was already resent once after a connection-fatal answer (`Shutdown`, `IdleTimeout`...).
-    var retriedAfterConnectionFatal = false
+    package var retriedAfterConnectionFatal = false
+
+    package init() {}
 }
 
 /// APNs over HTTP/2 as a plug-in of the transport layer: it owns the connection handler (frames,
 /// HPACK, streams), provider tokens and the client's metrics; the pool, TLS and bootstrap are shared.
-struct APNsHTTP2Plugin: TransportPlugin {
-    typealias Request = PooledRequest
+package struct APNsHTTP2Plugin: TransportPlugin {
+    package typealias Request = PooledRequest
 
     var connection: APNsConnectionStateMachine.Configuration
     /// `:authority` of every request.
@@ -26,9 +28,9 @@ struct APNsHTTP2Plugin: TransportPlugin {
     var tokenSource: (any APNsProviderTokenSource)?
     var metrics: APNsClientMetrics
 
-    var serviceName: String { "APNs" }
+    package var serviceName: String { "APNs" }
 
-    func makeConnection(_ context: TransportConnectionContext<Self>) -> APNsConnectionHandler {
+    package func makeConnection(_ context: TransportConnectionContext<Self>) -> APNsConnectionHandler {
         let configuration = APNsConnectionConfiguration(
             connection: connection,
             authority: authority,
@@ -44,10 +46,10 @@ struct APNsHTTP2Plugin: TransportPlugin {
         )
     }
 
-    func connectionOpened() { metrics.connectionsOpened.increment() }
-    func connectionFailed() { metrics.connectionFailures.increment() }
+    package func connectionOpened() { metrics.connectionsOpened.increment() }
+    package func connectionFailed() { metrics.connectionFailures.increment() }
 
-    func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+    package func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
         metrics.sampled(
             queued: queued,
             streamsInUse: inFlight,
@@ -58,18 +60,18 @@ struct APNsHTTP2Plugin: TransportPlugin {
 }
 
 extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {
-    func providerToken() throws -> ProviderToken? {
+    package func providerToken() throws -> ProviderToken? {
         guard let token = try plugin.tokenSource?.providerToken() else { return nil }
         plugin.metrics.providerTokenHandedOut(token)
         return token
     }
 
-    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+    package func providerTokenRejectedAsExpired(_ token: ProviderToken) {
         plugin.metrics.providerTokensRejected.increment()
         plugin.tokenSource?.providerTokenRejectedAsExpired(token)
     }
 
-    func streamAnswered(roundTrip: TimeAmount) {
+    package func streamAnswered(roundTrip: TimeAmount) {
         plugin.metrics.streamAnswered(roundTrip: roundTrip)
     }
 }

@@ -1,1 +1,0 @@
-../../../Sources/PushTransport/HTTP2/HPACKRequestEncoder.swift

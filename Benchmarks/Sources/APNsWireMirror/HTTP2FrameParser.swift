@@ -1,1 +1,0 @@
-../../../Sources/PushTransport/HTTP2/HTTP2FrameParser.swift

@@ -1,1 +1,0 @@
-../../../Sources/PushgateDispatch/OutcomeDisposition.swift
