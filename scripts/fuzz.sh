@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer driver (`pushgate-fuzz`, with -D FUZZING, --sanitize fuzzer and address) and runs one
+# Builds the libFuzzer driver (`pushgate-fuzz`, with -D FUZZING, -sanitize=fuzzer,address) and runs one
 # target for SECONDS, growing its corpus in Tests/FuzzCorpus/TARGET/ and minimising it there afterwards.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
@@ -26,12 +26,32 @@ artifacts=$scratch/artifacts/$target
 work=$scratch/corpus/$target
 mkdir -p "$corpus" "$artifacts" "$work"
 
-nice -n 10 swift build --package-path "$root" --scratch-path "$scratch" --product pushgate-fuzz \
-    --sanitize fuzzer --sanitize address -Xswiftc -DFUZZING >&2
-binary=$(swift build --package-path "$root" --scratch-path "$scratch" --product pushgate-fuzz \
-    --sanitize fuzzer --sanitize address -Xswiftc -DFUZZING --show-bin-path)/pushgate-fuzz
+# The sanitizers are named once, as one `-sanitize=fuzzer,address`: SwiftPM keeps `--sanitize` values in a set
+# and writes them in a different order on each run, and swiftc keeps only the last `-sanitize=` it is given.
+# With `--sanitize fuzzer --sanitize address`, each build therefore recompiled every module and the Swift code
+# got either coverage or ASan, never both (a run without coverage finds nothing: "no interesting inputs").
+# Here the one set element keeps the order fixed, and the `-Xswiftc` value, coming last, is the one that counts
+# (in the link too); `-Xcc` gives the C targets ASan as well.
+build=(--package-path "$root" --scratch-path "$scratch" --product pushgate-fuzz --sanitize fuzzer
+    -Xswiftc -sanitize=fuzzer,address -Xcc -fsanitize=address -Xswiftc -DFUZZING)
+# PUSHGATE_FUZZ_NO_BUILD=1 runs the binary already in $scratch/debug (two runs at once would otherwise wait on
+# each other's build lock).
+if [ "${PUSHGATE_FUZZ_NO_BUILD:-0}" = 1 ]; then
+    binary=$scratch/debug/pushgate-fuzz
+    [ -x "$binary" ] || { echo "fuzz.sh: no $binary; run once without PUSHGATE_FUZZ_NO_BUILD" >&2; exit 2; }
+else
+    nice -n 10 swift build "${build[@]}" >&2
+    binary=$(swift build "${build[@]}" --show-bin-path)/pushgate-fuzz
+fi
 
 export PUSHGATE_FUZZ_TARGET=$target
+# A binary without coverage instrumentation runs, but blind: refuse it (libFuzzer then prints no `cov:`).
+probe=$("$binary" -runs=0 "$corpus" 2>&1 || true)
+if ! grep -q 'INITED cov: [1-9]' <<<"$probe"; then
+    echo "$probe" | tail -n 20 >&2
+    echo "fuzz.sh: $binary reports no coverage on $corpus (not built with -sanitize=fuzzer, or a crash)" >&2
+    exit 1
+fi
 # The run: new inputs go to the work corpus, seeded from the committed one.
 set +o pipefail
 nice -n 10 "$binary" "$work" "$corpus" -max_total_time="$seconds" -artifact_prefix="$artifacts/" \
