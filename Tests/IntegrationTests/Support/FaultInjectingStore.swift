@@ -23,6 +23,9 @@ final class FaultInjectingStore: PushStore {
         var failed = false
         /// Every call of `operation` fails while set (an outage).
         var down: Set<StoreOperation> = []
+        /// Every write of the intake and the registry fails while set, as SQLite's on a full disk.
+        var diskFull = false
+        var intakeFailures = 0
         var chunksClaimed = 0
     }
     private let base: any PushStore
@@ -42,6 +45,20 @@ final class FaultInjectingStore: PushStore {
 
     func setDown(_ operations: Set<StoreOperation>) { state.withLock { $0.down = operations } }
 
+    /// While `full`, `enqueue` and `register` fail with the error SQLite gives on a full disk.
+    func setDiskFull(_ full: Bool) { state.withLock { $0.diskFull = full } }
+    /// Intake and registry writes refused because of ``setDiskFull(_:)``.
+    var intakeFailures: Int { state.withLock { $0.intakeFailures } }
+
+    private func write<T>(_ body: () async throws -> T) async throws -> T {
+        let full = state.withLock { state in
+            if state.diskFull { state.intakeFailures += 1 }
+            return state.diskFull
+        }
+        if full { throw StoreError.backend("database or disk is full") }
+        return try await body()
+    }
+
     private func call<T>(_ operation: StoreOperation, _ body: () async throws -> T) async throws -> T {
         let fails = state.withLock { state -> Bool in
             state.calls[operation, default: 0] += 1
@@ -58,7 +75,9 @@ final class FaultInjectingStore: PushStore {
 
     // MARK: Ledger (the dispatcher's methods go through `call`)
 
-    func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult { try await base.enqueue(request) }
+    func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        try await write { try await base.enqueue(request) }
+    }
 
     func request(_ id: RequestID) async throws -> NotificationRequest? {
         try await call(.readRequest) { try await base.request(id) }
@@ -121,10 +140,12 @@ final class FaultInjectingStore: PushStore {
     // MARK: Registry (forwarded)
 
     func register(_ registration: Registration) async throws -> RegistrationResult {
-        try await base.register(registration)
+        try await write { try await base.register(registration) }
     }
 
-    func register(batch: [Registration]) async throws -> [RegistrationResult] { try await base.register(batch: batch) }
+    func register(batch: [Registration]) async throws -> [RegistrationResult] {
+        try await write { try await base.register(batch: batch) }
+    }
 
     func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
         try await base.unassign(app: app, token: token, group: group)
