@@ -79,7 +79,8 @@ async def main() -> None:
         link = Link()
         if hole["on"]:
             link.die()
-            await pump(link, client_reader, None, to_client=False)  # until the client gives up; the server never hears of it
+            # Until the client gives up; the server never hears of it.
+            await pump(link, client_reader, None, to_client=False)
             client_writer.close()
             return
         live.add(link)

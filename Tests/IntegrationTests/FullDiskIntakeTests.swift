@@ -33,7 +33,7 @@ struct FullDiskIntakeTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0x0d15_0000 + index) }
 
     @Test(
-        "while the disk is full, failed registrations write a few warning lines, not one each; a notification is retried until stored"
+        "full disk: failed registrations write a few lines, not one each; a notification is retried until stored"
     )
     func fullDisk() async throws {
         let directory = try TemporaryDirectory()

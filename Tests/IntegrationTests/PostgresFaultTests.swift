@@ -89,7 +89,8 @@ struct PostgresFaultTests {
         let proxy: BlackHoleProxy? =
             if case .blackHole = fault { try BlackHoleProxy(upstreamPort: database.configuration.port) } else { nil }
         defer { proxy?.stop() }
-        let daemonDatabase = proxy.map { database.reached(throughPort: $0.port, queryTimeout: Self.queryTimeout) } ?? database
+        let daemonDatabase =
+            proxy.map { database.reached(throughPort: $0.port, queryTimeout: Self.queryTimeout) } ?? database
 
         try await MultiInstanceTests.withSimulator(latencyMilliseconds: 20) { simulator, keyPaths in
             let (name, keyID) = MultiInstanceTests.instances[0]

@@ -28,10 +28,11 @@ struct PostgresTestDatabase: Sendable {
             switch configuration.queryTimeout {
             case PostgresStore.defaultQueryTimeout: ""
             case nil: "&query_timeout=0"
-            case let timeout?: "&query_timeout=\(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)"
+            case let timeout?:
+                "&query_timeout=\(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)"
             }
-        return "postgres://\(configuration.username)@\(configuration.host):\(configuration.port)/\(configuration.database)?schema=\(configuration.schema)"
-            + timeout
+        let (user, host, port) = (configuration.username, configuration.host, configuration.port)
+        return "postgres://\(user)@\(host):\(port)/\(configuration.database)?schema=\(configuration.schema)" + timeout
     }
 
     var password: String { configuration.password ?? "" }
