@@ -30,6 +30,8 @@ final class FaultInjectingStore: PushStore {
     }
     private let base: any PushStore
     private let state: Mutex<State>
+    /// `request(_:)` calls waiting while held (``holdRequests()``).
+    private let held = Mutex<(on: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(base: any PushStore, fault: Fault? = nil) {
         self.base = base
@@ -44,6 +46,18 @@ final class FaultInjectingStore: PushStore {
     var injected: Bool { state.withLock { $0.failed } }
 
     func setDown(_ operations: Set<StoreOperation>) { state.withLock { $0.down = operations } }
+
+    /// From now until ``releaseRequests()``, `request(_:)` does not answer, as on a database that went silent.
+    func holdRequests() { held.withLock { $0.on = true } }
+
+    func releaseRequests() {
+        let waiting = held.withLock { held in
+            held.on = false
+            defer { held.waiting = [] }
+            return held.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 
     /// While `full`, `enqueue` and `register` fail with the error SQLite gives on a full disk.
     func setDiskFull(_ full: Bool) { state.withLock { $0.diskFull = full } }
@@ -80,7 +94,14 @@ final class FaultInjectingStore: PushStore {
     }
 
     func request(_ id: RequestID) async throws -> NotificationRequest? {
-        try await call(.readRequest) { try await base.request(id) }
+        await withCheckedContinuation { continuation in
+            let wait = held.withLock { held in
+                if held.on { held.waiting.append(continuation) }
+                return held.on
+            }
+            if !wait { continuation.resume() }
+        }
+        return try await call(.readRequest) { try await base.request(id) }
     }
 
     func claimChunk(owner: InstanceID, now: Date, leaseDuration: Duration, chunkSize: Int) async throws -> WorkChunk? {
