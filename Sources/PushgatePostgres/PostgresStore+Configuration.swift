@@ -22,6 +22,12 @@ extension PostgresStore {
         public var listensForWork: Bool = true
         /// TLS to the server: ``TLSMode/default(host:)`` unless the URL's `sslmode` says otherwise.
         public var tlsMode: TLSMode
+        /// How long one query may wait for the server before its connection is closed and the call fails
+        /// with a (transient) ``StoreError``: a server that went silent (a network dropping packets) must not
+        /// hold a store call, its connection and the dispatcher for ever. Keep it well above the longest
+        /// legitimate query (a large batch registration is one statement); nil: no deadline. URL parameter
+        /// `query_timeout` (seconds, `0` for none).
+        public var queryTimeout: Duration? = PostgresStore.defaultQueryTimeout
 
         /// Whether the connection is encrypted.
         public var requiresTLS: Bool { tlsMode != .disable }
@@ -35,7 +41,8 @@ extension PostgresStore {
             self.tlsMode = .default(host: host)
         }
 
-        /// Parses `postgres://user[:password]@host[:port]/database[?schema=NAME&sslmode=MODE&sslrootcert=FILE]`,
+        /// Parses `postgres://user[:password]@host[:port]/database[?PARAMETERS]`, the parameters
+        /// `schema=NAME`, `sslmode=MODE`, `sslrootcert=FILE`, `query_timeout=SECONDS` (see ``queryTimeout``),
         /// `MODE` one of `disable`, `require`, `verify-full` (see ``TLSMode``)
         /// (`postgresql://` too). Throws ``StoreError/Code/invalidArgument`` naming what is wrong
         /// (the message never contains the password).
@@ -78,9 +85,11 @@ extension PostgresStore {
                     sslmode = item.value ?? ""
                 case "sslrootcert":
                     sslrootcert = item.value ?? ""
+                case "query_timeout":
+                    queryTimeout = try Self.queryTimeout(parsing: item.value ?? "")
                 default:
                     throw StoreError.invalidArgument(
-                        "unknown URL parameter \"\(item.name)\" (known: schema, sslmode, sslrootcert)"
+                        "unknown URL parameter \"\(item.name)\" (known: schema, sslmode, sslrootcert, query_timeout)"
                     )
                 }
             }
@@ -104,6 +113,17 @@ extension PostgresStore {
             guard maximumConnections >= 2 else {
                 throw StoreError.invalidArgument("maximumConnections must be at least 2 (got \(maximumConnections))")
             }
+        }
+
+        /// `query_timeout`: whole or decimal seconds, at least 0.1 (a deadline shorter than a round trip
+        /// would fail every query), or `0` for none.
+        static func queryTimeout(parsing text: String) throws -> Duration? {
+            guard let seconds = Double(text), seconds.isFinite, seconds == 0 || seconds >= 0.1 else {
+                throw StoreError.invalidArgument(
+                    "query_timeout \"\(text.prefix(32))\" must be a number of seconds, at least 0.1, or 0 for none"
+                )
+            }
+            return seconds == 0 ? nil : .milliseconds(Int64((seconds * 1000).rounded()))
         }
 
         /// The URL with the password replaced by `***`: what may be logged.
@@ -142,4 +162,9 @@ extension PostgresStore {
     /// waiting, so only a stall of the whole process or of its database connection for 30 s hands a
     /// live instance's chunk to another (which then sends at most its unrecorded window again).
     public static let defaultLeaseDuration: Duration = .seconds(30)
+
+    /// How long a store query may wait for the server by default (``Configuration/queryTimeout``): far
+    /// above a normal query (milliseconds), and as long as the default lease, so that an instance whose
+    /// database went silent gives up on it about when other instances may take its work over.
+    public static let defaultQueryTimeout: Duration = .seconds(30)
 }

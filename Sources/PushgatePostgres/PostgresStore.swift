@@ -27,6 +27,7 @@ public final class PostgresStore: PushStore, Service {
     /// (request, then its chunks or retries) keeps it at 0; tests check that.
     package var deadlocksRetried: Int { deadlocks.load(ordering: .relaxed) }
     private let wakeHandlers = Mutex<[@Sendable () -> Void]>([])
+    private let keepalive = ConnectionKeepalive()
 
     private enum Readiness {
         case starting([CheckedContinuation<Void, any Error>])
@@ -46,6 +47,11 @@ public final class PostgresStore: PushStore, Service {
             tls: configuration.tlsMode.clientConfiguration().map { .require($0) } ?? .disable
         )
         postgres.options.maximumConnections = configuration.maximumConnections
+        // No keep-alive queries: the pool runs them without a deadline, and one written to a dead
+        // connection (a black hole) would hold that connection for ever, as busy. Idle connections are
+        // closed after a minute anyway; a dead one leased before that fails at its query's deadline
+        // (`PostgresConnection.collect`) and is replaced, and TCP keepalive finds dead idle sockets.
+        postgres.options.keepAliveBehavior = nil
         // Every connection resolves table names in the configured schema.
         postgres.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", "pushgate"),
@@ -271,7 +277,7 @@ public final class PostgresStore: PushStore, Service {
         let channel = configuration.notificationChannel
         while !Task.isCancelled {
             do {
-                try await client.withConnection { connection in
+                try await lease { connection in
                     try await connection.listen(on: channel) { notifications in
                         self.workAvailable()  // whatever was announced while nobody listened
                         for try await _ in notifications { self.workAvailable() }
@@ -313,7 +319,7 @@ public final class PostgresStore: PushStore, Service {
         while true {
             attempt += 1
             do {
-                return try await client.withConnection { connection in
+                return try await lease { connection in
                     try await connection.run(
                         isolation.map { PostgresQuery(unsafeSQL: "BEGIN ISOLATION LEVEL \($0)") } ?? "BEGIN",
                         logger: logger
@@ -347,11 +353,22 @@ public final class PostgresStore: PushStore, Service {
     func read<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await ready()
         do {
-            return try await client.withConnection { connection in try await body(connection) }
+            return try await lease { connection in try await body(connection) }
         } catch let error as StoreError {
             throw error
         } catch {
             throw Self.storeError(error)
+        }
+    }
+
+    /// Runs `body` with a connection of the pool, its socket kept alive (``ConnectionKeepalive``) and each
+    /// of its queries bounded by ``Configuration/queryTimeout`` (``QueryDeadline``).
+    private func lease<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await QueryDeadline.$timeout.withValue(configuration.queryTimeout) {
+            try await client.withConnection { connection in
+                await keepalive.configure(connection, logger: logger)
+                return try await body(connection)
+            }
         }
     }
 

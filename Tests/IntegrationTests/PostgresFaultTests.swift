@@ -2,6 +2,7 @@ import APNsSimulator
 import Foundation
 import PushgateCore
 import PushgatePostgres
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -18,8 +19,10 @@ import Glibc
 ///
 /// The stall after a restart or terminated connections (issue 13: postgres-nio dropped a query written to
 /// a closed connection; docs/reliability.md, "PostgreSQL faults") is fixed, so these run whenever
-/// `PUSHGATE_TEST_POSTGRES_URL` is set. The black hole is not yet checked after the fix: it still runs
-/// only when `PUSHGATE_TEST_POSTGRES_FAULTS=1` asks for it.
+/// `PUSHGATE_TEST_POSTGRES_URL` is set. The black hole passes since the store's query deadline, but takes
+/// about a minute (the hole, then the deadline and reconnects), so it runs only when
+/// `PUSHGATE_TEST_POSTGRES_FAULTS=1` asks for it. Its daemon's `query_timeout` is 5 s, or
+/// `PUSHGATE_TEST_QUERY_TIMEOUT` seconds (`0`: none, the behaviour before the fix, which never recovers).
 @Suite(
     "PostgreSQL faults mid-broadcast",
     .serialized,
@@ -35,6 +38,10 @@ import Glibc
 )
 struct PostgresFaultTests {
     static let devices = 20_000
+    static let queryTimeout: Duration? = {
+        let seconds = Int(ProcessInfo.processInfo.environment["PUSHGATE_TEST_QUERY_TIMEOUT"] ?? "5") ?? 5
+        return seconds == 0 ? nil : .seconds(seconds)
+    }()
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
 
@@ -58,11 +65,20 @@ struct PostgresFaultTests {
         "the database is a black hole for 10 s mid-broadcast: nothing lost, the gateway stays up",
         .enabled(
             if: ProcessInfo.processInfo.environment["PUSHGATE_TEST_POSTGRES_FAULTS"] == "1",
-            "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs it: not yet checked since the stall was fixed"
+            "PUSHGATE_TEST_POSTGRES_FAULTS=1 runs it (about a minute)"
         )
     )
     func blackHole() async throws {
         try await broadcast(through: .blackHole(seconds: 10))
+    }
+
+    /// The HTTP API's port, from the daemon's `HTTP API listening` line (it binds port 0).
+    static func httpPort(of daemon: MultiInstanceTests.Instance) throws -> Int {
+        let line = daemon.output.text.split(separator: "\n").first { $0.contains("HTTP API listening") } ?? ""
+        guard let range = line.range(of: #"http\.port=(\d+)"#, options: .regularExpression),
+            let port = Int(line[range].dropFirst("http.port=".count))
+        else { throw ExternalTools.ToolError("no HTTP port in the daemon's log") }
+        return port
     }
 
     func broadcast(through fault: Fault) async throws {
@@ -73,7 +89,8 @@ struct PostgresFaultTests {
         let proxy: BlackHoleProxy? =
             if case .blackHole = fault { try BlackHoleProxy(upstreamPort: database.configuration.port) } else { nil }
         defer { proxy?.stop() }
-        let daemonDatabase = proxy.map { database.reached(throughPort: $0.port) } ?? database
+        let daemonDatabase =
+            proxy.map { database.reached(throughPort: $0.port, queryTimeout: Self.queryTimeout) } ?? database
 
         try await MultiInstanceTests.withSimulator(latencyMilliseconds: 20) { simulator, keyPaths in
             let (name, keyID) = MultiInstanceTests.instances[0]
@@ -102,11 +119,24 @@ struct PostgresFaultTests {
                 )
                 #expect(Int(terminated) ?? 0 >= 1, "at least one of pushgate's connections was terminated")
             case .blackHole(let seconds):
-                proxy!.blackHole(true)
+                let hole = ContinuousClock.now
+                try proxy!.blackHole(true)
+                // While the database does not answer, /readyz says so (promptly, not at the store's deadline).
+                let http = HTTPTestClient(port: try Self.httpPort(of: daemon))
+                try await eventually("/readyz is 503 in the black hole", timeout: .seconds(seconds)) {
+                    let response = try await http.send("GET", "/readyz")
+                    let code = (response.json["error"] as? [String: Any])?["code"] as? String
+                    return response.status == 503 && code == "store_unavailable"
+                }
                 // The fault's length, not a synchronisation: the network is gone this long.
-                try await Task.sleep(for: .seconds(seconds))
+                try await Task.sleep(until: hole + .seconds(seconds))
                 #expect(daemon.process.isRunning, "the gateway is still running while the database is unreachable")
-                proxy!.blackHole(false)
+                try proxy!.blackHole(false)
+                let stats = try proxy!.stats()
+                #expect(stats.dead >= 1, "connections died in the hole: \(stats)")
+                try await eventually("/readyz is 200 again", timeout: .seconds(120)) {
+                    try await http.send("GET", "/readyz").status == 200
+                }
             }
             let atFault = simulator.stats().devices
 
@@ -127,6 +157,12 @@ struct PostgresFaultTests {
                 return
             }
             #expect(daemon.process.isRunning, "the gateway survived the fault")
+            if case .blackHole = fault {
+                #expect(
+                    daemon.output.text.contains("PostgreSQL did not answer a query in time"),
+                    "the query deadline ended queries on dead connections"
+                )
+            }
             let stats = simulator.stats()
             print(
                 "postgres fault \(fault): \(atFault) devices reached at the fault, \(stats.devices) in the end, \(stats.duplicates) duplicates"
@@ -161,9 +197,10 @@ extension PostgresTestDatabase {
     }
 
     /// The same schema, reached through another port on loopback (a proxy in front of the server).
-    func reached(throughPort port: Int) -> PostgresTestDatabase {
+    func reached(throughPort port: Int, queryTimeout: Duration?) -> PostgresTestDatabase {
         var configuration = self.configuration
         configuration.port = port
+        configuration.queryTimeout = queryTimeout
         return PostgresTestDatabase(exactly: configuration)
     }
 }
@@ -232,11 +269,20 @@ struct ThrowawayCluster {
     }
 }
 
-/// `scripts/tcp-blackhole-proxy.py` in front of the database: SIGUSR1 and SIGUSR2 turn the black hole
-/// on and off.
-struct BlackHoleProxy {
+/// `scripts/tcp-blackhole-proxy.py` in front of the database, driven by commands on its standard input
+/// (it exits when that ends, so it never outlives the test).
+final class BlackHoleProxy: Sendable {
     let process: Process
     let port: Int
+    private let commands: FileHandle
+    private let answers: LineReader
+
+    /// What the proxy counted: connections accepted, those that died in the hole, bytes discarded.
+    struct Stats {
+        var connections: Int
+        var dead: Int
+        var discarded: Int
+    }
 
     init(upstreamPort: Int) throws {
         let process = Process()
@@ -245,28 +291,76 @@ struct BlackHoleProxy {
             PostgresFaultTests.repository.appendingPathComponent("scripts/tcp-blackhole-proxy.py").path, "127.0.0.1",
             "\(upstreamPort)",
         ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
         try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = pipe.fileHandleForReading.readAvailableRetryingInterrupts() ?? Data()
-            if chunk.isEmpty { throw ExternalTools.ToolError("the proxy exited before it listened") }
-            line.append(chunk)
-        }
-        let words = String(decoding: line, as: UTF8.self).split(whereSeparator: \.isWhitespace)
-        guard words.count >= 2, words[0] == "listening", let port = Int(words[1]) else {
-            throw ExternalTools.ToolError("unexpected proxy output: \(String(decoding: line, as: UTF8.self))")
+        let answers = LineReader(output.fileHandleForReading)
+        let words = try Self.words(of: answers.next())
+        guard words.count == 2, words[0] == "listening", let port = Int(words[1]) else {
+            throw ExternalTools.ToolError("unexpected proxy output: \(words)")
         }
         self.process = process
+        self.commands = input.fileHandleForWriting
+        self.answers = answers
         self.port = port
     }
 
-    func blackHole(_ on: Bool) {
-        kill(process.processIdentifier, on ? SIGUSR1 : SIGUSR2)
+    /// Starts (`true`) or ends the black hole; returns once the proxy has acknowledged it.
+    func blackHole(_ on: Bool) throws {
+        try expect(command(on ? "hole" : "pass"), on ? "hole on" : "hole off")
     }
 
+    func stats() throws -> Stats {
+        let words = try Self.words(of: command("stats"))
+        guard words.count == 4, words[0] == "stats", let connections = Int(words[1]), let dead = Int(words[2]),
+            let discarded = Int(words[3])
+        else { throw ExternalTools.ToolError("unexpected proxy answer: \(words)") }
+        return Stats(connections: connections, dead: dead, discarded: discarded)
+    }
+
+    /// Ends the proxy (closing its input), dropping every connection.
     func stop() {
-        kill(process.processIdentifier, SIGTERM)
+        try? commands.close()
+    }
+
+    private func command(_ text: String) throws -> String {
+        try commands.write(contentsOf: Data((text + "\n").utf8))
+        return try answers.next()
+    }
+
+    private func expect(_ answer: String, _ expected: String) throws {
+        guard answer == expected else {
+            throw ExternalTools.ToolError("the proxy answered \"\(answer)\", not \"\(expected)\"")
+        }
+    }
+
+    private static func words(of line: String) -> [Substring] {
+        line.split(whereSeparator: \.isWhitespace)
+    }
+}
+
+/// The lines a child process writes (it answers each command at once).
+final class LineReader: Sendable {
+    private let handle: FileHandle
+    private let unread = Mutex<Data>(Data())
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    func next() throws -> String {
+        while true {
+            let line: String? = unread.withLock { buffer in
+                guard let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+                defer { buffer.removeSubrange(buffer.startIndex...newline) }
+                return String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+            }
+            if let line { return line }
+            guard let chunk = handle.readAvailableRetryingInterrupts(), !chunk.isEmpty else {
+                throw ExternalTools.ToolError("the process ended its output")
+            }
+            unread.withLock { $0.append(chunk) }
+        }
     }
 }

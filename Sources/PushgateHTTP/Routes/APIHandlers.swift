@@ -180,7 +180,8 @@ struct APIHandlers: Sendable {
     /// possible (the gateway's answer, see `HTTPAPI.Monitoring.apnsReachable`).
     private func readiness() async -> Response {
         do {
-            _ = try await store.request(Self.readinessProbeID)
+            // Promptly, even when the database went silent (its queries end only at the store's deadline).
+            _ = try await withDeadline(.seconds(2)) { [store] in try await store.request(Self.readinessProbeID) }
         } catch {
             logger.warning("readiness check failed: the store did not answer", metadata: [HTTPLogKey.error: "\(error)"])
             return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")

@@ -23,10 +23,15 @@ final class FaultInjectingStore: PushStore {
         var failed = false
         /// Every call of `operation` fails while set (an outage).
         var down: Set<StoreOperation> = []
+        /// Every write of the intake and the registry fails while set, as SQLite's on a full disk.
+        var diskFull = false
+        var intakeFailures = 0
         var chunksClaimed = 0
     }
     private let base: any PushStore
     private let state: Mutex<State>
+    /// `request(_:)` calls waiting while held (``holdRequests()``).
+    private let held = Mutex<(on: Bool, waiting: [CheckedContinuation<Void, Never>])>((false, []))
 
     init(base: any PushStore, fault: Fault? = nil) {
         self.base = base
@@ -41,6 +46,32 @@ final class FaultInjectingStore: PushStore {
     var injected: Bool { state.withLock { $0.failed } }
 
     func setDown(_ operations: Set<StoreOperation>) { state.withLock { $0.down = operations } }
+
+    /// From now until ``releaseRequests()``, `request(_:)` does not answer, as on a database that went silent.
+    func holdRequests() { held.withLock { $0.on = true } }
+
+    func releaseRequests() {
+        let waiting = held.withLock { held in
+            held.on = false
+            defer { held.waiting = [] }
+            return held.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    /// While `full`, `enqueue` and `register` fail with the error SQLite gives on a full disk.
+    func setDiskFull(_ full: Bool) { state.withLock { $0.diskFull = full } }
+    /// Intake and registry writes refused because of ``setDiskFull(_:)``.
+    var intakeFailures: Int { state.withLock { $0.intakeFailures } }
+
+    private func write<T>(_ body: () async throws -> T) async throws -> T {
+        let full = state.withLock { state in
+            if state.diskFull { state.intakeFailures += 1 }
+            return state.diskFull
+        }
+        if full { throw StoreError.backend("database or disk is full") }
+        return try await body()
+    }
 
     private func call<T>(_ operation: StoreOperation, _ body: () async throws -> T) async throws -> T {
         let fails = state.withLock { state -> Bool in
@@ -58,10 +89,19 @@ final class FaultInjectingStore: PushStore {
 
     // MARK: Ledger (the dispatcher's methods go through `call`)
 
-    func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult { try await base.enqueue(request) }
+    func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        try await write { try await base.enqueue(request) }
+    }
 
     func request(_ id: RequestID) async throws -> NotificationRequest? {
-        try await call(.readRequest) { try await base.request(id) }
+        await withCheckedContinuation { continuation in
+            let wait = held.withLock { held in
+                if held.on { held.waiting.append(continuation) }
+                return held.on
+            }
+            if !wait { continuation.resume() }
+        }
+        return try await call(.readRequest) { try await base.request(id) }
     }
 
     func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
@@ -107,10 +147,12 @@ final class FaultInjectingStore: PushStore {
     // MARK: Registry (forwarded)
 
     func register(_ registration: Registration) async throws -> RegistrationResult {
-        try await base.register(registration)
+        try await write { try await base.register(registration) }
     }
 
-    func register(batch: [Registration]) async throws -> [RegistrationResult] { try await base.register(batch: batch) }
+    func register(batch: [Registration]) async throws -> [RegistrationResult] {
+        try await write { try await base.register(batch: batch) }
+    }
 
     func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
         try await base.unassign(app: app, token: token, group: group)

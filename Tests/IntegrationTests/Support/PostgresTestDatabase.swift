@@ -21,9 +21,18 @@ struct PostgresTestDatabase: Sendable {
         self.configuration = configuration
     }
 
-    /// The URL a daemon gets for `--store`, without the password (it goes by `PUSHGATE_STORE_PASSWORD`).
+    /// The URL a daemon gets for `--store`, without the password (it goes by `PUSHGATE_STORE_PASSWORD`),
+    /// with `query_timeout` when the configuration's is not the default.
     var urlWithoutPassword: String {
-        "postgres://\(configuration.username)@\(configuration.host):\(configuration.port)/\(configuration.database)?schema=\(configuration.schema)"
+        let timeout: String =
+            switch configuration.queryTimeout {
+            case PostgresStore.defaultQueryTimeout: ""
+            case nil: "&query_timeout=0"
+            case let timeout?:
+                "&query_timeout=\(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18)"
+            }
+        let (user, host, port) = (configuration.username, configuration.host, configuration.port)
+        return "postgres://\(user)@\(host):\(port)/\(configuration.database)?schema=\(configuration.schema)" + timeout
     }
 
     var password: String { configuration.password ?? "" }

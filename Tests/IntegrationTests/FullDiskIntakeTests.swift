@@ -1,0 +1,83 @@
+import Foundation
+import Logging
+import PushgateCore
+import PushgateSQLite
+import PushgateUDP
+import Synchronization
+import Testing
+
+/// The two defects seen on a full disk (issue 13's introduction), against a real SQLite store whose
+/// writes fail as on a full disk (``FaultInjectingStore/setDiskFull(_:)``), behind the real UDP ingress.
+@Suite("UDP intake on a full disk")
+struct FullDiskIntakeTests {
+    /// The gateway's intake without the dispatcher: it stores the request.
+    struct StoreIntake: NotificationIntake {
+        let store: any PushStore
+        func submit(_ request: NotificationRequest) async throws -> EnqueueResult { try await store.enqueue(request) }
+    }
+
+    /// Warning lines, counted.
+    struct WarningCounter: LogHandler {
+        let lines: Box
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .info
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            if event.level >= .warning { lines.count.add(1, ordering: .relaxed) }
+        }
+    }
+
+    static func token(_ index: Int) -> String { String(format: "%064x", 0x0d15_0000 + index) }
+
+    @Test(
+        "full disk: failed registrations write a few lines, not one each; a notification is retried until stored"
+    )
+    func fullDisk() async throws {
+        let directory = try TemporaryDirectory()
+        let sqlite = try SQLiteStore(path: directory.path("full.db"))
+        let first = try DeviceToken(hex: Self.token(0))
+        _ = try await sqlite.register(Registration(app: "default", token: first, group: "g", at: Date()))
+        let store = FaultInjectingStore(base: sqlite)
+        let warnings = Box()
+        let ingress = UDPIngress(
+            configuration: .init(host: "127.0.0.1", registrationPort: 0, notificationPort: 0),
+            registry: store,
+            intake: StoreIntake(store: store),
+            // The ingress's clock stands still: every failure falls in the same second of its storm limiter.
+            clock: ManualWallClock(Date(timeIntervalSince1970: 1_800_000_000)),
+            logger: Logger(label: "pushgate.udp") { _ in WarningCounter(lines: warnings) }
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await ingress.run() }
+            let bound = try await ingress.boundAddresses()
+            store.setDiskFull(true)
+
+            let registrations = try UDPSender(port: bound.registrationPort)
+            let failed = 500
+            for index in 1...failed { registrations.send(#"{"device": "\#(Self.token(index))", "group": "g"}"#) }
+            try await eventually("every registration refused") {
+                ingress.statistics.registration.rejectedTotal == failed
+            }
+            // One line per second and kind: the batch failure and the registration refused.
+            #expect(warnings.count.load(ordering: .relaxed) <= 2, "\(failed) failed registrations")
+
+            let before = store.intakeFailures
+            try UDPSender(port: bound.notificationPort).send(#"{"groups": ["g"], "payload": {"aps": {}}}"#)
+            try await eventually("the notification is retried while the disk is full") {
+                store.intakeFailures >= before + 3
+            }
+            #expect(ingress.statistics.notification.rejectedTotal == 0, "not dropped after one attempt")
+            store.setDiskFull(false)
+            try await eventually("stored once the disk has room") { ingress.statistics.notification.applied == 1 }
+            #expect(ingress.statistics.notification.rejectedTotal == 0)
+            group.cancelAll()
+        }
+    }
+
+    final class Box: Sendable {
+        let count = Atomic<Int>(0)
+    }
+}
