@@ -114,6 +114,7 @@ public struct FCMSimulator: Service {
         group: MultiThreadedEventLoopGroup
     ) async throws -> any Channel {
         let route: @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse = { core.route($0) }
+        let latency: @Sendable () -> Int = { core.latencyMilliseconds }
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -135,7 +136,7 @@ public struct FCMSimulator: Service {
                                 stream.eventLoop.makeCompletedFuture {
                                     let sync = stream.pipeline.syncOperations
                                     try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                    try sync.addHandler(FCMHTTPHandler(route: route))
+                                    try sync.addHandler(FCMHTTPHandler(route: route, latencyMilliseconds: latency))
                                 }
                             }.map { _ in }
                         },
@@ -143,7 +144,7 @@ public struct FCMSimulator: Service {
                             channel.eventLoop.makeCompletedFuture {
                                 let sync = channel.pipeline.syncOperations
                                 try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                                try sync.addHandler(FCMHTTPHandler(route: route))
+                                try sync.addHandler(FCMHTTPHandler(route: route, latencyMilliseconds: latency))
                             }
                         }
                     )
