@@ -138,7 +138,7 @@ enum BenchTargets {
             "simulate", "--accept-all", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
             "--threads", String(setup.threads), "--record-limit", "100", "--no-device-tracking",
             "--max-concurrent-streams", String(setup.maxConcurrentStreams), "--log-level", "warning",
-            "--ca-out", caPath, "--fcm-port", "-1",
+            "--ca-out", caPath, "--fcm-port=-1",
         ]
         if let key = setup.tokenKey {
             let keyPath = directory.appendingPathComponent("bench-key.pem").path
@@ -202,12 +202,8 @@ final class SimulatorProcess: Sendable {
         process.standardOutput = pipe
         process.standardError = FileHandle.standardError
         let output = Output()
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.readAvailableRetryingInterrupts() ?? Data()
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
+        // Plain blocking reads on a thread: a readabilityHandler's dispatch source crashed libdispatch.
+        pipe.fileHandleForReading.readChunksInBackground { data in
             // Bounded: only the first lines matter; the rest is drained and dropped.
             output.text.withLock { text in
                 if text.utf8.count < 65_536 { text += String(decoding: data, as: UTF8.self) }

@@ -142,7 +142,9 @@ struct EndToEndBenchmark {
         report.line("  stand-in: \(StandIn.describe(options, simulatorLatency: apnsSimulatorLatency))")
         if command.fcmDevices > 0 {
             report.line("  FCM stand-in: \(FCMStandIn.describe(options))")
-            report.line("  gateway FCM: --fcm-service-account <its account file> --fcm-host 127.0.0.1:PORT --fcm-ca <its CA>")
+            report.line(
+                "  gateway FCM: --fcm-service-account <its account file> --fcm-host 127.0.0.1:PORT --fcm-ca <its CA>"
+            )
         }
         report.line("  datagram: \(Self.datagram)")
         report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
@@ -185,7 +187,7 @@ struct EndToEndBenchmark {
 
     /// With FCM devices, `--rtt-ms` is our APNs simulator's latency fault (haproxy counts nothing).
     private var apnsSimulatorLatency: Int? {
-        command.fcmDevices > 0 ? command.gateway.rttMilliseconds ?? 0 : nil
+        command.fcmDevices > 0 ? command.gateway.rttMilliseconds : nil
     }
 
     private func withFCMStandIn<Result: Sendable>(
@@ -428,7 +430,8 @@ struct EndToEndBenchmark {
         )
         serviceSummary(complete)
         report.line(
-            "  time to the last answer: \(Format.milliseconds(seconds.median)) (\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
+            "  time to the last answer: \(Format.milliseconds(seconds.median)) "
+                + "(\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
         )
         report.line(
             "  notifications/s: \(Format.integer(rates.median)) (\(Format.integer(rates.minimum))-\(Format.integer(rates.maximum)))"

@@ -51,8 +51,8 @@ struct FCMStandIn: Sendable {
         latencyMilliseconds: Int
     ) -> [String] {
         [
-            "simulate", "--host", "127.0.0.1", "--port", "0", "--control-port", "0", "--legacy-port", "-1",
-            "--feedback-port", "-1", "--fcm-port", "0", "--fcm-control-port", "0", "--fcm-account-out", accountPath,
+            "simulate", "--host", "127.0.0.1", "--port", "0", "--control-port", "0", "--legacy-port=-1",
+            "--feedback-port=-1", "--fcm-port", "0", "--fcm-control-port", "0", "--fcm-account-out", accountPath,
             "--fcm-latency-ms", String(latencyMilliseconds), "--threads", String(options.simulatorThreads),
             "--record-limit", "0", "--log-level", "warning",
         ]
@@ -86,7 +86,10 @@ struct FCMStandIn: Sendable {
             role: .fcmSimulator
         )
         do {
-            let port = try await child.waitForPort(line: "FCM simulator (HTTP/2, TLS) listening on https://", timeout: 30)
+            let port = try await child.waitForPort(
+                line: "FCM simulator (HTTP/2, TLS) listening on https://",
+                timeout: 30
+            )
             let controlPort = try await child.waitForPort(
                 line: "FCM control API (HTTP/1.1) listening on http://",
                 timeout: 30

@@ -156,7 +156,7 @@ struct StandIn: Sendable {
         }
         let held = simulatorLatency.map { ", every answer held \($0) ms (POST /faults {\"latency_ms\":\($0)})" } ?? ""
         return
-            "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking --environment production --threads \(options.simulatorThreads) --max-concurrent-streams \(options.maxConcurrentStreams) --fcm-port -1)\(held)"
+            "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking --environment production --threads \(options.simulatorThreads) --max-concurrent-streams \(options.maxConcurrentStreams) --fcm-port=-1)\(held)"
     }
 
     /// Runs `body` with a fresh stand-in that accepts provider tokens signed by `key` (written to
@@ -200,7 +200,7 @@ struct StandIn: Sendable {
             "--threads", String(options.simulatorThreads), "--record-limit", "100", "--no-device-tracking",
             "--environment", "production", "--max-concurrent-streams", String(options.maxConcurrentStreams),
             "--log-level", "warning", "--ca-out", caPath,
-            "--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)", "--fcm-port", "-1",
+            "--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)", "--fcm-port=-1",
         ]
         let child = try SimulatorProcess.start(binary: try options.binary(), arguments: arguments)
         do {

@@ -38,7 +38,12 @@ import Testing
         #expect(value(after: "--fcm-latency-ms") == "50")
         #expect(value(after: "--fcm-port") == "0")
         #expect(value(after: "--fcm-account-out") == "/tmp/a.json")
-        let standIn = FCMStandIn(port: 4321, controlPort: 4322, caPath: "/tmp/ca.pem", serviceAccountPath: "/tmp/a.json")
+        let standIn = FCMStandIn(
+            port: 4321,
+            controlPort: 4322,
+            caPath: "/tmp/ca.pem",
+            serviceAccountPath: "/tmp/a.json"
+        )
         #expect(
             standIn.gatewayArguments == [
                 "--fcm-service-account", "/tmp/a.json", "--fcm-host", "127.0.0.1:4321", "--fcm-ca", "/tmp/ca.pem",
@@ -49,7 +54,7 @@ import Testing
     @Test("the FCM simulator's /stats are read, devices and duplicates included")
     func readsStats() {
         let stats = FCMStandIn.stats(
-            from: ["accepted": 7, "rejected": 1, "devices": 6, "duplicates": 1, "accessTokensIssued": 2] as [String: Any]
+            from: ["accepted": 7, "rejected": 1, "devices": 6, "duplicates": 1, "accessTokensIssued": 2]
         )
         #expect(stats == .init(accepted: 7, rejected: 1, devices: 6, duplicates: 1, accessTokensIssued: 2))
     }

@@ -267,7 +267,10 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         }
         if let id = actions.connect { connect(id) }
         if let (id, delay) = actions.connectAfter {
-            logger.debug("reconnecting after back-off", metadata: ["connection.delay_ms": "\(delay.nanoseconds / 1_000_000)"])
+            logger.debug(
+                "reconnecting after back-off",
+                metadata: ["connection.delay_ms": "\(delay.nanoseconds / 1_000_000)"]
+            )
             group.next().scheduleTask(in: delay) { [weak self] in
                 guard let self else { return }
                 self.perform(self.lock.withLock { self.machine.reconnectDelayElapsed(id) })
@@ -298,7 +301,9 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         let endpoint = configuration.endpoint
         logger.debug(
             "connecting to \(plugin.serviceName)",
-            metadata: ["connection.id": "\(id)", "connection.host": "\(endpoint.host)", "connection.port": "\(endpoint.port)"]
+            metadata: [
+                "connection.id": "\(id)", "connection.host": "\(endpoint.host)", "connection.port": "\(endpoint.port)",
+            ]
         )
         let tlsContext = configuration.tlsContext
         TransportBootstrap.make(group: loop, connectTimeout: configuration.connectTimeout)
