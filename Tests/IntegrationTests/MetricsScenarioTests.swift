@@ -1,5 +1,6 @@
 import APNsHTTP2
 import APNsSimulator
+import FCMTransport
 import Crypto
 import Foundation
 import Logging
@@ -163,6 +164,7 @@ struct MetricsGatewayFixture {
 
     static func with(
         apnsPortOverride: Int? = nil,
+        fcm: FCMClient.Configuration? = nil,
         _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
@@ -194,6 +196,7 @@ struct MetricsGatewayFixture {
                 topic: try Topic("com.example.pushgate"),
                 dispatcher: dispatcher
             )
+            configuration.apps[0].fcm = fcm
             configuration.http = HTTPAPI.Configuration(host: "127.0.0.1", port: 0)
             configuration.shutdownSignals = []
             let gateway = Gateway(configuration: configuration)
