@@ -69,6 +69,9 @@ public struct FCMSimulator: Service {
 
         let core = FCMSimulatorCore(configuration: configuration)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: configuration.eventLoopThreads)
+        // The control API has a thread of its own: it answers (a benchmark's polls) while the
+        // server's loops are saturated.
+        let controlGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var channels: [any Channel] = []
         let result: Swift.Result<Result, any Error>
         do {
@@ -77,7 +80,12 @@ public struct FCMSimulator: Service {
             let port = server.localAddress?.port ?? configuration.port
             var controlPort: Int?
             if let requested = configuration.controlPort {
-                let control = try await bindControl(host: configuration.host, port: requested, core: core, group: group)
+                let control = try await bindControl(
+                    host: configuration.host,
+                    port: requested,
+                    core: core,
+                    group: controlGroup
+                )
                 channels.append(control)
                 controlPort = control.localAddress?.port
             }
@@ -103,6 +111,7 @@ public struct FCMSimulator: Service {
         }
         for channel in channels { try? await channel.close() }
         try? await group.shutdownGracefully()
+        try? await controlGroup.shutdownGracefully()
         configuration.logger.info("FCM simulator stopped")
         return try result.get()
     }

@@ -305,7 +305,7 @@ struct EndToEndBenchmark {
                 result.simulatorRejected = stats.rejected
                 result.connectionsOpened = stats.connectionsOpened
             }
-            try recordCounters(&result, standIn: standIn, fcm: fcm, fcmCPU: fcmCPU)
+            recordCounters(&result, standIn: standIn, fcm: fcm, fcmCPU: fcmCPU)
         } catch {
             await gateway.stop()
             throw error
