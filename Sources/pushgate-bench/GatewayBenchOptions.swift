@@ -155,8 +155,9 @@ struct StandIn: Sendable {
             return "haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms"
         }
         let held = simulatorLatency.map { ", every answer held \($0) ms (POST /faults {\"latency_ms\":\($0)})" } ?? ""
-        return
-            "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking --environment production --threads \(options.simulatorThreads) --max-concurrent-streams \(options.maxConcurrentStreams) --fcm-port=-1)\(held)"
+        return "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking "
+            + "--environment production --threads \(options.simulatorThreads) "
+            + "--max-concurrent-streams \(options.maxConcurrentStreams) --fcm-port=-1)\(held)"
     }
 
     /// Runs `body` with a fresh stand-in that accepts provider tokens signed by `key` (written to
