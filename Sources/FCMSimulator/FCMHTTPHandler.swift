@@ -2,7 +2,8 @@ import NIOCore
 import NIOHTTP1
 
 /// Collects one request at a time (an HTTP/2 stream through NIO's HTTP/1 codec, or an HTTP/1.1
-/// connection) and answers it with `route`.
+/// connection) and answers it with `route`, held `latencyMilliseconds()` first when that is above 0
+/// (scheduled on the event loop, so a held answer costs no thread and no CPU).
 final class FCMHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -10,12 +11,17 @@ final class FCMHTTPHandler: ChannelInboundHandler {
     static let maximumBodyBytes = 1 << 20
 
     private let route: @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse
+    private let latencyMilliseconds: @Sendable () -> Int
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
 
-    init(route: @escaping @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse) {
+    init(
+        route: @escaping @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse,
+        latencyMilliseconds: @escaping @Sendable () -> Int = { 0 }
+    ) {
         self.route = route
+        self.latencyMilliseconds = latencyMilliseconds
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -44,7 +50,12 @@ final class FCMHTTPHandler: ChannelInboundHandler {
                         body: body
                     )
                 )
-            write(response, head: head, context: context)
+            let latency = latencyMilliseconds()
+            guard latency > 0 else { return write(response, head: head, context: context) }
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
+                guard context.channel.isActive else { return }
+                self.write(response, head: head, context: context)
+            }
         }
     }
 

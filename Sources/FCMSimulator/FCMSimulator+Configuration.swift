@@ -15,6 +15,9 @@ extension FCMSimulator {
         public var accessTokenLifetimeSeconds = 3599
         /// SETTINGS_MAX_CONCURRENT_STREAMS of each HTTP/2 connection (Google's is reported to be 100).
         public var maximumConcurrentStreams = 100
+        /// Every answer of the TLS port (token endpoint and `messages:send`) is held this long, as if
+        /// Google were this far away; changeable while running (`POST /faults {"latency_ms": N}`).
+        public var latencyMilliseconds = 0
         /// Accepted messages kept for queries (oldest dropped first).
         public var recordLimit = 100_000
         /// The simulator's idea of now (token expiry, JWT time checks).

@@ -99,6 +99,7 @@ public struct FCMSimulator: LoopbackSimulator {
         group: MultiThreadedEventLoopGroup
     ) async throws -> any Channel {
         let route: @Sendable (FCMSimulatorRequest) -> FCMSimulatorResponse = { core.route($0) }
+        let latency: @Sendable () -> Int = { core.latencyMilliseconds }
         return try await ServerBootstrap(group: group)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
@@ -120,7 +121,7 @@ public struct FCMSimulator: LoopbackSimulator {
                                 stream.eventLoop.makeCompletedFuture {
                                     let sync = stream.pipeline.syncOperations
                                     try sync.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                    try sync.addHandler(FCMHTTPHandler(route: route))
+                                    try sync.addHandler(FCMHTTPHandler(route: route, latencyMilliseconds: latency))
                                 }
                             }.map { _ in }
                         },
@@ -128,7 +129,7 @@ public struct FCMSimulator: LoopbackSimulator {
                             channel.eventLoop.makeCompletedFuture {
                                 let sync = channel.pipeline.syncOperations
                                 try sync.configureHTTPServerPipeline(withErrorHandling: true)
-                                try sync.addHandler(FCMHTTPHandler(route: route))
+                                try sync.addHandler(FCMHTTPHandler(route: route, latencyMilliseconds: latency))
                             }
                         }
                     )

@@ -6,12 +6,14 @@ extension FCMSimulatorCore {
     /// | request | effect |
     /// | --- | --- |
     /// | `GET /messages[?token=T]` | `{"messages":[{name, project, token, topic, condition, message}]}` |
-    /// | `GET /stats` | counters |
+    /// | `GET /stats` | counters (`devices`: distinct tokens accepted; `duplicates`: accepted again) |
+    /// | `GET /faults` | `{"latency_ms": N}` |
+    /// | `POST /faults` `{"latency_ms": N}` | hold every later answer of the TLS port N ms (`null`: 0) |
     /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
     /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
     /// | `POST /access-tokens/expire` | every issued access token expires now |
     /// | `POST /access-tokens/refuse` `{"refuse":true}` | every send answers 401, even with a fresh token |
-    /// | `POST /reset` | forget messages, tokens, states, injected errors, counters |
+    /// | `POST /reset` | forget messages, tokens, states, injected errors, counters (not the latency) |
     func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
         let body = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] ?? [:]
         switch (request.method, String(request.path)) {
@@ -33,8 +35,13 @@ extension FCMSimulatorCore {
                 [
                     "tokenRequests": stats.tokenRequests, "accessTokensIssued": stats.accessTokensIssued,
                     "sends": stats.sends, "accepted": stats.accepted, "rejected": stats.rejected,
+                    "devices": stats.devices, "duplicates": stats.duplicates,
                 ]
             )
+        case ("GET", "/faults"):
+            return .json(200, ["latency_ms": latencyMilliseconds])
+        case ("POST", "/faults"):
+            return setFaults(request.body)
         case ("POST", "/unregister"):
             guard let token = body["token"] as? String, !token.isEmpty else {
                 return .json(400, ["error": "token is required"])
@@ -67,6 +74,33 @@ extension FCMSimulatorCore {
         default:
             return .json(404, ["error": "no route \(request.method) \(request.path)"])
         }
+    }
+
+    /// `POST /faults`: only `latency_ms` (an integer ≥ 0, or null for 0); anything else is refused.
+    private func setFaults(_ body: [UInt8]) -> FCMSimulatorResponse {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            return .json(400, ["error": "expected a JSON object"])
+        }
+        if let unknown = object.keys.sorted().first(where: { $0 != "latency_ms" }) {
+            return .json(400, ["error": "unknown key \(unknown); the FCM simulator's faults: latency_ms"])
+        }
+        guard let value = object["latency_ms"] else { return .json(200, ["latency_ms": latencyMilliseconds]) }
+        let milliseconds: Int
+        if value is NSNull {
+            milliseconds = 0
+        } else if let decoded = try? JSONDecoder().decode([String: Int].self, from: Data(body))["latency_ms"],
+            decoded >= 0
+        {
+            milliseconds = decoded
+        } else {
+            return .json(400, ["error": "latency_ms must be an integer ≥ 0"])
+        }
+        setLatency(milliseconds: milliseconds)
+        return .json(200, ["latency_ms": milliseconds])
+    }
+
+    func setLatency(milliseconds: Int) {
+        state.withLock { $0.latencyMilliseconds = max(0, milliseconds) }
     }
 
     func messages(token: String?) -> [FCMAcceptedMessage] {

@@ -51,6 +51,10 @@ public struct FCMSimulatorStats: Sendable, Hashable {
     public var sends = 0
     public var accepted = 0
     public var rejected = 0
+    /// Distinct registration tokens among the accepted messages, and accepted messages to a token
+    /// already accepted once (told apart by a 64-bit hash of the token).
+    public var devices = 0
+    public var duplicates = 0
 }
 
 /// The simulator's shared state, behind one lock; every route reads and changes it here.
@@ -73,6 +77,10 @@ final class FCMSimulatorCore: Sendable {
         var stats = FCMSimulatorStats()
         /// Where the token endpoint is, once bound: assertions must name it as `aud`.
         var tokenURI = ""
+        /// How long every answer of the TLS port is held (the latency fault).
+        var latencyMilliseconds = 0
+        /// Hashes of the tokens accepted so far (`stats.devices`, `stats.duplicates`).
+        var acceptedTokens: Set<Int> = []
     }
 
     let state: Mutex<State>
@@ -83,6 +91,7 @@ final class FCMSimulatorCore: Sendable {
     init(configuration: FCMSimulator.Configuration) {
         var initial = State()
         for account in configuration.accounts { initial.accounts[account.clientEmail] = account }
+        initial.latencyMilliseconds = max(0, configuration.latencyMilliseconds)
         self.state = Mutex(initial)
         self.now = configuration.now
         self.accessTokenLifetime = configuration.accessTokenLifetimeSeconds
@@ -123,6 +132,13 @@ final class FCMSimulatorCore: Sendable {
             state.accepted.append(message)
             if state.accepted.count > recordLimit { state.accepted.removeFirst(state.accepted.count - recordLimit) }
             state.stats.accepted += 1
+            if let token = message.token {
+                if state.acceptedTokens.insert(token.hashValue).inserted {
+                    state.stats.devices += 1
+                } else {
+                    state.stats.duplicates += 1
+                }
+            }
         }
     }
 
@@ -133,9 +149,12 @@ final class FCMSimulatorCore: Sendable {
             state.injected = []
             state.refusingAccessTokens = false
             state.accepted = []
+            state.acceptedTokens = []
             state.stats = FCMSimulatorStats()
         }
     }
+
+    var latencyMilliseconds: Int { state.withLock { $0.latencyMilliseconds } }
 
     func expireAccessTokens() {
         let past = now().addingTimeInterval(-1)

@@ -53,6 +53,9 @@ public final class RunningFCMSimulator: Sendable {
     public func expireAccessTokens() { core.expireAccessTokens() }
     /// While true, every send answers 401 UNAUTHENTICATED, even with a freshly issued access token.
     public func refuseAccessTokens(_ refuse: Bool = true) { core.refuseAccessTokens(refuse) }
+    /// Holds every later answer of the TLS port (token endpoint and `messages:send`) this long.
+    public func setLatency(milliseconds: Int) { core.setLatency(milliseconds: milliseconds) }
+    public var latencyMilliseconds: Int { core.latencyMilliseconds }
     /// Forgets messages, access tokens, device states, injected errors and counters (not accounts).
     public func reset() { core.reset() }
 }

@@ -225,10 +225,11 @@ final class ChunkDelivery {
         let count = min(room, available)
         guard count > 0 else { return }
         var sends = RoutedSends(reservingCapacity: count)
+        let now = dispatcher.clock.now()
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
-            sends.add(target.token, tag: sequence, prepared: prepared, route: route, receiver: collector)
+            sends.add(target.token, tag: sequence, prepared: prepared, route: route, receiver: collector, now: now)
         }
         bufferedHead += count
         collector.willSend(sends.sendCount)

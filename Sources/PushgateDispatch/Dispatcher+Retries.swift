@@ -52,7 +52,8 @@ extension Dispatcher {
                 tag: UInt64(index),
                 prepared: prepared,
                 route: route,
-                receiver: collector
+                receiver: collector,
+                now: claimedAt
             )
         }
         for sends in sendsByApp.values {

@@ -2,6 +2,8 @@ import APNsHTTP2
 import FCMTransport
 import PushTransport
 import PushgateCore
+import Foundation
+import Synchronization
 
 /// A stored request in the forms its services take, built once (a request is immutable) and kept for
 /// the chunks and retries that follow.
@@ -12,6 +14,37 @@ struct PreparedRequest: Sendable {
     /// The FCM message, derived once; nil when the app has no FCM transport (nothing to derive it for).
     /// A request whose FCM message cannot be built fails its FCM devices only.
     let fcmMessage: Result<FCMMessage, ValidationError>?
+    /// ``fcmMessage(sentAt:)``'s last message, for the second it was derived for.
+    private let sendTimeMessage = SendTimeMessage()
+
+    init(
+        request: NotificationRequest,
+        notification: PreparedNotification,
+        fcmMessage: Result<FCMMessage, ValidationError>?
+    ) {
+        self.request = request
+        self.notification = notification
+        self.fcmMessage = fcmMessage
+    }
+
+    /// The FCM message to send at `now`. With an expiration time, its `android.ttl` is what is left
+    /// then (floored at 0, like APNs treating a past `apns-expiration` as "now or never"): a retry sent
+    /// late does not carry the TTL the request started with. Derived again at most once a second.
+    /// Expired requests are stopped by the store's sweep (`expireOverdue`, due 1 ms after the
+    /// expiration), as for APNs; a send racing the sweep goes out with `0s`.
+    func fcmMessage(sentAt now: Date) -> Result<FCMMessage, ValidationError>? {
+        guard case .success? = fcmMessage, case .at = request.expiration else { return fcmMessage }
+        let second = Int64(now.timeIntervalSince1970.rounded(.down))
+        if let cached = sendTimeMessage.last.withLock({ $0 }), cached.second == second { return cached.message }
+        let request = self.request
+        let message = Result { () throws(ValidationError) in try FCMMessage(request: request, sentAt: now) }
+        sendTimeMessage.last.withLock { $0 = (second, message) }
+        return message
+    }
+
+    private final class SendTimeMessage: Sendable {
+        let last = Mutex<(second: Int64, message: Result<FCMMessage, ValidationError>)?>(nil)
+    }
 }
 
 /// One batch of sends through one app's route, split by each device's service: APNs devices become
@@ -42,7 +75,8 @@ struct RoutedSends {
         tag: UInt64,
         prepared: PreparedRequest,
         route: DeliveryRoute,
-        receiver: OutcomeCollector
+        receiver: OutcomeCollector,
+        now: Date
     ) {
         switch token.platform {
         case .apns:
@@ -50,7 +84,7 @@ struct RoutedSends {
                 APNsRequest(notification: prepared.notification, deviceToken: token, tag: tag, receiver: receiver)
             )
         case .fcm:
-            switch (route.fcm, prepared.fcmMessage) {
+            switch (route.fcm, prepared.fcmMessage(sentAt: now)) {
             case (.some, .success(let message)?):
                 fcm.append(FCMSendRequest(message: message, token: token.value, tag: tag, receiver: receiver))
             case (.some, .failure?):

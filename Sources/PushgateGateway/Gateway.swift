@@ -261,6 +261,7 @@ public struct Gateway: Sendable {
             http.apps = configuration.apps.map(\.name)
             let api: HTTPAPI
             let apnsClients = apnsClients
+            let fcmClients = fcmClients
             do {
                 api = try HTTPAPI(
                     configuration: http,
@@ -273,6 +274,8 @@ public struct Gateway: Sendable {
                         metricsExposition: { registry.emitToBuffer() },
                         // Ready when some app can reach APNs (a legacy-only gateway has no HTTP/2 client to ask).
                         apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } },
+                        // Apps with FCM configured: ready when one of their FCM clients can connect.
+                        fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
                         dispatcherReady: { dispatcher.isStoreHealthy }
                     ),
                     onBound: { port in httpPort.value = port }

@@ -2,7 +2,7 @@ public import CoreMetrics
 
 extension HTTPAPI {
     /// What the API reports about itself and the gateway around it: its request metrics, the `/metrics`
-    /// exposition and the APNs half of `/readyz`. The API does not know the APNs client or the metrics
+    /// exposition and the APNs and FCM halves of `/readyz`. The API does not know the APNs client or the metrics
     /// backend; the gateway hands them in as values and closures.
     public struct Monitoring: Sendable {
         /// Where the request metrics (`pushgate_http_requests_total`, `..._duration_seconds`) go. The
@@ -13,6 +13,9 @@ extension HTTPAPI {
         /// The APNs half of readiness: true when at least one APNs connection is possible. `/readyz`
         /// answers 503 `apns_unavailable` while it is false.
         public var apnsReachable: @Sendable () async -> Bool
+        /// The FCM half of readiness: true when no app has FCM configured, or at least one FCM
+        /// connection is possible. `/readyz` answers 503 `fcm_unavailable` while it is false.
+        public var fcmReachable: @Sendable () async -> Bool
         /// The dispatcher's half of readiness: false while its store operations fail. `/readyz`
         /// answers 503 `store_unavailable` while it is false.
         public var dispatcherReady: @Sendable () async -> Bool
@@ -21,11 +24,13 @@ extension HTTPAPI {
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
             metricsExposition: (@Sendable () async -> [UInt8])? = nil,
             apnsReachable: @escaping @Sendable () async -> Bool = { true },
+            fcmReachable: @escaping @Sendable () async -> Bool = { true },
             dispatcherReady: @escaping @Sendable () async -> Bool = { true }
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
             self.apnsReachable = apnsReachable
+            self.fcmReachable = fcmReachable
             self.dispatcherReady = dispatcherReady
         }
     }

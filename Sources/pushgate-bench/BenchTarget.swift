@@ -138,7 +138,7 @@ enum BenchTargets {
             "simulate", "--accept-all", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
             "--threads", String(setup.threads), "--record-limit", "100", "--no-device-tracking",
             "--max-concurrent-streams", String(setup.maxConcurrentStreams), "--log-level", "warning",
-            "--ca-out", caPath,
+            "--ca-out", caPath, "--fcm-port=-1",
         ]
         if let key = setup.tokenKey {
             let keyPath = directory.appendingPathComponent("bench-key.pem").path
@@ -180,15 +180,21 @@ final class SimulatorProcess: Sendable {
 
     private let process: Process
     private let output: Output
+    private let role: ChildProcesses.Role
     let pid: Int32
 
-    private init(process: Process, output: Output) {
+    private init(process: Process, output: Output, role: ChildProcesses.Role) {
         self.process = process
         self.output = output
+        self.role = role
         self.pid = process.processIdentifier
     }
 
-    static func start(binary: String, arguments: [String]) throws -> SimulatorProcess {
+    static func start(
+        binary: String,
+        arguments: [String],
+        role: ChildProcesses.Role = .simulator
+    ) throws -> SimulatorProcess {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
         process.arguments = arguments
@@ -196,12 +202,8 @@ final class SimulatorProcess: Sendable {
         process.standardOutput = pipe
         process.standardError = FileHandle.standardError
         let output = Output()
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.readAvailableRetryingInterrupts() ?? Data()
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
+        // Plain blocking reads on a thread: a readabilityHandler's dispatch source crashed libdispatch.
+        pipe.fileHandleForReading.readChunksInBackground { data in
             // Bounded: only the first lines matter; the rest is drained and dropped.
             output.text.withLock { text in
                 if text.utf8.count < 65_536 { text += String(decoding: data, as: UTF8.self) }
@@ -212,57 +214,46 @@ final class SimulatorProcess: Sendable {
         } catch {
             throw BenchError("cannot start \(binary): \(error)")
         }
-        ChildProcesses.register(process.processIdentifier, as: .simulator)
-        return SimulatorProcess(process: process, output: output)
+        ChildProcesses.register(process.processIdentifier, as: role)
+        return SimulatorProcess(process: process, output: output, role: role)
     }
 
     /// The port from `APNs simulator (HTTP/2, TLS) listening on https://HOST:PORT`.
     func waitForPort(timeout: Double) async throws -> Int {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            let text = output.text.withLock { $0 }
-            for line in text.split(separator: "\n") {
-                guard let range = line.range(of: "listening on https://") else { continue }
-                let authority = line[range.upperBound...]
-                if let colon = authority.lastIndex(of: ":"),
-                    let port = Int(authority[authority.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-                {
-                    return port
-                }
-            }
-            guard process.isRunning else {
-                throw BenchError(
-                    "pushgate simulate exited (status \(process.terminationStatus)) before printing its port"
-                )
-            }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        throw BenchError("pushgate simulate printed no port within \(Int(timeout)) s")
+        try await waitForPort(line: "APNs simulator (HTTP/2, TLS) listening on https://", timeout: timeout)
     }
 
     /// The port from `control API (HTTP/1.1) listening on http://HOST:PORT` (printed right after
     /// the APNs port, when a control port was asked for).
     func waitForControlPort(timeout: Double) async throws -> Int {
+        try await waitForPort(line: "control API (HTTP/1.1) listening on http://", timeout: timeout)
+    }
+
+    /// The port at the end of the line that starts with `prefix` (`…HOST:PORT`).
+    func waitForPort(line prefix: String, timeout: Double) async throws -> Int {
+        let authority = try await waitForValue(line: prefix, timeout: timeout)
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...])
+        else { throw BenchError("pushgate simulate printed no port after '\(prefix)': \(authority)") }
+        return port
+    }
+
+    /// The rest of the first line that starts with `prefix` (the APNs and FCM simulators start
+    /// concurrently, so their lines come in either order; each is found by how it begins).
+    func waitForValue(line prefix: String, timeout: Double) async throws -> String {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             let text = output.text.withLock { $0 }
-            for line in text.split(separator: "\n") {
-                guard let range = line.range(of: "control API (HTTP/1.1) listening on http://") else { continue }
-                let authority = line[range.upperBound...]
-                if let colon = authority.lastIndex(of: ":"),
-                    let port = Int(authority[authority.index(after: colon)...].trimmingCharacters(in: .whitespaces))
-                {
-                    return port
-                }
+            for line in text.split(separator: "\n") where line.hasPrefix(prefix) {
+                return line.dropFirst(prefix.count).trimmingCharacters(in: .whitespaces)
             }
             guard process.isRunning else {
                 throw BenchError(
-                    "pushgate simulate exited (status \(process.terminationStatus)) before printing its control port"
+                    "pushgate simulate exited (status \(process.terminationStatus)) before printing '\(prefix)'"
                 )
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        throw BenchError("pushgate simulate printed no control port within \(Int(timeout)) s")
+        throw BenchError("pushgate simulate printed no '\(prefix)' line within \(Int(timeout)) s")
     }
 
     /// SIGTERM (a graceful stop), then SIGKILL after 5 s.
@@ -273,22 +264,24 @@ final class SimulatorProcess: Sendable {
             try? await Task.sleep(for: .milliseconds(20))
         }
         if process.isRunning { kill(pid, SIGKILL) }
-        ChildProcesses.unregister(.simulator)
+        ChildProcesses.unregister(role)
     }
 }
 
 /// Children to take down when the benchmark is interrupted (Ctrl-C, SIGTERM), so that no
 /// simulator or h2load outlives it. Atomics, because a signal handler reads them.
 enum ChildProcesses {
-    enum Role { case simulator, tool, gateway }
+    enum Role { case simulator, fcmSimulator, tool, gateway }
 
     private static let simulator = Atomic<Int32>(0)
+    private static let fcmSimulator = Atomic<Int32>(0)
     private static let tool = Atomic<Int32>(0)
     private static let gateway = Atomic<Int32>(0)
 
     static func register(_ pid: Int32, as role: Role) {
         switch role {
         case .simulator: simulator.store(pid, ordering: .sequentiallyConsistent)
+        case .fcmSimulator: fcmSimulator.store(pid, ordering: .sequentiallyConsistent)
         case .tool: tool.store(pid, ordering: .sequentiallyConsistent)
         case .gateway: gateway.store(pid, ordering: .sequentiallyConsistent)
         }
@@ -314,6 +307,8 @@ enum ChildProcesses {
     private static func killChildren() {
         let simulatorPID = simulator.load(ordering: .sequentiallyConsistent)
         if simulatorPID > 0 { kill(simulatorPID, SIGTERM) }
+        let fcmSimulatorPID = fcmSimulator.load(ordering: .sequentiallyConsistent)
+        if fcmSimulatorPID > 0 { kill(fcmSimulatorPID, SIGTERM) }
         let toolPID = tool.load(ordering: .sequentiallyConsistent)
         if toolPID > 0 { kill(toolPID, SIGTERM) }
         let gatewayPID = gateway.load(ordering: .sequentiallyConsistent)

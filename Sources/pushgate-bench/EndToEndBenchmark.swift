@@ -14,14 +14,22 @@ struct EndToEndCommand: AsyncParsableCommand {
             request over UDP and measures until the simulator has accepted N notifications and the \
             gateway has logged the request done. Then h2load against the same stand-in, with as many \
             connections as the gateway held open to it and the gateway's streams per connection. \
-            --rtt-ms N uses the haproxy stand-in holding every answer N ms instead of the simulator.
+            --rtt-ms N uses the haproxy stand-in holding every answer N ms instead of the simulator. \
+            --fcm-devices N adds N FCM devices to the group (--devices may then be 0) and runs our FCM \
+            simulator as a second process; the gateway gets its throwaway service account. With FCM \
+            devices, --rtt-ms holds every answer of both simulators (APNs: our simulator's latency_ms \
+            fault, not haproxy, so that both count what they accepted), and each service is reported \
+            apart: its devices answered (each exactly once), its time to the last answer, its rate.
             """
     )
 
     @OptionGroup var gateway: GatewayBenchOptions
 
-    @Option(help: "Devices in the group.")
+    @Option(help: "APNs devices in the group (0 with --fcm-devices: an FCM-only broadcast).")
     var devices: Int = 100_000
+
+    @Option(name: .customLong("fcm-devices"), help: "FCM devices in the group, beside the APNs ones.")
+    var fcmDevices: Int = 0
 
     @Option(help: "Runs (each with a fresh copy of the filled store, a fresh simulator and a fresh gateway).")
     var runs: Int = 1
@@ -48,7 +56,11 @@ struct EndToEndCommand: AsyncParsableCommand {
     var noH2Load = false
 
     func validate() throws {
-        guard devices >= 1 else { throw ValidationError("--devices must be at least 1") }
+        guard devices >= 0, fcmDevices >= 0 else { throw ValidationError("--devices and --fcm-devices must be ≥ 0") }
+        guard devices + fcmDevices >= 1 else { throw ValidationError("--devices + --fcm-devices must be at least 1") }
+        if fcmDevices > 0 && gateway.apnsHost != nil {
+            throw ValidationError("--fcm-devices needs our simulators: it excludes --apns-host")
+        }
         guard (1...20).contains(runs) else { throw ValidationError("--runs must be 1...20") }
         guard (1...1_000).contains(pollMilliseconds) else { throw ValidationError("--poll-ms must be 1...1000") }
         if let h2loadStreams, h2loadStreams < 1 { throw ValidationError("--h2load-streams must be at least 1") }
@@ -70,7 +82,10 @@ struct EndToEndCommand: AsyncParsableCommand {
 }
 
 struct EndToEndRun: Sendable {
+    /// All devices of the broadcast, APNs and FCM.
     var devices: Int
+    /// Each service's share, when a simulator counted it (empty with haproxy or an external host).
+    var services: [ServiceRun] = []
     /// Datagram sent → the first poll that saw the simulator's accepted count at N (nil: external
     /// stand-in, or never reached).
     var secondsToSimulatorCount: Double?
@@ -118,12 +133,19 @@ struct EndToEndBenchmark {
         let keyPath = try key.write(in: work)
 
         report.line(
-            "pushgate-bench e2e: \(Format.integer(command.devices)) devices in one group, \(command.runs) run(s)"
+            "pushgate-bench e2e: \(Format.integer(command.devices)) APNs + \(Format.integer(command.fcmDevices)) FCM "
+                + "devices in one group, \(command.runs) run(s)"
         )
         report.line(
             "  gateway: \(binary) gateway -f -d <copy of the filled store> -l 127.0.0.1 -g 0 -n 0 --http-port=-1 --apns-host … --auth-key … \(options.gatewayArguments.joined(separator: " "))"
         )
-        report.line("  stand-in: \(StandIn.describe(options))")
+        report.line("  stand-in: \(StandIn.describe(options, simulatorLatency: apnsSimulatorLatency))")
+        if command.fcmDevices > 0 {
+            report.line("  FCM stand-in: \(FCMStandIn.describe(options))")
+            report.line(
+                "  gateway FCM: --fcm-service-account <its account file> --fcm-host 127.0.0.1:PORT --fcm-ca <its CA>"
+            )
+        }
         report.line("  datagram: \(Self.datagram)")
         report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
         report.line(
@@ -131,7 +153,12 @@ struct EndToEndBenchmark {
         )
 
         let template = work.appendingPathComponent("filled.db").path
-        let fill = try await StoreFill.fill(path: template, devices: command.devices, group: Self.group)
+        let fill = try await StoreFill.fill(
+            path: template,
+            devices: command.devices,
+            group: Self.group,
+            fcmDevices: command.fcmDevices
+        )
         report.line(
             "fill: \(Format.integer(fill.devices)) devices (\(Format.integer(fill.created)) created) in \(Format.seconds(fill.seconds)) s = \(Format.integer(Double(fill.devices) / fill.seconds))/s (SQLiteStore.register(batch:), 20,000 per transaction, synchronous=NORMAL)"
         )
@@ -141,8 +168,15 @@ struct EndToEndBenchmark {
             await options.waitForQuietMachine(report: report)
             let database = work.appendingPathComponent("run-\(index).db").path
             try StoreFill.copy(template, to: database)
-            let result = try await StandIn.with(options: options, workDirectory: work, keyPath: keyPath) { standIn in
-                try await runOnce(binary: binary, database: database, keyPath: keyPath, standIn: standIn)
+            let result = try await StandIn.with(
+                options: options,
+                workDirectory: work,
+                keyPath: keyPath,
+                simulatorLatency: apnsSimulatorLatency
+            ) { standIn in
+                try await withFCMStandIn(work: work) { fcm in
+                    try await runOnce(binary: binary, database: database, keyPath: keyPath, standIn: standIn, fcm: fcm)
+                }
             }
             for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
             printRun(result, index: index)
@@ -151,11 +185,46 @@ struct EndToEndBenchmark {
         summary(runs)
     }
 
+    /// With FCM devices, `--rtt-ms` is our APNs simulator's latency fault (haproxy counts nothing).
+    private var apnsSimulatorLatency: Int? {
+        command.fcmDevices > 0 ? command.gateway.rttMilliseconds : nil
+    }
+
+    private func withFCMStandIn<Result: Sendable>(
+        work: URL,
+        _ body: (FCMStandIn?) async throws -> Result
+    ) async throws -> Result {
+        guard command.fcmDevices > 0 else { return try await body(nil) }
+        return try await FCMStandIn.with(options: command.gateway, workDirectory: work) { try await body($0) }
+    }
+
+    private func serviceWatches(standIn: StandIn, fcm: FCMStandIn?) -> [ServiceWatch] {
+        var watches: [ServiceWatch] = []
+        if let controlPort = standIn.controlPort, command.devices > 0 {
+            watches.append(
+                ServiceWatch(service: .apns, devices: command.devices) {
+                    let stats = try ControlAPI.stats(port: controlPort)
+                    return stats.accepted + stats.rejected
+                }
+            )
+        }
+        if let fcm {
+            watches.append(
+                ServiceWatch(service: .fcm, devices: command.fcmDevices) {
+                    let stats = try fcm.stats()
+                    return stats.accepted + stats.rejected
+                }
+            )
+        }
+        return watches
+    }
+
     private func runOnce(
         binary: String,
         database: String,
         keyPath: String,
-        standIn: StandIn
+        standIn: StandIn,
+        fcm: FCMStandIn?
     ) async throws -> EndToEndRun {
         let options = command.gateway
         let gateway = try GatewayProcess.start(
@@ -166,19 +235,19 @@ struct EndToEndBenchmark {
                 caPath: standIn.caPath,
                 authKeyPath: keyPath,
                 topic: options.topic,
-                extraArguments: options.gatewayArguments
+                extraArguments: (fcm?.gatewayArguments ?? []) + options.gatewayArguments
             )
         )
-        var result = EndToEndRun(devices: command.devices)
+        var result = EndToEndRun(devices: command.devices + command.fcmDevices)
         do {
             let ports = try await gateway.waitForReady(timeout: 60)
             let sender = try DatagramSender()
             let datagram = Array(Self.datagram.utf8)
-            let devices = command.devices
 
             let machineBefore = ProcessMetrics.machineCPU()
             let ownBefore = ProcessMetrics.selfCPU()
             let simulatorBefore = standIn.standInCPU()
+            let fcmBefore = fcm?.cpu()
             let gatewayBefore = gateway.cpu()
             let start = ContinuousClock.now
             guard sender.send(datagram, port: ports.notification) else {
@@ -188,24 +257,15 @@ struct EndToEndBenchmark {
             defer { connections.stop() }
 
             let deadline = start + .seconds(options.timeout)
-            if let controlPort = standIn.controlPort {
-                var lastBelow = ContinuousClock.Instant.now
-                while ContinuousClock.now < deadline {
-                    let polledAt = ContinuousClock.now
-                    let stats = try ControlAPI.stats(port: controlPort)
-                    if stats.accepted + stats.rejected >= devices {
-                        result.secondsToSimulatorCount = (polledAt - start).seconds
-                        result.secondsBeforeSimulatorCount = (lastBelow - start).seconds
-                        break
-                    }
-                    lastBelow = polledAt
-                    try gateway.checkAlive("during the broadcast")
-                    try await Task.sleep(for: .milliseconds(command.pollMilliseconds))
-                }
-                if result.secondsToSimulatorCount == nil {
-                    result.incomplete = "the simulator did not count \(devices) answers in time"
-                }
-            }
+            result.take(
+                try await ServiceWatch.poll(
+                    serviceWatches(standIn: standIn, fcm: fcm),
+                    start: start,
+                    deadline: deadline,
+                    interval: .milliseconds(command.pollMilliseconds),
+                    checkAlive: { try gateway.checkAlive("during the broadcast") }
+                )
+            )
             let remaining = max(1, (deadline - ContinuousClock.now).seconds)
             if let done = try await gateway.waitForLines(
                 containing: "notification request ",
@@ -226,15 +286,18 @@ struct EndToEndBenchmark {
             }
             let gatewayAfter = gateway.cpu()
             let simulatorAfter = standIn.standInCPU()
+            let fcmAfter = fcm?.cpu()
             let ownAfter = ProcessMetrics.selfCPU()
             let machineAfter = ProcessMetrics.machineCPU()
             result.gatewayPeakRSSBytes = gateway.peakRSS()
             result.connectionsToStandIn = connections.stop()
             if let before = gatewayBefore, let after = gatewayAfter { result.gatewayCPU = after - before }
             if let before = simulatorBefore, let after = simulatorAfter { result.simulatorCPU = after - before }
+            let fcmCPU = fcmBefore.flatMap { before in fcmAfter.map { $0 - before } }
             if let before = machineBefore, let after = machineAfter {
                 let ours =
-                    (result.gatewayCPU?.total ?? 0) + (result.simulatorCPU?.total ?? 0) + (ownAfter - ownBefore).total
+                    (result.gatewayCPU?.total ?? 0) + (result.simulatorCPU?.total ?? 0) + (fcmCPU?.total ?? 0)
+                    + (ownAfter - ownBefore).total
                 result.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
             }
             if let stats = standIn.stats() {
@@ -242,13 +305,14 @@ struct EndToEndBenchmark {
                 result.simulatorRejected = stats.rejected
                 result.connectionsOpened = stats.connectionsOpened
             }
+            recordCounters(&result, standIn: standIn, fcm: fcm, fcmCPU: fcmCPU)
         } catch {
             await gateway.stop()
             throw error
         }
         await gateway.stop()
 
-        if !command.noH2Load {
+        if !command.noH2Load && command.devices > 0 {
             if H2LoadBenchmark.isInstalled(command.h2loadPath) {
                 let connections = command.h2loadConnections ?? max(1, result.connectionsToStandIn ?? 1)
                 result.h2load = try await H2LoadBenchmark.run(
@@ -322,6 +386,7 @@ struct EndToEndBenchmark {
         cpu += "; stand-in \(run.simulatorCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         report.line(cpu)
+        for service in run.services { report.line(service.reportLine) }
         report.line(
             "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); "
                 + "most connections open to the stand-in: \(run.connectionsToStandIn.map(String.init) ?? "?"); "
@@ -359,9 +424,14 @@ struct EndToEndBenchmark {
         guard !complete.isEmpty else { return }
         let seconds = Spread(complete.compactMap(\.seconds))
         let rates = Spread(complete.compactMap(\.notificationsPerSecond))
-        report.line("  devices: \(Format.integer(command.devices))")
         report.line(
-            "  time to the last APNs answer: \(Format.milliseconds(seconds.median)) (\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
+            "  devices: \(Format.integer(command.devices + command.fcmDevices)) "
+                + "(APNs \(Format.integer(command.devices)), FCM \(Format.integer(command.fcmDevices)))"
+        )
+        serviceSummary(complete)
+        report.line(
+            "  time to the last answer: \(Format.milliseconds(seconds.median)) "
+                + "(\(Format.milliseconds(seconds.minimum))-\(Format.milliseconds(seconds.maximum)))"
         )
         report.line(
             "  notifications/s: \(Format.integer(rates.median)) (\(Format.integer(rates.minimum))-\(Format.integer(rates.maximum)))"

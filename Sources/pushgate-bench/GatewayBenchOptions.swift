@@ -147,13 +147,17 @@ struct StandIn: Sendable {
 
     func stats() -> ControlAPI.Stats? { controlPort.flatMap { try? ControlAPI.stats(port: $0) } }
 
-    static func describe(_ options: GatewayBenchOptions) -> String {
+    /// `simulatorLatency`: run our simulator even with `--rtt-ms`, holding every answer this long
+    /// (its `latency_ms` fault), so that it counts what it accepted (e2e with FCM devices).
+    static func describe(_ options: GatewayBenchOptions, simulatorLatency: Int? = nil) -> String {
         if let apnsHost = options.apnsHost { return "\(apnsHost) (external)" }
-        if let rtt = options.rttMilliseconds {
+        if let rtt = options.rttMilliseconds, simulatorLatency == nil {
             return "haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms"
         }
-        return
-            "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking --environment production --threads \(options.simulatorThreads) --max-concurrent-streams \(options.maxConcurrentStreams))"
+        let held = simulatorLatency.map { ", every answer held \($0) ms (POST /faults {\"latency_ms\":\($0)})" } ?? ""
+        return "our simulator as a separate process (pushgate simulate --accept-all --no-device-tracking "
+            + "--environment production --threads \(options.simulatorThreads) "
+            + "--max-concurrent-streams \(options.maxConcurrentStreams) --fcm-port=-1)\(held)"
     }
 
     /// Runs `body` with a fresh stand-in that accepts provider tokens signed by `key` (written to
@@ -162,13 +166,14 @@ struct StandIn: Sendable {
         options: GatewayBenchOptions,
         workDirectory: URL,
         keyPath: String,
+        simulatorLatency: Int? = nil,
         _ body: (StandIn) async throws -> Result
     ) async throws -> Result {
         if let apnsHost = options.apnsHost {
             let endpoint = try APNsClient.Endpoint(parsing: apnsHost)
             return try await body(StandIn(host: endpoint.host, port: endpoint.port, caPath: options.ca))
         }
-        if let rtt = options.rttMilliseconds {
+        if let rtt = options.rttMilliseconds, simulatorLatency == nil {
             let haproxy = try await HAProxyStandIn.start(
                 script: try HAProxyStandIn.locateScript(override: options.standInScript),
                 rttMilliseconds: rtt
@@ -196,12 +201,16 @@ struct StandIn: Sendable {
             "--threads", String(options.simulatorThreads), "--record-limit", "100", "--no-device-tracking",
             "--environment", "production", "--max-concurrent-streams", String(options.maxConcurrentStreams),
             "--log-level", "warning", "--ca-out", caPath,
-            "--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)",
+            "--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)", "--fcm-port=-1",
         ]
         let child = try SimulatorProcess.start(binary: try options.binary(), arguments: arguments)
         do {
             let port = try await child.waitForPort(timeout: 30)
             let controlPort = try await child.waitForControlPort(timeout: 30)
+            if let simulatorLatency, simulatorLatency > 0 {
+                let faults = #"{"latency_ms":\#(simulatorLatency)}"#
+                _ = try ControlAPI.requestJSON(port: controlPort, method: "POST", path: "/faults", body: faults)
+            }
             let standIn = StandIn(
                 host: "127.0.0.1",
                 port: port,

@@ -33,6 +33,20 @@ enum BenchDevices {
         return hex
     }
 
+    /// An FCM registration token of 152 URL-safe characters (the length of Google's), distinct per index.
+    static func fcmTokenValue(_ index: Int) -> String {
+        let digits = String(index)
+        return "bench-fcm-" + String(repeating: "0", count: 142 - digits.count) + digits
+    }
+
+    static func fcmToken(_ index: Int) throws -> DeviceToken {
+        do {
+            return try DeviceToken(fcm: fcmTokenValue(index))
+        } catch {
+            throw BenchError("FCM device token \(index): \(error)")
+        }
+    }
+
     static func token(_ index: Int) throws -> DeviceToken {
         do {
             return try DeviceToken(hex: tokenHex(index))
@@ -51,7 +65,15 @@ enum StoreFill {
         var seconds: Double
     }
 
-    static func fill(path: String, devices: Int, group: String, batchSize: Int = 20_000) async throws -> Result {
+    /// `devices` APNs devices (``BenchDevices/token(_:)``), then `fcmDevices` FCM ones
+    /// (``BenchDevices/fcmToken(_:)``), all in `group`.
+    static func fill(
+        path: String,
+        devices: Int,
+        group: String,
+        fcmDevices: Int = 0,
+        batchSize: Int = 20_000
+    ) async throws -> Result {
         var configuration = SQLiteStore.Configuration()
         configuration.synchronous = .normal
         var logger = Logger(label: "pushgate.bench.fill")
@@ -61,19 +83,21 @@ enum StoreFill {
         let now = Date()
         var created = 0
         var next = 0
-        while next < devices {
-            let end = min(devices, next + batchSize)
+        let total = devices + fcmDevices
+        while next < total {
+            let end = min(total, next + batchSize)
             var batch: [Registration] = []
             batch.reserveCapacity(end - next)
             for index in next..<end {
-                batch.append(Registration(token: try BenchDevices.token(index), group: group, at: now))
+                let token = index < devices ? try BenchDevices.token(index) : try BenchDevices.fcmToken(index - devices)
+                batch.append(Registration(token: token, group: group, at: now))
             }
             let results = try await store.register(batch: batch)
             created += results.filter { $0 == .created }.count
             next = end
         }
         try store.close()
-        return Result(devices: devices, created: created, seconds: (ContinuousClock.now - start).seconds)
+        return Result(devices: total, created: created, seconds: (ContinuousClock.now - start).seconds)
     }
 
     /// `devices` random-token devices in `group` by direct SQL (``SQLiteStore/prefillForBenchmark``):

@@ -122,12 +122,8 @@ final class GatewayProcess: Sendable {
         let pipe = Pipe()
         process.standardError = pipe
         let log = GatewayLog()
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.readAvailableRetryingInterrupts() ?? Data()
-            if data.isEmpty {
-                handle.readabilityHandler = nil
-                return
-            }
+        // Plain blocking reads on a thread: a readabilityHandler's dispatch source crashed libdispatch.
+        pipe.fileHandleForReading.readChunksInBackground { data in
             log.received(data, at: .now)
         }
         do {

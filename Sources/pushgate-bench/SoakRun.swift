@@ -62,7 +62,7 @@ struct SoakRun {
     private func simulatorArguments(_ work: URL, _ keyPath: String) -> [String] {
         [
             "simulate", "--accept-all", "--host", "127.0.0.1", "--port", "0", "--control-port", "0",
-            "--threads", String(command.gateway.simulatorThreads), "--record-limit", "0",
+            "--threads", String(command.gateway.simulatorThreads), "--record-limit", "0", "--fcm-port=-1",
             "--environment", "production", "--max-concurrent-streams", String(command.gateway.maxConcurrentStreams),
             "--log-level", "warning", "--ca-out", work.appendingPathComponent("simulator-ca.pem").path,
             "--token-key", "\(ThrowawayKey.keyID):\(ThrowawayKey.teamID):\(keyPath)",

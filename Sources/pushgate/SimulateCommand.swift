@@ -104,6 +104,12 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var fcmAccountOut: String?
 
+    @Option(
+        name: .customLong("fcm-latency-ms"),
+        help: "Hold every FCM answer this many milliseconds (a round trip to Google); POST /faults changes it."
+    )
+    var fcmLatencyMilliseconds: Int = 0
+
     func validate() throws {
         guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
         guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
@@ -121,6 +127,9 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         guard (0...65_535).contains(self.fcmControlPort) else {
             throw ValidationError("--fcm-control-port must be 0...65535")
+        }
+        guard (0...600_000).contains(self.fcmLatencyMilliseconds) else {
+            throw ValidationError("--fcm-latency-ms must be 0...600000")
         }
         guard self.threads >= 1 else { throw ValidationError("--threads must be at least 1") }
         guard self.maxConcurrentStreams >= 0 else { throw ValidationError("--max-concurrent-streams must be ≥ 0") }
@@ -192,6 +201,7 @@ struct SimulateCommand: AsyncParsableCommand {
         configuration.controlPort = fcmControlPort
         configuration.eventLoopThreads = threads
         configuration.recordLimit = recordLimit
+        configuration.latencyMilliseconds = fcmLatencyMilliseconds
         configuration.logger = Logger(label: "pushgate.fcm-simulator")
         let accountPath =
             fcmAccountOut

@@ -4,6 +4,7 @@ import Crypto
 import Foundation
 import Logging
 import Prometheus
+import PushgateConfig
 import PushgateCore
 import PushgateDispatch
 import PushgateGateway
@@ -163,12 +164,14 @@ struct MetricsGatewayFixture {
 
     static func with(
         apnsPortOverride: Int? = nil,
+        fcm: GatewayConfiguration.App.FCM? = nil,
         _ body: @escaping @Sendable (Context) async throws -> Void
     ) async throws {
         try await GatewayFixture.withSimulator { simulator, configuration in
             var configuration = configuration
             configuration.http.port = 0
             if let apnsPortOverride { configuration.apps[0].apnsHost = "127.0.0.1:\(apnsPortOverride)" }
+            configuration.apps[0].fcm = fcm
             try await GatewayFixture.run(configuration) { running, _ in
                 try await eventually("HTTP API listening") { running.httpPort() != nil }
                 let context = Context(

@@ -75,6 +75,29 @@ struct FCMMessageTests {
         #expect(try android(.immediately, key: "score")["collapse_key"] as? String == "score")
     }
 
+    @Test("a stored request's android.ttl is what is left when it is sent, floored at 0; an fcm ttl still wins")
+    func ttlAtSendTime() throws {
+        func ttl(sentAt: Date?, override: String? = nil) throws -> String? {
+            let request = NotificationRequest(
+                id: try RequestID("ttl-1"),
+                expiration: .at(epochSeconds: 1_800_003_600),
+                payload: try Payload(jsonString: #"{"aps":{"alert":"x"}}"#),
+                fcm: try override.map { try FCMOverride(jsonBytes: Array($0.utf8)) },
+                createdAt: createdAt
+            )
+            let message = try FCMMessage(request: request, sentAt: sentAt)
+            let body = try #require(jsonObject(Data(message.requestBody(token: "tok-1"))))
+            let inner = try #require(body["message"] as? [String: Any])
+            return (inner["android"] as? [String: Any])?["ttl"] as? String
+        }
+        #expect(try ttl(sentAt: nil) == "3600s", "the first send: the whole hour")
+        #expect(try ttl(sentAt: createdAt) == "3600s")
+        #expect(try ttl(sentAt: createdAt.addingTimeInterval(600.7)) == "3000s", "a retry 10 minutes later")
+        #expect(try ttl(sentAt: createdAt.addingTimeInterval(3600)) == "0s")
+        #expect(try ttl(sentAt: createdAt.addingTimeInterval(4000)) == "0s", "past the expiration: floored at 0")
+        #expect(try ttl(sentAt: createdAt.addingTimeInterval(600), override: #"{"android":{"ttl":"60s"}}"#) == "60s")
+    }
+
     @Test("an fcm object overrides the derivation as a merge patch")
     func override() throws {
         let message = try derive(

@@ -22,6 +22,19 @@ struct MonitoringTests {
         }
     }
 
+    @Test("/readyz is 503 fcm_unavailable while APNs is reachable but no FCM connection is possible, 200 once one is")
+    func readyzFollowsFCM() async throws {
+        let reachable = Flag(false)
+        let monitoring = HTTPAPI.Monitoring(apnsReachable: { true }, fcmReachable: { reachable.value })
+        try await withRouterClient(monitoring: monitoring) { client, _ in
+            let down = try await client.send(.get, "/readyz")
+            #expect(down.status == .serviceUnavailable)
+            #expect(down.error.code == "fcm_unavailable")
+            reachable.value = true
+            #expect(try await client.send(.get, "/readyz").status == .ok)
+        }
+    }
+
     @Test("without a metrics exposition, /metrics is 404 not_found")
     func metricsOff() async throws {
         try await withRouterClient { client, _ in

@@ -10,6 +10,9 @@ package import NIOPosix
 /// of the client code they test (neither imports PushgateCore or PushTransport).
 package final class SimulatorListeners {
     package let group: MultiThreadedEventLoopGroup
+    /// The control API's own thread: it answers (a benchmark's polls, a test's fault switches) while the
+    /// server's loops are saturated.
+    private let controlGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     private var channels: [any Channel] = []
 
     private init(threads: Int) {
@@ -41,6 +44,7 @@ package final class SimulatorListeners {
         }
         for channel in listeners.channels { try? await channel.close() }
         try? await listeners.group.shutdownGracefully()
+        try? await listeners.controlGroup.shutdownGracefully()
         return try result.get()
     }
 
@@ -59,7 +63,7 @@ package final class SimulatorListeners {
         makeHandler: @escaping @Sendable () -> any ChannelHandler
     ) async throws -> Int? {
         guard let port else { return nil }
-        let listener = try await ServerBootstrap(group: group)
+        let listener = try await ServerBootstrap(group: controlGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {

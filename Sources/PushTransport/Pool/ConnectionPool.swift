@@ -176,7 +176,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     package func connectionReady(_ id: Int, capacity: Int) {
         logger.debug(
             "\(plugin.serviceName) connection ready",
-            metadata: ["apns.connection_id": "\(id)", "apns.max_streams": "\(capacity)"]
+            metadata: ["connection.id": "\(id)", "connection.max_streams": "\(capacity)"]
         )
         plugin.connectionOpened()
         reachability.connected()
@@ -202,11 +202,11 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                 ? machine.connectionClosed(id) : machine.connectionFailed(id, error: error ?? "connection closed")
         }
         if everReady {
-            logger.debug("\(plugin.serviceName) connection closed", metadata: ["apns.connection_id": "\(id)"])
+            logger.debug("\(plugin.serviceName) connection closed", metadata: ["connection.id": "\(id)"])
         } else {
             logger.warning(
                 "\(plugin.serviceName) connection failed",
-                metadata: ["apns.connection_id": "\(id)", "apns.error": "\(error ?? "closed")"]
+                metadata: ["connection.id": "\(id)", "connection.error": "\(error ?? "closed")"]
             )
             connectAttemptFailed()
         }
@@ -267,7 +267,10 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         }
         if let id = actions.connect { connect(id) }
         if let (id, delay) = actions.connectAfter {
-            logger.debug("reconnecting after back-off", metadata: ["apns.delay_ms": "\(delay.nanoseconds / 1_000_000)"])
+            logger.debug(
+                "reconnecting after back-off",
+                metadata: ["connection.delay_ms": "\(delay.nanoseconds / 1_000_000)"]
+            )
             group.next().scheduleTask(in: delay) { [weak self] in
                 guard let self else { return }
                 self.perform(self.lock.withLock { self.machine.reconnectDelayElapsed(id) })
@@ -298,7 +301,9 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         let endpoint = configuration.endpoint
         logger.debug(
             "connecting to \(plugin.serviceName)",
-            metadata: ["apns.connection_id": "\(id)", "apns.host": "\(endpoint.host)", "apns.port": "\(endpoint.port)"]
+            metadata: [
+                "connection.id": "\(id)", "connection.host": "\(endpoint.host)", "connection.port": "\(endpoint.port)",
+            ]
         )
         let tlsContext = configuration.tlsContext
         TransportBootstrap.make(group: loop, connectTimeout: configuration.connectTimeout)
@@ -331,7 +336,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                 let description = TransportTLS.describe(error)
                 self.logger.warning(
                     "\(self.plugin.serviceName) connect failed",
-                    metadata: ["apns.connection_id": "\(id)", "apns.error": "\(description)"]
+                    metadata: ["connection.id": "\(id)", "connection.error": "\(description)"]
                 )
                 self.connectAttemptFailed()
                 let actions = self.lock.withLock { () -> Machine.Actions in

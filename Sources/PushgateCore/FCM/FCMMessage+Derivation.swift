@@ -9,7 +9,8 @@ extension FCMMessage {
     /// - `background` notifications are data-only (no `notification`) with `android.priority` NORMAL;
     ///   priority 10 becomes HIGH, anything else NORMAL;
     /// - `expiration` becomes `android.ttl` (`immediately` → `0s`, a time → the seconds left after
-    ///   `createdAt`, at most 28 days; the storage policy leaves it to FCM);
+    ///   `createdAt`, the time the message is sent, floored at 0 and at most 28 days; the storage
+    ///   policy leaves it to FCM);
     /// - the collapse id (pushd's `key`) becomes `android.collapse_key`;
     /// - `override` is then merged in (RFC 7396).
     ///
@@ -61,14 +62,20 @@ extension FCMMessage {
     }
 
     /// The message of a stored request: derived, then patched by `override` (by default the request's own).
-    public init(request: NotificationRequest, override: FCMOverride?? = nil) throws(ValidationError) {
+    /// `sentAt` is when it goes out (default: when the request was made): a retry sent later carries the
+    /// TTL that is left then, not the one it started with.
+    public init(
+        request: NotificationRequest,
+        override: FCMOverride?? = nil,
+        sentAt: Date? = nil
+    ) throws(ValidationError) {
         try self.init(
             payload: request.payload,
             pushType: request.pushType,
             priority: request.priority,
             expiration: request.expiration,
             collapseID: request.collapseID,
-            createdAt: request.createdAt,
+            createdAt: sentAt ?? request.createdAt,
             override: override ?? request.fcm
         )
     }

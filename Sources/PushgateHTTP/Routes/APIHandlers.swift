@@ -176,8 +176,9 @@ struct APIHandlers: Sendable {
         return JSONResponse.make(ReportBody(report))
     }
 
-    /// Ready when the store answers a cheap query (a primary-key lookup) and an APNs connection is
-    /// possible (the gateway's answer, see `HTTPAPI.Monitoring.apnsReachable`).
+    /// Ready when the store answers a cheap query (a primary-key lookup), an APNs connection is
+    /// possible and, when some app has FCM configured, an FCM connection is too (the gateway's
+    /// answers, see `HTTPAPI.Monitoring.apnsReachable` and `fcmReachable`).
     private func readiness() async -> Response {
         do {
             // Promptly, even when the database went silent (its queries end only at the store's deadline, 30 s by
@@ -200,6 +201,15 @@ struct APIHandlers: Sendable {
                 .apnsUnavailable,
                 field: nil,
                 message: "no APNs connection is possible: the last attempts to connect failed"
+            ).response()
+        }
+        guard await monitoring.fcmReachable() else {
+            logger.warning("readiness check failed: no FCM connection is possible")
+            return APIError(
+                .serviceUnavailable,
+                .fcmUnavailable,
+                field: nil,
+                message: "no FCM connection is possible: the last attempts to connect failed"
             ).response()
         }
         return JSONResponse.make(["status": "ready"])
