@@ -3,23 +3,39 @@
 # (.build-tsan or .build-asan; the normal .build is untouched). Results: docs/reliability.md § Sanitizers.
 #
 #   scripts/sanitize.sh thread|address [swift test flags, e.g. --filter 'PushgateCoreTests']
+#   scripts/sanitize.sh mutex-probe   does ThreadSanitizer see Synchronization.Mutex? (scripts/sanitize-probes)
 #
 # PostgreSQL suites run only when PUSHGATE_TEST_POSTGRES_URL is set (scripts/postgres-test-cluster.sh).
 # The test log is kept as .build-SAN/test.log; every sanitizer report in it starts with "WARNING: ThreadSanitizer"
 # or "ERROR: AddressSanitizer".
 set -euo pipefail
 
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+mutex_probe() {
+    local dir=$root/.build-tsan/probe lock output
+    mkdir -p "$dir"
+    nice -n 10 swiftc -sanitize=thread -g -Onone "$root/scripts/sanitize-probes/MutexProbe.swift" -o "$dir/MutexProbe"
+    for lock in mutex pthread; do
+        output=$(TSAN_OPTIONS=halt_on_error=0 "$dir/MutexProbe" "$lock" 2>&1 || true)
+        echo "$lock: $(grep -c "WARNING: ThreadSanitizer" <<<"$output" || true) report(s); $(grep count <<<"$output")"
+    done
+}
+
 case "${1:-}" in
+    mutex-probe)
+        mutex_probe
+        exit 0
+        ;;
     thread) scratch_name=.build-tsan ;;
     address) scratch_name=.build-asan ;;
     *)
-        echo "usage: $0 thread|address [swift test flags...]" >&2
+        echo "usage: $0 thread|address [swift test flags...] | $0 mutex-probe" >&2
         exit 2
         ;;
 esac
 sanitizer=$1
 shift
-root=$(cd "$(dirname "$0")/.." && pwd)
 scratch=$root/$scratch_name
 
 # Keep going after a report so that one run lists them all; the exit status still says whether any was found.

@@ -92,7 +92,9 @@ struct FCMClientTests {
                 #expect(outcome.messageName == recorded.first?.name)
                 let sent = try JSONSerialization.jsonObject(with: Data(message.requestBody(token: token)))
                 let expected = (sent as? [String: Any])?["message"] as? NSDictionary
-                let received = try JSONSerialization.jsonObject(with: Data(recorded.first!.messageJSON.utf8))
+                // `#require`, not `!`: a message that never arrived fails this test, not the whole test process.
+                let first = try #require(recorded.first)
+                let received = try JSONSerialization.jsonObject(with: Data(first.messageJSON.utf8))
                 #expect(expected != nil && expected == received as? NSDictionary)
                 #expect(client.accessTokenFetches == 1)
             }
