@@ -26,28 +26,20 @@ struct FCMSimulatorLatencyTests {
     @Test("latency_ms is set, read and reset over the control API; bad values and unknown keys are refused")
     func controlAPI() async throws {
         try await FCMFixture.with { fixture in
-            let base = "http://127.0.0.1:\(try #require(fixture.simulator.controlPort))"
-            func call(_ method: String, _ path: String, _ body: String? = nil) throws -> String {
-                var arguments = ["-sS", "-X", method, base + path]
-                if let body { arguments += ["-H", "content-type: application/json", "-d", body] }
-                let result = try run("curl", arguments)
-                #expect(result.status == 0, "\(result.stderr)")
-                return result.stdout
-            }
-            #expect(try call("GET", "/faults") == #"{"latency_ms":0}"#)
-            #expect(try call("POST", "/faults", #"{"latency_ms":250}"#) == #"{"latency_ms":250}"#)
+            #expect(try fixture.control("GET", "/faults") == #"{"latency_ms":0}"#)
+            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":250}"#) == #"{"latency_ms":250}"#)
             #expect(fixture.simulator.latencyMilliseconds == 250)
             let token = try await fixture.accessToken()
             let sent = ContinuousClock.now
             #expect(try await fixture.send(message, accessToken: token).status == 200)
             #expect(ContinuousClock.now - sent >= .milliseconds(250))
 
-            #expect(try call("POST", "/faults", #"{"latency_ms":-1}"#).contains("latency_ms must be an integer"))
-            #expect(try call("POST", "/faults", #"{"latency_ms":true}"#).contains("latency_ms must be an integer"))
-            #expect(try call("POST", "/faults", #"{"rate_503":0.5}"#).contains("unknown key rate_503"))
+            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":-1}"#).contains("latency_ms must be an integer"))
+            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":true}"#).contains("latency_ms must be an integer"))
+            #expect(try fixture.control("POST", "/faults", #"{"rate_503":0.5}"#).contains("unknown key rate_503"))
             #expect(fixture.simulator.latencyMilliseconds == 250)
-            #expect(try call("POST", "/faults", #"{"latency_ms":null}"#) == #"{"latency_ms":0}"#)
-            #expect(try call("GET", "/faults") == #"{"latency_ms":0}"#)
+            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":null}"#) == #"{"latency_ms":0}"#)
+            #expect(try fixture.control("GET", "/faults") == #"{"latency_ms":0}"#)
         }
     }
 

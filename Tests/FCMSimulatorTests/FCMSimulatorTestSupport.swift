@@ -3,6 +3,7 @@ import Crypto
 import FCMSimulator
 import Foundation
 import PushgateCore
+import Testing
 import _CryptoExtras
 
 /// A simulator with a throwaway service account and a connected HTTP/2 client (NIO's, through the
@@ -31,6 +32,16 @@ struct FCMFixture {
                 throw error
             }
         }
+    }
+
+    /// One call to the simulator's control API with curl (a client we did not write); its body.
+    func control(_ method: String, _ path: String, _ body: String? = nil) throws -> String {
+        let base = "http://127.0.0.1:\(try #require(simulator.controlPort))"
+        var arguments = ["-sS", "-X", method, base + path]
+        if let body { arguments += ["-H", "content-type: application/json", "-d", body] }
+        let result = try run("curl", arguments)
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout
     }
 
     /// An RS256 JWT with the given header and claims, signed with the account's key; written here,

@@ -160,31 +160,23 @@ struct FCMSimulatorControlTests {
     @Test("errors, unregistered tokens and expiry are set over HTTP; messages are listed; reset forgets")
     func control() async throws {
         try await FCMFixture.with { fixture in
-            let base = "http://127.0.0.1:\(try #require(fixture.simulator.controlPort))"
-            func call(_ method: String, _ path: String, _ body: String? = nil) throws -> String {
-                var arguments = ["-sS", "-X", method, base + path]
-                if let body { arguments += ["-H", "content-type: application/json", "-d", body] }
-                let result = try run("curl", arguments)
-                #expect(result.status == 0, "\(result.stderr)")
-                return result.stdout
-            }
             let message = #"{"message":{"token":"device-9","data":{"k":"v"}}}"#
             var token = try await fixture.accessToken()
-            _ = try call("POST", "/errors", #"{"errorCode":"QUOTA_EXCEEDED","count":1,"retryAfter":2}"#)
+            _ = try fixture.control("POST", "/errors", #"{"errorCode":"QUOTA_EXCEEDED","count":1,"retryAfter":2}"#)
             let throttled = try await fixture.send(message, accessToken: token)
             #expect(throttled.status == 429)
             #expect(throttled.headers["retry-after"] == "2")
             #expect(try await fixture.send(message, accessToken: token).status == 200)
-            #expect(try call("GET", "/messages?token=device-9").contains(#""token":"device-9""#))
-            _ = try call("POST", "/unregister", #"{"token":"device-9"}"#)
+            #expect(try fixture.control("GET", "/messages?token=device-9").contains(#""token":"device-9""#))
+            _ = try fixture.control("POST", "/unregister", #"{"token":"device-9"}"#)
             #expect(try await fixture.send(message, accessToken: token).status == 404)
-            _ = try call("POST", "/access-tokens/expire")
+            _ = try fixture.control("POST", "/access-tokens/expire")
             #expect(try await fixture.send(message, accessToken: token).status == 401)
-            _ = try call("POST", "/reset")
-            #expect(try call("GET", "/messages") == #"{"messages":[]}"#)
+            _ = try fixture.control("POST", "/reset")
+            #expect(try fixture.control("GET", "/messages") == #"{"messages":[]}"#)
             token = try await fixture.accessToken()
             #expect(try await fixture.send(message, accessToken: token).status == 200)
-            #expect(try call("POST", "/errors", #"{"errorCode":"NOPE"}"#).contains("errorCode must be one of"))
+            #expect(try fixture.control("POST", "/errors", #"{"errorCode":"NOPE"}"#).contains("errorCode must be one of"))
         }
     }
 }
