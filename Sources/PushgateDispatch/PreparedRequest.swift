@@ -1,8 +1,8 @@
 import APNsHTTP2
 import FCMTransport
+import Foundation
 import PushTransport
 import PushgateCore
-import Foundation
 import Synchronization
 
 /// A stored request in the forms its services take, built once (a request is immutable) and kept for

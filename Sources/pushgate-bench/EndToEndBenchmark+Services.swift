@@ -2,7 +2,10 @@ import Foundation
 
 /// One service's share of an e2e broadcast (APNs or FCM), from its simulator's counters.
 struct ServiceRun: Sendable {
-    enum Service: String, Sendable { case apns = "APNs", fcm = "FCM" }
+    enum Service: String, Sendable {
+        case apns = "APNs"
+        case fcm = "FCM"
+    }
 
     var service: Service
     var devices: Int

@@ -34,8 +34,14 @@ struct FCMSimulatorLatencyTests {
             #expect(try await fixture.send(message, accessToken: token).status == 200)
             #expect(ContinuousClock.now - sent >= .milliseconds(250))
 
-            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":-1}"#).contains("latency_ms must be an integer"))
-            #expect(try fixture.control("POST", "/faults", #"{"latency_ms":true}"#).contains("latency_ms must be an integer"))
+            #expect(
+                try fixture.control("POST", "/faults", #"{"latency_ms":-1}"#).contains("latency_ms must be an integer")
+            )
+            #expect(
+                try fixture.control("POST", "/faults", #"{"latency_ms":true}"#).contains(
+                    "latency_ms must be an integer"
+                )
+            )
             #expect(try fixture.control("POST", "/faults", #"{"rate_503":0.5}"#).contains("unknown key rate_503"))
             #expect(fixture.simulator.latencyMilliseconds == 250)
             #expect(try fixture.control("POST", "/faults", #"{"latency_ms":null}"#) == #"{"latency_ms":0}"#)

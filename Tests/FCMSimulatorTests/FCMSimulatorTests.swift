@@ -176,7 +176,9 @@ struct FCMSimulatorControlTests {
             #expect(try fixture.control("GET", "/messages") == #"{"messages":[]}"#)
             token = try await fixture.accessToken()
             #expect(try await fixture.send(message, accessToken: token).status == 200)
-            #expect(try fixture.control("POST", "/errors", #"{"errorCode":"NOPE"}"#).contains("errorCode must be one of"))
+            #expect(
+                try fixture.control("POST", "/errors", #"{"errorCode":"NOPE"}"#).contains("errorCode must be one of")
+            )
         }
     }
 }

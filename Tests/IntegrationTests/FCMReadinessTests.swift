@@ -1,6 +1,6 @@
 import FCMSimulator
-import PushgateConfig
 import Foundation
+import PushgateConfig
 import PushgateCore
 import Testing
 

@@ -1,7 +1,6 @@
+import PushgateCore
 import Synchronization
 import Testing
-
-import PushgateCore
 
 @Suite("withDeadline: an answer, or an error once the time is up, even when the work cannot be cancelled")
 struct DeadlineTests {
