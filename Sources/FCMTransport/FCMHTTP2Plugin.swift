@@ -15,13 +15,44 @@ struct FCMHTTP2Plugin: TransportPlugin {
 
     var serviceName: String { "FCM" }
 
-    func makeConnection(_ context: TransportConnectionContext<Self>) -> HTTP2PushConnectionHandler<FCMExchange> {
-        HTTP2PushConnectionHandler(
-            connectionID: context.id,
-            delegate: context.pool,
-            exchange: FCMExchange(headers: headers, bearer: bearer, clock: clock),
-            configuration: .init(connection: connection, tickInterval: context.tickInterval, logger: context.logger),
-            now: context.now
+    func makeConnection(_ context: TransportConnectionContext<Self>) -> FCMConnectionHandler {
+        FCMConnectionHandler(
+            HTTP2PushConnectionHandler(
+                connectionID: context.id,
+                delegate: context.pool,
+                exchange: FCMExchange(headers: headers, bearer: bearer, clock: clock),
+                configuration: .init(
+                    connection: connection,
+                    tickInterval: context.tickInterval,
+                    logger: context.logger
+                ),
+                now: context.now
+            )
         )
     }
+}
+
+/// The FCM connection's channel handler: the transport layer's HTTP/2 push connection with the FCM
+/// exchange, declared here so that NIO's calls run code specialised for FCM (``HTTP2PushChannelHandler``).
+final class FCMConnectionHandler: HTTP2PushChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    let connection: HTTP2PushConnectionHandler<FCMExchange>
+
+    init(_ connection: HTTP2PushConnectionHandler<FCMExchange>) {
+        self.connection = connection
+    }
+
+    // The hot entry points, specialised here (see ``HTTP2PushChannelHandler``).
+
+    func handlerAdded(context: ChannelHandlerContext) { connection.handlerAdded(context: context) }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        connection.channelRead(context: context, bytes: unwrapInboundIn(data))
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) { connection.channelReadComplete(context: context) }
+
+    func wake() { connection.wake() }
 }

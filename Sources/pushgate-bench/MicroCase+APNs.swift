@@ -103,11 +103,13 @@ final class MicroAPNsConnection {
             windowIncrement: Self.batchSize * notification.payload.readableBytes
         )
         handler = APNsConnectionHandler(
-            connectionID: 1,
-            delegate: pool,
-            exchange: APNsExchange(authority: Self.authority, delegate: pool),
-            configuration: .init(connection: .init(), logger: MicroFixtures.quietLogger),
-            now: channel.eventLoop.now
+            HTTP2PushConnectionHandler(
+                connectionID: 1,
+                delegate: pool,
+                exchange: APNsExchange(authority: Self.authority, delegate: pool),
+                configuration: .init(connection: .init(), logger: MicroFixtures.quietLogger),
+                now: channel.eventLoop.now
+            )
         )
         try channel.pipeline.syncOperations.addHandler(handler)
         try channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()

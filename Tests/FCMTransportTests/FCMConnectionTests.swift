@@ -45,22 +45,24 @@ struct FCMConnectionTests {
     var parser = HTTP2FrameParser()
 
     /// A handler holding an access token, connected, after the server's SETTINGS (10 streams).
-    func connect() async throws -> HTTP2PushConnectionHandler<FCMExchange> {
+    func connect() async throws -> FCMConnectionHandler {
         let material = try FCMThrowawayServiceAccount(projectID: "demo-project", tokenURI: "https://127.0.0.1/token")
         let account = try FCMServiceAccount(jsonBytes: material.jsonBytes)
         let manager = FCMAccessTokenManager(signer: FCMAssertionSigner(account: account), exchanger: FixedGrant())
         let bearer = FCMBearerCache(manager: manager, clock: SystemWallClock())
         try await bearer.prefetch()
-        let handler = HTTP2PushConnectionHandler(
-            connectionID: 1,
-            delegate: pool,
-            exchange: FCMExchange(
-                headers: FCMRequestHeaders(authority: "fcm.test", projectID: "demo-project"),
-                bearer: bearer,
-                clock: SystemWallClock()
-            ),
-            configuration: .init(connection: .init(), logger: Logger(label: "test")),
-            now: channel.eventLoop.now
+        let handler = FCMConnectionHandler(
+            HTTP2PushConnectionHandler(
+                connectionID: 1,
+                delegate: pool,
+                exchange: FCMExchange(
+                    headers: FCMRequestHeaders(authority: "fcm.test", projectID: "demo-project"),
+                    bearer: bearer,
+                    clock: SystemWallClock()
+                ),
+                configuration: .init(connection: .init(), logger: Logger(label: "test")),
+                now: channel.eventLoop.now
+            )
         )
         try channel.pipeline.syncOperations.addHandler(handler)
         try await channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).get()

@@ -3,8 +3,53 @@ package import NIOCore
 package import PushTransport
 package import PushgateCore
 
-/// The APNs connection: the transport layer's HTTP/2 push connection with the APNs exchange.
-package typealias APNsConnectionHandler = HTTP2PushConnectionHandler<APNsExchange>
+/// The APNs connection's channel handler: the transport layer's HTTP/2 push connection with the APNs
+/// exchange, declared here so that NIO's calls run code specialised for APNs (``HTTP2PushChannelHandler``).
+package final class APNsConnectionHandler: HTTP2PushChannelHandler {
+    package typealias InboundIn = ByteBuffer
+    package typealias OutboundOut = ByteBuffer
+
+    package let connection: HTTP2PushConnectionHandler<APNsExchange>
+
+    package init(_ connection: HTTP2PushConnectionHandler<APNsExchange>) {
+        self.connection = connection
+    }
+
+    init<Delegate: APNsConnectionDelegate>(
+        connectionID: Int,
+        delegate: Delegate,
+        configuration: APNsConnectionConfiguration,
+        now: NIODeadline
+    ) {
+        let pool: any HTTP2PushConnectionDelegate<PooledRequest> = delegate
+        connection = HTTP2PushConnectionHandler(
+            connectionID: connectionID,
+            delegate: pool,
+            exchange: APNsExchange(authority: configuration.authority, delegate: delegate),
+            configuration: .init(
+                connection: configuration.connection,
+                tickInterval: configuration.tickInterval,
+                requestsPerSecond: configuration.requestsPerSecond,
+                logger: configuration.logger
+            ),
+            now: now
+        )
+    }
+
+    // The hot entry points, specialised here (see ``HTTP2PushChannelHandler``).
+
+    package func handlerAdded(context: ChannelHandlerContext) { connection.handlerAdded(context: context) }
+
+    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        connection.channelRead(context: context, bytes: unwrapInboundIn(data))
+    }
+
+    package func channelReadComplete(context: ChannelHandlerContext) {
+        connection.channelReadComplete(context: context)
+    }
+
+    package func wake() { connection.wake() }
+}
 
 /// What an APNs connection handler needs from its pool: the pool's part (ready, pull, requeue...) and
 /// the provider tokens and metrics of the APNs exchange. The pool implements it; tests can too.
@@ -26,27 +71,4 @@ struct APNsConnectionConfiguration {
     /// The C pushd's `-r`: at most this many new requests per second on this connection (nil: no limit).
     var requestsPerSecond: Int? = nil
     var logger: Logger
-}
-
-extension HTTP2PushConnectionHandler where Exchange == APNsExchange {
-    convenience init<Delegate: APNsConnectionDelegate>(
-        connectionID: Int,
-        delegate: Delegate,
-        configuration: APNsConnectionConfiguration,
-        now: NIODeadline
-    ) {
-        let pool: any HTTP2PushConnectionDelegate<PooledRequest> = delegate
-        self.init(
-            connectionID: connectionID,
-            delegate: pool,
-            exchange: APNsExchange(authority: configuration.authority, delegate: delegate),
-            configuration: Configuration(
-                connection: configuration.connection,
-                tickInterval: configuration.tickInterval,
-                requestsPerSecond: configuration.requestsPerSecond,
-                logger: configuration.logger
-            ),
-            now: now
-        )
-    }
 }

@@ -1,5 +1,5 @@
 import DequeModule
-package import NIOCore
+public import NIOCore
 
 /// HPACK (RFC 7541) for the requests an APNs client sends, with the encoder's dynamic table modelled
 /// exactly, so that a notification's shared header block can be encoded once and reused byte for byte.
@@ -10,7 +10,7 @@ package import NIOCore
 /// yields the same bytes for every device until the table changes; ``generation`` says when it did.
 /// No Huffman coding: it would save about a quarter of the bytes of a header block that is sent once
 /// per connection, and cost CPU on the literals sent every time.
-package struct HPACKRequestEncoder {
+public struct HPACKRequestEncoder {
     private struct Entry {
         var name: String
         var value: String
@@ -18,24 +18,24 @@ package struct HPACKRequestEncoder {
     }
 
     /// What we allow ourselves: never more than the peer's SETTINGS_HEADER_TABLE_SIZE.
-    package private(set) var maximumTableSize: Int
+    public private(set) var maximumTableSize: Int
     /// Newest first: HPACK index 62 is `entries[0]`.
     private var entries: Deque<Entry> = []
     private var tableSize = 0
     /// A size change the peer has not been told about yet (RFC 7541 §4.2: at the start of the next block).
     private var pendingSizeUpdate: Int?
     /// Changes whenever the table does; a block encoded at one generation is valid until it changes.
-    package private(set) var generation: UInt64 = 0
+    public private(set) var generation: UInt64 = 0
 
     /// The ceiling we use even if the peer allows more: APNs answers' decoder, and most servers', stay at the default.
-    package static let preferredTableSize = HTTP2Wire.defaultHeaderTableSize
+    public static let preferredTableSize = HTTP2Wire.defaultHeaderTableSize
 
-    package init() {
+    public init() {
         maximumTableSize = Self.preferredTableSize
     }
 
     /// The peer's SETTINGS_HEADER_TABLE_SIZE arrived.
-    package mutating func peerAllowsTableSize(_ peerMaximum: Int) {
+    public mutating func peerAllowsTableSize(_ peerMaximum: Int) {
         let newSize = min(peerMaximum, Self.preferredTableSize)
         guard newSize != maximumTableSize else { return }
         maximumTableSize = newSize
@@ -45,7 +45,7 @@ package struct HPACKRequestEncoder {
     }
 
     /// Call at the start of every header block.
-    package mutating func writePendingSizeUpdate(into buffer: inout ByteBuffer) {
+    public mutating func writePendingSizeUpdate(into buffer: inout ByteBuffer) {
         guard let size = pendingSizeUpdate else { return }
         pendingSizeUpdate = nil
         Self.writeInteger(size, prefixBits: 5, firstByteFlags: 0x20, into: &buffer)
@@ -53,7 +53,7 @@ package struct HPACKRequestEncoder {
 
     /// Encodes a field that repeats across requests: indexed when the table has it, otherwise a
     /// literal with incremental indexing (inserting it).
-    package mutating func writeIndexable(name: String, value: String, into buffer: inout ByteBuffer) {
+    public mutating func writeIndexable(name: String, value: String, into buffer: inout ByteBuffer) {
         if let index = Self.staticFullMatch(name: name, value: value) ?? dynamicIndex(name: name, value: value) {
             Self.writeInteger(index, prefixBits: 7, firstByteFlags: 0x80, into: &buffer)
             return
@@ -69,13 +69,13 @@ package struct HPACKRequestEncoder {
     }
 
     /// A literal without indexing whose name is in the static table (`:path` is 4, `authorization` 23).
-    package static func writeNotIndexed(staticNameIndex: Int, value: String, into buffer: inout ByteBuffer) {
+    public static func writeNotIndexed(staticNameIndex: Int, value: String, into buffer: inout ByteBuffer) {
         writeInteger(staticNameIndex, prefixBits: 4, firstByteFlags: 0x00, into: &buffer)
         writeString(value, into: &buffer)
     }
 
     /// `:path` as `/3/device/<hex>` without building the string.
-    package static func writePath(deviceHex: String, into buffer: inout ByteBuffer) {
+    public static func writePath(deviceHex: String, into buffer: inout ByteBuffer) {
         writeInteger(StaticName.path, prefixBits: 4, firstByteFlags: 0x00, into: &buffer)
         let prefix = "/3/device/"
         writeInteger(prefix.utf8.count + deviceHex.utf8.count, prefixBits: 7, firstByteFlags: 0x00, into: &buffer)
@@ -84,16 +84,16 @@ package struct HPACKRequestEncoder {
     }
 
     /// A literal without indexing with a literal name (`apns-id`, per request).
-    package static func writeNotIndexed(name: String, value: String, into buffer: inout ByteBuffer) {
+    public static func writeNotIndexed(name: String, value: String, into buffer: inout ByteBuffer) {
         buffer.writeInteger(0x00 as UInt8)
         writeString(name, into: &buffer)
         writeString(value, into: &buffer)
     }
 
-    package enum StaticName {
-        package static let authority = 1
-        package static let path = 4
-        package static let authorization = 23
+    public enum StaticName {
+        public static let authority = 1
+        public static let path = 4
+        public static let authorization = 23
     }
 
     // MARK: Table
@@ -136,7 +136,7 @@ package struct HPACKRequestEncoder {
     // MARK: Primitives
 
     /// RFC 7541 §5.1.
-    package static func writeInteger(
+    public static func writeInteger(
         _ value: Int,
         prefixBits: Int,
         firstByteFlags: UInt8,
@@ -157,7 +157,7 @@ package struct HPACKRequestEncoder {
     }
 
     /// RFC 7541 §5.2, raw octets (H = 0).
-    package static func writeString(_ string: String, into buffer: inout ByteBuffer) {
+    public static func writeString(_ string: String, into buffer: inout ByteBuffer) {
         writeInteger(string.utf8.count, prefixBits: 7, firstByteFlags: 0x00, into: &buffer)
         buffer.writeString(string)
     }
@@ -179,7 +179,7 @@ package struct HPACKRequestEncoder {
     }
 
     /// RFC 7541 Appendix A, names only (the few entries with values are matched above).
-    package static let staticTable: [String] = [
+    public static let staticTable: [String] = [
         ":authority", ":method", ":method", ":path", ":path", ":scheme", ":scheme", ":status", ":status", ":status",
         ":status", ":status", ":status", ":status", "accept-charset", "accept-encoding", "accept-language",
         "accept-ranges", "accept", "access-control-allow-origin", "age", "allow", "authorization", "cache-control",

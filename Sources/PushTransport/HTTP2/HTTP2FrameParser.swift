@@ -1,7 +1,7 @@
-package import NIOCore
+public import NIOCore
 
 /// A frame the client acts on, with padding, priority fields and CONTINUATION already dealt with.
-package enum HTTP2InboundFrame: Equatable {
+public enum HTTP2InboundFrame: Equatable {
     /// A complete header block (HEADERS plus any CONTINUATION), still HPACK-encoded.
     case headers(streamID: UInt32, block: ByteBuffer, endStream: Bool)
     /// `flowControlledLength` counts padding too: it is what the connection window was charged.
@@ -15,7 +15,7 @@ package enum HTTP2InboundFrame: Equatable {
     /// PRIORITY, unknown extension frames: read and dropped, as RFC 9113 §4.1 and §5.5 ask.
     case ignored
 
-    package static func == (lhs: Self, rhs: Self) -> Bool {
+    public static func == (lhs: Self, rhs: Self) -> Bool {
         switch (lhs, rhs) {
         case let (.headers(a, b, c), .headers(d, e, f)): return a == d && b == e && c == f
         case let (.data(a, b, c, d), .data(e, f, g, h)): return a == e && b == f && c == g && d == h
@@ -36,21 +36,21 @@ package enum HTTP2InboundFrame: Equatable {
 /// A pure value: bytes in, frames out, and a ``HTTP2ConnectionError`` for anything that RFC 9113 makes
 /// a connection error (a frame larger than we allow, a SETTINGS frame on a stream, a CONTINUATION
 /// out of place, a PUSH_PROMISE when we disabled push, and so on). After an error it stays failed.
-package struct HTTP2FrameParser {
+public struct HTTP2FrameParser {
     /// SETTINGS_MAX_FRAME_SIZE as we announce it (we keep the default).
-    package var maximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
+    public var maximumFrameSize = HTTP2Wire.defaultMaximumFrameSize
     private var buffer: ByteBuffer
     /// A HEADERS frame without END_HEADERS: its block so far, until the last CONTINUATION.
     private var pendingHeaders: (streamID: UInt32, block: ByteBuffer, endStream: Bool)?
     private var failed: HTTP2ConnectionError?
     /// The header blocks we accept, assembled: far above any APNs answer, far below a memory problem.
-    package static let maximumHeaderBlockSize = 64 * 1024
+    public static let maximumHeaderBlockSize = 64 * 1024
 
-    package init(allocator: ByteBufferAllocator = ByteBufferAllocator()) {
+    public init(allocator: ByteBufferAllocator = ByteBufferAllocator()) {
         buffer = allocator.buffer(capacity: 0)
     }
 
-    package mutating func append(_ bytes: inout ByteBuffer) {
+    public mutating func append(_ bytes: inout ByteBuffer) {
         if buffer.readableBytes == 0 {
             // The common case: everything earlier was consumed. Take the buffer as it is (no copy).
             buffer = bytes
@@ -61,7 +61,7 @@ package struct HTTP2FrameParser {
     }
 
     /// The next complete frame, or nil when more bytes are needed.
-    package mutating func nextFrame() throws(HTTP2ConnectionError) -> HTTP2InboundFrame? {
+    public mutating func nextFrame() throws(HTTP2ConnectionError) -> HTTP2InboundFrame? {
         if let failed { throw failed }
         do {
             while true {

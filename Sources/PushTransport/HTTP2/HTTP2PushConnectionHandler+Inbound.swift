@@ -1,14 +1,16 @@
-package import NIOCore
+public import DequeModule
+public import Logging
+public import NIOCore
 import NIOHPACK
-package import NIOHTTP2
-import PushgateCore
+public import NIOHTTP2
+public import PushgateCore
 
 /// The inbound half of the connection handler: reading frames, answers (HEADERS, DATA, RST_STREAM),
 /// SETTINGS, GOAWAY and PING, and finishing streams.
 extension HTTP2PushConnectionHandler {
     @inlinable
-    package func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        var bytes = unwrapInboundIn(data)
+    public func channelRead(context: ChannelHandlerContext, bytes: ByteBuffer) {
+        var bytes = bytes
         parser.append(&bytes)
         let now = context.eventLoop.now
         do {
@@ -24,7 +26,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func handle(_ frame: HTTP2InboundFrame, now: NIODeadline, context: ChannelHandlerContext) throws {
+    public func handle(_ frame: HTTP2InboundFrame, now: NIODeadline, context: ChannelHandlerContext) throws {
         switch frame {
         case .headers(let streamID, var block, let endStream):
             machine.frameRead(now: now)
@@ -89,7 +91,7 @@ extension HTTP2PushConnectionHandler {
 
     /// A DATA frame's payload, kept up to the exchange's limit.
     @inlinable
-    package func appendBody(_ data: inout ByteBuffer, to id: HTTP2StreamID) {
+    public func appendBody(_ data: inout ByteBuffer, to id: HTTP2StreamID) {
         let limit = Exchange.maximumAnswerBodyBytes
         if limit == Int.max {
             extras[id, default: StreamExtras()].body.setOrWriteBuffer(&data)
@@ -103,7 +105,7 @@ extension HTTP2PushConnectionHandler {
 
     /// A server SETTINGS frame: apply it, acknowledge it, and tell the state machine.
     @inlinable
-    package func apply(_ settings: [(parameter: UInt16, value: UInt32)], now: NIODeadline) throws {
+    public func apply(_ settings: [(parameter: UInt16, value: UInt32)], now: NIODeadline) throws {
         var maximum: Int? = nil
         for (parameter, value) in settings {
             switch HTTP2Wire.Setting(rawValue: parameter) {
@@ -135,7 +137,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func channelReadComplete(context: ChannelHandlerContext) {
+    public func channelReadComplete(context: ChannelHandlerContext) {
         if let increment = windows.takeAcknowledgement() {
             HTTP2Wire.writeConnectionWindowUpdate(increment, into: &outboundBuffer)
         }
@@ -146,7 +148,7 @@ extension HTTP2PushConnectionHandler {
 
     /// RFC 9113 §5.4.1: GOAWAY with the error, then close.
     @inlinable
-    package func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
+    public func connectionError(_ error: HTTP2ConnectionError, context: ChannelHandlerContext) {
         lastError = error.description
         logger.debug("HTTP/2 protocol error from the server", metadata: [Self.key("error"): "\(error)"])
         HTTP2Wire.writeGoAway(for: error, into: &outboundBuffer)
@@ -156,7 +158,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) {
+    public func settingsReceived(maximumConcurrentStreams: Int?, now: NIODeadline) {
         switch machine.settingsReceived(maximumConcurrentStreams: maximumConcurrentStreams, now: now) {
         case .becameReady:
             everReady = true
@@ -174,7 +176,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline)
+    public func goAwayReceived(lastStreamID: HTTP2StreamID, errorCode: UInt32, debugData: ByteBuffer, now: NIODeadline)
     {
         let reason = debugData.readableBytes > 0 ? exchange.goAwayReceived(debugData: debugData) : nil
         logger.debug(
@@ -204,7 +206,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
+    public func resetByServer(_ streamID: HTTP2StreamID, code: UInt32, now: NIODeadline) {
         guard let entry = inFlight.remove(streamID) else { return }
         if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil {
             blockedStreams.removeAll { $0 == streamID }
@@ -222,7 +224,7 @@ extension HTTP2PushConnectionHandler {
     /// The answer is complete: the exchange says what it means (or that it must be resent because the
     /// connection, not the request, was at fault), and it is carried out.
     @inlinable
-    package func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
+    public func finishStream(_ streamID: HTTP2StreamID, now: NIODeadline) {
         guard let entry = inFlight.remove(streamID) else { return }
         let extra = extras.isEmpty ? nil : extras.removeValue(forKey: streamID)
         if extra?.unsentPayload != nil {
@@ -249,7 +251,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func closeStreamInMachine(_ streamID: HTTP2StreamID, now: NIODeadline) {
+    public func closeStreamInMachine(_ streamID: HTTP2StreamID, now: NIODeadline) {
         if machine.streamClosed(streamID, now: now) == .closeConnection {
             flushAndClose()
         }

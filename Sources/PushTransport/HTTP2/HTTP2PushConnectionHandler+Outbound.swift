@@ -1,12 +1,14 @@
-package import NIOCore
-package import NIOHTTP2
-import PushgateCore
+public import DequeModule
+public import Logging
+public import NIOCore
+public import NIOHTTP2
+public import PushgateCore
 
 /// The outbound half of the connection handler: pulling work, HEADERS and DATA frames, flow control
 /// of what is sent, the optional rate limit, resets and the graceful close.
 extension HTTP2PushConnectionHandler {
     @inlinable
-    package var outboundBuffer: ByteBuffer {
+    public var outboundBuffer: ByteBuffer {
         get { outbound ?? ByteBuffer() }
         _modify {
             if outbound == nil { outbound = context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer() }
@@ -15,17 +17,17 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func flushOutbound(context: ChannelHandlerContext) {
+    public func flushOutbound(context: ChannelHandlerContext) {
         if let buffer = outbound, buffer.readableBytes > 0 {
             outbound = nil
-            context.write(wrapOutboundOut(buffer), promise: nil)
+            context.write(NIOAny(buffer), promise: nil)
         }
         context.flush()
     }
 
     /// Called on the event loop when the pool has work for this connection.
     @inlinable
-    package func wake() {
+    public func wake() {
         guard let context else { return }
         sendQueuedWork()
         flushOutbound(context: context)
@@ -34,7 +36,7 @@ extension HTTP2PushConnectionHandler {
     /// Returns released requests to the pool and writes as many new ones as there are free streams.
     /// Does not flush: the caller flushes once for the whole batch.
     @inlinable
-    package func sendQueuedWork() {
+    public func sendQueuedWork() {
         guard let context else { return }
         // While some DATA waits for window, new streams would only wait behind it.
         var available = blockedStreams.isEmpty ? machine.availableStreams : 0
@@ -64,7 +66,7 @@ extension HTTP2PushConnectionHandler {
         while let request = batch.popLast() {
             write(request, credential: credential, now: now)
             if outbound.map({ $0.readableBytes >= Self.outboundWriteThreshold }) ?? false {
-                context.write(wrapOutboundOut(outbound!), promise: nil)
+                context.write(NIOAny(outbound!), promise: nil)
                 outbound = nil
             }
         }
@@ -77,7 +79,7 @@ extension HTTP2PushConnectionHandler {
 
     /// What the rate limiter allows now; when nothing, a wake-up once it allows one.
     @inlinable
-    package func rateAllowance(now: NIODeadline, context: ChannelHandlerContext) -> Int {
+    public func rateAllowance(now: NIODeadline, context: ChannelHandlerContext) -> Int {
         guard var limiter = rateLimiter else { return Int.max }
         let allowed = limiter.allowance(now: now)
         rateLimiter = limiter
@@ -94,7 +96,7 @@ extension HTTP2PushConnectionHandler {
 
     /// One request: HEADERS (the exchange's block), then as much of its DATA as flow control allows now.
     @inlinable
-    package func write(_ pooled: consuming Request, credential: Exchange.Credential, now: NIODeadline) {
+    public func write(_ pooled: consuming Request, credential: Exchange.Credential, now: NIODeadline) {
         // Written into a local buffer, handed back at the end: each access to the stored property
         // would cost a dynamic exclusivity check.
         var buffer = outbound.take() ?? context?.channel.allocator.buffer(capacity: 16 * 1024) ?? ByteBuffer()
@@ -159,7 +161,7 @@ extension HTTP2PushConnectionHandler {
     /// A header block larger than the server's frame size: HEADERS and CONTINUATION frames (rare:
     /// only a server announcing a tiny SETTINGS_MAX_FRAME_SIZE, or very long header values).
     @inlinable
-    package static func splitHeaderBlock(
+    public static func splitHeaderBlock(
         headerIndex: Int,
         streamID: UInt32,
         maximumFrameSize: Int,
@@ -189,7 +191,7 @@ extension HTTP2PushConnectionHandler {
 
     /// Sends waiting DATA, oldest stream first, as far as the windows allow.
     @inlinable
-    package func sendBlockedData() {
+    public func sendBlockedData() {
         while let streamID = blockedStreams.first {
             guard let sendWindow = inFlight.read(streamID, { $0.sendWindow }),
                 var payload = extras[streamID]?.unsentPayload
@@ -217,7 +219,7 @@ extension HTTP2PushConnectionHandler {
     }
 
     @inlinable
-    package func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
+    public func writeReset(_ streamID: HTTP2StreamID, code: HTTP2Wire.ErrorCode) {
         HTTP2Wire.writeFrameHeader(
             length: 4,
             type: .rstStream,
@@ -230,7 +232,7 @@ extension HTTP2PushConnectionHandler {
 
     /// Abandons a request the caller cancelled: resets its stream and frees it.
     @inlinable
-    package func cancel(poolRequestID: UInt64) -> Bool {
+    public func cancel(poolRequestID: UInt64) -> Bool {
         guard let context, let streamID = inFlight.ids(where: { $0.request.poolRequestID == poolRequestID }).first,
             let entry = abandon(streamID)
         else {
@@ -246,7 +248,7 @@ extension HTTP2PushConnectionHandler {
     /// Resets the stream and frees it; the caller completes the request (returned) afterwards.
     @inlinable
     @discardableResult
-    package func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
+    public func abandon(_ streamID: HTTP2StreamID) -> InFlight? {
         guard let context, let entry = inFlight.remove(streamID) else { return nil }
         if !extras.isEmpty, extras.removeValue(forKey: streamID)?.unsentPayload != nil {
             blockedStreams.removeAll { $0 == streamID }
@@ -259,7 +261,7 @@ extension HTTP2PushConnectionHandler {
 
     /// Retire the connection for shutdown: finish open streams, then close.
     @inlinable
-    package func closeGracefully() {
+    public func closeGracefully() {
         guard context != nil else { return }
         if machine.closeRequested() { flushAndClose() }
     }

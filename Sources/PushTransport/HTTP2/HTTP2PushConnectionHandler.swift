@@ -1,11 +1,11 @@
-package import DequeModule
-package import Logging
-package import NIOCore
-package import NIOHPACK
-package import NIOHTTP2
+public import DequeModule
+public import Logging
+public import NIOCore
+public import NIOHPACK
+public import NIOHTTP2
 import NIOSSL
-import NIOTLS
-import PushgateCore
+public import NIOTLS
+public import PushgateCore
 
 /// The per-connection engine of every HTTP/2 push service: it speaks HTTP/2 itself over the TLS byte
 /// stream (see ``HTTP2Wire`` for why not through `NIOHTTP2Handler`), with no child channel and no frame
@@ -16,24 +16,21 @@ import PushgateCore
 /// and flushed once per batch, so TLS records are large. Answers arrive as frames keyed by stream id.
 /// Decisions (stream accounting, GOAWAY, ping, idle) are the state machine's; this class carries them out.
 ///
-/// Its methods are `@inlinable` so that each service's module specialises them for its exchange.
+/// It is not itself a channel handler: each service declares one (``HTTP2PushChannelHandler``), so that
+/// NIO's calls enter code specialised for the service's exchange. Its methods are `@inlinable` for that.
 /// This file holds the state and the lifecycle; `+Inbound` reads frames and answers, `+Outbound` writes.
-package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: ChannelInboundHandler,
-    RemovableChannelHandler
-{
-    package typealias InboundIn = ByteBuffer
-    package typealias OutboundOut = ByteBuffer
-    package typealias Request = Exchange.Request
+public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
+    public typealias Request = Exchange.Request
 
-    package struct Configuration {
-        package var connection: HTTP2ConnectionStateMachine.Configuration
+    public struct Configuration {
+        public var connection: HTTP2ConnectionStateMachine.Configuration
         /// How often deadlines, pings and idleness are checked.
-        package var tickInterval: TimeAmount
+        public var tickInterval: TimeAmount
         /// The C pushd's `-r`: at most this many new requests per second on this connection (nil: no limit).
-        package var requestsPerSecond: Int?
-        package var logger: Logger
+        public var requestsPerSecond: Int?
+        public var logger: Logger
 
-        package init(
+        public init(
             connection: HTTP2ConnectionStateMachine.Configuration,
             tickInterval: TimeAmount = .milliseconds(100),
             requestsPerSecond: Int? = nil,
@@ -48,15 +45,15 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
 
     /// A request written to a stream, and what has arrived of its answer so far: what every stream
     /// needs. It is read and changed in place (see ``InFlightStreams``); the rest is in ``StreamExtras``.
-    package struct InFlight {
-        package var request: Request
-        package var answer: Exchange.Answer
-        package var writtenAt: NIODeadline
+    public struct InFlight {
+        public var request: Request
+        public var answer: Exchange.Answer
+        public var writtenAt: NIODeadline
         /// Flow control: what the server lets us send on this stream.
-        package var sendWindow: Int
+        public var sendWindow: Int
 
         @inlinable
-        package init(request: Request, answer: Exchange.Answer, writtenAt: NIODeadline, sendWindow: Int) {
+        public init(request: Request, answer: Exchange.Answer, writtenAt: NIODeadline, sendWindow: Int) {
             self.request = request
             self.answer = answer
             self.writtenAt = writtenAt
@@ -66,57 +63,57 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
 
     /// What only some streams have: the exchange's extra, an answer's body, DATA still waiting for
     /// window. Kept apart so that the common stream does not carry (and retain and release) them.
-    package struct StreamExtras {
-        package var extra: Exchange.Extra?
-        package var body: ByteBuffer?
+    public struct StreamExtras {
+        public var extra: Exchange.Extra?
+        public var body: ByteBuffer?
         /// The payload not sent yet.
-        package var unsentPayload: ByteBuffer?
+        public var unsentPayload: ByteBuffer?
 
         @inlinable
-        package init() {}
+        public init() {}
     }
 
     /// Our SETTINGS: no server push; answers' windows far above any push service's answer.
-    package static var localSettings: [(HTTP2Wire.Setting, UInt32)] {
+    public static var localSettings: [(HTTP2Wire.Setting, UInt32)] {
         [(.enablePush, 0), (.maxConcurrentStreams, 100), (.initialWindowSize, 1 << 20), (.maxHeaderListSize, 1 << 16)]
     }
     /// Added to the connection's receive window at start (RFC 9113: it starts at 65,535).
-    package static var initialConnectionWindowIncrement: Int { (1 << 24) - HTTP2Wire.defaultInitialWindowSize }
+    public static var initialConnectionWindowIncrement: Int { (1 << 24) - HTTP2Wire.defaultInitialWindowSize }
     /// Write the outbound buffer out (unflushed) once it holds this much, so memory stays bounded.
-    package static var outboundWriteThreshold: Int { 256 * 1024 }
+    public static var outboundWriteThreshold: Int { 256 * 1024 }
 
-    package let connectionID: Int
-    package let delegate: any HTTP2PushConnectionDelegate<Request>
-    package let configuration: Configuration
-    package var exchange: Exchange
-    package var machine: HTTP2ConnectionStateMachine
-    package var inFlight = InFlightStreams<InFlight>()
-    package var extras: [HTTP2StreamID: StreamExtras] = [:]
-    package var releasedSinceLastPull = 0
-    package var context: ChannelHandlerContext?
-    package var tickTask: RepeatedTask?
-    package var everReady = false
-    package var prefaceSent = false
-    package var lastError: String?
-    package var logger: Logger
+    public let connectionID: Int
+    public let delegate: any HTTP2PushConnectionDelegate<Request>
+    public let configuration: Configuration
+    public var exchange: Exchange
+    public var machine: HTTP2ConnectionStateMachine
+    public var inFlight = InFlightStreams<InFlight>()
+    public var extras: [HTTP2StreamID: StreamExtras] = [:]
+    public var releasedSinceLastPull = 0
+    public var context: ChannelHandlerContext?
+    public var tickTask: RepeatedTask?
+    public var everReady = false
+    public var prefaceSent = false
+    public var lastError: String?
+    public var logger: Logger
 
     // HTTP/2 state
-    package var parser = HTTP2FrameParser()
-    package var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
-    package var encoder = HPACKRequestEncoder()
+    public var parser = HTTP2FrameParser()
+    public var decoder = HPACKDecoder(allocator: ByteBufferAllocator())
+    public var encoder = HPACKRequestEncoder()
     /// Frames written since the last flush.
-    package var outbound: ByteBuffer?
+    public var outbound: ByteBuffer?
     /// Connection-level inbound flow control: consumed since our last WINDOW_UPDATE.
-    package var windows = FlowControlWindows()
+    public var windows = FlowControlWindows()
     /// Streams whose DATA waits for window, oldest first. New streams wait until it is empty.
-    package var blockedStreams: Deque<HTTP2StreamID> = []
+    public var blockedStreams: Deque<HTTP2StreamID> = []
 
     /// `requestsPerSecond` as a token bucket (nil: no limit).
-    package var rateLimiter: RateLimiter?
-    package var rateWakeScheduled = false
+    public var rateLimiter: RateLimiter?
+    public var rateWakeScheduled = false
 
     @inlinable
-    package init(
+    public init(
         connectionID: Int,
         delegate: any HTTP2PushConnectionDelegate<Request>,
         exchange: Exchange,
@@ -135,12 +132,12 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
 
     /// A log metadata key with the exchange's prefix.
     @inlinable
-    package static func key(_ name: String) -> String { Exchange.metadataPrefix + "." + name }
+    public static func key(_ name: String) -> String { Exchange.metadataPrefix + "." + name }
 
     // MARK: Lifecycle
 
     @inlinable
-    package func handlerAdded(context: ChannelHandlerContext) {
+    public func handlerAdded(context: ChannelHandlerContext) {
         self.context = context
         let interval = configuration.tickInterval
         let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
@@ -153,14 +150,14 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
     }
 
     @inlinable
-    package func handlerRemoved(context: ChannelHandlerContext) {
+    public func handlerRemoved(context: ChannelHandlerContext) {
         tickTask?.cancel()
         tickTask = nil
         self.context = nil
     }
 
     @inlinable
-    package func channelActive(context: ChannelHandlerContext) {
+    public func channelActive(context: ChannelHandlerContext) {
         sendPreface(context: context)
         context.fireChannelActive()
     }
@@ -168,7 +165,7 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
     /// RFC 9113 §3.4: the preface, our SETTINGS, and a larger connection window for answers. TLS
     /// holds the bytes until its handshake is done.
     @inlinable
-    package func sendPreface(context: ChannelHandlerContext) {
+    public func sendPreface(context: ChannelHandlerContext) {
         guard !prefaceSent else { return }
         prefaceSent = true
         var buffer = context.channel.allocator.buffer(capacity: 64)
@@ -177,11 +174,11 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
             connectionWindowIncrement: Self.initialConnectionWindowIncrement,
             into: &buffer
         )
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        context.writeAndFlush(NIOAny(buffer), promise: nil)
     }
 
     @inlinable
-    package func channelInactive(context: ChannelHandlerContext) {
+    public func channelInactive(context: ChannelHandlerContext) {
         tickTask?.cancel()
         tickTask = nil
         let wasReady = everReady
@@ -204,15 +201,14 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
         context.fireChannelInactive()
     }
 
-    @inlinable
-    package func errorCaught(context: ChannelHandlerContext, error: any Error) {
+    public func errorCaught(context: ChannelHandlerContext, error: any Error) {
         lastError = TransportTLS.describe(error)
         logger.debug("connection error", metadata: [Self.key("error"): "\(lastError ?? "")"])
         context.close(promise: nil)
     }
 
     @inlinable
-    package func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+    public func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case let TLSUserEvent.handshakeCompleted(negotiatedProtocol) = event {
             // No ALPN is tolerated (HTTP/2 by prior knowledge, as some servers and proxies do); any
             // protocol other than h2 is not.
@@ -226,14 +222,14 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
     }
 
     @inlinable
-    package func retire(because reason: String) {
+    public func retire(because reason: String) {
         logger.debug("retiring connection", metadata: [Self.key("reason"): "\(reason)"])
         delegate.connectionRetiring(connectionID)
         if machine.closeRequested() { flushAndClose() }
     }
 
     @inlinable
-    package func flushAndClose() {
+    public func flushAndClose() {
         guard let context else { return }
         flushOutbound(context: context)
         context.close(promise: nil)
@@ -242,7 +238,7 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
     // MARK: Timer
 
     @inlinable
-    package func tick() {
+    public func tick() {
         guard let context else { return }
         let now = context.eventLoop.now
         if !inFlight.isEmpty {
@@ -274,5 +270,3 @@ package final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange>: Cha
         }
     }
 }
-
-extension HTTP2PushConnectionHandler: PooledConnection {}

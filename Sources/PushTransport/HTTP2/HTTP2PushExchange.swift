@@ -1,6 +1,6 @@
-package import NIOCore
-package import NIOHPACK
-package import PushgateCore
+public import NIOCore
+public import NIOHPACK
+public import PushgateCore
 
 /// What a push service adds to ``HTTP2PushConnectionHandler``: how one request becomes a header block and
 /// a body, how its answer is read and what it means. The handler owns the connection (preface, SETTINGS,
@@ -8,7 +8,7 @@ package import PushgateCore
 ///
 /// One value per connection, called on its event loop only. It is a struct (or a final class), so the
 /// handler, generic over it, is specialised per service: no existential per frame.
-package protocol HTTP2PushExchange: SendableMetatype {
+public protocol HTTP2PushExchange: SendableMetatype {
     associatedtype Request: TransportPooledRequest
     /// What a batch of requests is written with (APNs: the provider token, if any; FCM: the access token).
     associatedtype Credential
@@ -80,19 +80,19 @@ package protocol HTTP2PushExchange: SendableMetatype {
 }
 
 extension HTTP2PushExchange {
-    package static var maximumAnswerBodyBytes: Int { Int.max }
-    package mutating func attached(wake: @escaping @Sendable () -> Void) {}
-    @inline(__always) package mutating func mayWrite() -> Bool { true }
+    public static var maximumAnswerBodyBytes: Int { Int.max }
+    public mutating func attached(wake: @escaping @Sendable () -> Void) {}
+    @inline(__always) public mutating func mayWrite() -> Bool { true }
 }
 
 /// The credential a batch is written with, or that there is none (the exchange completed the batch).
-package enum HTTP2PushBatchCredential<Credential> {
+public enum HTTP2PushBatchCredential<Credential> {
     case write(Credential)
     case failed
 }
 
 /// What a finished stream's answer leads to.
-package enum HTTP2PushStreamDisposition<Request, Outcome> {
+public enum HTTP2PushStreamDisposition<Request, Outcome> {
     /// Hand the outcome to the caller.
     case complete(Outcome)
     /// Send it again (on any connection), counted against its resends.
@@ -100,7 +100,7 @@ package enum HTTP2PushStreamDisposition<Request, Outcome> {
 }
 
 /// What a connection handler needs from its pool. `ConnectionPool` implements it; tests can too.
-package protocol HTTP2PushConnectionDelegate<Request>: AnyObject, Sendable {
+public protocol HTTP2PushConnectionDelegate<Request>: AnyObject, Sendable {
     associatedtype Request
     /// The first SETTINGS arrived: the connection is usable.
     func connectionReady(_ id: Int, capacity: Int)

@@ -1,4 +1,4 @@
-package import NIOCore
+public import NIOCore
 
 /// Per-request frame writes in fewer, larger `ByteBuffer` calls: each call checks capacity and
 /// uniqueness and, through the buffer's storage class, costs exclusivity checks, and a million
@@ -6,7 +6,7 @@ package import NIOCore
 extension HTTP2Wire {
     /// The same 9 bytes as ``writeFrameHeader(length:type:flags:streamID:into:)``, in two writes instead of five.
     @inline(__always)
-    package static func writeFrameHeaderBatched(
+    public static func writeFrameHeaderBatched(
         length: Int,
         type: FrameType,
         flags: UInt8,

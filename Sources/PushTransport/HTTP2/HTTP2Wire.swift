@@ -1,4 +1,4 @@
-package import NIOCore
+public import NIOCore
 
 /// The parts of HTTP/2's wire format (RFC 9113) that the APNs client speaks itself.
 ///
@@ -9,16 +9,16 @@ package import NIOCore
 /// a client that only ever sends a request HEADERS + DATA pair per stream and reads small answers:
 /// preface and SETTINGS exchange, PING and SETTINGS acknowledgements, flow control in both directions,
 /// CONTINUATION assembly, and the frame-level checks that make a broken peer a connection error.
-package enum HTTP2Wire {
-    package static let clientPreface: StaticString = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-    package static let frameHeaderLength = 9
+public enum HTTP2Wire {
+    public static let clientPreface: StaticString = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    public static let frameHeaderLength = 9
     /// RFC 9113 §6.5.2: SETTINGS_MAX_FRAME_SIZE starts at, and cannot go below, 16,384.
-    package static let defaultMaximumFrameSize = 16_384
-    package static let defaultInitialWindowSize = 65_535
-    package static let maximumWindowSize = Int(Int32.max)
-    package static let defaultHeaderTableSize = 4_096
+    public static let defaultMaximumFrameSize = 16_384
+    public static let defaultInitialWindowSize = 65_535
+    public static let maximumWindowSize = Int(Int32.max)
+    public static let defaultHeaderTableSize = 4_096
 
-    package enum FrameType: UInt8 {
+    public enum FrameType: UInt8 {
         case data = 0x0
         case headers = 0x1
         case priority = 0x2
@@ -31,15 +31,15 @@ package enum HTTP2Wire {
         case continuation = 0x9
     }
 
-    package enum Flag {
-        package static let endStream: UInt8 = 0x1
-        package static let ack: UInt8 = 0x1
-        package static let endHeaders: UInt8 = 0x4
-        package static let padded: UInt8 = 0x8
-        package static let priority: UInt8 = 0x20
+    public enum Flag {
+        public static let endStream: UInt8 = 0x1
+        public static let ack: UInt8 = 0x1
+        public static let endHeaders: UInt8 = 0x4
+        public static let padded: UInt8 = 0x8
+        public static let priority: UInt8 = 0x20
     }
 
-    package enum Setting: UInt16 {
+    public enum Setting: UInt16 {
         case headerTableSize = 0x1
         case enablePush = 0x2
         case maxConcurrentStreams = 0x3
@@ -49,7 +49,7 @@ package enum HTTP2Wire {
     }
 
     /// RFC 9113 §7.
-    package enum ErrorCode: UInt32 {
+    public enum ErrorCode: UInt32, Sendable {
         case noError = 0x0
         case protocolError = 0x1
         case internalError = 0x2
@@ -65,12 +65,12 @@ package enum HTTP2Wire {
         case inadequateSecurity = 0xc
         case http11Required = 0xd
 
-        package static func describe(_ code: UInt32) -> String {
+        public static func describe(_ code: UInt32) -> String {
             ErrorCode(rawValue: code).map { "\($0)" } ?? "0x\(String(code, radix: 16))"
         }
     }
 
-    package static func writeFrameHeader(
+    public static func writeFrameHeader(
         length: Int,
         type: FrameType,
         flags: UInt8,
@@ -85,21 +85,21 @@ package enum HTTP2Wire {
     }
 
     /// Writes the length into a frame header reserved earlier at `index` (the rest is already there).
-    package static func setFrameLength(_ length: Int, atHeaderIndex index: Int, in buffer: inout ByteBuffer) {
+    public static func setFrameLength(_ length: Int, atHeaderIndex index: Int, in buffer: inout ByteBuffer) {
         buffer.setInteger(UInt8(truncatingIfNeeded: length >> 16), at: index)
         buffer.setInteger(UInt16(truncatingIfNeeded: length), at: index + 1)
     }
 }
 
 /// A connection error the peer caused (RFC 9113 §5.4.1): we send GOAWAY with `code` and close.
-package struct HTTP2ConnectionError: Error, Hashable, CustomStringConvertible {
-    package var code: HTTP2Wire.ErrorCode
-    package var message: String
+public struct HTTP2ConnectionError: Error, Hashable, CustomStringConvertible {
+    public var code: HTTP2Wire.ErrorCode
+    public var message: String
 
-    package init(code: HTTP2Wire.ErrorCode, message: String) {
+    public init(code: HTTP2Wire.ErrorCode, message: String) {
         self.code = code
         self.message = message
     }
 
-    package var description: String { "HTTP/2 \(code): \(message)" }
+    public var description: String { "HTTP/2 \(code): \(message)" }
 }

@@ -1,19 +1,19 @@
-package import NIOCore
+public import NIOCore
 
 /// A token bucket of `rate` requests per second, holding at most one second's worth; the C pushd's `-r`.
 /// Pure: the caller passes `now`, and schedules its own wake-up after `waitForNext`.
-package struct RateLimiter: Sendable {
-    package let rate: Int
+public struct RateLimiter: Sendable {
+    public let rate: Int
     private var tokens: Double = 0
     private var refilledAt: NIODeadline?
 
-    package init(rate: Int) {
+    public init(rate: Int) {
         precondition(rate >= 1)
         self.rate = rate
     }
 
     /// Requests that may start now. The first call allows one (a new connection starts slowly).
-    package mutating func allowance(now: NIODeadline) -> Int {
+    public mutating func allowance(now: NIODeadline) -> Int {
         let capacity = Double(rate)
         if let refilledAt {
             tokens = min(capacity, tokens + Double((now - refilledAt).nanoseconds) / 1e9 * capacity)
@@ -25,12 +25,12 @@ package struct RateLimiter: Sendable {
     }
 
     /// `count` requests started.
-    package mutating func spend(_ count: Int) {
+    public mutating func spend(_ count: Int) {
         tokens -= Double(count)
     }
 
     /// How long until the next request is allowed, as of the last `allowance(now:)`.
-    package var waitForNext: TimeAmount {
+    public var waitForNext: TimeAmount {
         guard tokens < 1 else { return .zero }
         return .nanoseconds(Int64((1 - tokens) / Double(rate) * 1e9) + 1)
     }

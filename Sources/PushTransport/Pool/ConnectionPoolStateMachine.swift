@@ -1,8 +1,8 @@
 import DequeModule
-package import NIOCore
+public import NIOCore
 
 /// What the pool needs to know about a queued request.
-package protocol PoolableRequest: Sendable {
+public protocol PoolableRequest: Sendable {
     /// Unique within the pool, for cancellation.
     var poolRequestID: UInt64 { get }
     var deadline: NIODeadline { get }

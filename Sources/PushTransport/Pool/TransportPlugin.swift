@@ -1,6 +1,6 @@
 package import Logging
-package import NIOCore
-package import PushgateCore
+public import NIOCore
+public import PushgateCore
 
 /// What a push protocol adds to the shared transport: its codec and connection handler. The pool
 /// driver (`ConnectionPool`), the TLS set-up (`TransportTLS`) and the bootstrap (`TransportBootstrap`)
@@ -44,7 +44,7 @@ package struct TransportConnectionContext<Plugin: TransportPlugin> {
 }
 
 /// A connection handler as the pool sees it. Called on the connection's event loop.
-package protocol PooledConnection: AnyObject {
+public protocol PooledConnection: AnyObject {
     /// There is queued work and the connection was parked: pull some.
     func wake()
     /// Take nothing new, finish what is held, then close.
@@ -54,11 +54,11 @@ package protocol PooledConnection: AnyObject {
 }
 
 extension PooledConnection {
-    package func cancel(poolRequestID: UInt64) -> Bool { false }
+    public func cancel(poolRequestID: UInt64) -> Bool { false }
 }
 
 /// What a caller hands a transport's pool: one message to one device, for any push service.
-package protocol TransportSubmission: Sendable {
+public protocol TransportSubmission: Sendable {
     /// When the pool gives up on it. Nil: the pool's configured request timeout from submission.
     var deadline: NIODeadline? { get }
     /// Completes it without an answer (cancelled, shut down, deadline, connect failure...) through its
@@ -69,7 +69,7 @@ package protocol TransportSubmission: Sendable {
 /// A request inside a transport's pool: the caller's submission plus the plug-in's bookkeeping. The
 /// pool is generic over it: it only reads deadlines, counts resends and fails requests it could not
 /// hand to any connection (`fail(_:)`); answers are the plug-in's and its outcome type's.
-package protocol TransportPooledRequest: PoolableRequest {
+public protocol TransportPooledRequest: PoolableRequest {
     associatedtype Submission: TransportSubmission
     init(request: Submission, poolRequestID: UInt64, deadline: NIODeadline)
     var request: Submission { get }
@@ -80,7 +80,7 @@ package protocol TransportPooledRequest: PoolableRequest {
 }
 
 extension APNsRequest: TransportSubmission {
-    package func fail(_ failure: APNsTransportFailure) {
+    public func fail(_ failure: APNsTransportFailure) {
         receiver.receive(.failed(failure), for: self)
     }
 }
