@@ -82,17 +82,25 @@ struct FCMExchange: HTTP2PushExchange {
         return (ByteBuffer(bytes: body), Answer(token: token))
     }
 
-    func decodeHeaders(_ block: inout ByteBuffer, decoder: inout HPACKDecoder, tracked: Bool) throws -> HPACKHeaders? {
+    mutating func decodeHeaders(
+        _ block: inout ByteBuffer,
+        decoder: inout HPACKDecoder,
+        tracked: Bool
+    ) throws -> HPACKHeaders? {
         let fields = try decoder.decodeHeaders(from: &block)
         return tracked ? fields : nil
     }
 
-    func read(_ fields: HPACKHeaders, into answer: inout Answer, of request: borrowing FCMPooledRequest) -> Never? {
+    mutating func read(
+        _ fields: HPACKHeaders,
+        into answer: inout Answer,
+        of request: borrowing FCMPooledRequest
+    ) -> Never? {
         answer.answer.read(fields)
         return nil
     }
 
-    func finish(
+    mutating func finish(
         _ pooled: borrowing FCMPooledRequest,
         answer: Answer,
         body: ByteBuffer?,
@@ -115,14 +123,14 @@ struct FCMExchange: HTTP2PushExchange {
         return (.complete(outcome), nil)
     }
 
-    func complete(_ pooled: consuming FCMPooledRequest, with outcome: FCMOutcome) {
+    mutating func complete(_ pooled: consuming FCMPooledRequest, with outcome: FCMOutcome) {
         pooled.complete(outcome)
     }
 
     /// GOAWAY's debug data is Google's prose: not logged.
-    func goAwayReceived(debugData: ByteBuffer) -> String? { nil }
+    mutating func goAwayReceived(debugData: ByteBuffer) -> String? { nil }
 
-    func connectionLost(_ pooled: consuming FCMPooledRequest) {
+    mutating func connectionLost(_ pooled: consuming FCMPooledRequest) {
         pooled.fail(.connectionLost)
     }
 }

@@ -31,8 +31,6 @@ package struct APNsExchange: HTTP2PushExchange {
     /// `:authority`
     let authority: String
     let delegate: any APNsConnectionDelegate
-    /// The last answer's `apns-id`, reused while answers repeat it (a stand-in that always answers the same id).
-    var lastAnswerAPNsID: String?
     /// GOAWAY's debug data, when it carried an APNs reason (e.g. `BadCertificateEnvironment`).
     var goAwayReason: APNsReason?
     /// The last notification's shared header block and the table generation it was encoded at.
@@ -119,7 +117,7 @@ package struct APNsExchange: HTTP2PushExchange {
 
     // MARK: Answers
 
-    package func decodeHeaders(
+    package mutating func decodeHeaders(
         _ block: inout ByteBuffer,
         decoder: inout HPACKDecoder,
         tracked: Bool
@@ -153,15 +151,12 @@ package struct APNsExchange: HTTP2PushExchange {
         case .read(let fields):
             if fields.hasStatus { answer.status = fields.status }
             if let bytes = fields.apnsID {
-                // The `apns-id` String reused when the answer echoes the request's id or repeats the previous answer's.
+                // The `apns-id` String reused when the answer echoes the id the request was sent with, as
+                // APNs does. (APNs makes up a fresh one for every other answer: nothing else repeats.)
                 if let sent = pooled.request.apnsID?.value, Self.bytes(bytes, equal: sent) {
                     answer.apnsID = sent
-                } else if let lastAnswerAPNsID, Self.bytes(bytes, equal: lastAnswerAPNsID) {
-                    answer.apnsID = lastAnswerAPNsID
                 } else {
-                    let id = String(decoding: bytes.readableBytesView, as: UTF8.self)
-                    answer.apnsID = id
-                    lastAnswerAPNsID = id
+                    answer.apnsID = String(decoding: bytes.readableBytesView, as: UTF8.self)
                 }
             }
             return fields.apnsUniqueID
@@ -223,7 +218,7 @@ package struct APNsExchange: HTTP2PushExchange {
         return (.complete(outcome), nil)
     }
 
-    package func complete(_ pooled: consuming PooledRequest, with outcome: APNsOutcome) {
+    package mutating func complete(_ pooled: consuming PooledRequest, with outcome: APNsOutcome) {
         pooled.complete(outcome)
     }
 
@@ -233,7 +228,7 @@ package struct APNsExchange: HTTP2PushExchange {
         return reason.rawValue
     }
 
-    package func connectionLost(_ pooled: consuming PooledRequest) {
+    package mutating func connectionLost(_ pooled: consuming PooledRequest) {
         var outcome = APNsOutcome.failed(.connectionLost)
         if let goAwayReason {
             outcome.reason = goAwayReason
