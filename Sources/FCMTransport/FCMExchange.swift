@@ -123,14 +123,14 @@ struct FCMExchange: HTTP2PushExchange {
         return (.complete(outcome), nil)
     }
 
-    mutating func complete(_ pooled: consuming FCMPooledRequest, with outcome: FCMOutcome) {
+    mutating func complete(_ pooled: borrowing FCMPooledRequest, with outcome: FCMOutcome) {
         pooled.complete(outcome)
     }
 
     /// GOAWAY's debug data is Google's prose: not logged.
     mutating func goAwayReceived(debugData: ByteBuffer) -> String? { nil }
 
-    mutating func connectionLost(_ pooled: consuming FCMPooledRequest) {
+    mutating func connectionLost(_ pooled: borrowing FCMPooledRequest) {
         pooled.fail(.connectionLost)
     }
 }

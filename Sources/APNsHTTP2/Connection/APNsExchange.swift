@@ -218,7 +218,7 @@ package struct APNsExchange: HTTP2PushExchange {
         return (.complete(outcome), nil)
     }
 
-    package mutating func complete(_ pooled: consuming PooledRequest, with outcome: APNsOutcome) {
+    package mutating func complete(_ pooled: borrowing PooledRequest, with outcome: APNsOutcome) {
         pooled.complete(outcome)
     }
 
@@ -228,7 +228,7 @@ package struct APNsExchange: HTTP2PushExchange {
         return reason.rawValue
     }
 
-    package mutating func connectionLost(_ pooled: consuming PooledRequest) {
+    package mutating func connectionLost(_ pooled: borrowing PooledRequest) {
         var outcome = APNsOutcome.failed(.connectionLost)
         if let goAwayReason {
             outcome.reason = goAwayReason

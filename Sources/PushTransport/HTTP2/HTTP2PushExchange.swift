@@ -71,14 +71,14 @@ public protocol HTTP2PushExchange: SendableMetatype {
     /// Delivers an outcome to the request's receiver.
     /// (Mutating, like every requirement the handler calls per stream: a non-mutating call on the
     /// handler's stored exchange would copy it, retaining and releasing each of its references.)
-    mutating func complete(_ request: consuming Request, with outcome: Outcome)
+    mutating func complete(_ request: borrowing Request, with outcome: Outcome)
 
     /// GOAWAY carried debug data; returns a reason for the log, if the service's vocabulary has one.
     mutating func goAwayReceived(debugData: ByteBuffer) -> String?
 
     /// The connection closed with this request written but unanswered: the service may or may not have
     /// processed it. Completes it.
-    mutating func connectionLost(_ request: consuming Request)
+    mutating func connectionLost(_ request: borrowing Request)
 }
 
 extension HTTP2PushExchange {

@@ -86,7 +86,8 @@ extension APNsRequest: TransportSubmission {
 }
 
 extension TransportPooledRequest where Submission == APNsRequest {
-    package func complete(_ outcome: APNsOutcome) {
+    @inlinable
+    public func complete(_ outcome: APNsOutcome) {
         request.receiver.receive(outcome, for: request)
     }
 }
