@@ -42,7 +42,7 @@ struct EndToEndCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("h2load-streams"),
-        help: "h2load -m (default: the gateway's --max-streams from --gateway-arg, else its default 100)."
+        help: "h2load -m (default: what the stand-in grants, capped by a --max-streams in --gateway-arg)."
     )
     var h2loadStreams: Int?
 
@@ -331,11 +331,13 @@ struct EndToEndBenchmark {
         return result
     }
 
-    /// The streams per connection the gateway used: its `--max-streams` (default 100), within
-    /// what the stand-in grants.
+    /// The streams per connection the gateway used: what the stand-in grants (the gateway takes what
+    /// SETTINGS_MAX_CONCURRENT_STREAMS allows; an unknown stand-in is taken to grant APNs's 1,000),
+    /// capped by the gateway's `--max-streams` when one was given.
     private func gatewayStreams(standIn: StandIn) -> Int {
-        let asked = command.gateway.gatewayArgument("--max-streams").flatMap(Int.init) ?? 100
-        return min(asked, standIn.maxConcurrentStreams ?? asked)
+        let granted = standIn.maxConcurrentStreams ?? 1_000
+        guard let asked = command.gateway.gatewayArgument("--max-streams").flatMap(Int.init) else { return granted }
+        return min(asked, granted)
     }
 
     /// What `H2LoadBenchmark` reads: the same count, topic and payload as the broadcast.
