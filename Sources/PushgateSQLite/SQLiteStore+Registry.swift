@@ -43,10 +43,13 @@ extension SQLiteStore {
     /// batches share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000.
     ///
     /// The price: the WAL file grows to about 1 GiB and keeps that size on disk (SQLite reuses it from
-    /// the start after a checkpoint); opening the file after a crash reads the whole WAL to rebuild its
-    /// index (a second or two); a page read that misses the cache looks it up in up to 64 WAL hash
-    /// tables instead of 4. The ledger's writes share this writer, so they checkpoint as rarely
-    /// (their commits are fsync'd into the WAL, so this moves no durability).
+    /// the start after a checkpoint); opening the file after a crash reads the whole WAL (up to 1 GiB)
+    /// to rebuild its index; a page read that misses the cache looks it up in up to 64 WAL hash tables
+    /// instead of 4; a checkpoint stalls the writer longer (0.86 s for a full 1 GiB, measured), and the
+    /// first fsync'd commit after a storm of unsynced batches waits for their frames (0.3-0.4 s). The
+    /// ledger's writes share this writer, so they checkpoint as rarely (their commits are fsync'd into
+    /// the WAL, so this moves no durability of theirs). UDP registrations, committed without fsync, stay
+    /// exposed to a power cut until the next fsync: see docs/benchmarks.md (issue #12 item 4).
     static let registryCheckpointPages = 262_144
 
     private static func tuneWriterForRegistrations(_ db: Database) throws {
