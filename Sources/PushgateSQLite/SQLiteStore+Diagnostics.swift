@@ -3,13 +3,18 @@ import PushgateCore
 
 /// What tests (and an operator's debug endpoint, later) can ask about the database itself.
 extension SQLiteStore {
-    /// The connection settings that matter for durability, as SQLite reports them on a write connection.
+    /// The connection settings that matter for durability and for the registry's write rate, as SQLite
+    /// reports them on the write connection.
     struct Pragmas: Equatable, Sendable {
         var journalMode: String
         /// 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA.
         var synchronous: Int
         var foreignKeys: Bool
         var busyTimeoutMilliseconds: Int
+        /// `PRAGMA cache_size`: pages if positive, KiB if negative.
+        var cacheSize: Int
+        /// `PRAGMA wal_autocheckpoint`, in pages.
+        var walAutocheckpointPages: Int
     }
 
     func pragmas() async throws -> Pragmas {
@@ -18,7 +23,9 @@ extension SQLiteStore {
                 journalMode: try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "",
                 synchronous: try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1,
                 foreignKeys: try Bool.fetchOne(db, sql: "PRAGMA foreign_keys") ?? false,
-                busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1
+                busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1,
+                cacheSize: try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? 0,
+                walAutocheckpointPages: try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? -1
             )
         }
     }

@@ -30,11 +30,27 @@ extension SQLiteStore {
 
     /// The writer's `cache_size` in KiB (negative: SQLite's unit for KiB): 32 MiB. The token index of
     /// 5,000,000 devices has about 3,000 inner pages (12 MiB); SQLite's default, 2 MiB, re-reads them.
+    /// Its leaves (about 500 MiB) are not meant to fit: each new token reads one leaf and dirties it,
+    /// and a larger cache would mostly hold leaves no later registration comes back to (and count in
+    /// the gateway's RSS).
     static let registryCachePages = -32_768
-    /// `wal_autocheckpoint` of the writer, in pages: 16,384 (64 MiB of WAL between checkpoints; the
-    /// default is 1,000). Registrations dirty one random index page each; a checkpoint writes each
-    /// dirty page once however many commits touched it.
-    static let registryCheckpointPages = 16_384
+    /// `wal_autocheckpoint` of the writer, in pages: 262,144 (1 GiB of WAL between checkpoints; the
+    /// default is 1,000, 4 MiB). A commit writes every page it dirtied to the WAL however often that
+    /// page was written before; a checkpoint writes each page once however many commits dirtied it.
+    /// Registrations dirty about one random token-index leaf each, so at 5,000,000 devices a batch of
+    /// 50,000 writes about 40,000 frames, and a checkpoint every 64 MiB (as before) copied nearly every
+    /// frame into the database again. Spaced by 1 GiB (about six such batches), the leaves those
+    /// batches share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000.
+    ///
+    /// The price: the WAL file grows to about 1 GiB and keeps that size on disk (SQLite reuses it from
+    /// the start after a checkpoint); opening the file after a crash reads the whole WAL (up to 1 GiB)
+    /// to rebuild its index; a page read that misses the cache looks it up in up to 64 WAL hash tables
+    /// instead of 4; a checkpoint stalls the writer longer (0.86 s for a full 1 GiB, measured), and the
+    /// first fsync'd commit after a storm of unsynced batches waits for their frames (0.3-0.4 s). The
+    /// ledger's writes share this writer, so they checkpoint as rarely (their commits are fsync'd into
+    /// the WAL, so this moves no durability of theirs). UDP registrations, committed without fsync, stay
+    /// exposed to a power cut until the next fsync: see docs/benchmarks.md (issue #12 item 4).
+    static let registryCheckpointPages = 262_144
 
     private static func tuneWriterForRegistrations(_ db: Database) throws {
         try db.execute(sql: "PRAGMA cache_size = \(registryCachePages)")
@@ -237,7 +253,7 @@ extension SQLiteStore {
 
     private static func register(_ registration: Registration, in db: Database) throws -> RegistrationResult {
         var writer = try RegistrationWriter(db)
-        return try writer.register(registration)
+        return try writer.register(registration, key: registration.token.storageKey)
     }
 
     /// Applied in storage-key order (stable: a token repeated in the batch keeps its order), so that
@@ -250,7 +266,7 @@ extension SQLiteStore {
             return a != b ? a.utf8.lexicographicallyPrecedes(b.utf8) : left < right  // SQLite's BINARY order
         }
         var results = [RegistrationResult](repeating: .created, count: batch.count)
-        for index in order { results[index] = try writer.register(batch[index]) }
+        for index in order { results[index] = try writer.register(batch[index], key: keys[index]) }
         return results
     }
 }
@@ -302,10 +318,10 @@ private struct RegistrationWriter {
         )
     }
 
-    mutating func register(_ registration: Registration) throws -> RegistrationResult {
+    /// `key` is `registration.token.storageKey`, made once by the caller.
+    mutating func register(_ registration: Registration, key token: String) throws -> RegistrationResult {
         let at = Millis.from(registration.at)
         let groupID = try groupID(app: registration.app, name: registration.group, at: at)
-        let token = registration.token.storageKey
 
         let deviceID: Int64
         var result: RegistrationResult

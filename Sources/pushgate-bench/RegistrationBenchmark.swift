@@ -32,6 +32,15 @@ struct RegistrationsCommand: AsyncParsableCommand {
     @Option(help: "Devices put in the store (another group) before the gateway starts, by direct SQL.")
     var prefill: Int = 0
 
+    @Option(
+        name: .customLong("prefill-cache"),
+        help: """
+            A prefilled database kept between runs: copied in when it exists, else made there by \
+            --prefill first (delete it to refill; it is not checked against --prefill).
+            """
+    )
+    var prefillCache: String?
+
     @Option(help: "Datagrams per second, sent in slices of --slice (0: one burst, back to back).")
     var rate: Int = 40_000
 
@@ -81,12 +90,20 @@ struct RegistrationBenchmark {
         )
         report.line("  stand-in: \(StandIn.describe(options)) (only for the gateway to start)")
         report.line("  store: \(database) (\(FileSystem.describe(work.path)))")
-        if command.prefill > 0 {
+        if let cache = command.prefillCache, FileManager.default.fileExists(atPath: cache) {
+            try StoreFill.copy(cache, to: database)
+            let bytes = (try? FileManager.default.attributesOfItem(atPath: database)[.size] as? Int) ?? nil
+            report.line("  prefilled: a copy of \(cache) (--prefill-cache); file \(Format.mebibytes(bytes))")
+        } else if command.prefill > 0 {
             let fill = try await StoreFill.prefill(path: database, devices: command.prefill, group: "prefilled")
             report.line(
                 "  prefilled \(Format.integer(fill.created)) devices (random tokens, direct SQL) in "
                     + "\(Format.seconds(fill.seconds)) s; file \(Format.mebibytes(fill.bytes))"
             )
+            if let cache = command.prefillCache {
+                try StoreFill.copy(database, to: cache)
+                report.line("  kept a copy as \(cache) (--prefill-cache)")
+            }
         }
         report.line(
             "  machine: \(ProcessInfo.processInfo.activeProcessorCount) cores, load average \(FileSystem.loadAverage() ?? "?") at start"

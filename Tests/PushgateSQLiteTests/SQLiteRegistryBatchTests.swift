@@ -31,6 +31,29 @@ struct SQLiteRegistryBatchTests {
         }
     }
 
+    @Test func aBatchLeavesTheWriterWithA32MiBCacheAndACheckpointEveryGibibyteOfWAL() async throws {
+        try await withTemporaryStore { store in
+            let before = try await store.pragmas()
+            #expect(before.walAutocheckpointPages == 1_000)  // SQLite's default until the first batch
+            _ = try await store.register(batch: (1...10).map { Self.registration($0) })
+            let after = try await store.pragmas()
+            #expect(after.cacheSize == -32_768)  // KiB
+            #expect(after.walAutocheckpointPages == 262_144)  // 1 GiB of 4 KiB pages
+            #expect(after.synchronous == 2)
+        }
+    }
+
+    @Test func aBatchAsLargeAsTheUDPIngressSendsIsAppliedWholeInAnyArrivalOrder() async throws {
+        try await withTemporaryStore { store in
+            // The ingress's batch limit is 50,000; this one is larger, and arrives out of token order.
+            let batch = Array(1...60_000).shuffled().map { Self.registration($0) }
+            let results = try await store.register(batch: batch)
+            #expect(results.allSatisfy { $0 == .created })
+            let counted = try await store.countMembersForBenchmark(group: "g", afterDevice: 0)
+            #expect(counted.count == 60_000)
+        }
+    }
+
     @Test func theBenchmarkFillAddsDistinctDevicesThatTheCounterSeesOnce() async throws {
         try await withTemporaryStore { store in
             #expect(try await store.prefillForBenchmark(group: "filled", count: 500, at: Self.start) == 500)

@@ -113,6 +113,21 @@ struct IngressQueueStateMachineTests {
         #expect(machine.finish().heldReaders == ["socket"])
         #expect(machine.readRequested("socket") == .read)
     }
+
+    @Test("with the default limits, a writer that falls behind gets batches of 50,000 and reads go on to 60,000")
+    func defaultRegistrationLimits() {
+        let defaults = UDPIngress.Configuration()
+        var machine = Machine(capacity: defaults.pendingRegistrationLimit, batchLimit: defaults.registrationBatchLimit)
+        for value in 0..<59_999 { machine.received(value) }
+        #expect(machine.readRequested("socket") == .read)
+        machine.received(59_999)
+        #expect(machine.readRequested("socket") == .hold)
+        let taken = machine.nextBatch(waiter: "writer")
+        #expect(taken.batch?.count == 50_000)
+        #expect(taken.batch?.first == 0)
+        #expect(taken.readers == ["socket"])  // 10,000 left: reading resumes while the batch is written
+        #expect(machine.pendingCount == 10_000)
+    }
 }
 
 extension IngressQueueStateMachine.NextBatchAction {

@@ -24,11 +24,15 @@ extension UDPIngress {
         /// System calls per socket wake-up before what was read is handed to the writer.
         public var messagesPerRead: Int = 8
         /// The most registrations written in one transaction. Larger batches share the index pages they
-        /// dirty and the commit's cost (a registry of millions: one random index page per new token).
-        public var registrationBatchLimit: Int = 20_000
+        /// dirty and the commit's cost (a registry of millions: about one random index page per new
+        /// token; at 5,000,000 devices a batch of 20,000 dirties about 0.93 page per registration, one
+        /// of 50,000 about 0.83, and fewer commits leave more for each checkpoint to share). A batch is
+        /// only this large when the writer falls behind: it takes whatever arrived during the last one.
+        public var registrationBatchLimit: Int = 50_000
         /// Registrations parsed and waiting for the writer beyond which the sockets are not read (the
-        /// kernel buffer holds the rest) until a batch is taken. Room for two and a half batches.
-        public var pendingRegistrationLimit: Int = 50_000
+        /// kernel buffer holds the rest) until a batch is taken: the next batch and a little more. With
+        /// the batch being written, at most 110,000 parsed registrations are in memory (about 20 MiB).
+        public var pendingRegistrationLimit: Int = 60_000
         /// The same for notification requests (each is submitted on its own transaction).
         public var pendingNotificationLimit: Int = 1_000
         /// The delays between attempts to store a notification request after a transient store error
