@@ -295,6 +295,7 @@ struct GatewayCommand: AsyncParsableCommand {
             try Self.detach()
             return
         }
+        MallocArenas.limitUnlessConfigured(environment: ProcessInfo.processInfo.environment)
         let loaded: Result<GatewayConfiguration, ConfigurationProblem>
         do {
             loaded = .success(try await gatewayConfiguration())
