@@ -21,7 +21,8 @@ let swiftSettings: [SwiftSetting] = [
 // dispatcher): in release builds, no run-time exclusivity checks. Each access to a stored property of
 // a class (the connection handler's streams, windows, encoder...) otherwise calls into the runtime,
 // about a twentieth of the gateway's CPU per notification. The checks stay on in debug builds, which
-// is what the tests run.
+// is what the tests run. (unsafeFlags: SwiftPM builds this package only as a root package, which is
+// how pushgate is built and deployed; another package cannot depend on these four targets.)
 let hotPathSettings: [SwiftSetting] =
     swiftSettings + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
