@@ -81,9 +81,24 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-seconds"), help: "Most seconds to wait for the last requests to finish.")
     var drainSeconds: Int = 300
 
+    @Option(
+        name: .customLong("registry-devices"),
+        help: """
+            Devices with random tokens registered before the start in a group never notified, so that the \
+            store is production-sized: the gateway's SQLite page caches (bounded by cache_size: 32 MiB for the \
+            writer, 2 MiB per reader) are full by the end of the warm-up, as in a gateway that has run for a \
+            while, instead of filling during the hour as a small store grows. 0: a store of --devices only.
+            """
+    )
+    var registryDevices: Int = 1_000_000
+
+    @Flag(name: .customLong("keep-work"), help: "Keep the store and the CA file at the end (always kept on a failure).")
+    var keepWork = false
+
     func validate() throws {
         guard minutes > 0, minutes <= 24 * 60 else { throw ValidationError("--minutes must be in (0, 1440]") }
         guard devices >= 100 else { throw ValidationError("--devices must be at least 100") }
+        guard registryDevices >= 0 else { throw ValidationError("--registry-devices must be at least 0") }
         guard broadcastEvery > 0, singleEvery > 0, sampleEvery > 0, dropEvery > 0, burstEvery > 0 else {
             throw ValidationError("the periods must be positive")
         }

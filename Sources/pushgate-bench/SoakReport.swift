@@ -34,8 +34,16 @@ struct SoakReport {
             report.line(
                 "\(name): \(totals.requests) finished \(totals.states), targets \(totals.targets), accepted "
                     + "\(totals.accepted), failed \(totals.failed) \(totals.failedByReason), "
-                    + "unaccounted \(totals.unaccounted)"
+                    + "unaccounted \(totals.unaccounted): skipped as invalidated after the request was stored "
+                    + "\(a.storeChecked ? String(totals.skippedInvalidated) : "? (store not read)"), unexplained "
+                    + "\(totals.unexplained) (over-explained \(totals.overExplained), over-counted \(totals.overCounted))"
             )
+            for request in totals.unexplainedRequests.prefix(10) {
+                report.line(
+                    "  unexplained: request \(request.id): \(request.unaccounted) unaccounted, "
+                        + "\(request.skipped) skipped as invalidated"
+                )
+            }
         }
         report.line(
             "simulator: accepted \(a.simulatorAccepted) (of which duplicates \(a.simulatorDuplicates)), rejected "
