@@ -173,4 +173,24 @@ import Testing
         let over = accounting(sent: (1, 0), lines: lines, uniqueByDevice: uniqueByDevice, skipped: ["b1": 3])
         #expect(over.broadcasts.unexplained == 0 && over.broadcasts.overExplained == 1)
     }
+
+    @Test func memoryIsJudgedLessSQLitesHeapWhenItWasRead() {
+        // RSS grows by exactly what SQLite's page caches took: the rest is flat.
+        let samples = [(100.0, 20.0), (120, 40), (125, 45)].enumerated().map { index, pair in
+            SoakSample(
+                elapsed: Double(index) * 300,
+                rssBytes: Int(pair.0 * 1_048_576),
+                sqliteHeapBytes: Int(pair.1 * 1_048_576)
+            )
+        }
+        let rss = SoakMetricVerdict.judge("RSS", samples: samples, warmup: 0, tolerance: 0.1) {
+            $0.rssBytes.map { Double($0) / 1_048_576 }
+        }
+        let rest = SoakMetricVerdict.judge("RSS less SQLite", samples: samples, warmup: 0, tolerance: 0.1) {
+            $0.rssLessSQLiteBytes.map { Double($0) / 1_048_576 }
+        }
+        #expect(rss?.passed == false)
+        #expect(rest?.passed == true && rest?.reference == 80)
+        #expect(SoakSample(elapsed: 0, rssBytes: 10).rssLessSQLiteBytes == nil)
+    }
 }
