@@ -57,6 +57,12 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(name: .customLong("drop-every"), help: "Seconds between dropped connections (drop_now).")
     var dropEvery: Double = 60
 
+    @Option(
+        name: .customLong("latency-ms"),
+        help: "The simulator holds every answer this long (latency_ms; 0: at once), a distant APNs."
+    )
+    var latencyMilliseconds: Int = 0
+
     @Option(name: .customLong("unregistered-share"), help: "Share of the broadcast group answered 410 Unregistered.")
     var unregisteredShare: Double = 0.01
 
@@ -115,6 +121,7 @@ struct SoakCommand: AsyncParsableCommand {
             throw ValidationError("--burst-seconds must be shorter than --burst-every")
         }
         guard goAwayAfter >= 1 else { throw ValidationError("--goaway-after must be at least 1") }
+        guard latencyMilliseconds >= 0 else { throw ValidationError("--latency-ms must be at least 0") }
         if gateway.apnsHost != nil || gateway.rttMilliseconds != nil {
             throw ValidationError(
                 "soak needs our simulator (its faults and per-device counts): no --apns-host, --rtt-ms"

@@ -48,7 +48,9 @@ struct SoakRun {
                     path: "/devices/\(BenchDevices.tokenHex(index))/unregister"
                 )
             }
-            let faults = #"{"rate_503":\#(command.rate503),"goaway_after_streams":\#(command.goAwayAfter)}"#
+            let faults =
+                #"{"rate_503":\#(command.rate503),"goaway_after_streams":\#(command.goAwayAfter),"#
+                + #""latency_ms":\#(command.latencyMilliseconds)}"#
             _ = try ControlAPI.requestJSON(port: controlPort, method: "POST", path: "/faults", body: faults)
             passed = try await withGateway(
                 binary: binary,
