@@ -279,6 +279,8 @@ let package = Package(
                 "APNsSimulator",
                 "PushgateSQLite",
                 "PushgatePostgres",
+                // `soak`: reads the gateway's store at the end (skipped targets).
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -319,7 +321,7 @@ let package = Package(
         ),
         .testTarget(
             name: "PushgateBenchTests",
-            dependencies: ["pushgate-bench"],
+            dependencies: ["pushgate-bench", "PushgateSQLite", "PushgateCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

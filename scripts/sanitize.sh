@@ -6,8 +6,9 @@
 #   scripts/sanitize.sh mutex-probe   does ThreadSanitizer see Synchronization.Mutex? (scripts/sanitize-probes)
 #
 # PostgreSQL suites run only when PUSHGATE_TEST_POSTGRES_URL is set (scripts/postgres-test-cluster.sh).
-# The test log is kept as .build-SAN/test.log; every sanitizer report in it starts with "WARNING: ThreadSanitizer"
-# or "ERROR: AddressSanitizer".
+# The test log is kept as .build-SAN/test.log and the reports as .build-SAN/reports/tsan.PID (asan.PID), one file
+# per process, the test runner's and every child's; each report starts with "WARNING: ThreadSanitizer" or
+# "ERROR: AddressSanitizer".
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,17 +39,22 @@ sanitizer=$1
 shift
 scratch=$root/$scratch_name
 
+# Reports go to files, one per process (log_path): the daemon tests run `pushgate` as a child process,
+# instrumented too, whose reports on its own standard error the tests capture or drop.
+reports_dir=$scratch/reports
+rm -rf "$reports_dir"
+mkdir -p "$reports_dir"
 # Keep going after a report so that one run lists them all; the exit status still says whether any was found.
-export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:history_size=4}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=0:second_deadlock_stack=1:history_size=4:log_path=$reports_dir/tsan}
 # Leak checking is off: the Swift runtime's metadata caches and NIO's singleton event loop groups live for
 # the whole process and are reported as leaks at exit (docs/reliability.md names this exception).
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=0}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:halt_on_error=0:log_path=$reports_dir/asan}
 
 nice -n 10 swift build --package-path "$root" --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"
 set +o pipefail
 nice -n 10 swift test --package-path "$root" --skip-build --sanitize="$sanitizer" --scratch-path "$scratch" "$@" 2>&1 \
     | tee "$scratch/test.log"
 status=${PIPESTATUS[0]}
-reports=$(grep -c -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" "$scratch/test.log" || true)
-echo "sanitize.sh: $sanitizer: swift test exited $status; $reports sanitizer report(s) in $scratch/test.log" >&2
+reports=$(cat "$scratch/test.log" "$reports_dir"/* 2>/dev/null | grep -c -E "WARNING: ThreadSanitizer|ERROR: AddressSanitizer" || true)
+echo "sanitize.sh: $sanitizer: swift test exited $status; $reports sanitizer report(s) in $scratch/test.log and $reports_dir/ (one file per process)" >&2
 exit "$status"

@@ -47,8 +47,20 @@ struct SoakAccounting {
         var failed = 0
         var failedByReason: [String: Int] = [:]
         var states: [String: Int] = [:]
-        /// Targets neither accepted nor failed, over the requests.
+        /// Targets neither accepted nor failed, over the requests (`targets - accepted - failed`).
         var unaccounted = 0
+        /// Of those, the devices the store shows invalidated after the request was stored and skipped
+        /// by fan-out without an outcome (``SoakProbes/skippedInvalidated(databasePath:requestIDs:)``).
+        var skippedInvalidated = 0
+        /// Unaccounted targets the store does not explain: lost.
+        var unexplained = 0
+        /// Skipped devices beyond a request's unaccounted targets (a device invalidated within the same
+        /// millisecond as the request was stored, counted neither way): a limit of the check, not a loss.
+        var overExplained = 0
+        /// Outcomes beyond a request's targets (`accepted + failed - targets`, where positive).
+        var overCounted = 0
+        /// Requests with unexplained targets: (id, unaccounted, skipped).
+        var unexplainedRequests: [(id: String, unaccounted: Int, skipped: Int)] = []
     }
 
     var sent: SoakCounters.Values
@@ -59,20 +71,40 @@ struct SoakAccounting {
     var simulatorRejectedByReason: [String: Int]
     var devices: SoakDeviceCheck
     var registrationsApplied: String?
+    /// Whether the store could be asked about skipped devices (else every unaccounted target is lost).
+    var storeChecked: Bool
 
+    /// The ids of the finished requests whose targets are not all accepted or failed: the ones to ask
+    /// the store about.
+    static func requestsWithUnaccountedTargets(_ doneLines: [GatewayLogLine]) -> [String] {
+        doneLines.compactMap { line in
+            guard let id = line.metadata("push.request_id"),
+                let targets = line.metadata("push.targets").flatMap(Int.init)
+            else { return nil }
+            let accepted = line.metadata("push.accepted").flatMap(Int.init) ?? 0
+            let failed = line.metadata("push.failed").flatMap(Int.init) ?? 0
+            return targets > accepted + failed ? id : nil
+        }
+    }
+
+    /// `skippedByRequest`: per request id, the devices fan-out skipped because they were invalidated
+    /// after the request was stored (nil: the store could not be read).
     init(
         sent: SoakCounters.Values,
         doneLines: [GatewayLogLine],
         registrationGroup: Int,
         simulatorStats: [String: Any],
         devices: SoakDeviceCheck,
-        stoppedLine: GatewayLogLine?
+        stoppedLine: GatewayLogLine?,
+        skippedByRequest: [String: Int]?
     ) {
         self.sent = sent
+        storeChecked = skippedByRequest != nil
         for line in doneLines {
             guard let targets = line.metadata("push.targets").flatMap(Int.init) else { continue }
             let accepted = line.metadata("push.accepted").flatMap(Int.init) ?? 0
             let failed = line.metadata("push.failed").flatMap(Int.init) ?? 0
+            let id = line.metadata("push.request_id") ?? "?"
             let state = line.text.split(separator: " ").last.map(String.init) ?? "?"
             // A broadcast targets the big group; a single one registration group at most.
             let isBroadcast = targets > registrationGroup
@@ -81,7 +113,16 @@ struct SoakAccounting {
             totals.targets += targets
             totals.accepted += accepted
             totals.failed += failed
-            totals.unaccounted += targets - accepted - failed
+            let unaccounted = targets - accepted - failed
+            let skipped = skippedByRequest?[id] ?? 0
+            totals.unaccounted += unaccounted
+            totals.overCounted += max(0, -unaccounted)
+            totals.skippedInvalidated += min(max(0, unaccounted), skipped)
+            totals.overExplained += max(0, skipped - max(0, unaccounted))
+            if unaccounted > skipped {
+                totals.unexplained += unaccounted - skipped
+                totals.unexplainedRequests.append((id, unaccounted, skipped))
+            }
             totals.states[state, default: 0] += 1
             for pair in (line.metadata("push.failed_by_reason") ?? "").split(separator: ",") {
                 let parts = pair.split(separator: "=")
@@ -116,7 +157,7 @@ struct SoakAccounting {
     var devicesOverCounted: Int { devices.uniqueByDevice.filter { $0 > broadcasts.requests }.count }
 
     var lost: Int {
-        max(0, broadcastShortfall - broadcastFailedNotUnregistered) + broadcasts.unaccounted + singles.unaccounted
+        max(0, broadcastShortfall - broadcastFailedNotUnregistered) + broadcasts.unexplained + singles.unexplained
             + max(0, requestsMissing)
     }
 

@@ -57,6 +57,12 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(name: .customLong("drop-every"), help: "Seconds between dropped connections (drop_now).")
     var dropEvery: Double = 60
 
+    @Option(
+        name: .customLong("latency-ms"),
+        help: "The simulator holds every answer this long (latency_ms; 0: at once), a distant APNs."
+    )
+    var latencyMilliseconds: Int = 0
+
     @Option(name: .customLong("unregistered-share"), help: "Share of the broadcast group answered 410 Unregistered.")
     var unregisteredShare: Double = 0.01
 
@@ -81,9 +87,24 @@ struct SoakCommand: AsyncParsableCommand {
     @Option(name: .customLong("drain-seconds"), help: "Most seconds to wait for the last requests to finish.")
     var drainSeconds: Int = 300
 
+    @Option(
+        name: .customLong("registry-devices"),
+        help: """
+            Devices with random tokens registered before the start in a group never notified, so that the \
+            store is production-sized: the gateway's SQLite page caches (bounded by cache_size: 32 MiB for the \
+            writer, 2 MiB per reader) are full by the end of the warm-up, as in a gateway that has run for a \
+            while, instead of filling during the hour as a small store grows. 0: a store of --devices only.
+            """
+    )
+    var registryDevices: Int = 1_000_000
+
+    @Flag(name: .customLong("keep-work"), help: "Keep the store and the CA file at the end (always kept on a failure).")
+    var keepWork = false
+
     func validate() throws {
         guard minutes > 0, minutes <= 24 * 60 else { throw ValidationError("--minutes must be in (0, 1440]") }
         guard devices >= 100 else { throw ValidationError("--devices must be at least 100") }
+        guard registryDevices >= 0 else { throw ValidationError("--registry-devices must be at least 0") }
         guard broadcastEvery > 0, singleEvery > 0, sampleEvery > 0, dropEvery > 0, burstEvery > 0 else {
             throw ValidationError("the periods must be positive")
         }
@@ -100,6 +121,7 @@ struct SoakCommand: AsyncParsableCommand {
             throw ValidationError("--burst-seconds must be shorter than --burst-every")
         }
         guard goAwayAfter >= 1 else { throw ValidationError("--goaway-after must be at least 1") }
+        guard latencyMilliseconds >= 0 else { throw ValidationError("--latency-ms must be at least 0") }
         if gateway.apnsHost != nil || gateway.rttMilliseconds != nil {
             throw ValidationError(
                 "soak needs our simulator (its faults and per-device counts): no --apns-host, --rtt-ms"

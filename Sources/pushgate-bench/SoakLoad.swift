@@ -22,6 +22,8 @@ final class SoakCounters: Sendable {
 /// The soak's traffic and faults: each a periodic task until the deadline.
 struct SoakLoad: Sendable {
     static let group = "soak"
+    /// The devices that make the store production-sized (`--registry-devices`): never notified.
+    static let registryGroup = "registry"
 
     var ports: GatewayProcess.Ports
     var controlPort: Int

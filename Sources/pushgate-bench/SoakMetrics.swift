@@ -12,6 +12,15 @@ struct SoakSample: Sendable {
     /// The simulator's CPU over the same interval: near a core (or its threads), it is the bottleneck.
     var simulatorCPUShare: Double?
     var databaseBytes: Int?
+    /// SQLite's heap in the gateway (``SQLiteHeapReader``): its page caches, bounded by `cache_size` per
+    /// connection, fill as the store grows.
+    var sqliteHeapBytes: Int?
+
+    /// RSS less SQLite's heap: what is not SQLite's caches.
+    var rssLessSQLiteBytes: Int? {
+        guard let rssBytes, let sqliteHeapBytes else { return nil }
+        return rssBytes - sqliteHeapBytes
+    }
 }
 
 /// Takes samples of a process from `/proc`; the CPU share is over the time since the previous one.
@@ -20,6 +29,7 @@ final class SoakSampler {
     private let simulatorPID: Int32?
     private let databasePath: String
     private let start: ContinuousClock.Instant
+    private let sqliteHeap: SQLiteHeapReader?
     private var previous: (at: ContinuousClock.Instant, cpu: CPUTime, simulator: CPUTime?)?
     private(set) var samples: [SoakSample] = []
 
@@ -28,7 +38,11 @@ final class SoakSampler {
         self.simulatorPID = simulatorPID
         self.databasePath = databasePath
         self.start = start
+        self.sqliteHeap = SQLiteHeapReader(pid: pid)
     }
+
+    /// Whether SQLite's heap is read (gdb found the counters).
+    var readsSQLiteHeap: Bool { sqliteHeap != nil }
 
     func sample() -> SoakSample {
         let now = ContinuousClock.now
@@ -55,7 +69,8 @@ final class SoakSampler {
             cpuShare: share,
             simulatorRSSBytes: simulatorPID.flatMap { ProcessMetrics.currentRSS(pid: String($0)) },
             simulatorCPUShare: simulatorShare,
-            databaseBytes: databaseBytes
+            databaseBytes: databaseBytes,
+            sqliteHeapBytes: sqliteHeap?.read()?.memoryUsed
         )
         samples.append(sample)
         return sample

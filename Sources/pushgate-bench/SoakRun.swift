@@ -10,7 +10,14 @@ struct SoakRun {
         let options = command.gateway
         let binary = try options.binary()
         let work = try options.makeWorkDirectory()
-        defer { try? FileManager.default.removeItem(at: work) }
+        var passed = false
+        defer {
+            if command.keepWork || !passed {
+                report.line("kept the store and the simulator's CA in \(work.path)")
+            } else {
+                try? FileManager.default.removeItem(at: work)
+            }
+        }
         let keyPath = try ThrowawayKey.make().write(in: work)
         let database = work.appendingPathComponent("soak.db").path
         let unregistered = unregisteredIndices()
@@ -18,6 +25,18 @@ struct SoakRun {
 
         let fill = try await StoreFill.fill(path: database, devices: command.devices, group: SoakLoad.group)
         report.line("fill: \(Format.integer(fill.devices)) devices in group \"\(SoakLoad.group)\"")
+        if command.registryDevices > 0 {
+            let registry = try await StoreFill.prefill(
+                path: database,
+                devices: command.registryDevices,
+                group: SoakLoad.registryGroup
+            )
+            report.line(
+                "fill: \(Format.integer(registry.created)) more devices (random tokens) in group "
+                    + "\"\(SoakLoad.registryGroup)\", never notified, in \(Format.seconds(registry.seconds)) s; "
+                    + "store \(Format.mebibytes(registry.bytes))"
+            )
+        }
         let simulator = try SimulatorProcess.start(binary: binary, arguments: simulatorArguments(work, keyPath))
         do {
             let port = try await simulator.waitForPort(timeout: 30)
@@ -29,9 +48,11 @@ struct SoakRun {
                     path: "/devices/\(BenchDevices.tokenHex(index))/unregister"
                 )
             }
-            let faults = #"{"rate_503":\#(command.rate503),"goaway_after_streams":\#(command.goAwayAfter)}"#
+            let faults =
+                #"{"rate_503":\#(command.rate503),"goaway_after_streams":\#(command.goAwayAfter),"#
+                + #""latency_ms":\#(command.latencyMilliseconds)}"#
             _ = try ControlAPI.requestJSON(port: controlPort, method: "POST", path: "/faults", body: faults)
-            let passed = try await withGateway(
+            passed = try await withGateway(
                 binary: binary,
                 database: database,
                 keyPath: keyPath,
@@ -140,13 +161,19 @@ struct SoakRun {
             let stats = (try? ControlAPI.getJSON(port: standIn.controlPort!, path: "/stats", timeoutSeconds: 30)) ?? [:]
             watchdog.cancel()
             await gateway.stop()
+            let doneLines = gateway.log.lines(containing: "notification request ")
+            let skipped = try? SoakProbes.skippedInvalidated(
+                databasePath: database,
+                requestIDs: SoakAccounting.requestsWithUnaccountedTargets(doneLines)
+            )
             let accounting = SoakAccounting(
                 sent: sent,
-                doneLines: gateway.log.lines(containing: "notification request "),
+                doneLines: doneLines,
                 registrationGroup: command.registrationGroup,
                 simulatorStats: stats,
                 devices: devices,
-                stoppedLine: gateway.log.lines(containing: "UDP ingress stopped").first
+                stoppedLine: gateway.log.lines(containing: "UDP ingress stopped").first,
+                skippedByRequest: skipped
             )
             return SoakReport(report: report, command: command).finish(
                 accounting: accounting,
