@@ -71,9 +71,9 @@ struct CommandLineTests {
     @Test("`pushgate -f --simulator`: a group of one APNs and one FCM device registered over UDP reaches FCM too")
     func simulatorDeliversToFCM() async throws {
         let directory = try TemporaryDirectory()
-        let registrationPort = ExternalTools.freeTCPPort()
-        var notificationPort = ExternalTools.freeTCPPort()
-        while notificationPort == registrationPort { notificationPort = ExternalTools.freeTCPPort() }
+        let registrationPort = ExternalTools.freeUDPPort()
+        var notificationPort = ExternalTools.freeUDPPort()
+        while notificationPort == registrationPort { notificationPort = ExternalTools.freeUDPPort() }
         let (process, output) = try Self.start(
             ["--http-port", "-1", "-g", "\(registrationPort)", "-n", "\(notificationPort)"],
             in: directory

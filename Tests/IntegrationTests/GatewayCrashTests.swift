@@ -43,29 +43,50 @@ struct GatewayCrashTests {
     struct Daemon {
         let process: Process
         let output: OutputCollector
+    }
+
+    struct ReadyDaemon {
+        let process: Process
+        let output: OutputCollector
+        /// Read from its `pushgate ready` line: the daemon binds port 0, so no other test can hold it.
         let notificationPort: Int
     }
 
     /// Starts `pushgate -f` against the simulator and waits until it says it is ready.
-    static func startDaemon(database: String, simulator: RunningAPNsSimulator, keyPath: String) async throws -> Daemon {
+    static func startDaemon(
+        database: String,
+        simulator: RunningAPNsSimulator,
+        keyPath: String
+    ) async throws -> ReadyDaemon {
         let daemon = try launchDaemon(database: database, simulator: simulator, keyPath: keyPath)
         let (process, output) = (daemon.process, daemon.output)
         try await eventually("the daemon is ready", timeout: .seconds(60)) {
             if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
             return output.text.contains("pushgate ready")
         }
-        return daemon
+        guard let port = notificationPort(in: output.text) else {
+            throw ExternalTools.ToolError("no udp.notification port in the ready line:\n\(output.text)")
+        }
+        return ReadyDaemon(process: process, output: output, notificationPort: port)
     }
 
-    /// Starts `pushgate -f` against the simulator without waiting for it.
+    /// The port of `udp.notification=[IPv4]127.0.0.1/127.0.0.1:PORT` on the `pushgate ready` line.
+    static func notificationPort(in log: String) -> Int? {
+        guard let line = log.split(separator: "\n").first(where: { $0.contains("pushgate ready") }),
+            let field = line.split(separator: " ").first(where: { $0.hasPrefix("udp.notification=") }),
+            let colon = field.lastIndex(of: ":")
+        else { return nil }
+        return Int(field[field.index(after: colon)...])
+    }
+
+    /// Starts `pushgate -f` against the simulator without waiting for it. Its UDP ports are 0: the kernel
+    /// picks them, and ``startDaemon(database:simulator:keyPath:)`` reads them from the ready line.
     static func launchDaemon(database: String, simulator: RunningAPNsSimulator, keyPath: String) throws -> Daemon {
-        let registrationPort = ExternalTools.freeTCPPort()
-        let notificationPort = ExternalTools.freeTCPPort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: gatewayBinary)
         process.arguments =
             [
-                "-f", "-d", database, "-l", "127.0.0.1", "-g", "\(registrationPort)", "-n", "\(notificationPort)",
+                "-f", "-d", database, "-l", "127.0.0.1", "-g", "0", "-n", "0",
                 "--apns-host", "127.0.0.1:\(simulator.port)", "--ca", simulator.caCertificatePath!, "--auth-key",
                 keyPath,
                 "--key-id", keyID, "--team-id", teamID, "--topic", "com.example.pushgate", "--max-connections", "1",
@@ -77,7 +98,7 @@ struct GatewayCrashTests {
         process.standardOutput = FileHandle.nullDevice
         pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
         try process.run()
-        return Daemon(process: process, output: output, notificationPort: notificationPort)
+        return Daemon(process: process, output: output)
     }
 
     /// A database of `devices` devices in group "all", and a slow simulator (50 streams, 10 ms each: about

@@ -39,8 +39,8 @@ struct LegacyDaemonTests {
         try await APNsSimulator.withRunning(configuration) { simulator in
             simulator.markBad(Self.token(100))
             simulator.markUnregistered(Self.token(150), at: registeredAt.addingTimeInterval(60))
-            let registrationPort = ExternalTools.freeTCPPort()
-            let notificationPort = ExternalTools.freeTCPPort()
+            let registrationPort = ExternalTools.freeUDPPort()
+            let notificationPort = ExternalTools.freeUDPPort()
             let process = Process()
             process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
             process.arguments =

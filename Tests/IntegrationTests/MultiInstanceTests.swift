@@ -69,8 +69,8 @@ struct MultiInstanceTests {
         leaseSeconds: Int = 30,
         instanceID: InstanceChoice = .name
     ) throws -> Instance {
-        let registrationPort = ExternalTools.freeTCPPort()
-        let notificationPort = ExternalTools.freeTCPPort()
+        let registrationPort = ExternalTools.freeUDPPort()
+        let notificationPort = ExternalTools.freeUDPPort()
         let process = Process()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments =
