@@ -39,26 +39,14 @@ enum ExternalTools {
 
     /// A UDP port that was free a moment ago (the kernel picked it for a UDP socket). A free TCP port says
     /// nothing of UDP: another test's UDP socket may hold the same number.
-    static func freeUDPPort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
-        }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    static func freeUDPPort() -> Int { freePort(socketType: Int32(SOCK_DGRAM.rawValue)) }
 
     /// A port that was free a moment ago (the kernel picked it for us).
-    static func freeTCPPort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    static func freeTCPPort() -> Int { freePort(socketType: Int32(SOCK_STREAM.rawValue)) }
+
+    /// The port the kernel picks for a socket of `socketType` bound to 127.0.0.1:0.
+    private static func freePort(socketType: Int32) -> Int {
+        let fd = socket(AF_INET, socketType, 0)
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
