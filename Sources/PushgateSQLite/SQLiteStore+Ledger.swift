@@ -9,60 +9,88 @@ extension SQLiteStore {
     // MARK: - Requests
 
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        let plan = try await planEnqueue(request)
+        return try await write { db in try Self.insert(request, plan, in: db) }
+    }
+
+    public func enqueue(
+        _ request: NotificationRequest,
+        claiming lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int
+    ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?) {
+        let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        let pageLimit = try StoreError.positive(pageLimit)
+        let plan = try await planEnqueue(request)
+        // One transaction, committed with fsync as any enqueue: the chunk's lease is as durable as the
+        // request (a crash leaves it to expire, or to this instance's release at its next start).
+        return try await write { db in
+            let stored = try Self.insert(request, plan, in: db)
+            guard let chunk = try Self.claimChunk(lease, chunkSize: chunkSize, in: db) else { return (stored, nil) }
+            let page = try Self.targetPage(of: chunk, after: chunk.progress, limit: pageLimit, in: db)
+            return (stored, ClaimedWork(chunk: chunk, firstPage: page))
+        }
+    }
+
+    /// Checks a request and resolves its targets in a read snapshot, so that counting a million-device
+    /// broadcast does not hold the write lock (registrations and outcomes go on meanwhile). Groups are
+    /// never deleted, so the ids stay valid; devices created after the snapshot are beyond its bound and
+    /// not targets.
+    private func planEnqueue(_ request: NotificationRequest) async throws -> TargetPlan {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
-        // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
-        // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
-        let plan = try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db)
+        return try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db) }
+    }
+
+    /// Writes a planned request: its row, its groups (known and unknown) and its direct tokens.
+    private static func insert(
+        _ request: NotificationRequest,
+        _ plan: TargetPlan,
+        in db: Database
+    ) throws
+        -> EnqueueResult
+    {
+        let tokens = StoredForm.distinct(request.devices)
+        if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
+            throw StoreError.duplicateRequestID(request.id)
         }
-        return try await write { db in
-            if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil
-            {
-                throw StoreError.duplicateRequestID(request.id)
-            }
-            let created = Millis.from(request.createdAt)
-            let done = plan.targetCount == 0
+        let created = Millis.from(request.createdAt)
+        let done = plan.targetCount == 0
+        try db.execute(
+            sql: """
+                INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
+                                     device_bound, token_count, target_count, state, finished_at, cut_done)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
+                StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
+                request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
+                (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
+            ]
+        )
+        let seq = db.lastInsertedRowID
+        for groupID in plan.groupIDs {
             try db.execute(
-                sql: """
-                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
-                                         device_bound, token_count, target_count, state, finished_at, cut_done)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
-                    StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-                    request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
-                    (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
-                ]
-            )
-            let seq = db.lastInsertedRowID
-            for groupID in plan.groupIDs {
-                try db.execute(
-                    sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
-                    arguments: [seq, groupID]
-                )
-            }
-            for (index, name) in plan.unknownGroups.enumerated() {
-                try db.execute(
-                    sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
-                    arguments: [seq, index + 1, name]
-                )
-            }
-            let insertToken = try db.cachedStatement(
-                sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
-            )
-            for (index, token) in tokens.enumerated() {
-                try insertToken.execute(arguments: [seq, index + 1, token.storageKey, plan.covered[index]])
-            }
-            return EnqueueResult(
-                id: request.id,
-                targetCount: plan.targetCount,
-                unknownGroups: plan.unknownGroups
+                sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
+                arguments: [seq, groupID]
             )
         }
+        for (index, name) in plan.unknownGroups.enumerated() {
+            try db.execute(
+                sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
+                arguments: [seq, index + 1, name]
+            )
+        }
+        let insertToken = try db.cachedStatement(
+            sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
+        )
+        for (index, token) in tokens.enumerated() {
+            try insertToken.execute(arguments: [seq, index + 1, token.storageKey, plan.covered[index]])
+        }
+        return EnqueueResult(id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
     }
 
     /// A request's targets as resolved when it is stored.

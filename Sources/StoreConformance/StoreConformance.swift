@@ -15,7 +15,18 @@ public import PushgateCore
 public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
-        + retryChecks + reportChecks + instanceChecks + platformChecks
+        + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks
+
+    static let claimOnEnqueueChecks: [StoreCheck] = [
+        StoreCheck(
+            "claimWithEnqueueKeepsRequestOrder",
+            ClaimOnEnqueueChecks.claimWithEnqueueKeepsRequestOrder
+        ),
+        StoreCheck(
+            "claimWithEnqueueOfARefusedRequestClaimsNothing",
+            ClaimOnEnqueueChecks.claimWithEnqueueOfARefusedRequestClaimsNothing
+        ),
+    ]
 
     static let platformChecks: [StoreCheck] = [
         StoreCheck("fcmDevicesRegisterAndReadBackAsFCM", PlatformChecks.fcmDevicesRegisterAndReadBackAsFCM),
