@@ -181,7 +181,8 @@ extension SQLiteStore {
                         SELECT seq, app, state, target_count,
                             accepted
                                 + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                            created_at, finished_at, last_apns_id
+                            created_at, finished_at, last_apns_id,
+                            (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
                         FROM request WHERE id = ?
                         """,
                     arguments: [id.value]
@@ -215,7 +216,8 @@ extension SQLiteStore {
                 createdAt: Millis.date(row[5]),
                 finishedAt: finishedAt.map(Millis.date),
                 lastAPNsID: row[7],
-                unknownGroups: unknownGroups
+                unknownGroups: unknownGroups,
+                skipped: row[8]
             )
         }
     }
@@ -356,6 +358,7 @@ extension SQLiteStore {
         else { return }
         try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
             .execute(arguments: [final.rawValue, nowMs, requestSeq])
+        try forgetRemovedTargets(requestSeq: requestSeq, in: db)
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`.
@@ -363,7 +366,8 @@ extension SQLiteStore {
         let overdue = try Row.fetchAll(
             try db.cachedStatement(
                 sql: """
-                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
+                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done, created_at
+                    FROM request
                     WHERE state < \(Code.done.rawValue) AND expiration > 0 AND expiration * 1000 < ?
                     """
             ),
@@ -385,7 +389,9 @@ extension SQLiteStore {
             var expiredCount = db.changesCount
             try db.execute(sql: "DELETE FROM retry WHERE request_seq = ?", arguments: [seq])
 
-            // Targets never sent: counted, without a row each.
+            // Targets never sent: counted, without a row each. No page read them, so those invalidated
+            // since the request was stored count here too (its target count includes them).
+            let created: Int64 = row[8]
             let groupIDs = try Int64.fetchAll(
                 db,
                 sql: "SELECT group_id FROM request_group WHERE request_seq = ?",
@@ -410,14 +416,29 @@ extension SQLiteStore {
             )
             let cutDone = row[7] as Int64 != 0
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
+                if range.kind == .deviceRange {
+                    expiredCount += try removedTargets(
+                        requestSeq: seq,
+                        after: range.after,
+                        through: range.through,
+                        in: db
+                    ).count
+                }
                 expiredCount +=
                     range.kind == .deviceRange
-                    ? try countDeviceTargets(groupIDs: groupIDs, after: range.after, through: range.through, in: db)
+                    ? try countDeviceTargets(
+                        groupIDs: groupIDs,
+                        after: range.after,
+                        through: range.through,
+                        invalidatedSince: created,
+                        in: db
+                    )
                     : try countTokenTargets(
                         requestSeq: seq,
                         app: app,
                         after: range.after,
                         through: range.through,
+                        invalidatedSince: created,
                         in: db
                     )
             }
@@ -433,6 +454,7 @@ extension SQLiteStore {
                 sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?",
                 arguments: [nowMs, seq]
             )
+            try forgetRemovedTargets(requestSeq: seq, in: db)
             expired.append(try StoredForm.requestID(row[1]))
         }
         return expired
