@@ -510,6 +510,7 @@ public final class Dispatcher: Service, NotificationIntake {
         while true {
             let page = try await store.targets(of: chunk, after: cursor, limit: configuration.pageSize)
             var batch = ProgressBatch()
+            batch.skipped = page.skipped.count  // the record covers the whole page
             for target in page.targets {
                 batch.add(.failed(reason: reason, status: nil, invalidation: nil), token: target.token, at: clock.now())
             }
@@ -528,7 +529,8 @@ public final class Dispatcher: Service, NotificationIntake {
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
-    /// One info line per request when it is finished: targets, accepted, failed by reason, duration.
+    /// One info line per request when it is finished: targets, accepted, failed by reason, skipped
+    /// (targets invalidated after the request was stored), duration.
     func logCompletion(of id: RequestID) async {
         guard let report = try? await store.report(id), report.state.isFinished else { return }
         let first = completionLogged.withLock { logged -> Bool in
@@ -545,7 +547,7 @@ public final class Dispatcher: Service, NotificationIntake {
             metadata: [
                 "push.request_id": "\(id)", "push.app": "\(report.app)", "push.targets": "\(report.targets)",
                 "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)",
-                "push.failed_by_reason": "\(failed)",
+                "push.failed_by_reason": "\(failed)", "push.skipped": "\(report.skipped)",
                 "push.duration_s": "\(String(format: "%.3f", duration))",
             ]
         )

@@ -106,21 +106,29 @@ extension SQLiteStore {
         guard
             let row = try Row.fetchOne(
                 db,
-                sql:
-                    "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
+                sql: """
+                    SELECT c.request_seq, r.app, r.created_at FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.id = ?
+                    """,
                 arguments: [chunk.id]
             )
         else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
         let seq: Int64 = row[0]
+        let created: Int64 = row[2]
         switch chunk.kind {
         case .deviceRange:
             let groupIDs = try Int64.fetchAll(
                 try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
                 arguments: [seq]
             )
-            return try scan.page(found: Self.deviceTargets(groupIDs: groupIDs, scan, in: db))
+            let page = try scan.page(
+                rows: Self.deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: created, in: db)
+            )
+            return try Self.addingRemoved(to: page, requestSeq: seq, after: scan.after, in: db)
         case .directTokens:
-            return try scan.page(found: Self.tokenTargets(requestSeq: seq, app: row[1], scan, in: db))
+            return try scan.page(
+                rows: Self.tokenTargets(requestSeq: seq, app: row[1], scan, invalidatedSince: created, in: db)
+            )
         }
     }
 
@@ -164,11 +172,13 @@ extension SQLiteStore {
             }
             try db.cachedStatement(
                 sql: """
-                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?
+                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?,
+                        skipped = skipped + ?
                     WHERE id = ?
                     """
             ).execute(arguments: [
-                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, chunk.id,
+                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
+                chunk.id,
             ])
             if progress.completesChunk {
                 try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)

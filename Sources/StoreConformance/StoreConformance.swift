@@ -114,6 +114,13 @@ public enum StoreConformance {
         ),
         StoreCheck("targetPagesRespectTheLimitAndTheChunk", FanOutChecks.targetPagesRespectTheLimitAndTheChunk),
         StoreCheck("fanOutStreamsLargeGroupInPages", FanOutChecks.fanOutStreamsLargeGroupInPages),
+        StoreCheck("skippedTargetsCountOnceAcrossATakeover", SkipChecks.skippedTargetsCountOnceAcrossATakeover),
+        StoreCheck(
+            "directTokensInvalidatedAfterEnqueueAreSkipped",
+            SkipChecks.directTokensInvalidatedAfterEnqueueAreSkipped
+        ),
+        StoreCheck("expiryCountsUnreadTargetsAsExpired", SkipChecks.expiryCountsUnreadTargetsAsExpired),
+        StoreCheck("changesAfterThePageReadAreNotSkips", SkipChecks.changesAfterThePageReadAreNotSkips),
     ]
 
     static let leaseChecks: [StoreCheck] = [

@@ -1,7 +1,8 @@
 import Foundation
 import PushgateCore
-import PushgateSQLite
 import Testing
+
+@testable import PushgateSQLite
 
 /// The SQLite store claims with the enqueue (``DeliveryLedger/enqueue(_:claiming:chunkSize:pageLimit:)``):
 /// the conformance checks allow a store to claim nothing; this one must claim.
@@ -59,6 +60,27 @@ struct SQLiteClaimOnEnqueueTests {
                 )
             )
             #expect(other.after == work.chunk.through, "the next chunk, not the one just claimed")
+        }
+    }
+
+    @Test("a request too large to be counted in the write transaction is counted first, then claimed the same way")
+    func largeRequestIsPlannedInASnapshot() async throws {
+        try await withTemporaryStore { store in
+            let devices = SQLiteStore.plannedInWriterLimit + 1
+            _ = try await store.register(
+                batch: (1...devices).map { Registration(token: Self.token($0), group: "big", at: Self.start) }
+            )
+            _ = try await store.register(Registration(token: Self.token(devices + 1), group: "small", at: Self.start))
+            let (stored, claimed) = try await store.enqueue(
+                Self.request("r1", groups: ["big", "small", "unknown"]),
+                claiming: Self.lease(),
+                chunkSize: 10,
+                pageLimit: 4
+            )
+            #expect(stored.targetCount == devices + 1)
+            #expect(stored.unknownGroups == ["unknown"])
+            let work = try #require(claimed)
+            #expect(work.firstPage.targets.map(\.token) == (1...4).map(Self.token))
         }
     }
 

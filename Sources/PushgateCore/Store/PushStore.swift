@@ -81,7 +81,9 @@ public protocol DeviceRegistry: Sendable {
 ///   read in pages; only devices that need a retry or failed get a row.
 ///
 /// Targets are read when the chunk is paged, not when the request is stored: a device invalidated or
-/// removed from a group meanwhile is skipped. Devices created after the request was stored are not
+/// removed from a group meanwhile is skipped, and counted as such (``TargetPage/skipped``, recorded with
+/// ``ChunkProgress/skipped``, reported as ``DeliveryReport/skipped``), so that a finished request has
+/// `targets = accepted + failed + skipped`. Devices created after the request was stored are not
 /// targets (the request keeps the highest device id of that moment as its bound).
 ///
 /// ## Leases
@@ -139,7 +141,9 @@ public protocol DeliveryLedger: Sendable {
     /// leased to `lease.owner` until `lease.expiresAt`. Nil when there is nothing to claim.
     func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk?
 
-    /// The chunk's distinct valid targets after `cursor`, at most `limit`, in cursor order.
+    /// The chunk's distinct valid targets after `cursor`, in cursor order, and apart (``TargetPage/skipped``)
+    /// those the request counted that were invalidated or removed since it was stored; at most `limit`
+    /// targets and skipped ones read from the range together (removed ones do not count towards it).
     func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage
 
     /// Records a batch of outcomes of a chunk, its progress and invalidations in one transaction and
