@@ -32,6 +32,11 @@ import PushgateCore
 /// chunk.accepted  what fan-out of the chunk accepted (v4); request.accepted counts retries (and, in files
 ///                 older than v4, fan-out too): the report sums both, as the PostgreSQL store does
 /// request.fcm     the request's `fcm` override, its JSON bytes; NULL without one (v5)
+/// chunk.skipped   targets the chunk's pages left out because they were invalidated or removed after the
+///                 request was stored (v6); the report sums them, recorded with the progress that covers them
+/// request_removed (request_seq, device_id): targets of an unfinished request whose membership was deleted
+///                 after it was stored (unassigned, or the device removed), written by triggers (v6), so that
+///                 a page can count what it no longer sees; deleted when the request finishes
 /// ```
 ///
 /// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
@@ -40,6 +45,40 @@ import PushgateCore
 /// migration, and keys, indexes and orderings stay as they were. An app's FCM devices are the key range
 /// `['fcm:', 'fcm;')` of `UNIQUE (app, token)`.
 enum SQLiteSchema {
+    /// Version 6's table and triggers (see ``SQLiteStore/removedTargets(requestSeq:after:through:in:)``).
+    /// A membership deleted while the device row exists, or a device deleted (its memberships go by
+    /// cascade, possibly after the row), records the device for every unfinished request of that group
+    /// that counted it: within the request's bound, and valid, or invalidated since the request was stored
+    /// (what a page would have sent or skipped). No foreign key to `request`, as in PostgreSQL.
+    static let removedTargets = [
+        """
+        CREATE TABLE request_removed (
+            request_seq INTEGER NOT NULL,
+            device_id INTEGER NOT NULL,
+            PRIMARY KEY (request_seq, device_id)
+        ) WITHOUT ROWID
+        """,
+        """
+        CREATE TRIGGER membership_removed_from_requests AFTER DELETE ON membership BEGIN
+            INSERT OR IGNORE INTO request_removed (request_seq, device_id)
+            SELECT r.seq, OLD.device_id
+            FROM request r CROSS JOIN request_group rg CROSS JOIN device d
+            WHERE r.state < 2 AND rg.request_seq = r.seq AND rg.group_id = OLD.group_id
+              AND d.id = OLD.device_id AND r.device_bound >= OLD.device_id
+              AND (d.state = 0 OR d.invalidated_at >= r.created_at);
+        END
+        """,
+        """
+        CREATE TRIGGER device_removed_from_requests BEFORE DELETE ON device BEGIN
+            INSERT OR IGNORE INTO request_removed (request_seq, device_id)
+            SELECT r.seq, OLD.id
+            FROM request r CROSS JOIN request_group rg CROSS JOIN membership m
+            WHERE r.state < 2 AND rg.request_seq = r.seq AND m.group_id = rg.group_id AND m.device_id = OLD.id
+              AND r.device_bound >= OLD.id AND (OLD.state = 0 OR OLD.invalidated_at >= r.created_at);
+        END
+        """,
+    ]
+
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: registry and ledger") { db in
@@ -57,6 +96,10 @@ enum SQLiteSchema {
         // Token columns need nothing: what older files hold is APNs hex, a valid storage key (see above).
         migrator.registerMigration("v5: FCM, the request's fcm override") { db in
             try db.execute(sql: "ALTER TABLE request ADD COLUMN fcm BLOB")
+        }
+        migrator.registerMigration("v6: skipped targets, invalidated or removed after the request was stored") { db in
+            try db.execute(sql: "ALTER TABLE chunk ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0")
+            for statement in removedTargets { try db.execute(sql: statement) }
         }
         return migrator
     }
