@@ -108,13 +108,14 @@ extension SQLiteStore {
             try db.cachedStatement(
                 sql: """
                     SELECT rt.position, rt.token FROM request_token rt
-                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    LEFT JOIN device d
+                      ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0)
                     ORDER BY rt.position LIMIT ?
                     """
             ),
-            arguments: [app, requestSeq, scan.after, scan.through, scan.limit]
+            arguments: [app, app, requestSeq, scan.after, scan.through, scan.limit]
         )
         return rows.map { (cursor: $0[0] as Int64, token: $0[1] as String) }
     }
@@ -133,12 +134,13 @@ extension SQLiteStore {
             try db.cachedStatement(
                 sql: """
                     SELECT COUNT(*) FROM request_token rt
-                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    LEFT JOIN device d
+                      ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0)
                     """
             ),
-            arguments: [app, requestSeq, after, through]
+            arguments: [app, app, requestSeq, after, through]
         ) ?? 0
     }
 
