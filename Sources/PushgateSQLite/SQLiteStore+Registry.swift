@@ -32,16 +32,18 @@ extension SQLiteStore {
 
     /// The writer's `cache_size` in KiB (negative: SQLite's unit for KiB): 32 MiB. SQLite's default,
     /// 2 MiB, re-reads the inner pages of a registry of millions. The token key index of 5,000,000
-    /// devices (schema v6) is about 120 MiB, so a third of its leaves fit beside the inner pages of the
-    /// device table and memberships; a larger cache would count in the gateway's RSS.
+    /// devices (schema v6) is 81 MiB when packed (more once random inserts have split its leaves), so a
+    /// good part of its leaves stays cached beside the inner pages of the device table and memberships;
+    /// a larger cache would count in the gateway's RSS.
     static let registryCachePages = -32_768
     /// `wal_autocheckpoint` of the writer, in pages: 262,144 (1 GiB of WAL between checkpoints; the
     /// default is 1,000, 4 MiB). A commit writes every page it dirtied to the WAL however often that
     /// page was written before; a checkpoint writes each page once however many commits dirtied it.
-    /// Registrations dirty about one random token-index leaf each, so at 5,000,000 devices a batch of
-    /// 50,000 writes about 40,000 frames, and a checkpoint every 64 MiB (as before) copied nearly every
-    /// frame into the database again. Spaced by 1 GiB (about six such batches), the leaves those
-    /// batches share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000.
+    /// Registrations dirty about one random token-index leaf each (with the text index of schema v5: at
+    /// 5,000,000 devices a batch of 50,000 wrote about 40,000 frames; the key index of v6 has four
+    /// times fewer leaves, so batches share more of them), and a checkpoint every 64 MiB (as before)
+    /// copied nearly every frame into the database again. Spaced by 1 GiB, the leaves several batches
+    /// share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000 (v5).
     ///
     /// The price: the WAL file grows to about 1 GiB and keeps that size on disk (SQLite reuses it from
     /// the start after a checkpoint); opening the file after a crash reads the whole WAL (up to 1 GiB)
