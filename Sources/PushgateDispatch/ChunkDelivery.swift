@@ -48,6 +48,8 @@ final class ChunkDelivery {
     /// Every target at or below this was sent (or skipped by the store's page).
     private var sentThrough: Int64
     private var order = SendOrder()
+    /// Cursors the pages skipped (``TargetPage/skipped``) that no record has covered yet, ascending.
+    private var skippedPending: [Int64] = []
     private var batch = ProgressBatch()
     private var tally: OutcomeTally
     private var lastRecord: Date
@@ -176,6 +178,7 @@ final class ChunkDelivery {
             bufferedHead = 0
         }
         buffered.append(contentsOf: page.targets)
+        skippedPending.append(contentsOf: page.skipped)
         pageCursor = page.scannedThrough
         scanEnded = page.isEnd
     }
@@ -278,6 +281,12 @@ final class ChunkDelivery {
         guard finished || stoppedWaiting || batch.count >= configuration.progressBatch || due else { return }
 
         let through = order.firstPending.map { $0 - 1 } ?? sentThrough
+        // Skipped targets go with the record whose progress first covers them: once and only once, as
+        // a holder after a crash reads again from the recorded progress.
+        let covered = finished ? skippedPending.count : skippedPending.prefix { $0 <= through }.count
+        batch.skipped += covered
+        tally.addSkipped(covered, app: request.app)
+        skippedPending.removeFirst(covered)
         let progress = batch.progress(for: chunk, through: through, completes: finished)
         let (recordedBatch, recordedTally) = (batch, tally)
         tally = dispatcher.metrics.tally()
@@ -348,6 +357,8 @@ struct SendOrder {
 /// Outcomes gathered for one progress record.
 struct ProgressBatch {
     var accepted = 0
+    /// Targets the pages skipped that this record covers (``ChunkProgress/skipped``).
+    var skipped = 0
     var lastAPNsID: String?
     var retries: [RetryEntry] = []
     var failures: [FailureEntry] = []
@@ -371,6 +382,7 @@ struct ProgressBatch {
     /// Puts `earlier` (a batch whose record failed) before this one.
     mutating func prepend(_ earlier: ProgressBatch) {
         accepted += earlier.accepted
+        skipped += earlier.skipped
         lastAPNsID = lastAPNsID ?? earlier.lastAPNsID
         retries = earlier.retries + retries
         failures = earlier.failures + failures
@@ -387,7 +399,8 @@ struct ProgressBatch {
             retries: retries,
             failures: failures,
             invalidations: invalidations,
-            completesChunk: completes
+            completesChunk: completes,
+            skipped: skipped
         )
     }
 }

@@ -73,6 +73,13 @@ public final class Dispatcher: Service, NotificationIntake {
     private let wake = WakeSignal()
     /// Set when a request was added (here or by another instance): there may be chunks to claim.
     private let workAdded = Atomic<Bool>(true)
+    /// Open while the loop has nothing under way: the next request submitted here may be stored and its
+    /// first chunk claimed and paged in one store transaction (``DeliveryLedger/enqueue(_:claiming:chunkSize:pageLimit:)``),
+    /// and handed to the loop through ``handedWork``. Taken by one submission at a time; the loop opens it
+    /// again when it sees nothing under way.
+    private let handOffOpen = Atomic<Bool>(false)
+    /// Work claimed by a submission (still leased to us), for the loop to start.
+    private let handedWork = Mutex<[ClaimedWork]>([])
     private let stopping = Atomic<Bool>(false)
     /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
     let retryBatchUnderWay = Atomic<Bool>(false)
@@ -134,9 +141,29 @@ public final class Dispatcher: Service, NotificationIntake {
         guard routes[request.app] != nil else {
             throw StoreError(code: StoreError.Code("unknown_app"), message: "unknown app \"\(request.app)\"")
         }
-        let result = try await store.enqueue(request)
+        var claimed: ClaimedWork? = nil
+        let result: EnqueueResult
+        if !isStopping,
+            handOffOpen.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
+        {
+            let lease = LeaseWindow(
+                owner: configuration.instanceID,
+                now: clock.now(),
+                duration: configuration.leaseDuration
+            )
+            (result, claimed) = try await store.enqueue(
+                request,
+                claiming: lease,
+                chunkSize: configuration.chunkSize,
+                pageLimit: configuration.pageSize
+            )
+        } else {
+            result = try await store.enqueue(request)
+        }
         // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
+        // Prepared before the claimed work is handed over, so that its start finds it cached.
         _ = try? prepare(request)
+        if let claimed { handedWork.withLock { $0.append(claimed) } }
         metrics.requestAccepted(app: request.app, targets: result.targetCount)
         workAdded.store(true, ordering: .releasing)
         logger.debug(
@@ -222,10 +249,16 @@ public final class Dispatcher: Service, NotificationIntake {
             idleInterval: configuration.idleInterval,
             progressInterval: configuration.progressInterval
         )
-        /// Claimed chunks whose start failed on a store error (still leased to us).
-        var unstarted: [WorkChunk] = []
+        /// Claimed chunks not started yet (still leased to us): handed over by a submission, with their first
+        /// page, or claimed here and their start failed on a store error.
+        var unstarted: [ClaimedChunk] = []
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
+            unstarted += handedWork.withLock { handed in
+                defer { handed.removeAll() }
+                return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
+            }
+            handOffOpen.store(active.isEmpty && unstarted.isEmpty && !isStopping, ordering: .releasing)
             let snapshot = DispatchLoop.Snapshot(
                 now: clock.now(),
                 stopRequested: isStopping,
@@ -244,7 +277,14 @@ public final class Dispatcher: Service, NotificationIntake {
             case .expireOverdue:
                 await expireOverdueRequests(now: snapshot.now)
             case .startUnstarted:
-                await start(unstarted.removeFirst(), active: &active, unstarted: &unstarted)
+                let claimed = unstarted.removeFirst()
+                guard claimed.chunk.leaseExpiresAt > snapshot.now else {
+                    // Its lease ran out while it waited: it is anyone's to take over now, ours included,
+                    // through a claim (which renews the generation, so no one else's progress is disturbed).
+                    workAdded.store(true, ordering: .releasing)
+                    continue
+                }
+                await start(claimed, active: &active, unstarted: &unstarted)
             case .claimChunk:
                 let claim = await storeHealth.attempt(.claimChunk) {
                     try await store.claimChunk(
@@ -259,7 +299,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 case .some(.none): machine.claimed(.nothing)
                 case .some(.some(let chunk)):
                     machine.claimed(.found)
-                    await start(chunk, active: &active, unstarted: &unstarted)
+                    await start(ClaimedChunk(chunk: chunk), active: &active, unstarted: &unstarted)
                 }
             case .claimRetries:
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
@@ -310,20 +350,32 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
+    /// A chunk leased to us, not started yet, and its first page if it was read with the claim.
+    private struct ClaimedChunk {
+        var chunk: WorkChunk
+        var firstPage: TargetPage? = nil
+    }
+
     /// Starts a claimed chunk; on a store error it waits in `unstarted` (still leased to us).
-    private func start(_ chunk: WorkChunk, active: inout [ChunkDelivery], unstarted: inout [WorkChunk]) async {
+    private func start(
+        _ claimed: ClaimedChunk,
+        active: inout [ChunkDelivery],
+        unstarted: inout [ClaimedChunk]
+    ) async {
         do {
-            if let delivery = try await startDelivery(of: chunk) { active.append(delivery) }
+            if let delivery = try await startDelivery(of: claimed.chunk, firstPage: claimed.firstPage) {
+                active.append(delivery)
+            }
             storeHealth.succeeded()
         } catch {
             storeHealth.failed(.readRequest, error)
-            unstarted.append(chunk)
+            unstarted.append(claimed)
         }
     }
 
     /// Prepares a claimed chunk for delivery, or fails its targets at once when it cannot be sent (an
     /// app no longer configured).
-    private func startDelivery(of chunk: WorkChunk) async throws -> ChunkDelivery? {
+    private func startDelivery(of chunk: WorkChunk, firstPage: TargetPage?) async throws -> ChunkDelivery? {
         guard let prepared = try await preparedRequest(chunk.requestID), let route = routes[prepared.request.app] else {
             try await failWholeChunk(chunk, reason: "unknown_app")
             return nil
@@ -341,6 +393,10 @@ public final class Dispatcher: Service, NotificationIntake {
             dispatcher: self,
             signal: wake
         )
+        if let firstPage {
+            delivery.accept(firstPage)
+            return delivery
+        }
         // The first page is read here rather than in the background: one hand-over less between a
         // request's arrival and its first send.
         // On a store error the delivery reads it again itself, after the back-off.
@@ -454,6 +510,7 @@ public final class Dispatcher: Service, NotificationIntake {
         while true {
             let page = try await store.targets(of: chunk, after: cursor, limit: configuration.pageSize)
             var batch = ProgressBatch()
+            batch.skipped = page.skipped.count  // the record covers the whole page
             for target in page.targets {
                 batch.add(.failed(reason: reason, status: nil, invalidation: nil), token: target.token, at: clock.now())
             }
@@ -472,7 +529,8 @@ public final class Dispatcher: Service, NotificationIntake {
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
-    /// One info line per request when it is finished: targets, accepted, failed by reason, duration.
+    /// One info line per request when it is finished: targets, accepted, failed by reason, skipped
+    /// (targets invalidated after the request was stored), duration.
     func logCompletion(of id: RequestID) async {
         guard let report = try? await store.report(id), report.state.isFinished else { return }
         let first = completionLogged.withLock { logged -> Bool in
@@ -489,7 +547,7 @@ public final class Dispatcher: Service, NotificationIntake {
             metadata: [
                 "push.request_id": "\(id)", "push.app": "\(report.app)", "push.targets": "\(report.targets)",
                 "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)",
-                "push.failed_by_reason": "\(failed)",
+                "push.failed_by_reason": "\(failed)", "push.skipped": "\(report.skipped)",
                 "push.duration_s": "\(String(format: "%.3f", duration))",
             ]
         )

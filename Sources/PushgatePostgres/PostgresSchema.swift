@@ -20,6 +20,9 @@ import PushgateCore
 /// Token columns hold `DeviceToken.storageKey` (APNs hex, `fcm:` and an FCM registration token), as in
 /// SQLite: schemas older than version 4 hold only hex, which reads back as APNs devices unchanged.
 /// Version 4 adds `request.fcm`, the request's `fcm` override (JSON bytes, NULL without one).
+/// Version 5 adds `chunk.skipped`: targets the chunk's pages left out because they were invalidated or
+/// removed after the request was stored, recorded with the progress that covers them; the report sums them.
+/// And `request_removed` with its triggers (``removedTargets``), as in SQLite.
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -54,6 +57,63 @@ enum PostgresSchema {
                 #"ALTER TABLE failure ALTER COLUMN token TYPE TEXT COLLATE "C""#,
             ]
         ),
+        Migration(
+            version: 5,
+            name: "skipped targets, invalidated or removed after the request was stored",
+            statements: ["ALTER TABLE chunk ADD COLUMN skipped BIGINT NOT NULL DEFAULT 0"] + removedTargets
+        ),
+    ]
+
+    /// Version 5's table and triggers: a membership deleted while the device row exists, or a device
+    /// deleted (its memberships go by cascade, after the row), records the device for every unfinished
+    /// request of that group that counted it: within the request's bound, and valid, or invalidated since
+    /// the request was stored (what a page would have sent or skipped). No foreign key to `request`: the
+    /// key check would lock request rows from registry transactions, against the ledger's lock order
+    /// (request, then chunks, then devices).
+    static let removedTargets = [
+        """
+        CREATE TABLE request_removed (
+            request_seq BIGINT NOT NULL,
+            device_id BIGINT NOT NULL,
+            PRIMARY KEY (request_seq, device_id)
+        )
+        """,
+        """
+        CREATE FUNCTION pushgate_membership_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO request_removed (request_seq, device_id)
+            SELECT r.seq, OLD.device_id
+            FROM request r JOIN request_group rg ON rg.request_seq = r.seq AND rg.group_id = OLD.group_id
+            JOIN device d ON d.id = OLD.device_id
+            WHERE r.state < 2 AND r.device_bound >= OLD.device_id
+              AND (d.state = 0 OR d.invalidated_at >= r.created_at)
+            ON CONFLICT DO NOTHING;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER membership_removed_from_requests AFTER DELETE ON membership
+        FOR EACH ROW EXECUTE FUNCTION pushgate_membership_removed()
+        """,
+        """
+        CREATE FUNCTION pushgate_device_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO request_removed (request_seq, device_id)
+            SELECT DISTINCT r.seq, OLD.id
+            FROM request r JOIN request_group rg ON rg.request_seq = r.seq
+            JOIN membership m ON m.group_id = rg.group_id AND m.device_id = OLD.id
+            WHERE r.state < 2 AND r.device_bound >= OLD.id
+              AND (OLD.state = 0 OR OLD.invalidated_at >= r.created_at)
+            ON CONFLICT DO NOTHING;
+            RETURN OLD;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER device_removed_from_requests BEFORE DELETE ON device
+        FOR EACH ROW EXECUTE FUNCTION pushgate_device_removed()
+        """,
     ]
 
     /// The latest schema version this build knows.

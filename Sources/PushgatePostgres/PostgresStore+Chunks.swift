@@ -109,27 +109,51 @@ extension PostgresStore {
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
         let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
         if scan.isDone { return try scan.page(found: []) }
-        return try await transaction { connection in
+        // One snapshot for the page and the removed targets of its range (see `addingRemoved`).
+        return try await transaction(isolation: "REPEATABLE READ") { connection in
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
             guard
-                let (requestSeq, app, groupIDs) = try await connection.first(
+                let (requestSeq, app, groupIDs, created) = try await connection.first(
                     """
                     SELECT c.request_seq, r.app,
-                        ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id)
+                        ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
+                        r.created_at
                     FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id)
                     """,
-                    as: (Int64, String, [Int64]).self,
+                    as: (Int64, String, [Int64], Int64).self,
                     logger: logger
                 )
             else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
-            let found =
-                switch chunk.kind {
-                case .deviceRange:
-                    try await Self.deviceTargets(groupIDs: groupIDs, scan, on: connection, logger: logger)
-                case .directTokens:
-                    try await Self.tokenTargets(requestSeq: requestSeq, app: app, scan, on: connection, logger: logger)
-                }
-            return try scan.page(found: found)
+            switch chunk.kind {
+            case .deviceRange:
+                let page = try scan.page(
+                    rows: try await Self.deviceTargets(
+                        groupIDs: groupIDs,
+                        scan,
+                        invalidatedSince: created,
+                        on: connection,
+                        logger: logger
+                    )
+                )
+                return try await Self.addingRemoved(
+                    to: page,
+                    requestSeq: requestSeq,
+                    after: scan.after,
+                    on: connection,
+                    logger: logger
+                )
+            case .directTokens:
+                return try scan.page(
+                    rows: try await Self.tokenTargets(
+                        requestSeq: requestSeq,
+                        app: app,
+                        scan,
+                        invalidatedSince: created,
+                        on: connection,
+                        logger: logger
+                    )
+                )
+            }
         }
     }
 
@@ -183,7 +207,7 @@ extension PostgresStore {
                 """
                 UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
                     state = \(Int16(progress.chunkState.rawValue)),
-                    accepted = accepted + \(Int64(progress.accepted)),
+                    accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
                     last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                     last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                 WHERE id = \(chunk.id)

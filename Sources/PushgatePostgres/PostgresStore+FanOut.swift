@@ -20,46 +20,50 @@ extension PostgresStore {
         try await connection.run("SELECT set_config('enable_bitmapscan', 'off', true)", logger: logger)
     }
 
-    /// Valid devices of any of `groupIDs` in the scan's range: `(id, token key)`, distinct, ascending.
+    /// Devices of any of `groupIDs` in the scan's range: `(id, token key, skipped)`, distinct, ascending.
+    /// Valid ones, and (`skipped`) those invalidated at or after `invalidatedSince` (the request's
+    /// `created_at`): the request counted them as targets, so the page reports leaving them out.
     static func deviceTargets(
         groupIDs: [Int64],
         _ scan: TargetScan,
+        invalidatedSince: Int64,
         on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> [(cursor: Int64, token: String)] {
+    ) async throws -> [TargetScan.Row] {
         let (after, through, limit) = (scan.after, scan.through, scan.limit)
-        let rows: [(Int64, String)]
+        let rows: [(Int64, String, Int64)]
         if groupIDs.count == 1 {
             rows = try await connection.all(
                 """
-                SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
+                SELECT m.device_id, d.token, d.state::BIGINT FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
-                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                  AND d.id > \(after) AND d.id <= \(through) AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                 ORDER BY m.device_id LIMIT \(limit)
                 """,
-                as: (Int64, String).self,
+                as: (Int64, String, Int64).self,
                 logger: logger
             )
         } else {
             rows = try await connection.all(
                 """
-                SELECT u.device_id, d.token FROM (
+                SELECT u.device_id, d.token, d.state::BIGINT FROM (
                     SELECT DISTINCT x.device_id FROM unnest(\(groupIDs)::BIGINT[]) AS g(id)
                     CROSS JOIN LATERAL (
                         SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
                         WHERE m.group_id = g.id AND m.device_id > \(after) AND m.device_id <= \(through)
-                          AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                          AND d.id > \(after) AND d.id <= \(through)
+                          AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                         ORDER BY m.device_id LIMIT \(limit)
                     ) AS x
                     ORDER BY x.device_id LIMIT \(limit)
                 ) AS u JOIN device d ON d.id = u.device_id
                 ORDER BY u.device_id
                 """,
-                as: (Int64, String).self,
+                as: (Int64, String, Int64).self,
                 logger: logger
             )
         }
-        return rows.map { (cursor: $0.0, token: $0.1) }
+        return rows.map { (cursor: $0.0, token: $0.1, skipped: $0.2 != 0) }
     }
 
     /// How many member ids (valid or not) of `groupIDs` lie in `(after, through]`, counting at most
@@ -105,11 +109,13 @@ extension PostgresStore {
         return (Int(row?.0 ?? 0), row?.1)
     }
 
-    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`.
+    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`; with `invalidatedSince`,
+    /// devices invalidated at or after it count too (an expiring request's targets that no page read).
     static func countDeviceTargets(
         groupIDs: [Int64],
         after: Int64,
         through: Int64,
+        invalidatedSince: Int64 = .max,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws -> Int {
@@ -120,7 +126,7 @@ extension PostgresStore {
                 """
                 SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
-                  AND d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                  AND d.id > \(after) AND d.id <= \(through) AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                 """,
                 as: Int64.self,
                 logger: logger
@@ -129,7 +135,7 @@ extension PostgresStore {
             count = try await connection.first(
                 """
                 SELECT COUNT(*) FROM device d
-                WHERE d.id > \(after) AND d.id <= \(through) AND d.state = 0
+                WHERE d.id > \(after) AND d.id <= \(through) AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                   AND EXISTS (SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[]))
                 """,
                 as: Int64.self,
@@ -139,28 +145,30 @@ extension PostgresStore {
         return Int(count ?? 0)
     }
 
-    /// Direct-token targets of a request in the scan's positions: `(position, token key)` not covered by a
-    /// target group, not known as invalid for the app; ascending.
+    /// Direct-token targets of a request in the scan's positions: `(position, token key, skipped)` not
+    /// covered by a target group, not known as invalid for the app, or (`skipped`) invalidated at or
+    /// after `invalidatedSince`; ascending.
     static func tokenTargets(
         requestSeq: Int64,
         app: String,
         _ scan: TargetScan,
+        invalidatedSince: Int64,
         on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> [(cursor: Int64, token: String)] {
+    ) async throws -> [TargetScan.Row] {
         let (after, through, limit) = (scan.after, scan.through, scan.limit)
         let rows = try await connection.all(
             """
-            SELECT rt.position, rt.token FROM request_token rt
+            SELECT rt.position, rt.token, COALESCE(d.state, 0)::BIGINT FROM request_token rt
             LEFT JOIN device d ON d.app = \(app) AND d.token = rt.token
             WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
-              AND (d.state IS NULL OR d.state = 0)
+              AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
             ORDER BY rt.position LIMIT \(limit)
             """,
-            as: (Int64, String).self,
+            as: (Int64, String, Int64).self,
             logger: logger
         )
-        return rows.map { (cursor: $0.0, token: $0.1) }
+        return rows.map { (cursor: $0.0, token: $0.1, skipped: $0.2 != 0) }
     }
 
     static func countTokenTargets(
@@ -168,6 +176,7 @@ extension PostgresStore {
         app: String,
         after: Int64,
         through: Int64,
+        invalidatedSince: Int64 = .max,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws -> Int {
@@ -177,7 +186,7 @@ extension PostgresStore {
             SELECT COUNT(*) FROM request_token rt
             LEFT JOIN device d ON d.app = \(app) AND d.token = rt.token
             WHERE rt.request_seq = \(requestSeq) AND rt.position > \(after) AND rt.position <= \(through) AND NOT rt.covered
-              AND (d.state IS NULL OR d.state = 0)
+              AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
             """,
             as: Int64.self,
             logger: logger

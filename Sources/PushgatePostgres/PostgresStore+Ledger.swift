@@ -184,10 +184,11 @@ extension PostgresStore {
                     SELECT r.seq, r.app, r.state::BIGINT, r.target_count, r.accepted, r.created_at, r.finished_at,
                         r.last_apns_id, r.last_apns_at,
                         (SELECT COALESCE(SUM(c.accepted), 0)::BIGINT FROM chunk c WHERE c.request_seq = r.seq),
-                        (SELECT COUNT(*) FROM retry t WHERE t.request_seq = r.seq)
+                        (SELECT COUNT(*) FROM retry t WHERE t.request_seq = r.seq),
+                        (SELECT COALESCE(SUM(c.skipped), 0)::BIGINT FROM chunk c WHERE c.request_seq = r.seq)
                     FROM request r WHERE r.id = \(id.value)
                     """,
-                    as: (Int64, String, Int64, Int64, Int64, Int64, Int64?, String?, Int64?, Int64, Int64).self,
+                    as: (Int64, String, Int64, Int64, Int64, Int64, Int64?, String?, Int64?, Int64, Int64, Int64).self,
                     logger: logger
                 )
             else { return nil }
@@ -227,7 +228,8 @@ extension PostgresStore {
                 createdAt: Millis.date(row.5),
                 finishedAt: row.6.map(Millis.date),
                 lastAPNsID: lastAPNsID,
-                unknownGroups: unknownGroups
+                unknownGroups: unknownGroups,
+                skipped: Int(row.11)
             )
         }
     }
@@ -413,6 +415,7 @@ extension PostgresStore {
             """,
             logger: logger
         )
+        try await forgetRemovedTargets(requestSeq: requestSeq, on: connection, logger: logger)
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`. Requests another instance is
@@ -424,15 +427,15 @@ extension PostgresStore {
     ) async throws -> [RequestID] {
         let overdue = try await connection.all(
             """
-            SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
+            SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done, created_at FROM request
             WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0 AND expiration * 1000 < \(nowMs)
             ORDER BY seq FOR UPDATE SKIP LOCKED
             """,
-            as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool).self,
+            as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool, Int64).self,
             logger: logger
         )
         var expired = [RequestID]()
-        for (seq, id, app, bound, groupCut, tokenCut, tokenCount, cutDone) in overdue {
+        for (seq, id, app, bound, groupCut, tokenCut, tokenCount, cutDone, created) in overdue {
             // Pending retries: a failure row each.
             var expiredCount = try await connection.all(
                 """
@@ -446,7 +449,8 @@ extension PostgresStore {
             ).count
             try await connection.run("DELETE FROM retry WHERE request_seq = \(seq)", logger: logger)
 
-            // Targets never sent: counted, without a row each.
+            // Targets never sent: counted, without a row each. No page read them, so those invalidated
+            // since the request was stored count here too (its target count includes them).
             let groupIDs = try await connection.all(
                 "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id",
                 as: Int64.self,
@@ -468,12 +472,22 @@ extension PostgresStore {
                 hasGroups: !groupIDs.isEmpty
             )
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
+                if range.kind == .deviceRange {
+                    expiredCount += try await removedTargets(
+                        requestSeq: seq,
+                        after: range.after,
+                        through: range.through,
+                        on: connection,
+                        logger: logger
+                    ).count
+                }
                 expiredCount +=
                     range.kind == .deviceRange
                     ? try await countDeviceTargets(
                         groupIDs: groupIDs,
                         after: range.after,
                         through: range.through,
+                        invalidatedSince: created,
                         on: connection,
                         logger: logger
                     )
@@ -482,6 +496,7 @@ extension PostgresStore {
                         app: app,
                         after: range.after,
                         through: range.through,
+                        invalidatedSince: created,
                         on: connection,
                         logger: logger
                     )
@@ -507,6 +522,7 @@ extension PostgresStore {
                 """,
                 logger: logger
             )
+            try await forgetRemovedTargets(requestSeq: seq, on: connection, logger: logger)
             expired.append(try StoredForm.requestID(id))
         }
         return expired

@@ -8,106 +8,127 @@ extension SQLiteStore {
 
     public func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
         let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        return try await writeUnsynced { db in try Self.claimChunk(lease, chunkSize: chunkSize, in: db) }
+    }
+
+    /// ``claimChunk(_:chunkSize:)`` in a write transaction of the caller's.
+    static func claimChunk(_ lease: LeaseWindow, chunkSize: Int, in db: Database) throws -> WorkChunk? {
         let (nowMs, leaseUntil) = (lease.nowMillis, lease.expiresAtMillis)
-        return try await writeUnsynced { db in
-            _ = try Self.expireOverdue(nowMs: nowMs, in: db)
+        _ = try Self.expireOverdue(nowMs: nowMs, in: db)
 
-            // 1. Take over a chunk whose holder stopped renewing its lease.
-            if let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
-                    FROM chunk c JOIN request r ON r.seq = c.request_seq
-                    WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
-                    ORDER BY c.request_seq, c.id LIMIT 1
-                    """,
-                arguments: [nowMs]
-            ) {
-                let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
-                try db.execute(
-                    sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
-                    arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id]
-                )
-                return try StoredForm.chunk(takenOver: taken, lease)
-            }
-
-            // 2. Cut the next chunk of the oldest request with uncut targets.
-            while let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
-                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
-                    """
-            ) {
-                let seq: Int64 = row[0]
-                let requestID = try StoredForm.requestID(row[1])
-                let groupIDs = try Int64.fetchAll(
-                    db,
-                    sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
-                    arguments: [seq]
-                )
-                let stored: (Int64, Int64, Int64, Int64) = (row[2], row[3], row[4], row[5])
-                let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
-                let cut: LedgerArithmetic.Cut
-                switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
-                case .tokens(let tokens): cut = tokens
-                case .members(let scan):
-                    guard let members = scan.cut(found: try Self.cutMembers(groupIDs: groupIDs, scan, in: db))
-                    else {
-                        try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
-                        try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
-                        continue
-                    }
-                    cut = members
-                }
-                try db.execute(
-                    sql: """
-                        UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
-                            state = max(state, ?)
-                        WHERE seq = ?
-                        """,
-                    arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
-                )
-                try db.execute(
-                    sql: """
-                        INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
-                                           lease_expires_at, generation)
-                        VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
-                        """,
-                    arguments: [
-                        seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
-                        lease.owner.value, leaseUntil,
-                    ]
-                )
-                return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
-            }
-            return nil
+        // 1. Take over a chunk whose holder stopped renewing its lease.
+        if let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
+                FROM chunk c JOIN request r ON r.seq = c.request_seq
+                WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
+                ORDER BY c.request_seq, c.id LIMIT 1
+                """,
+            arguments: [nowMs]
+        ) {
+            let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
+            try db.execute(
+                sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
+                arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id]
+            )
+            return try StoredForm.chunk(takenOver: taken, lease)
         }
+
+        // 2. Cut the next chunk of the oldest request with uncut targets.
+        while let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
+                WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
+                """
+        ) {
+            let seq: Int64 = row[0]
+            let requestID = try StoredForm.requestID(row[1])
+            let groupIDs = try Int64.fetchAll(
+                db,
+                sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
+                arguments: [seq]
+            )
+            let stored: (Int64, Int64, Int64, Int64) = (row[2], row[3], row[4], row[5])
+            let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
+            let cut: LedgerArithmetic.Cut
+            switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
+            case .tokens(let tokens): cut = tokens
+            case .members(let scan):
+                guard let members = scan.cut(found: try Self.cutMembers(groupIDs: groupIDs, scan, in: db))
+                else {
+                    try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
+                    try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
+                    continue
+                }
+                cut = members
+            }
+            try db.execute(
+                sql: """
+                    UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
+                        state = max(state, ?)
+                    WHERE seq = ?
+                    """,
+                arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
+            )
+            try db.execute(
+                sql: """
+                    INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
+                                       lease_expires_at, generation)
+                    VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
+                    """,
+                arguments: [
+                    seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
+                    lease.owner.value, leaseUntil,
+                ]
+            )
+            return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
+        }
+        return nil
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
         let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
         if scan.isDone { return try scan.page(found: []) }
-        return try await read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db,
-                    sql:
-                        "SELECT c.request_seq, r.app FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?",
-                    arguments: [chunk.id]
-                )
-            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
-            let seq: Int64 = row[0]
-            switch chunk.kind {
-            case .deviceRange:
-                let groupIDs = try Int64.fetchAll(
-                    try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
-                    arguments: [seq]
-                )
-                return try scan.page(found: Self.deviceTargets(groupIDs: groupIDs, scan, in: db))
-            case .directTokens:
-                return try scan.page(found: Self.tokenTargets(requestSeq: seq, app: row[1], scan, in: db))
-            }
+        return try await read { db in try Self.targetPage(scan, of: chunk, in: db) }
+    }
+
+    /// ``targets(of:after:limit:)`` on a connection of the caller's (a read, or the writer in the middle
+    /// of its transaction).
+    static func targetPage(of chunk: WorkChunk, after cursor: Int64, limit: Int, in db: Database) throws -> TargetPage {
+        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
+        if scan.isDone { return try scan.page(found: []) }
+        return try targetPage(scan, of: chunk, in: db)
+    }
+
+    private static func targetPage(_ scan: TargetScan, of chunk: WorkChunk, in db: Database) throws -> TargetPage {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT c.request_seq, r.app, r.created_at FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.id = ?
+                    """,
+                arguments: [chunk.id]
+            )
+        else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+        let seq: Int64 = row[0]
+        let created: Int64 = row[2]
+        switch chunk.kind {
+        case .deviceRange:
+            let groupIDs = try Int64.fetchAll(
+                try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
+                arguments: [seq]
+            )
+            let page = try scan.page(
+                rows: Self.deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: created, in: db)
+            )
+            return try Self.addingRemoved(to: page, requestSeq: seq, after: scan.after, in: db)
+        case .directTokens:
+            return try scan.page(
+                rows: Self.tokenTargets(requestSeq: seq, app: row[1], scan, invalidatedSince: created, in: db)
+            )
         }
     }
 
@@ -151,11 +172,13 @@ extension SQLiteStore {
             }
             try db.cachedStatement(
                 sql: """
-                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?
+                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?,
+                        skipped = skipped + ?
                     WHERE id = ?
                     """
             ).execute(arguments: [
-                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, chunk.id,
+                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
+                chunk.id,
             ])
             if progress.completesChunk {
                 try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)

@@ -9,27 +9,34 @@ import PushgateCore
 /// where `SELECT DISTINCT … WHERE group_id IN (…) ORDER BY device_id LIMIT n` would make SQLite collect
 /// and sort every remaining membership row of those groups for each page.
 extension SQLiteStore {
-    /// Valid devices of any of `groupIDs` in the scan's range: `(id, token key)`, distinct, ascending.
+    /// Devices of any of `groupIDs` in the scan's range: `(id, token key, skipped)`, distinct, ascending.
+    /// Valid ones, and (`skipped`) those invalidated at or after `invalidatedSince` (the request's
+    /// `created_at`): the request counted them as targets, so the page reports leaving them out.
     static func deviceTargets(
         groupIDs: [Int64],
         _ scan: TargetScan,
+        invalidatedSince: Int64,
         in db: Database
     ) throws
-        -> [(cursor: Int64, token: String)]
+        -> [TargetScan.Row]
     {
         let statement = try db.cachedStatement(
             sql: """
-                SELECT m.device_id, d.token FROM membership m JOIN device d ON d.id = m.device_id
-                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                SELECT m.device_id, d.token, d.state FROM membership m JOIN device d ON d.id = m.device_id
+                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ?
+                  AND (d.state = 0 OR d.invalidated_at >= ?)
                 ORDER BY m.device_id LIMIT ?
                 """
         )
-        var lists = [[(cursor: Int64, token: String)]]()
+        var lists = [[TargetScan.Row]]()
         lists.reserveCapacity(groupIDs.count)
         for groupID in groupIDs {
-            var list = [(cursor: Int64, token: String)]()
-            let rows = try Row.fetchCursor(statement, arguments: [groupID, scan.after, scan.through, scan.limit])
-            while let row = try rows.next() { list.append((row[0], row[1])) }
+            var list = [TargetScan.Row]()
+            let rows = try Row.fetchCursor(
+                statement,
+                arguments: [groupID, scan.after, scan.through, invalidatedSince, scan.limit]
+            )
+            while let row = try rows.next() { list.append((row[0], row[1], (row[2] as Int64) != 0)) }
             lists.append(list)
         }
         return mergeDistinct(lists, limit: scan.limit, key: \.cursor)
@@ -58,24 +65,33 @@ extension SQLiteStore {
     }
 
     /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, read in pages (no
-    /// memory in proportion to the groups).
-    static func countDeviceTargets(groupIDs: [Int64], after: Int64, through: Int64, in db: Database) throws -> Int {
+    /// memory in proportion to the groups); with `invalidatedSince`, devices invalidated at or after it
+    /// count too (an expiring request's targets that no page read).
+    static func countDeviceTargets(
+        groupIDs: [Int64],
+        after: Int64,
+        through: Int64,
+        invalidatedSince: Int64 = .max,
+        in db: Database
+    ) throws -> Int {
         guard !groupIDs.isEmpty, after < through else { return 0 }
         if groupIDs.count == 1 {
             return try Int.fetchOne(
                 try db.cachedStatement(
                     sql: """
                         SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
-                        WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                        WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ?
+                          AND (d.state = 0 OR d.invalidated_at >= ?)
                         """
                 ),
-                arguments: [groupIDs[0], after, through]
+                arguments: [groupIDs[0], after, through, invalidatedSince]
             ) ?? 0
         }
         let statement = try db.cachedStatement(
             sql: """
                 SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
-                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ? AND d.state = 0
+                WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ?
+                  AND (d.state = 0 OR d.invalidated_at >= ?)
                 ORDER BY m.device_id LIMIT ?
                 """
         )
@@ -85,7 +101,9 @@ extension SQLiteStore {
         while true {
             var lists = [[Int64]]()
             for groupID in groupIDs {
-                lists.append(try Int64.fetchAll(statement, arguments: [groupID, cursor, through, page]))
+                lists.append(
+                    try Int64.fetchAll(statement, arguments: [groupID, cursor, through, invalidatedSince, page])
+                )
             }
             let merged = mergeDistinct(lists, limit: page, key: \.self)
             count += merged.count
@@ -94,30 +112,32 @@ extension SQLiteStore {
         }
     }
 
-    /// Direct-token targets of a request in the scan's positions: `(position, token key)` not covered by a
-    /// target group, not known as invalid for the app; ascending.
+    /// Direct-token targets of a request in the scan's positions: `(position, token key, skipped)` not
+    /// covered by a target group, not known as invalid for the app, or (`skipped`) invalidated at or
+    /// after `invalidatedSince`; ascending.
     static func tokenTargets(
         requestSeq: Int64,
         app: String,
         _ scan: TargetScan,
+        invalidatedSince: Int64,
         in db: Database
     ) throws
-        -> [(cursor: Int64, token: String)]
+        -> [TargetScan.Row]
     {
         let rows = try Row.fetchAll(
             try db.cachedStatement(
                 sql: """
-                    SELECT rt.position, rt.token FROM request_token rt
+                    SELECT rt.position, rt.token, COALESCE(d.state, 0) FROM request_token rt
                     LEFT JOIN device d
                       ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
-                      AND (d.state IS NULL OR d.state = 0)
+                      AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= ?)
                     ORDER BY rt.position LIMIT ?
                     """
             ),
-            arguments: [app, app, requestSeq, scan.after, scan.through, scan.limit]
+            arguments: [app, app, requestSeq, scan.after, scan.through, invalidatedSince, scan.limit]
         )
-        return rows.map { (cursor: $0[0] as Int64, token: $0[1] as String) }
+        return rows.map { (cursor: $0[0] as Int64, token: $0[1] as String, skipped: ($0[2] as Int64) != 0) }
     }
 
     static func countTokenTargets(
@@ -125,6 +145,7 @@ extension SQLiteStore {
         app: String,
         after: Int64,
         through: Int64,
+        invalidatedSince: Int64 = .max,
         in db: Database
     ) throws
         -> Int
@@ -137,10 +158,10 @@ extension SQLiteStore {
                     LEFT JOIN device d
                       ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
-                      AND (d.state IS NULL OR d.state = 0)
+                      AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= ?)
                     """
             ),
-            arguments: [app, app, requestSeq, after, through]
+            arguments: [app, app, requestSeq, after, through, invalidatedSince]
         ) ?? 0
     }
 

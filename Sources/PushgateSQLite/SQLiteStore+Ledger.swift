@@ -9,60 +9,149 @@ extension SQLiteStore {
     // MARK: - Requests
 
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        let plan = try await planEnqueue(request)
+        return try await write { db in try Self.insert(request, plan, in: db) }
+    }
+
+    public func enqueue(
+        _ request: NotificationRequest,
+        claiming lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int
+    ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?) {
+        let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        let pageLimit = try StoreError.positive(pageLimit)
+        let (groups, tokens) = try Self.checkedTargets(request)
+        // A request of few targets (the latency case) is planned in the write transaction itself: one
+        // transaction in all. A larger one is counted in a read snapshot first, as by `enqueue(_:)`, so
+        // that counting a broadcast does not hold the write lock.
+        let plannedInWriter = try await write { db -> (stored: EnqueueResult, claimed: ClaimedWork?)? in
+            guard
+                try Self.targetsAtMost(
+                    Self.plannedInWriterLimit,
+                    app: request.app,
+                    groups: groups,
+                    tokens: tokens,
+                    in: db
+                )
+            else { return nil }
+            let plan = try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db)
+            return try Self.insertAndClaim(request, plan, lease, chunkSize: chunkSize, pageLimit: pageLimit, in: db)
+        }
+        if let plannedInWriter { return plannedInWriter }
+        let plan = try await planEnqueue(request)
+        // One transaction, committed with fsync as any enqueue: the chunk's lease is as durable as the
+        // request (a crash leaves it to expire, or to this instance's release at its next start).
+        return try await write { db in
+            try Self.insertAndClaim(request, plan, lease, chunkSize: chunkSize, pageLimit: pageLimit, in: db)
+        }
+    }
+
+    /// The most memberships and direct tokens a request may have to be planned inside its write
+    /// transaction: counting them holds the write lock for well under a millisecond.
+    static let plannedInWriterLimit = 2_000
+
+    private static func insertAndClaim(
+        _ request: NotificationRequest,
+        _ plan: TargetPlan,
+        _ lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int,
+        in db: Database
+    ) throws -> (stored: EnqueueResult, claimed: ClaimedWork?) {
+        let stored = try insert(request, plan, in: db)
+        guard let chunk = try claimChunk(lease, chunkSize: chunkSize, in: db) else { return (stored, nil) }
+        let page = try targetPage(of: chunk, after: chunk.progress, limit: pageLimit, in: db)
+        return (stored, ClaimedWork(chunk: chunk, firstPage: page))
+    }
+
+    /// True when the request's known groups have at most `limit` memberships in all, with its direct
+    /// tokens counted too (an upper bound of its targets; every membership row is read at most once).
+    private static func targetsAtMost(
+        _ limit: Int,
+        app: String,
+        groups: [String],
+        tokens: [DeviceToken],
+        in db: Database
+    ) throws -> Bool {
+        var budget = limit - tokens.count
+        guard budget >= 0 else { return false }
+        let members = try db.cachedStatement(
+            sql: "SELECT COUNT(*) FROM (SELECT 1 FROM membership WHERE group_id = ? LIMIT ?)"
+        )
+        for group in groups {
+            guard let groupID = try groupID(app: app, name: group, in: db) else { continue }
+            budget -= try Int.fetchOne(members, arguments: [groupID, budget + 1]) ?? 0
+            if budget < 0 { return false }
+        }
+        return true
+    }
+
+    /// Checks a request and resolves its targets in a read snapshot, so that counting a million-device
+    /// broadcast does not hold the write lock (registrations and outcomes go on meanwhile). Groups are
+    /// never deleted, so the ids stay valid; devices created after the snapshot are beyond its bound and
+    /// not targets.
+    private func planEnqueue(_ request: NotificationRequest) async throws -> TargetPlan {
+        let (groups, tokens) = try Self.checkedTargets(request)
+        return try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db) }
+    }
+
+    /// The request's distinct groups and tokens; throws if it has no app or no target at all.
+    private static func checkedTargets(_ request: NotificationRequest) throws -> ([String], [DeviceToken]) {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        // Resolve the targets in a read snapshot, so that counting a million-device broadcast does not hold
-        // the write lock (registrations and outcomes go on meanwhile). Groups are never deleted, so the
-        // ids stay valid; devices created after the snapshot are beyond its bound and not targets.
-        let plan = try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db)
+        return (groups, tokens)
+    }
+
+    /// Writes a planned request: its row, its groups (known and unknown) and its direct tokens.
+    private static func insert(
+        _ request: NotificationRequest,
+        _ plan: TargetPlan,
+        in db: Database
+    ) throws
+        -> EnqueueResult
+    {
+        let tokens = StoredForm.distinct(request.devices)
+        if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
+            throw StoreError.duplicateRequestID(request.id)
         }
-        return try await write { db in
-            if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil
-            {
-                throw StoreError.duplicateRequestID(request.id)
-            }
-            let created = Millis.from(request.createdAt)
-            let done = plan.targetCount == 0
+        let created = Millis.from(request.createdAt)
+        let done = plan.targetCount == 0
+        try db.execute(
+            sql: """
+                INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
+                                     device_bound, token_count, target_count, state, finished_at, cut_done)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
+                StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
+                request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
+                (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
+            ]
+        )
+        let seq = db.lastInsertedRowID
+        for groupID in plan.groupIDs {
             try db.execute(
-                sql: """
-                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
-                                         device_bound, token_count, target_count, state, finished_at, cut_done)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [
-                    request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
-                    StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-                    request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
-                    (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
-                ]
-            )
-            let seq = db.lastInsertedRowID
-            for groupID in plan.groupIDs {
-                try db.execute(
-                    sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
-                    arguments: [seq, groupID]
-                )
-            }
-            for (index, name) in plan.unknownGroups.enumerated() {
-                try db.execute(
-                    sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
-                    arguments: [seq, index + 1, name]
-                )
-            }
-            let insertToken = try db.cachedStatement(
-                sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
-            )
-            for (index, token) in tokens.enumerated() {
-                try insertToken.execute(arguments: [seq, index + 1, token.storageKey, plan.covered[index]])
-            }
-            return EnqueueResult(
-                id: request.id,
-                targetCount: plan.targetCount,
-                unknownGroups: plan.unknownGroups
+                sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
+                arguments: [seq, groupID]
             )
         }
+        for (index, name) in plan.unknownGroups.enumerated() {
+            try db.execute(
+                sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
+                arguments: [seq, index + 1, name]
+            )
+        }
+        let insertToken = try db.cachedStatement(
+            sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
+        )
+        for (index, token) in tokens.enumerated() {
+            try insertToken.execute(arguments: [seq, index + 1, token.storageKey, plan.covered[index]])
+        }
+        return EnqueueResult(id: request.id, targetCount: plan.targetCount, unknownGroups: plan.unknownGroups)
     }
 
     /// A request's targets as resolved when it is stored.
@@ -181,7 +270,8 @@ extension SQLiteStore {
                         SELECT seq, app, state, target_count,
                             accepted
                                 + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                            created_at, finished_at, last_apns_id
+                            created_at, finished_at, last_apns_id,
+                            (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
                         FROM request WHERE id = ?
                         """,
                     arguments: [id.value]
@@ -215,7 +305,8 @@ extension SQLiteStore {
                 createdAt: Millis.date(row[5]),
                 finishedAt: finishedAt.map(Millis.date),
                 lastAPNsID: row[7],
-                unknownGroups: unknownGroups
+                unknownGroups: unknownGroups,
+                skipped: row[8]
             )
         }
     }
@@ -356,6 +447,7 @@ extension SQLiteStore {
         else { return }
         try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
             .execute(arguments: [final.rawValue, nowMs, requestSeq])
+        try forgetRemovedTargets(requestSeq: requestSeq, in: db)
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`.
@@ -363,7 +455,8 @@ extension SQLiteStore {
         let overdue = try Row.fetchAll(
             try db.cachedStatement(
                 sql: """
-                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done FROM request
+                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done, created_at
+                    FROM request
                     WHERE state < \(Code.done.rawValue) AND expiration > 0 AND expiration * 1000 < ?
                     """
             ),
@@ -385,7 +478,9 @@ extension SQLiteStore {
             var expiredCount = db.changesCount
             try db.execute(sql: "DELETE FROM retry WHERE request_seq = ?", arguments: [seq])
 
-            // Targets never sent: counted, without a row each.
+            // Targets never sent: counted, without a row each. No page read them, so those invalidated
+            // since the request was stored count here too (its target count includes them).
+            let created: Int64 = row[8]
             let groupIDs = try Int64.fetchAll(
                 db,
                 sql: "SELECT group_id FROM request_group WHERE request_seq = ?",
@@ -410,14 +505,29 @@ extension SQLiteStore {
             )
             let cutDone = row[7] as Int64 != 0
             for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
+                if range.kind == .deviceRange {
+                    expiredCount += try removedTargets(
+                        requestSeq: seq,
+                        after: range.after,
+                        through: range.through,
+                        in: db
+                    ).count
+                }
                 expiredCount +=
                     range.kind == .deviceRange
-                    ? try countDeviceTargets(groupIDs: groupIDs, after: range.after, through: range.through, in: db)
+                    ? try countDeviceTargets(
+                        groupIDs: groupIDs,
+                        after: range.after,
+                        through: range.through,
+                        invalidatedSince: created,
+                        in: db
+                    )
                     : try countTokenTargets(
                         requestSeq: seq,
                         app: app,
                         after: range.after,
                         through: range.through,
+                        invalidatedSince: created,
                         in: db
                     )
             }
@@ -433,6 +543,7 @@ extension SQLiteStore {
                 sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?",
                 arguments: [nowMs, seq]
             )
+            try forgetRemovedTargets(requestSeq: seq, in: db)
             expired.append(try StoredForm.requestID(row[1]))
         }
         return expired

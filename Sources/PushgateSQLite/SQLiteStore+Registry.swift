@@ -32,7 +32,7 @@ extension SQLiteStore {
 
     /// The writer's `cache_size` in KiB (negative: SQLite's unit for KiB): 32 MiB. SQLite's default,
     /// 2 MiB, re-reads the inner pages of a registry of millions. The token key index of 5,000,000
-    /// devices (schema v6) is 81 MiB when packed (more once random inserts have split its leaves), so a
+    /// devices (schema v7) is 81 MiB when packed (more once random inserts have split its leaves), so a
     /// good part of its leaves stays cached beside the inner pages of the device table and memberships;
     /// a larger cache would count in the gateway's RSS.
     static let registryCachePages = -32_768
@@ -40,7 +40,7 @@ extension SQLiteStore {
     /// default is 1,000, 4 MiB). A commit writes every page it dirtied to the WAL however often that
     /// page was written before; a checkpoint writes each page once however many commits dirtied it.
     /// Registrations dirty about one random token-index leaf each (with the text index of schema v5: at
-    /// 5,000,000 devices a batch of 50,000 wrote about 40,000 frames; the key index of v6 has four
+    /// 5,000,000 devices a batch of 50,000 wrote about 40,000 frames; the key index of v7 has four
     /// times fewer leaves, so batches share more of them), and a checkpoint every 64 MiB (as before)
     /// copied nearly every frame into the database again. Spaced by 1 GiB, the leaves several batches
     /// share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000 (v5).
@@ -313,7 +313,7 @@ extension SQLiteStore {
 ///
 /// A new device costs three statements (select device, insert device, insert membership); a known one two
 /// or three (the select, maybe an update, the membership). The select before the insert is what keeps
-/// `(app, token)` unique (schema v6, ``TokenKey``): this writer is the only one, and its transaction is
+/// `(app, token)` unique (schema v7, ``TokenKey``): this writer is the only one, and its transaction is
 /// IMMEDIATE.
 private struct RegistrationWriter {
     private struct GroupKey: Hashable {

@@ -1,7 +1,7 @@
 import GRDB
 package import PushgateCore
 
-/// The 64-bit integer the SQLite store indexes a device by (`device.token_key`, schema v6), in place of
+/// The 64-bit integer the SQLite store indexes a device by (`device.token_key`, schema v7), in place of
 /// `UNIQUE (app, token)`.
 ///
 /// Why: a registration inserts a random 64-hex-digit token into the token index. As text that index holds
@@ -24,10 +24,10 @@ package import PushgateCore
 ///    force collisions);
 /// 4. APNs: that number (>= 0); FCM: that number with the sign bit set (< 0). An app's FCM devices are
 ///    thus the range `token_key < 0` of the index (``fcmDevicesSQL``), as they were the range
-///    `['fcm:', 'fcm;')` of the text index before v6.
+///    `['fcm:', 'fcm;')` of the text index before v7.
 ///
 /// The same function is registered on every connection as the SQL function `pushgate_token_key(app,
-/// token)` (``sqlFunction``): migration v6 fills the column with it, and the ledger's joins from
+/// token)` (``sqlFunction``): migration v7 fills the column with it, and the ledger's joins from
 /// `request_token` to `device` compute the key of each token with it.
 package struct TokenKey: Sendable, Equatable {
     /// How many low bits of the 63-bit hash are kept.

@@ -51,7 +51,11 @@ enum FanOutChecks {
         let sent = try await F.deliverAll(store, now: F.at(3), chunkSize: 4, pageSize: 2)
         try expectEqual(Set(sent), Set([1, 3, 4, 5, 6, 8, 9, 10].map(F.token)), "valid devices only")
         try expectEqual(sent.count, 8, "each once")
-        try expectEqual(try await store.report(result.id)?.state, .done, "state")
+        let report = try unwrap(try await store.report(result.id), "report")
+        try expectEqual(report.state, .done, "state")
+        // Device 7 was a target when the request was stored; 2 and 20 never were.
+        try expectEqual(report.skipped, 1, "skipped: invalidated after the request was stored, not before")
+        try SkipChecks.expectBalanced(report, "skipped invalid devices")
     }
 
     static func fanOutSendsToUnregisteredDirectTokens(_ store: any PushStore) async throws {
@@ -73,15 +77,22 @@ enum FanOutChecks {
     }
 
     static func devicesLeavingAGroupBeforeFanOutAreSkipped(_ store: any PushStore) async throws {
-        try await F.register(store, 1...6, in: "g")
+        try await F.register(store, 1...7, in: "g")
         try await F.register(store, [4], in: "h")
-        _ = try await store.enqueue(F.request("r1", groups: ["g", "h"], at: 1))
+        let result = try await store.enqueue(F.request("r1", groups: ["g", "h"], at: 1))
+        try expectEqual(result.targetCount, 7, "target count")
         _ = try await store.unassign(app: F.app, token: F.token(2), group: "g")
         _ = try await store.unassign(app: F.app, token: F.token(4), group: "g")  // still in h
         _ = try await store.removeDevice(app: F.app, token: F.token(5))
+        _ = try await store.unassign(app: F.app, token: F.token(6), group: "g")
+        try await F.register(store, [6], in: "g", at: 1)  // back before fan-out reaches it
         let sent = try await F.deliverAll(store, now: F.at(2), chunkSize: 2, pageSize: 2)
-        try expectEqual(Set(sent), Set([1, 3, 4, 6].map(F.token)), "the groups as fan-out finds them")
-        try expectEqual(sent.count, 4, "each once")
+        try expectEqual(Set(sent), Set([1, 3, 4, 6, 7].map(F.token)), "the groups as fan-out finds them")
+        try expectEqual(sent.count, 5, "each once")
+        let report = try unwrap(try await store.report(result.id), "report")
+        try expectEqual(report.state, .done, "state")
+        try expectEqual(report.skipped, 2, "skipped: 2 (unassigned) and 5 (removed); 4 and 6 are still members")
+        try SkipChecks.expectBalanced(report, "devices leaving a group")
     }
 
     static func targetPagesRespectTheLimitAndTheChunk(_ store: any PushStore) async throws {

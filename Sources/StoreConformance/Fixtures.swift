@@ -115,7 +115,16 @@ enum Fixture {
                 page.targets.allSatisfy { $0.cursor > cursor && $0.cursor <= chunk.through },
                 "page targets lie within (\(cursor), \(chunk.through)] of \(chunk)"
             )
-            var progress = ChunkProgress(chunk: chunk, through: page.scannedThrough, completesChunk: page.isEnd)
+            try expect(
+                page.skipped.allSatisfy { $0 > cursor && $0 <= page.scannedThrough },
+                "skipped cursors lie within (\(cursor), \(page.scannedThrough)] of \(chunk)"
+            )
+            var progress = ChunkProgress(
+                chunk: chunk,
+                through: page.scannedThrough,
+                completesChunk: page.isEnd,
+                skipped: page.skipped.count
+            )
             for target in page.targets {
                 sent.append(target.token)
                 switch answer(target.token) {

@@ -121,6 +121,7 @@ public enum PreviousRelease {
         try expectEqual(report.state, .done, "done once its retry is accepted")
         try expectEqual(report.accepted, 1, "accepted")
         try expectEqual(report.failedByReason, ["Unregistered": 1], "failed")
+        try expectEqual(report.skipped, 0, "nothing skipped: old chunks count none")
 
         // New work on the old registry: an FCM device joins the old group; a request reaches both platforms.
         let joined = try await store.register(

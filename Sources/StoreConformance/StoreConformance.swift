@@ -15,7 +15,18 @@ public import PushgateCore
 public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
-        + retryChecks + reportChecks + instanceChecks + platformChecks
+        + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks
+
+    static let claimOnEnqueueChecks: [StoreCheck] = [
+        StoreCheck(
+            "claimWithEnqueueKeepsRequestOrder",
+            ClaimOnEnqueueChecks.claimWithEnqueueKeepsRequestOrder
+        ),
+        StoreCheck(
+            "claimWithEnqueueOfARefusedRequestClaimsNothing",
+            ClaimOnEnqueueChecks.claimWithEnqueueOfARefusedRequestClaimsNothing
+        ),
+    ]
 
     static let platformChecks: [StoreCheck] = [
         StoreCheck("fcmDevicesRegisterAndReadBackAsFCM", PlatformChecks.fcmDevicesRegisterAndReadBackAsFCM),
@@ -103,6 +114,13 @@ public enum StoreConformance {
         ),
         StoreCheck("targetPagesRespectTheLimitAndTheChunk", FanOutChecks.targetPagesRespectTheLimitAndTheChunk),
         StoreCheck("fanOutStreamsLargeGroupInPages", FanOutChecks.fanOutStreamsLargeGroupInPages),
+        StoreCheck("skippedTargetsCountOnceAcrossATakeover", SkipChecks.skippedTargetsCountOnceAcrossATakeover),
+        StoreCheck(
+            "directTokensInvalidatedAfterEnqueueAreSkipped",
+            SkipChecks.directTokensInvalidatedAfterEnqueueAreSkipped
+        ),
+        StoreCheck("expiryCountsUnreadTargetsAsExpired", SkipChecks.expiryCountsUnreadTargetsAsExpired),
+        StoreCheck("changesAfterThePageReadAreNotSkips", SkipChecks.changesAfterThePageReadAreNotSkips),
     ]
 
     static let leaseChecks: [StoreCheck] = [

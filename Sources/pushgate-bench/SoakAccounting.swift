@@ -47,19 +47,19 @@ struct SoakAccounting {
         var failed = 0
         var failedByReason: [String: Int] = [:]
         var states: [String: Int] = [:]
-        /// Targets neither accepted nor failed, over the requests (`targets - accepted - failed`).
-        var unaccounted = 0
-        /// Of those, the devices the store shows invalidated after the request was stored and skipped
-        /// by fan-out without an outcome (``SoakProbes/skippedInvalidated(databasePath:requestIDs:)``).
-        var skippedInvalidated = 0
-        /// Unaccounted targets the store does not explain: lost.
+        /// Targets the gateway reported skipped (`push.skipped`: invalidated or removed after the request
+        /// was stored; they got nothing, on purpose).
+        var skipped = 0
+        /// Targets neither accepted, failed nor skipped, over the requests (`targets - accepted - failed -
+        /// skipped`, where positive): lost.
         var unexplained = 0
-        /// Skipped devices beyond a request's unaccounted targets (a device invalidated within the same
-        /// millisecond as the request was stored, counted neither way): a limit of the check, not a loss.
-        var overExplained = 0
-        /// Outcomes beyond a request's targets (`accepted + failed - targets`, where positive).
+        /// Outcomes beyond a request's targets (`accepted + failed + skipped - targets`, where positive).
         var overCounted = 0
-        /// Requests with unexplained targets: (id, unaccounted, skipped).
+        /// Reported skips the store does not show as devices invalidated after the request was stored
+        /// without an outcome (``SoakProbes/skippedInvalidated(databasePath:requestIDs:)``): a cross-check
+        /// of the ledger's count (the soak removes no device, so every skip is an invalidation).
+        var skippedNotInStore = 0
+        /// Requests with unexplained targets: (id, unexplained, skipped).
         var unexplainedRequests: [(id: String, unaccounted: Int, skipped: Int)] = []
     }
 
@@ -71,24 +71,22 @@ struct SoakAccounting {
     var simulatorRejectedByReason: [String: Int]
     var devices: SoakDeviceCheck
     var registrationsApplied: String?
-    /// Whether the store could be asked about skipped devices (else every unaccounted target is lost).
+    /// Whether the store could be asked to cross-check the reported skips.
     var storeChecked: Bool
 
-    /// The ids of the finished requests whose targets are not all accepted or failed: the ones to ask
-    /// the store about.
-    static func requestsWithUnaccountedTargets(_ doneLines: [GatewayLogLine]) -> [String] {
+    /// The ids of the finished requests that report skipped targets: the ones to cross-check in the store.
+    static func requestsWithSkippedTargets(_ doneLines: [GatewayLogLine]) -> [String] {
         doneLines.compactMap { line in
             guard let id = line.metadata("push.request_id"),
-                let targets = line.metadata("push.targets").flatMap(Int.init)
+                let skipped = line.metadata("push.skipped").flatMap(Int.init), skipped > 0
             else { return nil }
-            let accepted = line.metadata("push.accepted").flatMap(Int.init) ?? 0
-            let failed = line.metadata("push.failed").flatMap(Int.init) ?? 0
-            return targets > accepted + failed ? id : nil
+            return id
         }
     }
 
-    /// `skippedByRequest`: per request id, the devices fan-out skipped because they were invalidated
-    /// after the request was stored (nil: the store could not be read).
+    /// The loss is judged on the lines alone: `targets = accepted + failed + skipped` per request.
+    /// `skippedInStore`: per request id, the devices the store shows invalidated after the request was
+    /// stored without an outcome, a cross-check of the reported skips (nil: the store could not be read).
     init(
         sent: SoakCounters.Values,
         doneLines: [GatewayLogLine],
@@ -96,10 +94,10 @@ struct SoakAccounting {
         simulatorStats: [String: Any],
         devices: SoakDeviceCheck,
         stoppedLine: GatewayLogLine?,
-        skippedByRequest: [String: Int]?
+        skippedInStore: [String: Int]?
     ) {
         self.sent = sent
-        storeChecked = skippedByRequest != nil
+        storeChecked = skippedInStore != nil
         for line in doneLines {
             guard let targets = line.metadata("push.targets").flatMap(Int.init) else { continue }
             let accepted = line.metadata("push.accepted").flatMap(Int.init) ?? 0
@@ -113,16 +111,15 @@ struct SoakAccounting {
             totals.targets += targets
             totals.accepted += accepted
             totals.failed += failed
-            let unaccounted = targets - accepted - failed
-            let skipped = skippedByRequest?[id] ?? 0
-            totals.unaccounted += unaccounted
+            let skipped = line.metadata("push.skipped").flatMap(Int.init) ?? 0
+            let unaccounted = targets - accepted - failed - skipped
+            totals.skipped += skipped
             totals.overCounted += max(0, -unaccounted)
-            totals.skippedInvalidated += min(max(0, unaccounted), skipped)
-            totals.overExplained += max(0, skipped - max(0, unaccounted))
-            if unaccounted > skipped {
-                totals.unexplained += unaccounted - skipped
+            if unaccounted > 0 {
+                totals.unexplained += unaccounted
                 totals.unexplainedRequests.append((id, unaccounted, skipped))
             }
+            if let skippedInStore { totals.skippedNotInStore += max(0, skipped - (skippedInStore[id] ?? 0)) }
             totals.states[state, default: 0] += 1
             for pair in (line.metadata("push.failed_by_reason") ?? "").split(separator: ",") {
                 let parts = pair.split(separator: "=")

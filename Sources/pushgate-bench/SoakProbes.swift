@@ -4,11 +4,12 @@ import GRDB
 /// What the soak asks the gateway's store at the end, after the gateway stopped.
 enum SoakProbes {
     /// Per request id, its group targets that the registry invalidated after the request was stored and
-    /// that have no outcome for it (no failure row, no pending retry): fan-out skips a device invalidated
-    /// between enqueue and its page (`PushStore`'s contract, `FanOutChecks.fanOutSkipsInvalidDevices`),
-    /// while the request's `targets` counted it. A skipped device gets no notification and no outcome,
-    /// so the report's `targets - accepted - failed` counts it. Only group targets: the soak sends no
-    /// direct tokens. Requests with no such device are left out. Throws when the store cannot be read.
+    /// that have no failure or retry row for it: a cross-check of the skips the report line counts
+    /// (`push.skipped`; `FanOutChecks.fanOutSkipsInvalidDevices`). It counts at least the reported skips
+    /// (a skip has no outcome row), and also devices accepted before their invalidation; fewer than
+    /// reported would mean the ledger counted skips the registry does not show. Only group targets: the
+    /// soak sends no direct tokens. Requests with no such device are left out. Throws when the store
+    /// cannot be read.
     static func skippedInvalidated(databasePath: String, requestIDs: [String]) throws -> [String: Int] {
         guard !requestIDs.isEmpty else { return [:] }
         var configuration = GRDB.Configuration()

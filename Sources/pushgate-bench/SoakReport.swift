@@ -35,14 +35,15 @@ struct SoakReport {
             report.line(
                 "\(name): \(totals.requests) finished \(totals.states), targets \(totals.targets), accepted "
                     + "\(totals.accepted), failed \(totals.failed) \(totals.failedByReason), "
-                    + "unaccounted \(totals.unaccounted): skipped as invalidated after the request was stored "
-                    + "\(a.storeChecked ? String(totals.skippedInvalidated) : "? (store not read)"), unexplained "
-                    + "\(totals.unexplained) (over-explained \(totals.overExplained), over-counted \(totals.overCounted))"
+                    + "skipped (invalidated after the request was stored) \(totals.skipped), "
+                    + "unaccounted (targets - accepted - failed - skipped) \(totals.unexplained), "
+                    + "over-counted \(totals.overCounted); skips the store does not show "
+                    + "\(a.storeChecked ? String(totals.skippedNotInStore) : "? (store not read)")"
             )
             for request in totals.unexplainedRequests.prefix(10) {
                 report.line(
-                    "  unexplained: request \(request.id): \(request.unaccounted) unaccounted, "
-                        + "\(request.skipped) skipped as invalidated"
+                    "  unaccounted: request \(request.id): \(request.unaccounted) unaccounted, "
+                        + "\(request.skipped) skipped"
                 )
             }
         }

@@ -162,9 +162,9 @@ struct SoakRun {
             watchdog.cancel()
             await gateway.stop()
             let doneLines = gateway.log.lines(containing: "notification request ")
-            let skipped = try? SoakProbes.skippedInvalidated(
+            let skippedInStore = try? SoakProbes.skippedInvalidated(
                 databasePath: database,
-                requestIDs: SoakAccounting.requestsWithUnaccountedTargets(doneLines)
+                requestIDs: SoakAccounting.requestsWithSkippedTargets(doneLines)
             )
             let accounting = SoakAccounting(
                 sent: sent,
@@ -173,7 +173,7 @@ struct SoakRun {
                 simulatorStats: stats,
                 devices: devices,
                 stoppedLine: gateway.log.lines(containing: "UDP ingress stopped").first,
-                skippedByRequest: skipped
+                skippedInStore: skippedInStore
             )
             return SoakReport(report: report, command: command).finish(
                 accounting: accounting,

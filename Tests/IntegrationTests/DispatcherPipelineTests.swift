@@ -78,6 +78,7 @@ struct DispatcherPipelineTests {
         maximumInFlight: Int? = 1_000,
         clock: any WallClock = SystemWallClock(),
         leaseDuration: Duration = .seconds(60),
+        metrics: DispatchMetrics = .disabled,
         _ body: (HeldAnswersTransport, FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let transport = HeldAnswersTransport(capacity: capacity)
@@ -88,7 +89,8 @@ struct DispatcherPipelineTests {
             pageSize: pageSize,
             maximumInFlight: maximumInFlight,
             clock: clock,
-            leaseDuration: leaseDuration
+            leaseDuration: leaseDuration,
+            metrics: metrics
         ) { store, id in try await body(transport, store, id) }
     }
 
@@ -102,6 +104,7 @@ struct DispatcherPipelineTests {
         maximumInFlight: Int? = 1_000,
         clock: any WallClock = SystemWallClock(),
         leaseDuration: Duration = .seconds(60),
+        metrics: DispatchMetrics = .disabled,
         _ body: (FaultInjectingStore, RequestID) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory()
@@ -126,7 +129,8 @@ struct DispatcherPipelineTests {
             ],
             configuration: configuration,
             clock: clock,
-            logger: TestLogger.make("dispatch")
+            logger: TestLogger.make("dispatch"),
+            metrics: metrics
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await dispatcher.run() }

@@ -76,6 +76,8 @@ struct LegacyDaemonTests {
             )
             try await eventually("198 delivered", timeout: .seconds(60)) { simulator.legacyStats().accepted >= 198 }
             try await eventually("the request is reported done") { output.text.contains("push.accepted=198") }
+            // The device the feedback pruned was invalid before the request was stored: no target, no skip.
+            #expect(output.text.contains("push.skipped=0"), "the report line counts skipped targets")
             let stats = simulator.legacyStats()
             print(
                 "pushgate --transport legacy: gateway accepted=\(stats.accepted) duplicates=\(stats.duplicates) error responses=\(stats.errorResponsesByStatus)"

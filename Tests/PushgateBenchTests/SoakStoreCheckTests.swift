@@ -5,8 +5,9 @@ import Testing
 
 @testable import pushgate_bench
 
-/// The soak's question to the gateway's store at the end: which unaccounted targets of a request are
-/// devices invalidated after it was stored (skipped by fan-out, by contract), on a real SQLite store.
+/// The soak's cross-check in the gateway's store at the end: which targets of a request are devices
+/// invalidated after it was stored without an outcome (skipped by fan-out, by contract), on a real SQLite
+/// store, against the skips the ledger reports.
 @Suite struct SoakStoreCheckTests {
     private static let start = Date(timeIntervalSince1970: 1_800_000_000)
 
@@ -57,6 +58,27 @@ import Testing
         }
         let r2 = try await store.enqueue(try Self.request("r2", at: 4))
         #expect(r2.targetCount == 3)
+        // Fan-out of both: the ledger reports r1's two skips, which the store's cross-check shows too.
+        let owner = InstanceID("soak-check")
+        while let chunk = try await store.claimChunk(
+            owner: owner,
+            now: Self.at(5),
+            leaseDuration: .seconds(30),
+            chunkSize: 10
+        ) {
+            let page = try await store.targets(of: chunk, after: chunk.progress, limit: 10)
+            let progress = ChunkProgress(
+                chunk: chunk,
+                through: page.scannedThrough,
+                accepted: page.targets.count,
+                completesChunk: page.isEnd,
+                skipped: page.skipped.count
+            )
+            _ = try await store.recordProgress(progress, owner: owner, now: Self.at(5), leaseDuration: .seconds(30))
+        }
+        let reports = [try #require(try await store.report(r1.id)), try #require(try await store.report(r2.id))]
+        #expect(reports.map(\.skipped) == [2, 0])
+        #expect(reports.allSatisfy { $0.state == .done && $0.targets == $0.accepted + $0.failed + $0.skipped })
         try store.close()
 
         let skipped = try SoakProbes.skippedInvalidated(databasePath: path, requestIDs: ["r1", "r2", "unknown"])

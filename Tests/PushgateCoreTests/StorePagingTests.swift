@@ -38,6 +38,17 @@ struct StorePagingTests {
         #expect(throws: StoreError.self) { try scan.page(found: [(12, "not a key")]) }
     }
 
+    @Test("skipped rows are left out of the targets, listed, and count towards the limit and the scanned range")
+    func scanPageWithSkipped() throws {
+        let scan = try TargetScan(chunk: Self.chunk, after: 0, limit: 3)
+        let full = try scan.page(rows: [(11, Self.apns, false), (12, Self.apns, true), (14, "", true)])
+        #expect(full.targets.map(\.cursor) == [11])
+        #expect(full.skipped == [12, 14])
+        #expect(full.scannedThrough == 14 && !full.isEnd)
+        let short = try scan.page(rows: [(16, Self.apns, true)])
+        #expect(short.targets.isEmpty && short.skipped == [16] && short.scannedThrough == 20 && short.isEnd)
+    }
+
     @Test("a group listing starts after its cursor's device id; a malformed cursor or limit is refused")
     func groupStart() throws {
         #expect(try GroupListing.start(after: nil, limit: 1) == 0)

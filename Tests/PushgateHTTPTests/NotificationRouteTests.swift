@@ -92,6 +92,7 @@ struct NotificationRouteTests {
             #expect(json["failed"] as? Int == 0)
             #expect((json["failed_by_reason"] as? [String: Any])?.isEmpty == true)
             #expect(json["pending_retries"] as? Int == 0)
+            #expect(json["skipped"] as? Int == 0, "targets invalidated or removed since: none")
             #expect(json["created_at"] as? String == "2027-01-15T08:00:00.000Z")
             #expect(json["finished_at"] is NSNull)
             #expect(json["unknown_groups"] as? [String] == ["nothing"])

@@ -32,7 +32,14 @@ struct SQLiteMigrationTests {
         let applied = try await store.read { db in
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
-        #expect(applied.suffix(2) == ["v5: FCM, the request's fcm override", SQLiteTokenKeyTests.v6], "both ran")
+        #expect(
+            applied.suffix(3) == [
+                "v5: FCM, the request's fcm override",
+                SQLiteTokenKeyTests.v6,
+                SQLiteTokenKeyTests.v7,
+            ],
+            "the new migrations ran on open"
+        )
         try await PreviousRelease.check.run { store }
         try store.close()
     }

@@ -5,11 +5,12 @@ import Testing
 
 @testable import PushgateSQLite
 
-/// Schema v6: devices found by an integer key of (app, token) instead of `UNIQUE (app, token)`.
-@Suite("SQLite store: the token key (schema v6)")
+/// Schema v7: devices found by an integer key of (app, token) instead of `UNIQUE (app, token)`.
+@Suite("SQLite store: the token key (schema v7)")
 struct SQLiteTokenKeyTests {
     static let v5 = "v5: FCM, the request's fcm override"
-    static let v6 = "v6: devices indexed by an integer key of the token"
+    static let v6 = "v6: skipped targets, invalidated or removed after the request was stored"
+    static let v7 = "v7: devices indexed by an integer key of the token"
     static let start = Date(timeIntervalSince1970: 1_800_000_000)
     static let app = Registration.defaultApp
 
@@ -87,18 +88,19 @@ struct SQLiteTokenKeyTests {
         }
     }
 
-    /// A file written by the release before (v5) with devices of both platforms and two apps: opened by
-    /// this one, the table is rebuilt with keys, and everything is found and registers idempotently.
-    @Test(arguments: [TokenKey.standard, TokenKey(bits: 0)])
-    func aVersion5FileWithDevicesMigrates(tokenKey: TokenKey) async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-v5-\(UUID().uuidString)")
+    /// A file of an earlier schema (v5: the release before; v6: with the skipped targets' triggers) with
+    /// devices of both platforms and two apps: opened by this one, the table is rebuilt with keys, v6's
+    /// triggers are there again, and everything is found and registers idempotently.
+    @Test(arguments: [v5, v6], [TokenKey.standard, TokenKey(bits: 0)])
+    func anEarlierFileWithDevicesMigrates(from version: String, tokenKey: TokenKey) async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-old-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
         let path = folder.appendingPathComponent("pushgate.sqlite").path
         let tokens = (1...500).map(Self.apns) + (1...20).map(Self.fcm)
         do {
             let queue = try DatabaseQueue(path: path)
-            try SQLiteSchema.migrator().migrate(queue, upTo: Self.v5)
+            try SQLiteSchema.migrator().migrate(queue, upTo: version)
             try await queue.write { db in
                 for (app, group) in [(Self.app, "g"), ("other", "o")] {
                     try db.execute(
@@ -130,9 +132,10 @@ struct SQLiteTokenKeyTests {
         configuration.tokenKey = tokenKey
         let store = try SQLiteStore(path: path, configuration: configuration)
         defer { try? store.close() }
-        let (applied, indexes, rows, memberships, violations) = try await store.read { db in
+        let (applied, triggers, indexes, rows, memberships, violations) = try await store.read { db in
             (
                 try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations"),
+                try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"),
                 try String.fetchAll(db, sql: "SELECT name FROM pragma_index_list('device')"),
                 try Row.fetchAll(db, sql: "SELECT app, token, token_key FROM device ORDER BY id")
                     .map { (app: $0[0] as String, token: $0[1] as String, key: $0[2] as Int64) },
@@ -140,7 +143,8 @@ struct SQLiteTokenKeyTests {
                 try Row.fetchAll(db, sql: "PRAGMA foreign_key_check").count
             )
         }
-        #expect(applied.last == Self.v6)
+        #expect(applied.last == Self.v7)
+        #expect(triggers == SQLiteSchema.removedTargets.dropFirst().sorted(), "v6's triggers, as v6 made them")
         #expect(indexes == ["device_by_token_key"], "the UNIQUE (app, token) index is gone")
         #expect(rows.count == 2 * tokens.count)
         #expect(rows.allSatisfy { $0.key == tokenKey(app: $0.app, storageKey: $0.token) }, "keys backfilled")
@@ -161,7 +165,7 @@ struct SQLiteTokenKeyTests {
     }
 
     /// An app's FCM devices are a range of the key index (`token_key < 0`), as they were the range
-    /// `['fcm:', 'fcm;')` of the text index before v6.
+    /// `['fcm:', 'fcm;')` of the text index before v7.
     @Test func anAppsFCMDevicesAreARangeOfTheKeyIndex() async throws {
         try await withTemporaryStore { store in
             let batch =

@@ -59,6 +59,11 @@ public struct ChunkProgress: Hashable, Sendable {
     public var invalidations: [DeviceInvalidation]
     /// The chunk has no targets left after `through`: mark it done (progress jumps to its end).
     public var completesChunk: Bool
+    /// Targets a page left out (``TargetPage/skipped``) whose cursors this record covers for the first
+    /// time: after the progress recorded before, at or before `through` (every one left, with
+    /// `completesChunk`). Counted on the chunk in the same transaction as the progress, so a page read
+    /// again after a crash (from the recorded progress) never counts one twice.
+    public var skipped: Int
 
     public init(
         chunk: WorkChunk,
@@ -68,7 +73,8 @@ public struct ChunkProgress: Hashable, Sendable {
         retries: [RetryEntry] = [],
         failures: [FailureEntry] = [],
         invalidations: [DeviceInvalidation] = [],
-        completesChunk: Bool = false
+        completesChunk: Bool = false,
+        skipped: Int = 0
     ) {
         self.chunk = chunk
         self.through = through
@@ -78,6 +84,7 @@ public struct ChunkProgress: Hashable, Sendable {
         self.failures = failures
         self.invalidations = invalidations
         self.completesChunk = completesChunk
+        self.skipped = skipped
     }
 }
 

@@ -6,7 +6,7 @@ public enum RequestState: String, Hashable, Sendable, CustomStringConvertible {
     case queued
     /// Being fanned out or retried.
     case sending
-    /// Every target has an outcome (accepted or failed) and no retry is pending.
+    /// Every target has an outcome (accepted or failed), or was skipped, and no retry is pending.
     case done
     /// Its expiration passed with work left: pending retries were recorded as failed ("expired"), and so
     /// were the targets not yet sent (counted, without a row per device).
@@ -27,6 +27,9 @@ public struct DeliveryReport: Hashable, Sendable {
     public var accepted: Int
     /// Devices that failed for good, by reason (APNs reason, transport label, or "expired").
     public var failedByReason: [String: Int]
+    /// Targets invalidated after the request was stored and before fan-out read them: they got nothing,
+    /// on purpose. A finished request has `targets = accepted + failed + skipped`.
+    public var skipped: Int
     /// Devices waiting for another attempt.
     public var pendingRetries: Int
     public var createdAt: Date
@@ -51,7 +54,8 @@ public struct DeliveryReport: Hashable, Sendable {
         createdAt: Date,
         finishedAt: Date?,
         lastAPNsID: String?,
-        unknownGroups: [String] = []
+        unknownGroups: [String] = [],
+        skipped: Int = 0
     ) {
         self.id = id
         self.app = app
@@ -64,5 +68,6 @@ public struct DeliveryReport: Hashable, Sendable {
         self.finishedAt = finishedAt
         self.lastAPNsID = lastAPNsID
         self.unknownGroups = unknownGroups
+        self.skipped = skipped
     }
 }

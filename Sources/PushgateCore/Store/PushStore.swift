@@ -81,7 +81,9 @@ public protocol DeviceRegistry: Sendable {
 ///   read in pages; only devices that need a retry or failed get a row.
 ///
 /// Targets are read when the chunk is paged, not when the request is stored: a device invalidated or
-/// removed from a group meanwhile is skipped. Devices created after the request was stored are not
+/// removed from a group meanwhile is skipped, and counted as such (``TargetPage/skipped``, recorded with
+/// ``ChunkProgress/skipped``, reported as ``DeliveryReport/skipped``), so that a finished request has
+/// `targets = accepted + failed + skipped`. Devices created after the request was stored are not
 /// targets (the request keeps the highest device id of that moment as its bound).
 ///
 /// ## Leases
@@ -117,6 +119,20 @@ public protocol DeliveryLedger: Sendable {
     /// A request with no target is stored as `done` at once.
     func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult
 
+    /// ``enqueue(_:)`` and, in the same transaction, ``claimChunk(_:chunkSize:)`` and the claimed chunk's
+    /// first page (``targets(of:after:limit:)`` after its progress, at most `pageLimit`). For a dispatcher
+    /// with nothing under way: the request reaches its first send after one store transaction instead of
+    /// three, each behind two thread hand-offs. The claim is exactly ``claimChunk(_:chunkSize:)``'s (the
+    /// oldest claimable work: this request's first chunk unless older work waits), so order between
+    /// requests is kept. A store may claim nothing (the default implementation stores the request and
+    /// answers nil); the work is then claimed the usual way. Throws as ``enqueue(_:)``, writing nothing.
+    func enqueue(
+        _ request: NotificationRequest,
+        claiming lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int
+    ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?)
+
     /// The stored request (nil if unknown).
     func request(_ id: RequestID) async throws -> NotificationRequest?
 
@@ -125,7 +141,9 @@ public protocol DeliveryLedger: Sendable {
     /// leased to `lease.owner` until `lease.expiresAt`. Nil when there is nothing to claim.
     func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk?
 
-    /// The chunk's distinct valid targets after `cursor`, at most `limit`, in cursor order.
+    /// The chunk's distinct valid targets after `cursor`, in cursor order, and apart (``TargetPage/skipped``)
+    /// those the request counted that were invalidated or removed since it was stored; at most `limit`
+    /// targets and skipped ones read from the range together (removed ones do not count towards it).
     func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage
 
     /// Records a batch of outcomes of a chunk, its progress and invalidations in one transaction and
@@ -164,6 +182,28 @@ public protocol DeliveryLedger: Sendable {
     /// their ``DeviceToken/storageKey`` in byte order (APNs hex and `fcm:`-prefixed FCM tokens as one text
     /// order, whatever the database's collation: stable for paging, but not ``DeviceToken``'s platform-first `<`).
     func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry]
+}
+
+extension DeliveryLedger {
+    public func enqueue(
+        _ request: NotificationRequest,
+        claiming lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int
+    ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?) {
+        (try await enqueue(request), nil)
+    }
+}
+
+/// A chunk claimed in the transaction that stored a request, with its first page already read.
+public struct ClaimedWork: Hashable, Sendable {
+    public var chunk: WorkChunk
+    public var firstPage: TargetPage
+
+    public init(chunk: WorkChunk, firstPage: TargetPage) {
+        self.chunk = chunk
+        self.firstPage = firstPage
+    }
 }
 
 /// A store: registry and ledger in one database, so that fan-out reads the registry that registrations

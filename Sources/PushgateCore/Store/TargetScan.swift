@@ -17,15 +17,30 @@ package struct TargetScan: Hashable, Sendable {
     /// True when nothing of the chunk is left to read: answer `page(found: [])` without a query.
     package var isDone: Bool { after >= through }
 
-    /// The page of the rows read, `(cursor, storage key)` in ascending cursor order. Fewer than `limit`
-    /// rows means the range held no more: the page then scanned through the chunk's end.
+    /// A row a page read: a target's cursor and storage key, and whether it is left out because its device
+    /// was invalidated after the request was stored (``TargetPage/skipped``).
+    package typealias Row = (cursor: Int64, token: String, skipped: Bool)
+
+    /// The page of the rows read, `(cursor, storage key)` in ascending cursor order, none skipped.
     package func page(found: [(cursor: Int64, token: String)]) throws -> TargetPage {
+        try page(rows: found.map { (cursor: $0.cursor, token: $0.token, skipped: false) })
+    }
+
+    /// The page of the rows read, in ascending cursor order, skipped ones included: they count towards
+    /// `limit` like the others. Fewer than `limit` rows means the range held no more: the page then
+    /// scanned through the chunk's end.
+    package func page(rows: [Row]) throws -> TargetPage {
         var targets = [DeliveryTarget]()
-        targets.reserveCapacity(found.count)
-        for (cursor, key) in found {
-            targets.append(DeliveryTarget(cursor: cursor, token: try StoredForm.deviceToken(key)))
+        var skipped = [Int64]()
+        targets.reserveCapacity(rows.count)
+        for row in rows {
+            if row.skipped {
+                skipped.append(row.cursor)
+            } else {
+                targets.append(DeliveryTarget(cursor: row.cursor, token: try StoredForm.deviceToken(row.token)))
+            }
         }
-        let scanned = found.count < limit ? through : (targets.last?.cursor ?? through)
-        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= through)
+        let scanned = rows.count < limit ? through : (rows.last?.cursor ?? through)
+        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= through, skipped: skipped)
     }
 }

@@ -113,10 +113,16 @@ public struct TargetPage: Hashable, Sendable {
     public var scannedThrough: Int64
     /// True when nothing of the chunk is left after `scannedThrough` (it then equals the chunk's `through`).
     public var isEnd: Bool
+    /// Cursors of targets the page left out because they were invalidated after the request was stored
+    /// (the request's target count includes them), ascending. Record each with the progress that covers
+    /// its cursor (``ChunkProgress/skipped``), so that a finished request's
+    /// `targets = accepted + failed + skipped`.
+    public var skipped: [Int64]
 
-    public init(targets: [DeliveryTarget], scannedThrough: Int64, isEnd: Bool) {
+    public init(targets: [DeliveryTarget], scannedThrough: Int64, isEnd: Bool, skipped: [Int64] = []) {
         self.targets = targets
         self.scannedThrough = scannedThrough
         self.isEnd = isEnd
+        self.skipped = skipped
     }
 }

@@ -4,7 +4,8 @@ import PushgateCore
 import Synchronization
 
 /// The dispatcher's metrics: every outcome by app, service (`apns`, `fcm`), push type, status, reason
-/// and what the ledger made of it; devices invalidated by app, service and reason; configuration alarms
+/// and what the ledger made of it; targets skipped (invalidated or removed after their request was stored)
+/// by app; devices invalidated by app, service and reason; configuration alarms
 /// (FCM devices of an app without FCM credentials, FCM refusing the app's credentials); the end-to-end
 /// latency (request accepted → the service's answer); notification requests and targets accepted.
 ///
@@ -28,6 +29,7 @@ public final class DispatchMetrics: Sendable {
     private let alarmCounters = Mutex<[AlarmKey: Counter]>([:])
     private let latencyTimers = Mutex<[String: CoreMetrics.Timer]>([:])
     private let intakeCounters = Mutex<[String: (requests: Counter, targets: Counter)]>([:])
+    private let skippedCounters = Mutex<[String: Counter]>([:])
 
     public init(factory: any MetricsFactory, latencySampleInterval: Int = 16) {
         self.factory = factory
@@ -47,6 +49,9 @@ public final class DispatchMetrics: Sendable {
         }
         for (key, count) in tally.alarms {
             alarmCounter(key).increment(by: count)
+        }
+        for (app, count) in tally.skipped {
+            skippedCounter(app).increment(by: count)
         }
         for (app, nanoseconds) in tally.latencies {
             let timer = latencyTimer(app)
@@ -83,6 +88,19 @@ public final class DispatchMetrics: Sendable {
                 factory: factory
             )
             cache[key] = counter
+            return counter
+        }
+    }
+
+    private func skippedCounter(_ app: String) -> Counter {
+        skippedCounters.withLock { cache in
+            if let counter = cache[app] { return counter }
+            let counter = Counter(
+                label: "pushgate_notifications_skipped_total",
+                dimensions: [("app", app)],
+                factory: factory
+            )
+            cache[app] = counter
             return counter
         }
     }
@@ -159,6 +177,8 @@ struct OutcomeTally {
     private(set) var outcomes: [OutcomeKey: Int64] = [:]
     private(set) var invalidations: [InvalidationKey: Int64] = [:]
     private(set) var alarms: [AlarmKey: Int64] = [:]
+    /// Targets skipped by the pages (invalidated or removed after their request was stored), per app.
+    private(set) var skipped: [String: Int64] = [:]
     /// Sampled end-to-end latencies per app, in nanoseconds.
     private(set) var latencies: [String: [Int64]] = [:]
     private var seen = 0
@@ -180,6 +200,12 @@ struct OutcomeTally {
         if outcome.isConfigurationAlarm {
             alarms[AlarmKey(app: request.app, service: outcome.service, reason: reason), default: 0] += 1
         }
+    }
+
+    /// Targets of `app` a page skipped, recorded with this batch.
+    mutating func addSkipped(_ count: Int, app: String) {
+        guard count > 0 else { return }
+        skipped[app, default: 0] += Int64(count)
     }
 
     /// A device that could not be sent at all (`reason`: ``OutcomeDisposition/fcmNotConfigured``...):
@@ -238,6 +264,7 @@ struct OutcomeTally {
         outcomes.merge(other.outcomes, uniquingKeysWith: +)
         invalidations.merge(other.invalidations, uniquingKeysWith: +)
         alarms.merge(other.alarms, uniquingKeysWith: +)
+        skipped.merge(other.skipped, uniquingKeysWith: +)
         latencies.merge(other.latencies, uniquingKeysWith: +)
     }
 
@@ -245,6 +272,7 @@ struct OutcomeTally {
         outcomes.removeAll(keepingCapacity: true)
         invalidations.removeAll(keepingCapacity: true)
         alarms.removeAll(keepingCapacity: true)
+        skipped.removeAll(keepingCapacity: true)
         latencies.removeAll(keepingCapacity: true)
     }
 

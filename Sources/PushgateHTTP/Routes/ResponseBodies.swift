@@ -81,7 +81,7 @@ struct ReportBody: Encodable {
     init(_ report: DeliveryReport) { self.report = report }
 
     enum CodingKeys: String, CodingKey {
-        case id, app, state, targets, accepted, failed
+        case id, app, state, targets, accepted, failed, skipped
         case failedByReason = "failed_by_reason"
         case pendingRetries = "pending_retries"
         case createdAt = "created_at"
@@ -98,6 +98,7 @@ struct ReportBody: Encodable {
         try container.encode(report.accepted, forKey: .accepted)
         try container.encode(report.failed, forKey: .failed)
         try container.encode(report.failedByReason, forKey: .failedByReason)
+        try container.encode(report.skipped, forKey: .skipped)
         try container.encode(report.pendingRetries, forKey: .pendingRetries)
         try container.encode(report.createdAt, forKey: .createdAt)
         try container.encode(report.finishedAt, forKey: .finishedAt)

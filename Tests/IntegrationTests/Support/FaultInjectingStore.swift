@@ -27,6 +27,7 @@ final class FaultInjectingStore: PushStore {
         var diskFull = false
         var intakeFailures = 0
         var chunksClaimed = 0
+        var chunksClaimedWithEnqueue = 0
     }
     private let base: any PushStore
     private let state: Mutex<State>
@@ -40,8 +41,10 @@ final class FaultInjectingStore: PushStore {
 
     /// How often each method was called.
     var calls: [StoreOperation: Int] { state.withLock { $0.calls } }
-    /// Claims that returned a chunk.
+    /// Claims that returned a chunk (with an enqueue too).
     var chunksClaimed: Int { state.withLock { $0.chunksClaimed } }
+    /// Chunks claimed by an enqueue (``DeliveryLedger/enqueue(_:claiming:chunkSize:pageLimit:)``).
+    var chunksClaimedWithEnqueue: Int { state.withLock { $0.chunksClaimedWithEnqueue } }
     /// Whether the chosen fault happened.
     var injected: Bool { state.withLock { $0.failed } }
 
@@ -91,6 +94,24 @@ final class FaultInjectingStore: PushStore {
 
     func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
         try await write { try await base.enqueue(request) }
+    }
+
+    func enqueue(
+        _ request: NotificationRequest,
+        claiming lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int
+    ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?) {
+        let answer = try await write {
+            try await base.enqueue(request, claiming: lease, chunkSize: chunkSize, pageLimit: pageLimit)
+        }
+        if answer.claimed != nil {
+            state.withLock {
+                $0.chunksClaimed += 1
+                $0.chunksClaimedWithEnqueue += 1
+            }
+        }
+        return answer
     }
 
     func request(_ id: RequestID) async throws -> NotificationRequest? {

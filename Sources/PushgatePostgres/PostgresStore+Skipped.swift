@@ -1,0 +1,61 @@
+import Logging
+import PostgresNIO
+import PushgateCore
+
+/// Targets a page cannot see any more: members of the request's groups whose membership was deleted after
+/// the request was stored (unassigned, or the device removed). The `request_removed` triggers (schema
+/// version 5) record them; a page counts those in its range as skipped, unless the device is a member of
+/// one of the request's groups again (then the page read it).
+extension PostgresStore {
+    /// Device ids in `(after, through]` recorded as removed from the request's groups and not members of
+    /// any of them now, ascending.
+    static func removedTargets(
+        requestSeq: Int64,
+        after: Int64,
+        through: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> [Int64] {
+        guard after < through else { return [] }
+        return try await connection.all(
+            """
+            SELECT t.device_id FROM request_removed t
+            WHERE t.request_seq = \(requestSeq) AND t.device_id > \(after) AND t.device_id <= \(through)
+              AND NOT EXISTS (
+                SELECT 1 FROM request_group rg JOIN membership m ON m.group_id = rg.group_id
+                WHERE rg.request_seq = t.request_seq AND m.device_id = t.device_id)
+            ORDER BY t.device_id
+            """,
+            as: Int64.self,
+            logger: logger
+        )
+    }
+
+    /// The page with the removed targets of its range added to its skipped ones. Read in the page's
+    /// snapshot (`REPEATABLE READ`), so that a removal committed meanwhile is either in the page or here.
+    static func addingRemoved(
+        to page: TargetPage,
+        requestSeq: Int64,
+        after: Int64,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> TargetPage {
+        let removed = try await removedTargets(
+            requestSeq: requestSeq,
+            after: after,
+            through: page.scannedThrough,
+            on: connection,
+            logger: logger
+        )
+        guard !removed.isEmpty else { return page }
+        var page = page
+        page.skipped = (page.skipped + removed).sorted()
+        return page
+    }
+
+    /// A finished request's records of removed targets are no longer read.
+    static func forgetRemovedTargets(requestSeq: Int64, on connection: PostgresConnection, logger: Logger) async throws
+    {
+        try await connection.run("DELETE FROM request_removed WHERE request_seq = \(requestSeq)", logger: logger)
+    }
+}
