@@ -24,6 +24,9 @@ public final class SQLiteStore: PushStore {
         /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
         /// replace it to show that a failure there stops the store.
         package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
+        /// The function that makes `device.token_key`. Tests narrow it to force collisions; a file must
+        /// always be opened with the function that wrote it.
+        package var tokenKey: TokenKey = .standard
 
         public init() {}
     }
@@ -52,6 +55,7 @@ public final class SQLiteStore: PushStore {
     public let path: String
     let synchronous: Synchronous
     let restoreFullSynchronousSQL: String
+    let tokenKey: TokenKey
     /// Set once durability could not be restored: from then on every call fails with it.
     private let stopped = Mutex<StoreError?>(nil)
 
@@ -68,6 +72,8 @@ public final class SQLiteStore: PushStore {
         config.foreignKeysEnabled = true  // PRAGMA foreign_keys = ON on every connection
         config.busyMode = .timeout(configuration.busyTimeout.seconds)
         config.maximumReaderCount = max(1, configuration.maximumReaderCount)
+        let tokenKey = configuration.tokenKey
+        config.prepareDatabase { db in db.add(function: tokenKey.sqlFunction) }  // every connection
         let synchronous = configuration.synchronous.rawValue
         do {
             self.pool = try DatabasePool(path: path, configuration: config)  // journal_mode = WAL
@@ -76,7 +82,7 @@ public final class SQLiteStore: PushStore {
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             }
-            try SQLiteSchema.migrator.migrate(pool)
+            try SQLiteSchema.migrator(tokenKey: tokenKey).migrate(pool)
         } catch let error as DatabaseError {
             throw StoreError.backend(
                 "cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")"
@@ -86,6 +92,7 @@ public final class SQLiteStore: PushStore {
         self.logger = logger
         self.synchronous = configuration.synchronous
         self.restoreFullSynchronousSQL = configuration.restoreFullSynchronousSQL
+        self.tokenKey = tokenKey
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
     }
 
