@@ -83,6 +83,7 @@ public final class SQLiteStore: PushStore {
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             }
             try SQLiteSchema.migrator(tokenKey: tokenKey).migrate(pool)
+            try Self.openEveryReader(of: pool, count: config.maximumReaderCount)
         } catch let error as DatabaseError {
             throw StoreError.backend(
                 "cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")"
@@ -94,6 +95,43 @@ public final class SQLiteStore: PushStore {
         self.restoreFullSynchronousSQL = configuration.restoreFullSynchronousSQL
         self.tokenKey = tokenKey
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
+    }
+
+    /// Opens all `count` reader connections of the pool now, at the start.
+    ///
+    /// GRDB opens a reader only when every open one is busy, and never closes one (it would only on a
+    /// memory warning, which Linux does not send). So the gateway's descriptors (a database file and its WAL
+    /// per connection) stepped up whenever a busier moment first needed one more reader, long after the
+    /// start: in the one-hour soak of 2026-11-27 the fourth reader opened after 20 minutes. Opened here, they
+    /// are a fixed cost of the start, the store's descriptors do not grow afterwards, and a reader that cannot
+    /// open (file limit, permissions) fails the start instead of a read in the middle of a broadcast.
+    static func openEveryReader(of pool: DatabasePool, count: Int) throws {
+        // Each read holds its connection until all `count` reads hold one, so that the pool cannot hand
+        // out a reader twice: it must open `count` of them. `asyncRead` runs each on its reader's own
+        // serial queue, so the reads wait for each other on separate threads, not on one.
+        let holding = DispatchGroup()
+        let release = DispatchSemaphore(value: 0)
+        let failure = FirstError()
+        for _ in 0..<count {
+            holding.enter()
+            pool.asyncRead { database in
+                if case .failure(let error) = database {
+                    failure.value.withLock { $0 = $0 ?? error }
+                    holding.leave()
+                    return
+                }
+                holding.leave()
+                release.wait()
+            }
+        }
+        holding.wait()
+        for _ in 0..<count { release.signal() }
+        if let error = failure.value.withLock({ $0 }) { throw error }
+    }
+
+    /// The first error of concurrent work (a class: a `Mutex` cannot be captured by an escaping closure).
+    private final class FirstError: Sendable {
+        let value = Mutex<(any Error)?>(nil)
     }
 
     /// Closes the database connections. Later calls fail. Idempotent; also done when the store is released.

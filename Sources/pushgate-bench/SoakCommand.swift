@@ -81,6 +81,15 @@ struct SoakCommand: AsyncParsableCommand {
     )
     var cpuWindowSeconds: Double = 60
 
+    @Option(
+        name: .customLong("count-window"),
+        help: """
+            Seconds over which the open fds and threads are taken as their median before they are judged (a \
+            connection being replaced or a Dispatch worker retiring at the instant of a sample moves one sample).
+            """
+    )
+    var countWindowSeconds: Double = 60
+
     @Option(help: "Largest drift from the post-warm-up value that passes, as a fraction.")
     var tolerance: Double = 0.10
 

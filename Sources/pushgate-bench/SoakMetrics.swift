@@ -77,6 +77,15 @@ final class SoakSampler {
     }
 }
 
+/// How the samples of one window are summed up into the value judged.
+enum SoakWindowStatistic: Sendable {
+    /// For a rate (CPU): noisy per sample, its mean over a window is the load of that window.
+    case mean
+    /// For a small count (fds, threads): it moves in steps of one at the instant of a sample (a connection
+    /// being replaced, a Dispatch worker retiring), and the median over a window is the level it held.
+    case median
+}
+
 /// A metric's verdict over the samples after the warm-up: every value within `tolerance` of the
 /// first post-warm-up value (the reference).
 struct SoakMetricVerdict: Sendable {
@@ -97,16 +106,21 @@ struct SoakMetricVerdict: Sendable {
     var passed: Bool { drift <= tolerance }
 
     /// nil when no sample after the warm-up has the metric. With `window` > 1 the values judged are
-    /// the means of consecutive runs of `window` samples (a rate such as CPU is noisy per sample).
+    /// the `statistic` of consecutive runs of `window` samples.
     static func judge(
         _ name: String,
         samples: [SoakSample],
         warmup: Double,
         tolerance: Double,
         window: Int = 1,
+        statistic: SoakWindowStatistic = .mean,
         value: (SoakSample) -> Double?
     ) -> SoakMetricVerdict? {
-        let values = windowMeans(samples.filter { $0.elapsed >= warmup }.compactMap(value), window: window)
+        let values = windowed(
+            samples.filter { $0.elapsed >= warmup }.compactMap(value),
+            window: window,
+            statistic: statistic
+        )
         guard let reference = values.first, let last = values.last else { return nil }
         return SoakMetricVerdict(
             name: name,
@@ -122,9 +136,93 @@ struct SoakMetricVerdict: Sendable {
     /// Means of consecutive, non-overlapping runs of `window` values; a shorter last run counts
     /// only when it is the only one.
     static func windowMeans(_ values: [Double], window: Int) -> [Double] {
+        windowed(values, window: window, statistic: .mean)
+    }
+
+    /// The `statistic` of consecutive, non-overlapping runs of `window` values; a shorter last run
+    /// counts only when it is the only one.
+    static func windowed(_ values: [Double], window: Int, statistic: SoakWindowStatistic) -> [Double] {
         guard window > 1, values.count >= window else { return values }
         return stride(from: 0, through: values.count - window, by: window).map { start in
-            values[start..<(start + window)].reduce(0, +) / Double(window)
+            let run = values[start..<(start + window)]
+            switch statistic {
+            case .mean: return run.reduce(0, +) / Double(window)
+            case .median: return median(Array(run))
+            }
         }
+    }
+
+    /// The middle value; the mean of the two middle values of an even count.
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
+}
+
+/// The soak's metric rules, decided before a run (docs/reliability.md, "Soak"): which metrics are judged,
+/// on what, and which are only shown.
+enum SoakMetricRules {
+    /// Samples per window for a window of `seconds`, at one sample every `sampleEvery` seconds (at least 1).
+    static func window(seconds: Double, sampleEvery: Double) -> Int {
+        max(1, Int((seconds / sampleEvery).rounded()))
+    }
+
+    /// Memory on RSS less SQLite's heap when the heap was read (else RSS): per sample. Open fds and threads
+    /// on the medians of `countWindow` samples, CPU on the means of `cpuWindow` samples. `shown` are RSS
+    /// and SQLite's heap beside the memory judged, not judged themselves.
+    static func verdicts(
+        samples: [SoakSample],
+        warmup: Double,
+        tolerance: Double,
+        cpuWindow: Int,
+        countWindow: Int
+    ) -> (judged: [SoakMetricVerdict], shown: [SoakMetricVerdict]) {
+        func mebibytes(_ bytes: Int?) -> Double? { bytes.map { Double($0) / 1_048_576 } }
+        // Memory is judged on RSS less SQLite's heap when it was read: SQLite's page caches are bounded by
+        // cache_size but fill as the store grows (registrations, the ledger), in proportion to data.
+        let rss = SoakMetricVerdict.judge("RSS (MiB)", samples: samples, warmup: warmup, tolerance: tolerance) {
+            mebibytes($0.rssBytes)
+        }
+        let rssLessSQLite = SoakMetricVerdict.judge(
+            "RSS less SQLite heap (MiB)",
+            samples: samples,
+            warmup: warmup,
+            tolerance: tolerance
+        ) { mebibytes($0.rssLessSQLiteBytes) }
+        let sqliteHeap = SoakMetricVerdict.judge(
+            "SQLite heap (MiB)",
+            samples: samples,
+            warmup: warmup,
+            tolerance: tolerance
+        ) { mebibytes($0.sqliteHeapBytes) }
+        let counts = countWindow > 1 ? ", \(countWindow)-sample medians" : ""
+        let judged: [SoakMetricVerdict] = [
+            rssLessSQLite ?? rss,
+            .judge(
+                "open fds\(counts)",
+                samples: samples,
+                warmup: warmup,
+                tolerance: tolerance,
+                window: countWindow,
+                statistic: .median
+            ) { $0.fileDescriptors.map(Double.init) },
+            .judge(
+                "threads\(counts)",
+                samples: samples,
+                warmup: warmup,
+                tolerance: tolerance,
+                window: countWindow,
+                statistic: .median
+            ) { $0.threads.map(Double.init) },
+            .judge(
+                "CPU (% of a core, \(cpuWindow)-sample means)",
+                samples: samples,
+                warmup: warmup,
+                tolerance: tolerance,
+                window: cpuWindow
+            ) { $0.cpuShare.map { $0 * 100 } },
+        ].compactMap { $0 }
+        return (judged, rssLessSQLite == nil ? [] : [rss, sqliteHeap].compactMap { $0 })
     }
 }

@@ -69,44 +69,13 @@ struct SoakReport {
         )
 
         let warmup = command.warmupSeconds
-        let cpuWindow = max(1, Int((command.cpuWindowSeconds / command.sampleEvery).rounded()))
-        // Memory is judged on RSS less SQLite's heap when it was read: SQLite's page caches are bounded by
-        // cache_size but fill as the store grows (registrations, the ledger), in proportion to data. RSS and
-        // the heap are shown beside it, not judged.
-        let rss = SoakMetricVerdict.judge("RSS (MiB)", samples: samples, warmup: warmup, tolerance: command.tolerance) {
-            $0.rssBytes.map { Double($0) / 1_048_576 }
-        }
-        let rssLessSQLite = SoakMetricVerdict.judge(
-            "RSS less SQLite heap (MiB)",
+        let (verdicts, shown) = SoakMetricRules.verdicts(
             samples: samples,
             warmup: warmup,
-            tolerance: command.tolerance
-        ) { $0.rssLessSQLiteBytes.map { Double($0) / 1_048_576 } }
-        let sqliteHeap = SoakMetricVerdict.judge(
-            "SQLite heap (MiB)",
-            samples: samples,
-            warmup: warmup,
-            tolerance: command.tolerance
-        ) { $0.sqliteHeapBytes.map { Double($0) / 1_048_576 } }
-        let shown = rssLessSQLite == nil ? [] : [rss, sqliteHeap].compactMap { $0 }
-        let verdicts: [SoakMetricVerdict] = [
-            rssLessSQLite ?? rss,
-            .judge("open fds", samples: samples, warmup: warmup, tolerance: command.tolerance) {
-                $0.fileDescriptors.map(Double.init)
-            },
-            .judge("threads", samples: samples, warmup: warmup, tolerance: command.tolerance) {
-                $0.threads.map(Double.init)
-            },
-            .judge(
-                "CPU (% of a core, \(cpuWindow)-sample means)",
-                samples: samples,
-                warmup: warmup,
-                tolerance: command.tolerance,
-                window: cpuWindow
-            ) {
-                $0.cpuShare.map { $0 * 100 }
-            },
-        ].compactMap { $0 }
+            tolerance: command.tolerance,
+            cpuWindow: SoakMetricRules.window(seconds: command.cpuWindowSeconds, sampleEvery: command.sampleEvery),
+            countWindow: SoakMetricRules.window(seconds: command.countWindowSeconds, sampleEvery: command.sampleEvery)
+        )
         let first = samples.first
         report.line("")
         report.line(
@@ -120,8 +89,8 @@ struct SoakReport {
             let start: String
             switch verdict.name {
             case "RSS (MiB)": start = first?.rssBytes.map { String(format: "%.1f", Double($0) / 1_048_576) } ?? "?"
-            case "open fds": start = first?.fileDescriptors.map(String.init) ?? "?"
-            case "threads": start = first?.threads.map(String.init) ?? "?"
+            case let name where name.hasPrefix("open fds"): start = first?.fileDescriptors.map(String.init) ?? "?"
+            case let name where name.hasPrefix("threads"): start = first?.threads.map(String.init) ?? "?"
             case "SQLite heap (MiB)":
                 start = first?.sqliteHeapBytes.map { String(format: "%.1f", Double($0) / 1_048_576) } ?? "?"
             case "RSS less SQLite heap (MiB)":
@@ -135,7 +104,7 @@ struct SoakReport {
                     + "\(judged ? "" : " (shown, not judged)") |"
             )
         }
-        if rssLessSQLite != nil {
+        if !shown.isEmpty {
             report.line(
                 "memory is judged on RSS less SQLite's heap (sqlite3_status64 counters read from /proc/PID/mem): "
                     + "SQLite's page caches are bounded by cache_size but fill as the store grows"
