@@ -166,27 +166,33 @@ public final class SQLiteStore: PushStore {
         guard synchronous == .full else { return try await write(body) }
         try ensureRunning()
         let restore = restoreFullSynchronousSQL
+        let pool = self.pool
         let outcome: (result: Result<T, any Error>, restored: Result<Void, any Error>)
         do {
-            outcome = try await pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                let result = Result<T, any Error> {
-                    var value: T?
-                    try db.inTransaction(.immediate) {
-                        value = try body(db)
-                        return .commit
+            // In a task of its own: GRDB turns the caller's cancellation into a cancelled connection, whose
+            // next statement throws. Landing after the commit, it would fail the restore below and stop the
+            // store for good over a claim that succeeded (the dispatcher's loop is cancelled at shutdown).
+            outcome = try await Task {
+                try await pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                    let result = Result<T, any Error> {
+                        var value: T?
+                        try db.inTransaction(.immediate) {
+                            value = try body(db)
+                            return .commit
+                        }
+                        return value!
                     }
-                    return value!
-                }
-                let restored = Result<Void, any Error> {
-                    try db.execute(sql: restore)
-                    let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-                    guard level == 2 else {
-                        throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                    let restored = Result<Void, any Error> {
+                        try db.execute(sql: restore)
+                        let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                        guard level == 2 else {
+                            throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                        }
                     }
+                    return (result, restored)
                 }
-                return (result, restored)
-            }
+            }.value
         } catch let error as DatabaseError {
             throw StoreError.backend(Self.describe(error))
         }
