@@ -21,6 +21,11 @@ public final class SQLiteStore: PushStore {
         public var synchronous: Synchronous = .full
         /// Concurrent read connections (fan-out pages, lookups, reports).
         public var maximumReaderCount: Int = 4
+        /// Open all of them at the start (``openEveryReader(of:count:)``), as the gateway does, instead of as
+        /// reads first need them. Off by default: a test process holds many small stores at once, and
+        /// Foundation's `Process.run` (6.3.1) over-reads its `/proc/self/fd` listing once a process has
+        /// about a thousand descriptors (docs/reliability.md, sanitizer exception 2).
+        public var opensEveryReaderAtStart = false
         /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
         /// replace it to show that a failure there stops the store.
         package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
@@ -83,7 +88,9 @@ public final class SQLiteStore: PushStore {
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             }
             try SQLiteSchema.migrator(tokenKey: tokenKey).migrate(pool)
-            try Self.openEveryReader(of: pool, count: config.maximumReaderCount)
+            if configuration.opensEveryReaderAtStart {
+                try Self.openEveryReader(of: pool, count: config.maximumReaderCount)
+            }
         } catch let error as DatabaseError {
             throw StoreError.backend(
                 "cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")"
