@@ -52,6 +52,7 @@ final class ChunkDelivery {
     private var skippedPending: [Int64] = []
     private var batch = ProgressBatch()
     private var tally: OutcomeTally
+    /// When the lease was last taken or renewed: renewals are due from it.
     private var lastRecord: Date
     /// The progress record under way; records of one chunk are strictly one after another.
     private var recording:
@@ -80,7 +81,12 @@ final class ChunkDelivery {
         self.pageCursor = chunk.progress
         self.sentThrough = chunk.progress
         self.tally = dispatcher.metrics.tally()
-        self.lastRecord = dispatcher.clock.now()
+        // From when the lease was taken, not from now: a chunk that waited before its start (handed over
+        // by a submission, or after a failed start) has less of its lease left, and renews it sooner.
+        self.lastRecord = min(
+            dispatcher.clock.now(),
+            chunk.leaseExpiresAt.addingTimeInterval(-dispatcher.configuration.leaseDuration.seconds)
+        )
     }
 
     /// Every target has been handed to the client (none left to read or send).

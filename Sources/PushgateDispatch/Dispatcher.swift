@@ -70,17 +70,21 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Store failures at run time: counted, backed off, shown in readiness.
     let storeHealth: StoreHealth
     /// Wakes the loop: new work, an outcome of a chunk under way, a page read or a record finished.
-    private let wake = WakeSignal()
+    let wake = WakeSignal()
     /// Set when a request was added (here or by another instance): there may be chunks to claim.
-    private let workAdded = Atomic<Bool>(true)
+    let workAdded = Atomic<Bool>(true)
     /// Open while the loop has nothing under way: the next request submitted here may be stored and its
     /// first chunk claimed and paged in one store transaction (``DeliveryLedger/enqueue(_:claiming:chunkSize:pageLimit:)``),
     /// and handed to the loop through ``handedWork``. Taken by one submission at a time; the loop opens it
     /// again when it sees nothing under way.
-    private let handOffOpen = Atomic<Bool>(false)
+    let handOffOpen = Atomic<Bool>(false)
+    /// Submissions that may be claiming with their enqueue right now: while any is, the hand-off stays
+    /// closed and the loop does not claim (the submission's claim is the next claim), and a stop waits
+    /// for them before it releases this instance's leases.
+    let claimsInFlight = Atomic<Int>(0)
     /// Work claimed by a submission (still leased to us), for the loop to start.
-    private let handedWork = Mutex<[ClaimedWork]>([])
-    private let stopping = Atomic<Bool>(false)
+    let handedWork = Mutex<[ClaimedWork]>([])
+    let stopping = Atomic<Bool>(false)
     /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
     let retryBatchUnderWay = Atomic<Bool>(false)
     let retriesInFlightCount = Atomic<Int>(0)
@@ -134,56 +138,6 @@ public final class Dispatcher: Service, NotificationIntake {
     /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
     public var isStoreHealthy: Bool { storeHealth.isHealthy }
 
-    // MARK: Intake
-
-    /// Stores the request durably, then wakes the dispatch loop.
-    public func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
-        guard routes[request.app] != nil else {
-            throw StoreError(code: StoreError.Code("unknown_app"), message: "unknown app \"\(request.app)\"")
-        }
-        var claimed: ClaimedWork? = nil
-        let result: EnqueueResult
-        if !isStopping,
-            handOffOpen.compareExchange(expected: true, desired: false, ordering: .acquiringAndReleasing).exchanged
-        {
-            let lease = LeaseWindow(
-                owner: configuration.instanceID,
-                now: clock.now(),
-                duration: configuration.leaseDuration
-            )
-            (result, claimed) = try await store.enqueue(
-                request,
-                claiming: lease,
-                chunkSize: configuration.chunkSize,
-                pageLimit: configuration.pageSize
-            )
-        } else {
-            result = try await store.enqueue(request)
-        }
-        // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
-        // Prepared before the claimed work is handed over, so that its start finds it cached.
-        _ = try? prepare(request)
-        if let claimed { handedWork.withLock { $0.append(claimed) } }
-        metrics.requestAccepted(app: request.app, targets: result.targetCount)
-        workAdded.store(true, ordering: .releasing)
-        logger.debug(
-            "notification request queued",
-            metadata: [
-                "push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)",
-                "push.app": "\(request.app)",
-            ]
-        )
-        wake.signal()
-        return result
-    }
-
-    /// Wakes the dispatch loop when work was added elsewhere (another instance, through the store's
-    /// notifications), instead of waiting for its idle interval.
-    public func wakeUp() {
-        workAdded.store(true, ordering: .releasing)
-        wake.signal()
-    }
-
     // MARK: The loop
 
     public func run() async throws {
@@ -193,6 +147,11 @@ public final class Dispatcher: Service, NotificationIntake {
         } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
             self.wake.signal()
+        }
+        // A submission claiming with its enqueue commits a lease of ours: it must be released below.
+        stopping.store(true, ordering: .sequentiallyConsistent)
+        while claimsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
+            await wake.wait(timeout: .milliseconds(10))
         }
         // Whatever is unfinished is claimable at once by the next start (or another instance).
         _ = try? await store.releaseLeases(owner: configuration.instanceID, now: clock.now())
@@ -258,7 +217,11 @@ public final class Dispatcher: Service, NotificationIntake {
                 defer { handed.removeAll() }
                 return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
             }
-            handOffOpen.store(active.isEmpty && unstarted.isEmpty && !isStopping, ordering: .releasing)
+            let submissionsClaiming = claimsInFlight.load(ordering: .sequentiallyConsistent)
+            handOffOpen.store(
+                active.isEmpty && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
+                ordering: .sequentiallyConsistent
+            )
             let snapshot = DispatchLoop.Snapshot(
                 now: clock.now(),
                 stopRequested: isStopping,
@@ -285,6 +248,9 @@ public final class Dispatcher: Service, NotificationIntake {
                     continue
                 }
                 await start(claimed, active: &active, unstarted: &unstarted)
+            case .claimChunk where submissionsClaiming > 0:
+                // That submission's claim is the next one; it wakes the loop when it is done.
+                machine.claimed(.nothing)
             case .claimChunk:
                 let claim = await storeHealth.attempt(.claimChunk) {
                     try await store.claimChunk(
@@ -433,7 +399,7 @@ public final class Dispatcher: Service, NotificationIntake {
     /// intake too, so that the first chunk does not read back the request it was just given. The FCM
     /// message is derived only for an app with an FCM transport.
     @discardableResult
-    private func prepare(_ request: NotificationRequest) throws -> PreparedRequest? {
+    func prepare(_ request: NotificationRequest) throws -> PreparedRequest? {
         guard let route = routes[request.app] else { return nil }
         let content = try NotificationContent(
             topic: route.topic,

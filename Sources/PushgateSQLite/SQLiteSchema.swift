@@ -9,8 +9,10 @@ import PushgateCore
 /// Times are whole milliseconds since 1970. Enumerations are small integers (documented per column).
 ///
 /// ```
-/// device          id (rowid; fan-out order), app, token, state 0 valid / 1 invalid, registered_at,
-///                 last_registered_at, invalidated_at, invalid_reason        UNIQUE (app, token)
+/// device          id (rowid; fan-out order), app, token, token_key (v7), state 0 valid / 1 invalid,
+///                 registered_at, last_registered_at, invalidated_at, invalid_reason
+///                 index device_by_token_key (token_key); (app, token) unique, kept so by the writer (v7;
+///                 `UNIQUE (app, token)` before)
 /// device_group    id, app, name, created_at                                  UNIQUE (app, name)
 /// membership      (group_id, device_id) WITHOUT ROWID: fan-out range-scans it per group in device order;
 ///                 index (device_id, group_id) for lookups, removal and "is this token a member"
@@ -42,8 +44,9 @@ import PushgateCore
 /// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
 /// the lower-case hex of an APNs token, `fcm:` and the registration token of an FCM one (`:` is never
 /// hex). Files older than v5 hold only hex, so their devices read back as APNs devices with no data
-/// migration, and keys, indexes and orderings stay as they were. An app's FCM devices are the key range
-/// `['fcm:', 'fcm;')` of `UNIQUE (app, token)`.
+/// migration, and keys, indexes and orderings stay as they were. Before v7 an app's FCM devices were the
+/// key range `['fcm:', 'fcm;')` of `UNIQUE (app, token)`; from v7 they are the range `token_key < 0` of
+/// `device_by_token_key` (see `TokenKey`).
 enum SQLiteSchema {
     /// Version 6's table and triggers (see ``SQLiteStore/removedTargets(requestSeq:after:through:in:)``).
     /// A membership deleted while the device row exists, or a device deleted (its memberships go by
@@ -79,7 +82,9 @@ enum SQLiteSchema {
         """,
     ]
 
-    static var migrator: DatabaseMigrator {
+    /// `tokenKey` is the key function v7 fills `device.token_key` with: ``TokenKey/standard`` except in
+    /// tests that force collisions.
+    static func migrator(tokenKey: TokenKey = .standard) -> DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1: registry and ledger") { db in
             for statement in LedgerSchema.registryAndLedger(.sqlite) { try db.execute(sql: statement) }
@@ -101,6 +106,48 @@ enum SQLiteSchema {
             try db.execute(sql: "ALTER TABLE chunk ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0")
             for statement in removedTargets { try db.execute(sql: statement) }
         }
+        // SQLite cannot drop the index of a UNIQUE constraint, so the table is rebuilt (SQLite's
+        // "other kinds of table schema changes": GRDB runs the migration with foreign keys off and
+        // checks them before the commit, so `membership`'s references to device ids survive the drop).
+        // Ids are copied, so memberships, fan-out cursors and `request.device_bound` keep their meaning.
+        // v6's triggers go and come back with it: the one on `device` goes with the table, and the one on
+        // `membership` names `device`, which does not exist between the drop and the rename.
+        migrator.registerMigration("v7: devices indexed by an integer key of the token") { db in
+            db.add(function: tokenKey.sqlFunction)  // also when the migrator runs outside a store (tests)
+            for statement in deviceByTokenKey { try db.execute(sql: statement) }
+        }
         return migrator
     }
+
+    /// Version 7: `device` rebuilt with `token_key` and its index instead of `UNIQUE (app, token)`; v6's
+    /// triggers dropped before and created again after, unchanged.
+    static let deviceByTokenKey =
+        [
+            "DROP TRIGGER membership_removed_from_requests",
+            "DROP TRIGGER device_removed_from_requests",
+            """
+            CREATE TABLE device_v7 (
+                id INTEGER PRIMARY KEY,
+                app TEXT NOT NULL,
+                token TEXT NOT NULL,
+                token_key INTEGER NOT NULL,
+                state INTEGER NOT NULL DEFAULT 0,
+                registered_at INTEGER NOT NULL,
+                last_registered_at INTEGER NOT NULL,
+                invalidated_at INTEGER,
+                invalid_reason TEXT
+            )
+            """,
+            """
+            INSERT INTO device_v7 (id, app, token, token_key, state, registered_at, last_registered_at,
+                                   invalidated_at, invalid_reason)
+            SELECT id, app, token, \(TokenKey.sqlName)(app, token), state, registered_at, last_registered_at,
+                   invalidated_at, invalid_reason
+            FROM device ORDER BY id
+            """,
+            "DROP TABLE device",
+            "ALTER TABLE device_v7 RENAME TO device",
+            // Built once, after the copy: SQLite sorts the keys and packs the leaves.
+            "CREATE INDEX device_by_token_key ON device (token_key)",
+        ] + removedTargets.dropFirst()  // v6's two triggers (not its table, which stays)
 }

@@ -128,13 +128,14 @@ extension SQLiteStore {
             try db.cachedStatement(
                 sql: """
                     SELECT rt.position, rt.token, COALESCE(d.state, 0) FROM request_token rt
-                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    LEFT JOIN device d
+                      ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= ?)
                     ORDER BY rt.position LIMIT ?
                     """
             ),
-            arguments: [app, requestSeq, scan.after, scan.through, invalidatedSince, scan.limit]
+            arguments: [app, app, requestSeq, scan.after, scan.through, invalidatedSince, scan.limit]
         )
         return rows.map { (cursor: $0[0] as Int64, token: $0[1] as String, skipped: ($0[2] as Int64) != 0) }
     }
@@ -154,12 +155,13 @@ extension SQLiteStore {
             try db.cachedStatement(
                 sql: """
                     SELECT COUNT(*) FROM request_token rt
-                    LEFT JOIN device d ON d.app = ? AND d.token = rt.token
+                    LEFT JOIN device d
+                      ON d.token_key = \(TokenKey.sqlName)(?, rt.token) AND d.app = ? AND d.token = rt.token
                     WHERE rt.request_seq = ? AND rt.position > ? AND rt.position <= ? AND rt.covered = 0
                       AND (d.state IS NULL OR d.state = 0 OR d.invalidated_at >= ?)
                     """
             ),
-            arguments: [app, requestSeq, after, through, invalidatedSince]
+            arguments: [app, app, requestSeq, after, through, invalidatedSince]
         ) ?? 0
     }
 

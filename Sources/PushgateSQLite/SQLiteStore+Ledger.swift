@@ -184,11 +184,11 @@ extension SQLiteStore {
                 sql: "SELECT 1 FROM membership WHERE device_id = ? AND group_id IN ("
                     + groupIDs.map { String($0) }.joined(separator: ",") + ") LIMIT 1"
             )
-        let lookup = try db.cachedStatement(sql: "SELECT id, state FROM device WHERE app = ? AND token = ?")
+        let lookup = try db.cachedStatement(sql: "SELECT id, state FROM device WHERE \(deviceByToken)")
         for token in tokens {
             var isCovered = false
             var counts = true
-            if let row = try Row.fetchOne(lookup, arguments: [app, token.storageKey]) {
+            if let row = try Row.fetchOne(lookup, arguments: deviceByTokenArguments(app: app, token: token)) {
                 let deviceID: Int64 = row[0]
                 if let memberOfTargets, deviceID <= bound,
                     try Int64.fetchOne(memberOfTargets, arguments: [deviceID]) != nil

@@ -5,7 +5,8 @@ public import PushgateCore
 extension SQLiteStore {
     public func register(_ registration: Registration) async throws -> RegistrationResult {
         try Self.check(registration)
-        return try await write { db in try Self.register(registration, in: db) }
+        let tokenKey = tokenKey
+        return try await write { db in try Self.register(registration, keying: tokenKey, in: db) }
     }
 
     /// One transaction for the whole batch, with cached prepared statements and a per-batch cache of
@@ -22,25 +23,27 @@ extension SQLiteStore {
     public func register(batch: [Registration]) async throws -> [RegistrationResult] {
         for registration in batch { try Self.check(registration) }
         guard !batch.isEmpty else { return [] }
+        let tokenKey = tokenKey
         return try await writeUnsynced { db in
             try Self.tuneWriterForRegistrations(db)
-            return try Self.register(batch: batch, in: db)
+            return try Self.register(batch: batch, keying: tokenKey, in: db)
         }
     }
 
-    /// The writer's `cache_size` in KiB (negative: SQLite's unit for KiB): 32 MiB. The token index of
-    /// 5,000,000 devices has about 3,000 inner pages (12 MiB); SQLite's default, 2 MiB, re-reads them.
-    /// Its leaves (about 500 MiB) are not meant to fit: each new token reads one leaf and dirties it,
-    /// and a larger cache would mostly hold leaves no later registration comes back to (and count in
-    /// the gateway's RSS).
+    /// The writer's `cache_size` in KiB (negative: SQLite's unit for KiB): 32 MiB. SQLite's default,
+    /// 2 MiB, re-reads the inner pages of a registry of millions. The token key index of 5,000,000
+    /// devices (schema v7) is 81 MiB when packed (more once random inserts have split its leaves), so a
+    /// good part of its leaves stays cached beside the inner pages of the device table and memberships;
+    /// a larger cache would count in the gateway's RSS.
     static let registryCachePages = -32_768
     /// `wal_autocheckpoint` of the writer, in pages: 262,144 (1 GiB of WAL between checkpoints; the
     /// default is 1,000, 4 MiB). A commit writes every page it dirtied to the WAL however often that
     /// page was written before; a checkpoint writes each page once however many commits dirtied it.
-    /// Registrations dirty about one random token-index leaf each, so at 5,000,000 devices a batch of
-    /// 50,000 writes about 40,000 frames, and a checkpoint every 64 MiB (as before) copied nearly every
-    /// frame into the database again. Spaced by 1 GiB (about six such batches), the leaves those
-    /// batches share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000.
+    /// Registrations dirty about one random token-index leaf each (with the text index of schema v5: at
+    /// 5,000,000 devices a batch of 50,000 wrote about 40,000 frames; the key index of v7 has four
+    /// times fewer leaves, so batches share more of them), and a checkpoint every 64 MiB (as before)
+    /// copied nearly every frame into the database again. Spaced by 1 GiB, the leaves several batches
+    /// share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000 (v5).
     ///
     /// The price: the WAL file grows to about 1 GiB and keeps that size on disk (SQLite reuses it from
     /// the start after a checkpoint); opening the file after a crash reads the whole WAL (up to 1 GiB)
@@ -63,9 +66,9 @@ extension SQLiteStore {
                 sql: """
                     DELETE FROM membership
                     WHERE group_id = (SELECT id FROM device_group WHERE app = ? AND name = ?)
-                      AND device_id = (SELECT id FROM device WHERE app = ? AND token = ?)
+                      AND device_id = (SELECT id FROM device WHERE \(Self.deviceByToken))
                     """,
-                arguments: [app, group, app, token.storageKey]
+                arguments: [app, group] + Self.deviceByTokenArguments(app: app, token: token)
             )
             return db.changesCount > 0
         }
@@ -74,7 +77,10 @@ extension SQLiteStore {
     public func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
         try await write { db in
             // Memberships go by ON DELETE CASCADE.
-            try db.execute(sql: "DELETE FROM device WHERE app = ? AND token = ?", arguments: [app, token.storageKey])
+            try db.execute(
+                sql: "DELETE FROM device WHERE \(Self.deviceByToken)",
+                arguments: Self.deviceByTokenArguments(app: app, token: token)
+            )
             return db.changesCount > 0
         }
     }
@@ -86,9 +92,9 @@ extension SQLiteStore {
                     db,
                     sql: """
                         SELECT id, state, registered_at, last_registered_at, invalidated_at, invalid_reason
-                        FROM device WHERE app = ? AND token = ?
+                        FROM device WHERE \(Self.deviceByToken)
                         """,
-                    arguments: [app, token.storageKey]
+                    arguments: Self.deviceByTokenArguments(app: app, token: token)
                 )
             else { return nil }
             let deviceID: Int64 = row[0]
@@ -142,7 +148,7 @@ extension SQLiteStore {
     }
 
     /// For benchmarks only: adds `count` valid devices with random 32-byte tokens to `group`, in plain
-    /// SQL (tokens generated by SQLite, inserted in token order, one transaction, no fsync), then
+    /// SQL (tokens generated by SQLite, inserted in key order, one transaction, no fsync), then
     /// checkpoints the WAL away. Millions take seconds, where ``register(batch:)`` would take
     /// minutes. Returns the devices created.
     package func prefillForBenchmark(
@@ -168,15 +174,16 @@ extension SQLiteStore {
                     )
                     let groupID = try Self.groupID(app: app, name: group, in: db) ?? 0
                     let before = try Int64.fetchOne(db, sql: "SELECT ifnull(max(id), 0) FROM device") ?? 0
+                    // 256 random bits do not repeat: no lookup before each insert, unlike a registration.
                     try db.execute(
                         sql: """
-                            INSERT OR IGNORE INTO device (app, token, state, registered_at, last_registered_at)
-                            SELECT ?, token, 0, ?, ? FROM (
+                            INSERT INTO device (app, token, token_key, state, registered_at, last_registered_at)
+                            SELECT ?, token, \(TokenKey.sqlName)(?, token) AS key, 0, ?, ? FROM (
                                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
                                 SELECT lower(hex(randomblob(32))) AS token FROM n
-                            ) ORDER BY token
+                            ) ORDER BY key
                             """,
-                        arguments: [app, millis, millis, count]
+                        arguments: [app, app, millis, millis, count]
                     )
                     created = db.changesCount
                     try db.execute(
@@ -215,6 +222,16 @@ extension SQLiteStore {
 
     // MARK: - Shared by the registry and the ledger (inside a transaction)
 
+    /// Finds the device of an app and token (``deviceByTokenArguments(app:token:)``): the key index finds
+    /// the rows of the token's key, the row's app and token pick the one (see ``TokenKey``). The key is
+    /// computed by the connection's `pushgate_token_key`, which is the store's ``TokenKey``.
+    static let deviceByToken = "token_key = \(TokenKey.sqlName)(?, ?) AND app = ? AND token = ?"
+
+    static func deviceByTokenArguments(app: String, token: DeviceToken) -> StatementArguments {
+        let key = token.storageKey
+        return [app, key, app, key]
+    }
+
     static func invalidate(
         app: String,
         _ invalidation: DeviceInvalidation,
@@ -225,10 +242,8 @@ extension SQLiteStore {
     {
         guard
             let row = try Row.fetchOne(
-                try db.cachedStatement(
-                    sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?"
-                ),
-                arguments: [app, invalidation.token.storageKey]
+                try db.cachedStatement(sql: "SELECT id, state, last_registered_at FROM device WHERE \(deviceByToken)"),
+                arguments: deviceByTokenArguments(app: app, token: invalidation.token)
             )
         else { return .unknownDevice }
         if let refusal = invalidation.refusal(stateCode: row[1], lastRegisteredAt: row[2]) { return refusal }
@@ -251,22 +266,44 @@ extension SQLiteStore {
         guard !registration.group.isEmpty else { throw StoreError.invalidArgument("group name must not be empty") }
     }
 
-    private static func register(_ registration: Registration, in db: Database) throws -> RegistrationResult {
+    private static func register(
+        _ registration: Registration,
+        keying tokenKey: TokenKey,
+        in db: Database
+    ) throws
+        -> RegistrationResult
+    {
         var writer = try RegistrationWriter(db)
-        return try writer.register(registration, key: registration.token.storageKey)
+        let token = registration.token.storageKey
+        let key = tokenKey(app: registration.app, storageKey: token)
+        return try writer.register(registration, token: token, key: key, id: nil)
     }
 
-    /// Applied in storage-key order (stable: a token repeated in the batch keeps its order), so that
-    /// neighbouring tokens share the index pages just read; the results are in the batch's order.
-    private static func register(batch: [Registration], in db: Database) throws -> [RegistrationResult] {
+    /// Applied in key order (stable: a token repeated in the batch keeps its order), so that neighbouring
+    /// keys share the index pages just read; the results are in the batch's order.
+    ///
+    /// New devices still get ids in the batch's order (fan-out's order is arrival order, as for
+    /// registrations one at a time): the device at position i gets the highest id before the batch plus
+    /// i + 1. Positions that find a known device leave their id unused; ids are only an order.
+    private static func register(
+        batch: [Registration],
+        keying tokenKey: TokenKey,
+        in db: Database
+    ) throws
+        -> [RegistrationResult]
+    {
         var writer = try RegistrationWriter(db)
-        let keys = batch.map(\.token.storageKey)  // once per registration, not per comparison
+        let tokens = batch.map(\.token.storageKey)  // once per registration, not per comparison
+        let keys = batch.indices.map { tokenKey(app: batch[$0].app, storageKey: tokens[$0]) }
         let order = batch.indices.sorted { left, right in
-            let (a, b) = (keys[left], keys[right])
-            return a != b ? a.utf8.lexicographicallyPrecedes(b.utf8) : left < right  // SQLite's BINARY order
+            keys[left] != keys[right] ? keys[left] < keys[right] : left < right
         }
+        let base = try Int64.fetchOne(db, sql: "SELECT ifnull(max(id), 0) FROM device") ?? 0
         var results = [RegistrationResult](repeating: .created, count: batch.count)
-        for index in order { results[index] = try writer.register(batch[index], key: keys[index]) }
+        for index in order {
+            let id = base + Int64(index) + 1
+            results[index] = try writer.register(batch[index], token: tokens[index], key: keys[index], id: id)
+        }
         return results
     }
 }
@@ -274,8 +311,10 @@ extension SQLiteStore {
 /// Applies registrations inside one transaction with statements prepared once, and group ids looked up
 /// once per batch.
 ///
-/// A new device costs two statements (insert device, insert membership); a known one three or four
-/// (the insert that does nothing, a select, maybe an update, the membership).
+/// A new device costs three statements (select device, insert device, insert membership); a known one two
+/// or three (the select, maybe an update, the membership). The select before the insert is what keeps
+/// `(app, token)` unique (schema v7, ``TokenKey``): this writer is the only one, and its transaction is
+/// IMMEDIATE.
 private struct RegistrationWriter {
     private struct GroupKey: Hashable {
         var app: String
@@ -298,12 +337,12 @@ private struct RegistrationWriter {
         insertGroup = try db.cachedStatement(sql: "INSERT INTO device_group (app, name, created_at) VALUES (?, ?, ?)")
         insertDevice = try db.cachedStatement(
             sql: """
-                INSERT INTO device (app, token, state, registered_at, last_registered_at) VALUES (?, ?, 0, ?, ?)
-                ON CONFLICT (app, token) DO NOTHING
+                INSERT INTO device (id, app, token, token_key, state, registered_at, last_registered_at)
+                VALUES (?, ?, ?, ?, 0, ?, ?)
                 """
         )
         selectDevice = try db.cachedStatement(
-            sql: "SELECT id, state, last_registered_at FROM device WHERE app = ? AND token = ?"
+            sql: "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token = ?"
         )
         revalidateDevice = try db.cachedStatement(
             sql: """
@@ -318,21 +357,22 @@ private struct RegistrationWriter {
         )
     }
 
-    /// `key` is `registration.token.storageKey`, made once by the caller.
-    mutating func register(_ registration: Registration, key token: String) throws -> RegistrationResult {
+    /// `token` is `registration.token.storageKey` and `key` its ``TokenKey``, made once by the caller; `id`
+    /// the new device's id if it is new (nil: SQLite's next).
+    mutating func register(
+        _ registration: Registration,
+        token: String,
+        key: Int64,
+        id: Int64?
+    ) throws
+        -> RegistrationResult
+    {
         let at = Millis.from(registration.at)
         let groupID = try groupID(app: registration.app, name: registration.group, at: at)
 
         let deviceID: Int64
         var result: RegistrationResult
-        try insertDevice.execute(arguments: [registration.app, token, at, at])
-        if db.changesCount > 0 {
-            deviceID = db.lastInsertedRowID
-            result = .created
-        } else {
-            guard let row = try Row.fetchOne(selectDevice, arguments: [registration.app, token]) else {
-                throw StoreError.backend("device vanished during its registration")
-            }
+        if let row = try Row.fetchOne(selectDevice, arguments: [key, registration.app, token]) {
             deviceID = row[0]
             let lastRegistered: Int64 = row[2]
             if StoredForm.deviceState(row[1]) == .invalid {
@@ -342,6 +382,10 @@ private struct RegistrationWriter {
                 if at > lastRegistered { try touchDevice.execute(arguments: [at, deviceID]) }
                 result = .alreadyMember  // or joinedGroup, below
             }
+        } else {
+            try insertDevice.execute(arguments: [id, registration.app, token, key, at, at])
+            deviceID = db.lastInsertedRowID
+            result = .created
         }
         try insertMembership.execute(arguments: [groupID, deviceID])
         if result == .alreadyMember, db.changesCount > 0 { result = .joinedGroup }

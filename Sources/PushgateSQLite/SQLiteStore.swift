@@ -21,9 +21,17 @@ public final class SQLiteStore: PushStore {
         public var synchronous: Synchronous = .full
         /// Concurrent read connections (fan-out pages, lookups, reports).
         public var maximumReaderCount: Int = 4
+        /// Open all of them at the start (``openEveryReader(of:count:)``), as the gateway does, instead of as
+        /// reads first need them. Off by default: a test process holds many small stores at once, and
+        /// Foundation's `Process.run` (6.3.1) over-reads its `/proc/self/fd` listing once a process has
+        /// about a thousand descriptors (docs/reliability.md, sanitizer exception 2).
+        public var opensEveryReaderAtStart = false
         /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
         /// replace it to show that a failure there stops the store.
         package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
+        /// The function that makes `device.token_key`. Tests narrow it to force collisions; a file must
+        /// always be opened with the function that wrote it.
+        package var tokenKey: TokenKey = .standard
 
         public init() {}
     }
@@ -52,6 +60,7 @@ public final class SQLiteStore: PushStore {
     public let path: String
     let synchronous: Synchronous
     let restoreFullSynchronousSQL: String
+    let tokenKey: TokenKey
     /// Set once durability could not be restored: from then on every call fails with it.
     private let stopped = Mutex<StoreError?>(nil)
 
@@ -68,6 +77,8 @@ public final class SQLiteStore: PushStore {
         config.foreignKeysEnabled = true  // PRAGMA foreign_keys = ON on every connection
         config.busyMode = .timeout(configuration.busyTimeout.seconds)
         config.maximumReaderCount = max(1, configuration.maximumReaderCount)
+        let tokenKey = configuration.tokenKey
+        config.prepareDatabase { db in db.add(function: tokenKey.sqlFunction) }  // every connection
         let synchronous = configuration.synchronous.rawValue
         do {
             self.pool = try DatabasePool(path: path, configuration: config)  // journal_mode = WAL
@@ -76,8 +87,10 @@ public final class SQLiteStore: PushStore {
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
             }
-            try SQLiteSchema.migrator.migrate(pool)
-            try Self.openEveryReader(of: pool, count: config.maximumReaderCount)
+            try SQLiteSchema.migrator(tokenKey: tokenKey).migrate(pool)
+            if configuration.opensEveryReaderAtStart {
+                try Self.openEveryReader(of: pool, count: config.maximumReaderCount)
+            }
         } catch let error as DatabaseError {
             throw StoreError.backend(
                 "cannot open SQLite database at \(path): \(error.message ?? "\(error.resultCode)")"
@@ -87,6 +100,7 @@ public final class SQLiteStore: PushStore {
         self.logger = logger
         self.synchronous = configuration.synchronous
         self.restoreFullSynchronousSQL = configuration.restoreFullSynchronousSQL
+        self.tokenKey = tokenKey
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
     }
 
@@ -159,27 +173,33 @@ public final class SQLiteStore: PushStore {
         guard synchronous == .full else { return try await write(body) }
         try ensureRunning()
         let restore = restoreFullSynchronousSQL
+        let pool = self.pool
         let outcome: (result: Result<T, any Error>, restored: Result<Void, any Error>)
         do {
-            outcome = try await pool.writeWithoutTransaction { db in
-                try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                let result = Result<T, any Error> {
-                    var value: T?
-                    try db.inTransaction(.immediate) {
-                        value = try body(db)
-                        return .commit
+            // In a task of its own: GRDB turns the caller's cancellation into a cancelled connection, whose
+            // next statement throws. Landing after the commit, it would fail the restore below and stop the
+            // store for good over a claim that succeeded (the dispatcher's loop is cancelled at shutdown).
+            outcome = try await Task {
+                try await pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                    let result = Result<T, any Error> {
+                        var value: T?
+                        try db.inTransaction(.immediate) {
+                            value = try body(db)
+                            return .commit
+                        }
+                        return value!
                     }
-                    return value!
-                }
-                let restored = Result<Void, any Error> {
-                    try db.execute(sql: restore)
-                    let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
-                    guard level == 2 else {
-                        throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                    let restored = Result<Void, any Error> {
+                        try db.execute(sql: restore)
+                        let level = try Int.fetchOne(db, sql: "PRAGMA synchronous")
+                        guard level == 2 else {
+                            throw StoreError.backend("PRAGMA synchronous reads \(level ?? -1), not 2 (FULL)")
+                        }
                     }
+                    return (result, restored)
                 }
-                return (result, restored)
-            }
+            }.value
         } catch let error as DatabaseError {
             throw StoreError.backend(Self.describe(error))
         }

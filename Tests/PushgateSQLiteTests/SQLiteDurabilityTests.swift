@@ -1,7 +1,9 @@
 import Foundation
 import PushgateCore
-import PushgateSQLite
+import Synchronization
 import Testing
+
+@testable import PushgateSQLite
 
 /// A claim is written with `synchronous = NORMAL` and FULL is put back afterwards. If that fails, later
 /// commits would skip their fsync silently: the store must stop instead.
@@ -78,6 +80,34 @@ struct SQLiteDurabilityTests {
             )
             #expect(chunk != nil)
             #expect(try await store.report(try RequestID("r1"))?.state == .sending)
+        }
+    }
+}
+
+/// A claim's write without fsync is not interrupted by its caller's cancellation: landing after the commit,
+/// it would fail the restore of `synchronous = FULL` and stop the store over a claim that succeeded.
+@Suite("SQLite store: a cancelled caller of a write without fsync")
+struct SQLiteUnsyncedCancellationTests {
+    @Test("cancelled after the commit, before the restore: the store keeps running, fully synchronous")
+    func cancellationAfterTheCommitKeepsTheStore() async throws {
+        try await withTemporaryStore { store in
+            let caller = Mutex<Task<Int, any Error>?>(nil)
+            let task = Task {
+                try await store.writeUnsynced { db -> Int in
+                    try db.execute(sql: "CREATE TABLE probe (x INTEGER)")
+                    // The caller is cancelled while its write runs (the handle is set just after the task
+                    // starts; the wait is for that store, not for time).
+                    while caller.withLock({ $0 == nil }) { sched_yield() }
+                    caller.withLock { $0?.cancel() }
+                    return 1
+                }
+            }
+            caller.withLock { $0 = task }
+            #expect(try await task.value == 1)
+            _ = try await store.register(
+                Registration(token: try DeviceToken(hex: String(repeating: "ab", count: 32)), group: "g", at: Date())
+            )
+            #expect(try await store.pragmas().synchronous == 2)
         }
     }
 }

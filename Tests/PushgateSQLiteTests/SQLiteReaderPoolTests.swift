@@ -21,6 +21,7 @@ struct SQLiteReaderPoolTests {
     @Test func everyReaderIsOpenBeforeTheFirstReadAndNoneOpensLater() async throws {
         var configuration = SQLiteStore.Configuration()
         configuration.maximumReaderCount = 3
+        configuration.opensEveryReaderAtStart = true
         try await withTemporaryStore(configuration: configuration) { store in
             // The writer and the three readers, before anything was read.
             #expect(Self.descriptors(on: store.path) == 1 + 3)
@@ -34,6 +35,15 @@ struct SQLiteReaderPoolTests {
             #expect(Self.descriptors(on: store.path) == 1 + 3)
             try store.close()
             #expect(Self.descriptors(on: store.path) == 0)
+        }
+    }
+
+    @Test func byDefaultReadersOpenAsReadsNeedThem() async throws {
+        var configuration = SQLiteStore.Configuration()
+        configuration.maximumReaderCount = 3
+        try await withTemporaryStore(configuration: configuration) { store in
+            #expect(Self.descriptors(on: store.path) == 1, "the writer only")
+            try store.close()
         }
     }
 }
