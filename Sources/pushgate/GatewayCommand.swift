@@ -402,6 +402,8 @@ struct GatewayCommand: AsyncParsableCommand {
         for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
             posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
         }
+        // The daemon keeps nothing of whoever started it (a caller's socket would stay open for its life).
+        SpawnFileActions.closeInheritedDescriptors(&actions)
         let arguments = CommandLine.arguments
         var environment = ProcessInfo.processInfo.environment
         environment[detachedMarker] = "1"

@@ -258,8 +258,14 @@ struct ThrowawayCluster {
         let argv = ["/bin/bash", "-c", "/bin/bash \(quoted.joined(separator: " ")) > '\(outputPath)' 2>&1 < /dev/null"]
         let cArguments = argv.map { strdup($0) } + [nil]
         defer { for argument in cArguments { free(argument) } }
+        // The server this script leaves running must not hold any of our descriptors (see
+        // `SpawnFileActions`): it made a parallel test's daemon look alive long after it had exited.
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        SpawnFileActions.closeInheritedDescriptors(&actions)
         var pid: pid_t = 0
-        guard posix_spawn(&pid, "/bin/bash", nil, nil, cArguments, environ) == 0 else {
+        guard posix_spawn(&pid, "/bin/bash", &actions, nil, cArguments, environ) == 0 else {
             throw ExternalTools.ToolError("could not start \(script)")
         }
         var status: Int32 = 0
