@@ -26,7 +26,9 @@ package enum SpawnFileActions {
         defer { closedir(directory) }
         let own = dirfd(directory)
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+            }
             guard let descriptor = Int32(name), descriptor > 2, descriptor != own else { continue }
             posix_spawn_file_actions_addclose(&actions, descriptor)
         }
