@@ -18,36 +18,38 @@ extension SQLiteStore {
 
         // 1. Take over a chunk whose holder stopped renewing its lease.
         if let row = try Row.fetchOne(
-            db,
-            sql: """
-                SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
-                FROM chunk c JOIN request r ON r.seq = c.request_seq
-                WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
-                ORDER BY c.request_seq, c.id LIMIT 1
-                """,
+            db.cachedStatement(
+                sql: """
+                    SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
+                    ORDER BY c.request_seq, c.id LIMIT 1
+                    """
+            ),
             arguments: [nowMs]
         ) {
             let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
-            try db.execute(
-                sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?",
-                arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id]
-            )
+            try db.cachedStatement(
+                sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?"
+            ).execute(arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id])
             return try StoredForm.chunk(takenOver: taken, lease)
         }
 
         // 2. Cut the next chunk of the oldest request with uncut targets.
         while let row = try Row.fetchOne(
-            db,
-            sql: """
-                SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
-                WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
-                """
+            db.cachedStatement(
+                sql: """
+                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
+                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
+                    """
+            )
         ) {
             let seq: Int64 = row[0]
             let requestID = try StoredForm.requestID(row[1])
             let groupIDs = try Int64.fetchAll(
-                db,
-                sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id",
+                db.cachedStatement(
+                    sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id"
+                ),
                 arguments: [seq]
             )
             let stored: (Int64, Int64, Int64, Int64) = (row[2], row[3], row[4], row[5])
@@ -58,7 +60,9 @@ extension SQLiteStore {
             case .members(let scan):
                 guard let members = scan.cut(found: try Self.cutMembers(groupIDs: groupIDs, scan, in: db))
                 else {
-                    try db.execute(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?", arguments: [seq])
+                    try db.cachedStatement(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?").execute(arguments: [
+                        seq
+                    ])
                     try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
                     continue
                 }
@@ -72,17 +76,16 @@ extension SQLiteStore {
                     """,
                 arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
             )
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
                                        lease_expires_at, generation)
                     VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
-                    """,
-                arguments: [
-                    seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
-                    lease.owner.value, leaseUntil,
-                ]
-            )
+                    """
+            ).execute(arguments: [
+                seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
+                lease.owner.value, leaseUntil,
+            ])
             return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
         }
         return nil
@@ -105,11 +108,12 @@ extension SQLiteStore {
     private static func targetPage(_ scan: TargetScan, of chunk: WorkChunk, in db: Database) throws -> TargetPage {
         guard
             let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT c.request_seq, r.app, r.created_at FROM chunk c JOIN request r ON r.seq = c.request_seq
-                    WHERE c.id = ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.request_seq, r.app, r.created_at FROM chunk c JOIN request r ON r.seq = c.request_seq
+                        WHERE c.id = ?
+                        """
+                ),
                 arguments: [chunk.id]
             )
         else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }

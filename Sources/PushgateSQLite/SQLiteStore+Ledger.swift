@@ -114,36 +114,36 @@ extension SQLiteStore {
         -> EnqueueResult
     {
         let tokens = StoredForm.distinct(request.devices)
-        if try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [request.id.value]) != nil {
+        if try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT seq FROM request WHERE id = ?"),
+            arguments: [request.id.value]
+        ) != nil {
             throw StoreError.duplicateRequestID(request.id)
         }
         let created = Millis.from(request.createdAt)
         let done = plan.targetCount == 0
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                      device_bound, token_count, target_count, state, finished_at, cut_done)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-            arguments: [
-                request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
-                StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-                request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
-                (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
-            ]
-        )
+                """
+        ).execute(arguments: [
+            request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
+            StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
+            request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
+            (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
+        ])
         let seq = db.lastInsertedRowID
         for groupID in plan.groupIDs {
-            try db.execute(
-                sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)",
-                arguments: [seq, groupID]
-            )
+            try db.cachedStatement(
+                sql: "INSERT INTO request_group (request_seq, group_id) VALUES (?, ?)"
+            ).execute(arguments: [seq, groupID])
         }
         for (index, name) in plan.unknownGroups.enumerated() {
-            try db.execute(
-                sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)",
-                arguments: [seq, index + 1, name]
-            )
+            try db.cachedStatement(
+                sql: "INSERT INTO request_unknown_group (request_seq, position, name) VALUES (?, ?, ?)"
+            ).execute(arguments: [seq, index + 1, name])
         }
         let insertToken = try db.cachedStatement(
             sql: "INSERT INTO request_token (request_seq, position, token, covered) VALUES (?, ?, ?, ?)"
@@ -173,7 +173,7 @@ extension SQLiteStore {
         }
         let resolved = try TargetGroups.resolve(app: app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
         let groupIDs = resolved.ids
-        let bound = try Int64.fetchOne(db, sql: "SELECT COALESCE(MAX(id), 0) FROM device") ?? 0
+        let bound = try Int64.fetchOne(db.cachedStatement(sql: "SELECT COALESCE(MAX(id), 0) FROM device")) ?? 0
         var targetCount = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
         var covered = [Bool]()
         covered.reserveCapacity(tokens.count)
@@ -215,26 +215,29 @@ extension SQLiteStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm
-                        FROM request WHERE id = ?
-                        """,
+                    db.cachedStatement(
+                        sql: """
+                            SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm
+                            FROM request WHERE id = ?
+                            """
+                    ),
                     arguments: [id.value]
                 )
             else { return nil }
             let seq: Int64 = row[0]
             let groups = try String.fetchAll(
-                db,
-                sql: """
-                    SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
-                    WHERE rg.request_seq = ? ORDER BY g.name
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT g.name FROM request_group rg JOIN device_group g ON g.id = rg.group_id
+                        WHERE rg.request_seq = ? ORDER BY g.name
+                        """
+                ),
                 arguments: [seq]
             )
             let tokens = try String.fetchAll(
-                db,
-                sql: "SELECT token FROM request_token WHERE request_seq = ? ORDER BY position",
+                db.cachedStatement(
+                    sql: "SELECT token FROM request_token WHERE request_seq = ? ORDER BY position"
+                ),
                 arguments: [seq]
             )
             do throws(ValidationError) {
@@ -265,33 +268,39 @@ extension SQLiteStore {
         try await read { db in
             guard
                 let row = try Row.fetchOne(
-                    db,
-                    sql: """
-                        SELECT seq, app, state, target_count,
-                            accepted
-                                + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                            created_at, finished_at, last_apns_id,
-                            (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
-                        FROM request WHERE id = ?
-                        """,
+                    db.cachedStatement(
+                        sql: """
+                            SELECT seq, app, state, target_count,
+                                accepted
+                                    + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                                created_at, finished_at, last_apns_id,
+                                (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
+                            FROM request WHERE id = ?
+                            """
+                    ),
                     arguments: [id.value]
                 )
             else { return nil }
             let seq: Int64 = row[0]
             var failedByReason = [String: Int]()
             for reasonRow in try Row.fetchAll(
-                db,
-                sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?",
+                db.cachedStatement(
+                    sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?"
+                ),
                 arguments: [seq]
             ) {
                 failedByReason[reasonRow[0]] = reasonRow[1]
             }
             let pending =
-                try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?", arguments: [seq]) ?? 0
+                try Int.fetchOne(
+                    db.cachedStatement(sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?"),
+                    arguments: [seq]
+                ) ?? 0
             let finishedAt: Int64? = row[6]
             let unknownGroups = try String.fetchAll(
-                db,
-                sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position",
+                db.cachedStatement(
+                    sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position"
+                ),
                 arguments: [seq]
             )
             return DeliveryReport(
@@ -314,14 +323,19 @@ extension SQLiteStore {
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
         _ = try StoreError.positive(limit)
         return try await read { db in
-            guard let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM request WHERE id = ?", arguments: [id.value])
+            guard
+                let seq = try Int64.fetchOne(
+                    db.cachedStatement(sql: "SELECT seq FROM request WHERE id = ?"),
+                    arguments: [id.value]
+                )
             else { return [] }
             return try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT token, reason, status, failed_at FROM failure
-                    WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT token, reason, status, failed_at FROM failure
+                        WHERE request_seq = ? AND token > ? ORDER BY token LIMIT ?
+                        """
+                ),
                 arguments: [seq, after?.storageKey ?? "", limit]
             ).map { row in
                 FailureEntry(
@@ -340,22 +354,20 @@ extension SQLiteStore {
         let nowMs = Millis.from(now)
         return try await write { db in
             // A new generation, so that late progress from the released holder is refused.
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE chunk SET lease_expires_at = min(lease_expires_at, ?), generation = generation + 1
                     WHERE owner = ? AND state = \(ChunkCode.open.rawValue)
-                    """,
-                arguments: [nowMs, owner.value]
-            )
+                    """
+            ).execute(arguments: [nowMs, owner.value])
             let chunks = db.changesCount
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE retry SET owner = NULL, lease_expires_at = min(lease_expires_at, ?),
                         generation = generation + 1
                     WHERE owner = ?
-                    """,
-                arguments: [nowMs, owner.value]
-            )
+                    """
+            ).execute(arguments: [nowMs, owner.value])
             return chunks + db.changesCount
         }
     }
@@ -367,18 +379,22 @@ extension SQLiteStore {
 
     public func nextWakeUp(after now: Date) async throws -> Date? {
         try await read { db in
-            let retry = try Int64.fetchOne(db, sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
+            let retry = try Int64.fetchOne(
+                db.cachedStatement(sql: "SELECT MIN(max(next_attempt_at, lease_expires_at)) FROM retry")
+            )
             let lease = try Int64.fetchOne(
-                db,
-                sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)"
+                db.cachedStatement(
+                    sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)"
+                )
             )
             // Expiry happens once `now` is past the expiration: 1 ms after it.
             let expiry = try Int64.fetchOne(
-                db,
-                sql: """
-                    SELECT MIN(expiration) * 1000 + 1 FROM request
-                    WHERE state < \(Code.done.rawValue) AND expiration > 0
-                    """
+                db.cachedStatement(
+                    sql: """
+                        SELECT MIN(expiration) * 1000 + 1 FROM request
+                        WHERE state < \(Code.done.rawValue) AND expiration > 0
+                        """
+                )
             )
             return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
         }
@@ -467,31 +483,32 @@ extension SQLiteStore {
             let seq: Int64 = row[0]
             let app: String = row[2]
             // Pending retries: a failure row each.
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO failure (request_seq, token, reason, status, failed_at)
                     SELECT request_seq, token, ?, NULL, ? FROM retry WHERE request_seq = ?
                     ON CONFLICT (request_seq, token) DO NOTHING
-                    """,
-                arguments: [FailureEntry.expiredReason, nowMs, seq]
-            )
+                    """
+            ).execute(arguments: [FailureEntry.expiredReason, nowMs, seq])
             var expiredCount = db.changesCount
-            try db.execute(sql: "DELETE FROM retry WHERE request_seq = ?", arguments: [seq])
+            try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ?").execute(arguments: [seq])
 
             // Targets never sent: counted, without a row each. No page read them, so those invalidated
             // since the request was stored count here too (its target count includes them).
             let created: Int64 = row[8]
             let groupIDs = try Int64.fetchAll(
-                db,
-                sql: "SELECT group_id FROM request_group WHERE request_seq = ?",
+                db.cachedStatement(
+                    sql: "SELECT group_id FROM request_group WHERE request_seq = ?"
+                ),
                 arguments: [seq]
             )
             let openChunks = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT kind, progress, range_through FROM chunk
-                    WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT kind, progress, range_through FROM chunk
+                        WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
+                        """
+                ),
                 arguments: [seq]
             ).map { chunk in
                 (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64)
@@ -532,17 +549,15 @@ extension SQLiteStore {
                     )
             }
             try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     UPDATE chunk SET state = \(ChunkCode.done.rawValue), generation = generation + 1
                     WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
-                    """,
-                arguments: [seq]
-            )
-            try db.execute(
-                sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?",
-                arguments: [nowMs, seq]
-            )
+                    """
+            ).execute(arguments: [seq])
+            try db.cachedStatement(
+                sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?"
+            ).execute(arguments: [nowMs, seq])
             try forgetRemovedTargets(requestSeq: seq, in: db)
             expired.append(try StoredForm.requestID(row[1]))
         }

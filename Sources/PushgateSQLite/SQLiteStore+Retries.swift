@@ -9,13 +9,14 @@ extension SQLiteStore {
         return try await write { db in
             _ = try Self.expireOverdue(nowMs: lease.nowMillis, in: db)
             let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation
-                    FROM retry t JOIN request r ON r.seq = t.request_seq
-                    WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
-                    ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
-                    """,
+                db.cachedStatement(
+                    sql: """
+                        SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation
+                        FROM retry t JOIN request r ON r.seq = t.request_seq
+                        WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
+                        ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
+                        """
+                ),
                 arguments: [lease.nowMillis, lease.nowMillis, limit]
             )
             let take = try db.cachedStatement(
