@@ -28,7 +28,7 @@ struct CommandLineTests {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
-        pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
+        pipe.fileHandleForReading.readChunksInBackground({ output.append($0) }, onEnd: { output.end() })
         try process.run()
         return (process, output)
     }
@@ -119,7 +119,10 @@ struct CommandLineTests {
         let directory = try TemporaryDirectory()
         let (process, output) = try Self.start(["--http-port", "-1", "--fcm-host", "127.0.0.1:1"], in: directory)
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        try await eventually("the daemon exited", timeout: .seconds(60)) { !process.isRunning }
+        // Its last lines may still be in the pipe when it has exited: read to the end first.
+        try await eventually("the daemon exited and its output was read", timeout: .seconds(60)) {
+            !process.isRunning && output.isComplete
+        }
         #expect(process.terminationStatus != 0)
         #expect(output.text.contains("drop the --fcm-* flags"), "\(output.text)")
     }
@@ -129,7 +132,10 @@ struct CommandLineTests {
         let directory = try TemporaryDirectory()
         let (process, output) = try Self.start(["--http-port", "-1", "--lease", "5"], in: directory)
         defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
-        try await eventually("the daemon exited", timeout: .seconds(60)) { !process.isRunning }
+        // Its last lines may still be in the pipe when it has exited: read to the end first.
+        try await eventually("the daemon exited and its output was read", timeout: .seconds(60)) {
+            !process.isRunning && output.isComplete
+        }
         #expect(process.terminationStatus == 78)
         #expect(output.text.contains("lease"), "\(output.text)")
         #expect(output.text.contains("request timeout"), "\(output.text)")

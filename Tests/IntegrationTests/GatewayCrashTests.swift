@@ -223,10 +223,26 @@ final class OutputCollector: @unchecked Sendable {
     private let lock = NSLock()
     private var data = Data()
 
+    private var ended = false
+
     func append(_ chunk: Data) {
         lock.lock()
         data.append(chunk)
         lock.unlock()
+    }
+
+    /// The writer's end is closed and everything it wrote was read (see `readChunksInBackground`).
+    func end() {
+        lock.lock()
+        ended = true
+        lock.unlock()
+    }
+
+    /// True once `end()` was called: a process that exited may still have output in the pipe until then.
+    var isComplete: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return ended
     }
 
     var text: String {

@@ -32,9 +32,14 @@ extension FileHandle {
     /// Hands each chunk read to `receive` on a thread of its own until end of file (or a read error),
     /// with plain blocking reads. In place of `readabilityHandler`, whose dispatch source crashed a test
     /// process in libdispatch's event loop, and whose `availableData` traps on EINTR.
-    package func readChunksInBackground(_ receive: @escaping @Sendable (Data) -> Void) {
+    /// `onEnd` runs once the reads are over (end of file or an error): after it, nothing more arrives.
+    package func readChunksInBackground(
+        _ receive: @escaping @Sendable (Data) -> Void,
+        onEnd: @escaping @Sendable () -> Void = {}
+    ) {
         let thread = Thread { [self] in
             while let chunk = readAvailableRetryingInterrupts(), !chunk.isEmpty { receive(chunk) }
+            onEnd()
         }
         thread.start()
     }
