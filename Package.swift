@@ -462,7 +462,9 @@ let package = Package(
         .target(
             name: "FuzzEntryPoints",
             dependencies: [
-                "PushgateCore", "PushgateUDP", "PushgateHTTP", "APNsLegacy", "PushTransport", "APNsHTTP2",
+                "PushgateCore", "PushgateUDP", "PushgateHTTP", "PushgateSQLite", "APNsLegacy", "PushTransport",
+                "APNsHTTP2",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),

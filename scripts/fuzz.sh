@@ -3,7 +3,7 @@
 # target for SECONDS, growing its corpus in Tests/FuzzCorpus/TARGET/ and minimising it there afterwards.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   targets: json, http-body, legacy, http2-frames, hpack-answer (Sources/FuzzEntryPoints/FuzzTarget.swift)
+#   targets: json, http-body, http-path, legacy, http2-frames, hpack-answer (Sources/FuzzEntryPoints/FuzzTarget.swift)
 #
 # Crashes (broken invariants, traps, memory errors) are written to .build-fuzz/artifacts/TARGET/; copy each
 # into Tests/FuzzCorpus/TARGET/ as `crash-…` so that `swift test --filter FuzzCorpusReplayTests` keeps it as a

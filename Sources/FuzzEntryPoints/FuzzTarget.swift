@@ -9,6 +9,9 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
     case json
     /// `POST /v1/notifications` bodies with and without an app-scoped API key, and the bearer header.
     case httpBody = "http-body"
+    /// Request paths, methods and keys through the API's router and guards: nothing unauthorised or
+    /// non-canonical reaches a handler.
+    case httpPath = "http-path"
     /// The three legacy binary decoders (notifications, error responses, feedback tuples).
     case legacy
     /// `HTTP2FrameParser`.
@@ -21,6 +24,7 @@ package enum FuzzTarget: String, CaseIterable, Sendable {
         switch self {
         case .json: try JSONFuzz.run(input)
         case .httpBody: try HTTPBodyFuzz.run(input)
+        case .httpPath: try HTTPPathFuzz.run(input)
         case .legacy: try LegacyFuzz.run(input)
         case .http2Frames: try HTTP2FramesFuzz.run(input)
         case .hpackAnswer: try HPACKAnswerFuzz.run(input)

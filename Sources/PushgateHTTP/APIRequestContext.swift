@@ -1,4 +1,4 @@
-import Hummingbird
+package import Hummingbird
 
 /// A request context that carries the one app the request's API key is limited to.
 protocol AppScopedContext: RequestContext {
@@ -8,11 +8,11 @@ protocol AppScopedContext: RequestContext {
 }
 
 /// The request context of the API's routes.
-struct APIRequestContext: AppScopedContext {
-    var coreContext: CoreRequestContextStorage
-    var appScope: String?
+package struct APIRequestContext: AppScopedContext {
+    package var coreContext: CoreRequestContextStorage
+    package var appScope: String?
 
-    init(source: Source) {
+    package init(source: Source) {
         self.coreContext = .init(source: source)
     }
 }

@@ -18,20 +18,30 @@ extension ValidationError {
     }
 }
 
-/// Guards everything under `/v1` when API keys are configured: 401 without a known bearer key, 403
-/// when the key is limited to another app than the one the request acts on. `/healthz`, `/readyz`
-/// and the other top-level routes stay open (probes and scrapers carry no keys).
+/// Guards every route but the explicitly open ones (``RouteAccess/openWithoutKey``) when API keys are
+/// configured: 401 without a known bearer key, 403 when the key is limited to another app than the one the
+/// request acts on.
 ///
-/// The app a request acts on: the `{app}` of `/v1/apps/{app}/...`; the only app for the app-less
-/// routes; the stored request's app for `GET /v1/notifications/{id}` (an id that names no stored
-/// request acts on no app: it goes on to the route's 404). For `POST /v1/notifications` the app is in the
-/// body: the key's app goes to the route in the context (`AppScopedContext.appScope`), and the route
-/// refuses another app from its own strict parse of the body (`NotificationBody`), so there is one parse
-/// and one reading of `app`, and a body whose app cannot be told is refused by that parse.
+/// The decision is made on the route the router resolved, never on the raw path: Hummingbird runs a
+/// router's middleware after it has matched the request, with the matched template in
+/// `context.endpointPath` and its parameters in `context.parameters`, so the route checked is the route
+/// that runs, under any spelling of its path. (Non-canonical spellings are refused before, by
+/// `CanonicalPathMiddleware`, so that a proxy in front reads the path as the router does.) A request that
+/// matches no route (nil `endpointPath`) still needs a key, and then goes on to the router's 404 or 405.
+///
+/// The app a request acts on (``RouteAccess``): the route's `{app}`, read by the same function as the
+/// route's; the only app for the app-less routes; the stored request's app for `GET /v1/notifications/{id}`
+/// (an id that names no stored request acts on no app: it goes on to the route's 404). For `POST
+/// /v1/notifications` the app is in the body: the key's app goes to the route in the context
+/// (`AppScopedContext.appScope`), and the route refuses another app from its own strict parse of the body
+/// (`NotificationBody`), so there is one parse and one reading of `app`. A route this table does not know
+/// is refused to a key limited to one app (fail closed).
 struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
     let keyring: APIKeyring
     let apps: AppNames
     let store: any PushStore
+    /// ``RouteAccess`` by the router's template string (`APIHandlers.accessByEndpointPath`).
+    let access: [String: RouteAccess]
 
     func handle(
         _ request: Request,
@@ -40,8 +50,8 @@ struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
     )
         async throws -> Response
     {
-        let path = request.uri.path
-        guard path == "/v1" || path.hasPrefix("/v1/") else { return try await next(request, context) }
+        let route = context.endpointPath
+        if let route, RouteAccess.openWithoutKey.contains(route) { return try await next(request, context) }
         switch keyring.authenticate(authorization: request.headers[.authorization]) {
         case .missing:
             return Self.unauthorized("an API key is required: send Authorization: Bearer KEY")
@@ -50,16 +60,29 @@ struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
         case .allowed(app: nil):
             return try await next(request, context)
         case .allowed(app: let scope?):
-            if Self.appIsInBody(request) {
+            guard let route else { return try await next(request, context) }  // no route runs: 404 or 405
+            switch access[route] {
+            case .appInBody:
                 var context = context
                 context.appScope = scope
                 return try await next(request, context)
-            }
-            if let app = try await app(of: request), app != scope {
+            case .appInPath:
+                try Self.require(APIHandlers.pathParameter(context, "app"), scope: scope)
+            case .onlyApp:
+                try Self.require(apps.implicit, scope: scope)
+            case .appOfStoredRequest:
+                if let app = try await appOfStoredRequest(context) { try Self.require(app, scope: scope) }
+            case .open, nil:
+                // A route missing from the table, or marked open without being in the open list: only a key
+                // for every app may use it.
                 throw APIError(ValidationError.forbiddenApp(scope: scope))
             }
             return try await next(request, context)
         }
+    }
+
+    private static func require(_ app: String?, scope: String) throws(APIError) {
+        guard app == scope else { throw APIError(ValidationError.forbiddenApp(scope: scope)) }
     }
 
     private static func unauthorized(_ message: String) -> Response {
@@ -68,24 +91,32 @@ struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
         return response
     }
 
-    /// `POST /v1/notifications`: the route reads the app from the body.
-    private static func appIsInBody(_ request: Request) -> Bool {
-        request.method == .post && request.uri.path.split(separator: "/") == ["v1", "notifications"]
+    /// The app of the stored request the route's `{id}` names; nil when it names none.
+    private func appOfStoredRequest(_ context: Context) async throws -> String? {
+        guard let id = try? PushgateCore.RequestID(APIHandlers.pathParameter(context, "id"), field: "id"),
+            let stored = try await store.request(id)
+        else { return nil }
+        return stored.app
     }
+}
 
-    /// The app the request acts on, from its path (or the stored request it names); nil when it acts on no
-    /// app.
-    private func app(of request: Request) async throws -> String? {
-        let parts = request.uri.path.split(separator: "/", omittingEmptySubsequences: true)
-        if parts.count >= 3, parts[1] == "apps" {
-            return String(parts[2]).removingPercentEncoding ?? String(parts[2])
+extension APIError.Code {
+    static let nonCanonicalPath = APIError.Code("non_canonical_path")
+}
+
+/// Refuses (400 `non_canonical_path`) a request whose path is not in its one canonical spelling
+/// (``CanonicalPath``), before any route or key check runs, with or without API keys.
+struct CanonicalPathMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    )
+        async throws -> Response
+    {
+        if let problem = CanonicalPath.problem(of: request.uri.path) {
+            throw APIError(.badRequest, .nonCanonicalPath, field: "path", message: problem)
         }
-        if parts.count == 3, parts[1] == "notifications" {
-            guard let id = try? PushgateCore.RequestID(String(parts[2]), field: "id"),
-                let stored = try await store.request(id)
-            else { return nil }
-            return stored.app
-        }
-        return apps.implicit
+        return try await next(request, context)
     }
 }

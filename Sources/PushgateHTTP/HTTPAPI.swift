@@ -55,26 +55,7 @@ public struct HTTPAPI: Sendable {
 
     /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
     public func buildApplication() -> some ApplicationProtocol {
-        let router = Router(context: APIRequestContext.self)
-        // Outermost, so that it counts the status the client gets.
-        router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
-        router.add(
-            middleware: APIErrorMiddleware(
-                logger: logger,
-                routes: handlers.routeTable,
-                storeFailures: SharedFailureStorm(clock: handlers.clock)
-            )
-        )
-        if !configuration.apiKeys.isEmpty {
-            router.add(
-                middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(configuration.apiKeys),
-                    apps: handlers.apps,
-                    store: handlers.store
-                )
-            )
-        }
-        handlers.addRoutes(to: router)
+        let router = buildRouter()
         let logger = self.logger
         let onBound = self.onBound
         return Application(
@@ -90,6 +71,38 @@ public struct HTTPAPI: Sendable {
             },
             logger: logger
         )
+    }
+
+    /// The router with every route and its guards. `innermost` runs after the guards, right before a
+    /// route's handler (the fuzz target uses it to see what got past them).
+    package func buildRouter(
+        innermost: (any MiddlewareProtocol<Request, Response, APIRequestContext>)? = nil
+    ) -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
+        // Outermost, so that it counts the status the client gets.
+        router.add(middleware: HTTPMetricsMiddleware(metrics: requestMetrics))
+        router.add(
+            middleware: APIErrorMiddleware(
+                logger: logger,
+                routes: handlers.routeTable,
+                storeFailures: SharedFailureStorm(clock: handlers.clock)
+            )
+        )
+        router.add(middleware: CanonicalPathMiddleware())
+        if !configuration.apiKeys.isEmpty {
+            router.add(
+                middleware: APIKeyMiddleware(
+                    keyring: APIKeyring(configuration.apiKeys),
+                    apps: handlers.apps,
+                    store: handlers.store,
+                    access: handlers.accessByEndpointPath
+                )
+            )
+        }
+        if let innermost { router.add(middleware: innermost) }
+        // Hummingbird applies a router's middleware to the routes added after it: routes come last.
+        handlers.addRoutes(to: router)
+        return router
     }
 
     /// Builds the application and runs it until it stops (graceful shutdown, or cancellation).

@@ -44,22 +44,32 @@ struct APIHandlers: Sendable {
         }
     }
 
-    /// Every path the API serves, with its methods: `APIErrorMiddleware` answers 405 with `Allow` (not
-    /// the router's 404) for a known path asked with any other method, QUERY and made-up ones included.
-    var routeTable: RouteTable {
-        var paths: [(String, [HTTPRequest.Method])] = [
-            ("healthz", [.get]), ("readyz", [.get]), ("openapi.yaml", [.get]),
-            ("v1/notifications", [.post]), ("v1/notifications/{id}", [.get]),
+    /// Every route the API serves: its template, its methods and how it is guarded. `APIErrorMiddleware`
+    /// answers 405 with `Allow` (not the router's 404) for a known path asked with any other method, QUERY and
+    /// made-up ones included; `APIKeyMiddleware` reads each route's ``RouteAccess``.
+    var routes: [(template: String, methods: [HTTPRequest.Method], access: RouteAccess)] {
+        var routes: [(String, [HTTPRequest.Method], RouteAccess)] = [
+            ("healthz", [.get], .open), ("readyz", [.get], .open), ("openapi.yaml", [.get], .open),
+            ("v1/notifications", [.post], .appInBody), ("v1/notifications/{id}", [.get], .appOfStoredRequest),
         ]
-        if monitoring.metricsExposition != nil { paths.append(("metrics", [.get])) }
-        for prefix in ["v1/apps/{app}/"] + (apps.implicit == nil ? [] : ["v1/"]) {
-            paths += [
-                (prefix + "groups/{group}/devices/{token}", [.put, .delete]),
-                (prefix + "groups/{group}/devices", [.get]),
-                (prefix + "devices/{token}", [.get, .delete]),
+        if monitoring.metricsExposition != nil { routes.append(("metrics", [.get], .open)) }
+        for (prefix, access) in [("v1/apps/{app}/", RouteAccess.appInPath)]
+            + (apps.implicit == nil ? [] : [("v1/", .onlyApp)])
+        {
+            routes += [
+                (prefix + "groups/{group}/devices/{token}", [.put, .delete], access),
+                (prefix + "groups/{group}/devices", [.get], access),
+                (prefix + "devices/{token}", [.get, .delete], access),
             ]
         }
-        return RouteTable(paths)
+        return routes
+    }
+
+    var routeTable: RouteTable { RouteTable(routes.map { ($0.template, $0.methods) }) }
+
+    /// How each route is guarded, by the template the router reports for it (`context.endpointPath`).
+    var accessByEndpointPath: [String: RouteAccess] {
+        Dictionary(routes.map { (RouteAccess.endpointPath(of: $0.template), $0.access) }) { first, _ in first }
     }
 
     private func addRegistryRoutes<Context: RequestContext>(to group: RouterGroup<Context>, fixedApp: String?) {
@@ -264,8 +274,9 @@ struct APIHandlers: Sendable {
         (try app(context, fixedApp: fixedApp), try groupName(context), try token(request, context))
     }
 
-    /// A path segment, percent-decoded (the router matches on the raw path).
-    private static func pathParameter(_ context: some RequestContext, _ name: String) -> String {
+    /// A path segment, percent-decoded (the router matches on the raw path). The key check reads `{app}`
+    /// through this function too, so that it and the route act on one app.
+    static func pathParameter(_ context: some RequestContext, _ name: String) -> String {
         let raw = context.parameters.get(name) ?? ""
         return raw.removingPercentEncoding ?? raw
     }
