@@ -1,5 +1,6 @@
 public import APNsHTTP2
 import APNsLegacy
+import CoreMetrics
 public import FCMTransport
 import Foundation
 public import Logging
@@ -161,6 +162,12 @@ public struct Gateway: Sendable {
         // One registry per gateway (no global bootstrap): what GET /metrics serves.
         let registry = PrometheusCollectorRegistry()
         let metricsFactory = PrometheusMetricsFactory(registry: registry)
+        // Which build serves: constant 1, the version in the label (Prometheus' build_info convention).
+        CoreMetrics.Gauge(
+            label: "pushgate_build_info",
+            dimensions: [("version", BuildInfo.version)],
+            factory: metricsFactory
+        ).record(1)
         let httpPort = BoundPort()
         var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
@@ -214,6 +221,28 @@ public struct Gateway: Sendable {
             logger: Logger(label: "pushgate.dispatch"),
             metrics: DispatchMetrics(factory: metricsFactory)
         )
+        // "Ready" once every port is bound: the UDP ports, and the HTTP API's when it is on. Whoever waits for
+        // the daemon (a detached start's parent, systemd) must not hear "ready" before a port that can still
+        // fail to bind.
+        let ready = ReadinessLatch(waitsForHTTP: configuration.http != nil) { bound in
+            logger.info(
+                "pushgate ready",
+                metadata: [
+                    "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
+                    "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
+                    "http.port": "\(httpPort.value.map { "\($0)" } ?? "off")",
+                ]
+            )
+            await onReady(
+                Running(
+                    udp: bound,
+                    store: store,
+                    intake: dispatcher,
+                    metricsExposition: { registry.emitToBuffer() },
+                    httpPort: { httpPort.value }
+                )
+            )
+        }
         // Other instances' new work (NOTIFY) wakes this dispatcher instead of its idle polling.
         postgres?.onWorkAvailable { dispatcher.wakeUp() }
         // pushd's datagrams name no app; they mean the only one, whatever it is called.
@@ -227,24 +256,7 @@ public struct Gateway: Sendable {
             clock: clock,
             observer: UDPIngressMetrics(factory: metricsFactory),
             logger: Logger(label: "pushgate.udp"),
-            onBound: { bound in
-                logger.info(
-                    "pushgate ready",
-                    metadata: [
-                        "udp.registration": "\(bound.registration.map { "\($0)" }.joined(separator: ","))",
-                        "udp.notification": "\(bound.notification.map { "\($0)" }.joined(separator: ","))",
-                    ]
-                )
-                await onReady(
-                    Running(
-                        udp: bound,
-                        store: store,
-                        intake: dispatcher,
-                        metricsExposition: { registry.emitToBuffer() },
-                        httpPort: { httpPort.value }
-                    )
-                )
-            }
+            onBound: { bound in await ready.arrive(udp: bound) }
         )
         // Transports start first and stop last: the dispatcher drains into them.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
@@ -281,7 +293,10 @@ public struct Gateway: Sendable {
                         fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
                         dispatcherReady: { dispatcher.isStoreHealthy }
                     ),
-                    onBound: { port in httpPort.value = port }
+                    onBound: { port in
+                        httpPort.value = port
+                        await ready.arriveHTTP()
+                    }
                 )
             } catch {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
@@ -341,6 +356,41 @@ public struct Gateway: Sendable {
     /// 127.0.0.0/8, ::1 and `localhost`.
     static func isLoopback(_ host: String) -> Bool {
         GatewayConfiguration.isLoopback(host)
+    }
+}
+
+/// Calls its action once, when the UDP ports and (if it waits for it) the HTTP API's port are bound, in
+/// whichever order they come.
+private final class ReadinessLatch: Sendable {
+    private struct State {
+        var udp: UDPIngress.BoundAddresses?
+        var http: Bool
+        var fired = false
+    }
+    private let state: Mutex<State>
+    private let action: @Sendable (UDPIngress.BoundAddresses) async -> Void
+
+    init(waitsForHTTP: Bool, action: @escaping @Sendable (UDPIngress.BoundAddresses) async -> Void) {
+        state = Mutex(State(udp: nil, http: !waitsForHTTP))
+        self.action = action
+    }
+
+    func arrive(udp: UDPIngress.BoundAddresses) async {
+        await fireIfComplete { $0.udp = udp }
+    }
+
+    func arriveHTTP() async {
+        await fireIfComplete { $0.http = true }
+    }
+
+    private func fireIfComplete(_ change: (inout State) -> Void) async {
+        let bound: UDPIngress.BoundAddresses? = state.withLock { state in
+            change(&state)
+            guard !state.fired, state.http, let udp = state.udp else { return nil }
+            state.fired = true
+            return udp
+        }
+        if let bound { await action(bound) }
     }
 }
 

@@ -80,6 +80,15 @@ struct GatewayCommand: AsyncParsableCommand {
     @Option(name: .customShort("o"), help: "Log file path (used when detached).")
     var logFile = "pushgate.log"
 
+    @Flag(name: .long, help: "Print the version and exit.")
+    var version = false
+
+    @Option(
+        name: .customLong("pid-file"),
+        help: "Write the daemon's process id to this file at start-up; removed when it stops."
+    )
+    var pidFile: String?
+
     @Option(help: "The bundle id (apns-topic). Defaults to the certificate subject's UID.")
     var topic: String?
 
@@ -291,10 +300,17 @@ struct GatewayCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if !foreground && ProcessInfo.processInfo.environment[Self.detachedMarker] == nil {
-            try Self.detach()
+        if version {
+            print("pushgate \(BuildInfo.version)")
             return
         }
+        if !foreground && ProcessInfo.processInfo.environment[Self.detachedMarker] == nil {
+            let status = try Self.detach(logFile: logFile)
+            if status != 0 { throw ExitCode(status) }
+            return
+        }
+        // A detached child tells its parent how start-up went (`StartupReport`).
+        let report = foreground ? nil : StartupReport.Channel.inherited()
         MallocArenas.limitUnlessConfigured(environment: ProcessInfo.processInfo.environment)
         let loaded: Result<GatewayConfiguration, ConfigurationProblem>
         do {
@@ -305,7 +321,8 @@ struct GatewayCommand: AsyncParsableCommand {
         let level = (try? loaded.get()).flatMap { Logger.Level(rawValue: $0.logLevel) } ?? .info
         let file = foreground ? nil : LogFile(path: logFile)
         if !foreground && file == nil {
-            throw ExitCode(78)  // nobody would see a message: stdio is /dev/null once detached
+            report?.failed("-o \(logFile): cannot open the log file: \(String(cString: strerror(errno)))")
+            throw ExitCode(78)
         }
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler =
@@ -315,14 +332,23 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "pushgate")
         do {
+            let configuration: GatewayConfiguration
             switch loaded {
-            case .success(let configuration): try await runGateway(configuration, logger: logger)
+            case .success(let loaded): configuration = loaded
             case .failure(let problem): throw ConfigurationError(problem.description)
             }
+            let pid = try pidFile.map { try PIDFile(path: $0) }
+            defer { pid?.remove() }
+            try await runGateway(configuration, logger: logger) { report?.ready() }
         } catch let error as ConfigurationError {
             logger.critical("\(error)")
+            report?.failed("\(error)")
             FileHandle.standardError.write(Data("pushgate: \(error)\n".utf8))
             throw ExitCode(78)
+        } catch {
+            // Before it was ready, the parent hears why; after, this tells it nothing (the line was sent).
+            report?.failed("\(error)")
+            throw error
         }
     }
 
@@ -354,24 +380,32 @@ struct GatewayCommand: AsyncParsableCommand {
         return configuration
     }
 
-    private func runGateway(_ configuration: GatewayConfiguration, logger: Logger) async throws {
+    private func runGateway(
+        _ configuration: GatewayConfiguration,
+        logger: Logger,
+        onReady: @escaping @Sendable () -> Void
+    ) async throws {
         if simulator {
             try await Self.withSimulators(for: configuration, logger: logger) { simulated in
-                try await Self.serve(simulated, logger: logger)
+                try await Self.serve(simulated, logger: logger, onReady: onReady)
             }
         } else {
-            try await Self.serve(configuration, logger: logger)
+            try await Self.serve(configuration, logger: logger, onReady: onReady)
         }
     }
 
     /// Builds the gateway the way the end-to-end tests do (``Gateway/Configuration/init(_:environment:clock:)``)
     /// and runs it until a signal stops it.
-    private static func serve(_ configuration: GatewayConfiguration, logger: Logger) async throws {
+    private static func serve(
+        _ configuration: GatewayConfiguration,
+        logger: Logger,
+        onReady: @escaping @Sendable () -> Void
+    ) async throws {
         let gateway = Gateway(
             configuration: try checked { () throws(ConfigurationProblem) in try Gateway.Configuration(configuration) }
         )
         do {
-            try await gateway.run(logger: logger)
+            try await gateway.run(logger: logger) { _ in onReady() }
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
         }
@@ -386,9 +420,10 @@ struct GatewayCommand: AsyncParsableCommand {
     static let detachedMarker = "PUSHGATE_DETACHED"
 
     /// Starts this same program again in a new session with `PUSHGATE_DETACHED=1`, its standard streams
-    /// on /dev/null, and exits. Re-executing instead of `fork()` keeps us clear of forking a process
-    /// whose runtime already started threads.
-    static func detach() throws {
+    /// on /dev/null and a pipe to report on (``StartupReport``), waits until it is ready or has failed,
+    /// and answers the exit status to leave with (0: ready). Re-executing instead of `fork()` keeps us
+    /// clear of forking a process whose runtime already started threads.
+    static func detach(logFile: String) throws -> Int32 {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
@@ -396,17 +431,29 @@ struct GatewayCommand: AsyncParsableCommand {
         // module does not export the constant (it needs _GNU_SOURCE), hence the literal.
         let spawnSetSID: Int16 = 0x80
         posix_spawnattr_setflags(&attributes, spawnSetSID)
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0 else { throw ConfigurationError("cannot detach: pipe failed") }
+        _ = fcntl(pipeEnds[0], F_SETFD, FD_CLOEXEC)
+        // Above the descriptors the child gets, so that moving it to 3 is a real dup2 (which clears
+        // close-on-exec) and not a no-op.
+        let writeEnd = fcntl(pipeEnds[1], F_DUPFD_CLOEXEC, 10)
+        close(pipeEnds[1])
+        let readEnd = pipeEnds[0]
+        defer { close(readEnd) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] {
             posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == STDIN_FILENO ? O_RDONLY : O_WRONLY, 0)
         }
-        // The daemon keeps nothing of whoever started it (a caller's socket would stay open for its life).
-        SpawnFileActions.closeInheritedDescriptors(&actions)
+        let reportDescriptor: Int32 = 3
+        posix_spawn_file_actions_adddup2(&actions, writeEnd, reportDescriptor)
+        // The daemon keeps nothing else of whoever started it (a caller's socket would stay open for its life).
+        SpawnFileActions.closeInheritedDescriptors(&actions, from: reportDescriptor + 1)
         let arguments = CommandLine.arguments
         var environment = ProcessInfo.processInfo.environment
         environment[detachedMarker] = "1"
+        environment[StartupReport.descriptorVariable] = "\(reportDescriptor)"
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer {
@@ -415,7 +462,69 @@ struct GatewayCommand: AsyncParsableCommand {
         }
         var pid = pid_t()
         let status = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv, envp)
+        close(writeEnd)
         guard status == 0 else { throw ConfigurationError("cannot detach: posix_spawn failed (\(status))") }
+        switch StartupReport.await(readEnd: readEnd) {
+        case .ready:
+            return 0
+        case .failed(let message):
+            FileHandle.standardError.write(Data("pushgate: \(message)\n".utf8))
+            return exitStatus(of: pid) ?? 1
+        case .silent:
+            let code = exitStatus(of: pid) ?? 1
+            FileHandle.standardError.write(
+                Data("pushgate: the daemon exited (status \(code)) before it was ready; see \(logFile)\n".utf8)
+            )
+            return code == 0 ? 1 : code
+        case .timedOut:
+            FileHandle.standardError.write(
+                Data(
+                    "pushgate: the daemon (pid \(pid)) is not ready after \(StartupReport.parentPatience); it may still be starting; see \(logFile)\n"
+                        .utf8
+                )
+            )
+            return 1
+        }
+    }
+
+    /// The child's exit status once it has ended (128 + the signal if a signal ended it); nil if waiting
+    /// failed.
+    private static func exitStatus(of pid: pid_t) -> Int32? {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { return nil }
+        }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+}
+
+/// `--pid-file`: the daemon's process id, written (atomically) at start-up and removed when it stops.
+struct PIDFile {
+    let path: String
+
+    init(path: String) throws {
+        self.path = path
+        let temporary = path + ".\(getpid()).tmp"
+        do {
+            try Data("\(getpid())\n".utf8).write(to: URL(fileURLWithPath: temporary))
+            guard rename(temporary, path) == 0 else {
+                unlink(temporary)
+                throw ConfigurationError("--pid-file \(path): \(String(cString: strerror(errno)))")
+            }
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError("--pid-file \(path): cannot write it (\(error.localizedDescription))")
+        }
+    }
+
+    /// Removes the file if it still names this process (a newer daemon may have taken it over).
+    func remove() {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
+            Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) == getpid()
+        else { return }
+        unlink(path)
     }
 }
 

@@ -11,15 +11,16 @@ package enum SpawnFileActions {
         "posix_spawn_file_actions_addclosefrom_np"
     ).map { unsafeBitCast($0, to: AddCloseFrom.self) }
 
-    /// Adds actions that close every descriptor from 3 up in the child.
+    /// Adds actions that close every descriptor from `first` (3 unless the child is handed more) up in the
+    /// child.
     ///
     /// Why it matters: Foundation's `Process` learns that a child ended when the last copy of a socket
     /// the child holds is closed. A child spawned with `posix_spawn` at that moment from another thread
     /// inherits the socket; if it outlives the first (a database server started by `pg_ctl`, a detached
     /// daemon), the first child's end is never seen and `isRunning` stays true. A whole CI run failed on
     /// exactly that.
-    package static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t) {
-        if let addCloseFrom, addCloseFrom(&actions, 3) == 0 { return }
+    package static func closeInheritedDescriptors(_ actions: inout posix_spawn_file_actions_t, from first: Int32 = 3) {
+        if let addCloseFrom, addCloseFrom(&actions, first) == 0 { return }
         // Older glibc: close what is open now, one action each (a close of a descriptor that is gone
         // by the spawn is ignored by glibc).
         guard let directory = opendir("/proc/self/fd") else { return }
@@ -29,7 +30,7 @@ package enum SpawnFileActions {
             let name = withUnsafeBytes(of: entry.pointee.d_name) {
                 String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard let descriptor = Int32(name), descriptor > 2, descriptor != own else { continue }
+            guard let descriptor = Int32(name), descriptor >= first, descriptor != own else { continue }
             posix_spawn_file_actions_addclose(&actions, descriptor)
         }
     }
