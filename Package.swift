@@ -210,6 +210,11 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // TLS on the API: HummingbirdTLS's channel shape, with a context a reload can replace.
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -248,7 +253,7 @@ let package = Package(
         .target(
             name: "PushgateConfig",
             dependencies: [
-                "PushgateCore", "APNsHTTP2", "PushTransport",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "PushgateHTTP",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -129,6 +129,16 @@ public struct ConfigurationLoader: Sendable {
         configuration.udp.notificationPort = try values.int("udp.notificationPort") ?? defaults.udp.notificationPort
         configuration.http.port = try values.int("http.port") ?? defaults.http.port
         configuration.http.host = values.string("http.host")
+        configuration.http.tls = try readHTTPTLS(values)
+        if let ranges = try values.names("udp.allow") {
+            var allow: [CIDRRange] = []
+            for text in ranges {
+                do { allow.append(try CIDRRange(parsing: text)) } catch {
+                    throw values.problem("udp.allow", error.description)
+                }
+            }
+            configuration.udp.allow = allow
+        }
         configuration.store.path = values.string("store.path") ?? defaults.store.path
         configuration.store.url = values.string("store.url")
         configuration.instanceID = values.string("instanceId")
@@ -264,6 +274,22 @@ public struct ConfigurationLoader: Sendable {
         return fcm
     }
 
+    /// `http.tls.*`: nil when none is given; a client CA alone, or a certificate without its key, is a
+    /// problem.
+    static func readHTTPTLS(_ values: Values) throws(ConfigurationProblem) -> GatewayConfiguration.HTTP.TLS? {
+        let certificate = values.string("http.tls.certificate")
+        let key = values.string("http.tls.key")
+        let clientCA = values.string("http.tls.clientCA")
+        guard certificate != nil || key != nil || clientCA != nil else { return nil }
+        guard let certificate else {
+            throw values.problem("http.tls.certificate", "missing: TLS on the HTTP API needs the certificate (PEM)")
+        }
+        guard let key else {
+            throw values.problem("http.tls.key", "missing: TLS on the HTTP API needs the certificate's key (PEM)")
+        }
+        return .init(certificate: certificate, key: key, clientCA: clientCA)
+    }
+
     /// The keys below `app.NAME.fcm.`.
     public static let fcmKeys = ["serviceAccount", "host", "tokenUri", "ca", "pool.maxConnections", "pool.maxStreams"]
 
@@ -272,8 +298,9 @@ public struct ConfigurationLoader: Sendable {
     /// Every key, for checking generic `--key-path` arguments (a typo must not pass silently).
     public static func knownKeys(apps: [String], apiKeys: [String]) -> Set<String> {
         var keys: Set<String> = [
-            "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "http.port", "http.host",
-            "store.path", "store.url", "instanceId", "logLevel",
+            "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
+            "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
+            "instanceId", "logLevel",
         ]
         for app in apps {
             for key in appKeys { keys.insert("app.\(app).\(key)") }
@@ -292,17 +319,18 @@ public struct ConfigurationLoader: Sendable {
             "legacy.host", "legacy.feedbackHost", "legacy.feedbackInterval",
         ] + fcmKeys.map { "fcm.\($0)" }
 
-    /// `--app-news-pool-max-streams` for `app.news.pool.maxStreams` (swift-configuration's spelling).
+    /// `--app-news-pool-max-streams` for `app.news.pool.maxStreams` (swift-configuration's spelling: a
+    /// dash only where a lower-case letter meets an upper-case one, so `http.tls.clientCA` is
+    /// `--http-tls-client-ca`).
     static func flagSpelling(_ key: String) -> String {
         var result = "--"
         for (index, component) in key.split(separator: ".").enumerated() {
             if index > 0 { result += "-" }
+            var previous: Character? = nil
             for character in component {
-                if character.isUppercase {
-                    result += "-" + character.lowercased()
-                } else {
-                    result.append(character)
-                }
+                if character.isUppercase, previous?.isLowercase == true { result += "-" }
+                result += character.lowercased()
+                previous = character
             }
         }
         return result

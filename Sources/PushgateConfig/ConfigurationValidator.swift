@@ -24,6 +24,18 @@ extension GatewayConfiguration {
             throw fail("http.port", "\(http.port) is not a port number (0 to 65535; -1 turns the API off)")
         }
         if let host = http.host, host.isEmpty { throw fail("http.host", "must not be empty") }
+        if let tls = http.tls {
+            for (key, path) in [
+                ("http.tls.certificate", tls.certificate), ("http.tls.key", tls.key),
+                ("http.tls.clientCA", tls.clientCA ?? "-"),
+            ]
+            where path.isEmpty {
+                throw fail(key, "must not be empty")
+            }
+        }
+        if let allow = udp.allow, allow.isEmpty {
+            throw fail("udp.allow", "must name at least one CIDR range (leave it out for the default)")
+        }
         guard !store.path.isEmpty else { throw fail("store.path", "must not be empty") }
         if let url = store.url, !(url.hasPrefix("postgres://") || url.hasPrefix("postgresql://")) {
             throw fail("store.url", "must be a postgres:// URL")

@@ -34,7 +34,15 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// datagram: 64 MiB (128 MiB granted, forced when root) holds a 100,000-registration burst even
         /// while a debug build writes slowly.
         public var receiveBufferBytes: Int = 64 << 20
+        /// `udp.allow`: the senders the UDP ports accept, as CIDR ranges (IPv4 and IPv6). nil: loopback only
+        /// when `listen` is a loopback address, every sender otherwise (``effectiveAllow(listen:)``).
+        public var allow: [CIDRRange]? = nil
         public init() {}
+
+        /// The ranges the UDP ports accept; nil: every sender.
+        public func effectiveAllow(listen: String) -> [CIDRRange]? {
+            allow ?? (GatewayConfiguration.isLoopback(listen) ? CIDRRange.loopback : nil)
+        }
     }
 
     public struct HTTP: Sendable, Hashable {
@@ -43,7 +51,27 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// `http.host`. nil: `listen` when API keys exist, else 127.0.0.1 (without keys the API serves
         /// loopback only).
         public var host: String? = nil
+        /// `http.tls.*`: serve the API over TLS (nil: plain HTTP).
+        public var tls: TLS? = nil
         public init() {}
+
+        /// The API's certificate and key, and the CA its clients' certificates must chain to (mTLS). The
+        /// files are read at start-up and again on SIGHUP.
+        public struct TLS: Sendable, Hashable {
+            /// `http.tls.certificate`: the certificate chain (PEM), leaf first.
+            public var certificate: String
+            /// `http.tls.key`: its private key (unencrypted PEM).
+            public var key: String
+            /// `http.tls.clientCA`: CA certificates (PEM); when set, every client must present a
+            /// certificate that chains to one of them (the handshake fails without one).
+            public var clientCA: String? = nil
+
+            public init(certificate: String, key: String, clientCA: String? = nil) {
+                self.certificate = certificate
+                self.key = key
+                self.clientCA = clientCA
+            }
+        }
 
         /// Where the API binds, given whether API keys exist.
         public func effectiveHost(listen: String, hasKeys: Bool) -> String {

@@ -3,6 +3,7 @@ import Crypto
 public import Foundation
 public import PushTransport
 public import PushgateCore
+public import PushgateHTTP
 
 /// A configuration whose files were read and checked: credentials parsed, certificates in date, API
 /// keys hashed. What the gateway is built from.
@@ -13,6 +14,8 @@ public struct LoadedConfiguration: Sendable {
     /// PostgreSQL's password when it does not come with `store.url`
     /// (``GatewayConfiguration/loadStorePassword(environment:)``).
     public var storePassword: String? = nil
+    /// The HTTP API's TLS context, its files read and checked (nil: no `http.tls`, or no API).
+    public var httpTLS: ReloadableTLSContext? = nil
 }
 
 /// One app, ready to connect: its own client configuration (hence its own connections).
@@ -189,8 +192,22 @@ extension GatewayConfiguration {
             configuration: self,
             apps: loaded,
             apiKeys: try loadAPIKeys(),
-            storePassword: try loadStorePassword(environment: environment)
+            storePassword: try loadStorePassword(environment: environment),
+            httpTLS: try loadHTTPTLS(clock: clock)
         )
+    }
+
+    /// Reads `http.tls.*` when the API is on: certificate, key (which must belong to it) and client CA.
+    public func loadHTTPTLS(clock: any WallClock) throws(ConfigurationProblem) -> ReloadableTLSContext? {
+        guard let tls = http.tls, http.port >= 0 else { return nil }
+        do {
+            return try ReloadableTLSContext(
+                files: HTTPTLSFiles(certificate: tls.certificate, key: tls.key, clientCA: tls.clientCA),
+                clock: clock
+            )
+        } catch {
+            throw ConfigurationProblem(key: flagNames[error.key] ?? error.key, error.description)
+        }
     }
 
     /// The configured API keys as hashes: `sha256:` values as given, files read and hashed line by line.

@@ -35,6 +35,7 @@ extension Gateway.Configuration {
             notificationPort: configuration.udp.notificationPort
         )
         udp.receiveBufferBytes = configuration.udp.receiveBufferBytes
+        udp.allowedSenders = configuration.udp.effectiveAllow(listen: configuration.listen)
         self.init(
             databasePath: configuration.store.path,
             udp: udp,
@@ -57,6 +58,7 @@ extension Gateway.Configuration {
                 apps: loaded.apps.map(\.name)
             )
             http.apiKeys = loaded.apiKeys.map { APIKey(sha256: $0.sha256, app: $0.app) }
+            http.tls = loaded.httpTLS
             self.http = http
         }
         if let url = configuration.store.url {

@@ -60,6 +60,9 @@ public struct Gateway: Sendable {
         public var http: HTTPAPI.Configuration? = nil
         /// Stop on these signals (the daemon); tests stop by cancelling instead.
         public var shutdownSignals: [UnixSignal] = [.sigterm, .sigint]
+        /// Run the reload hook (``Running/reload``) on these signals: the HTTP API's certificate is read
+        /// again. Tests reload by calling it instead.
+        public var reloadSignals: [UnixSignal] = [.sighup]
         /// Where the registry and the ledger live: SQLite at `databasePath` unless set to PostgreSQL.
         public var store: StoreLocation {
             get { storeLocation ?? .sqlite(path: databasePath) }
@@ -110,6 +113,8 @@ public struct Gateway: Sendable {
         public var metricsExposition: @Sendable () -> [UInt8] = { [] }
         /// The HTTP API's bound port, once it listens (nil while it does not, or when it is off).
         public var httpPort: @Sendable () -> Int? = { nil }
+        /// What a reload signal (SIGHUP) runs: every registered reloader, once; returns when they are done.
+        public var reload: @Sendable () async -> Void = {}
     }
 
     public var configuration: Configuration
@@ -169,6 +174,7 @@ public struct Gateway: Sendable {
             factory: metricsFactory
         ).record(1)
         let httpPort = BoundPort()
+        let reloadHook = ReloadHook()
         var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
@@ -239,7 +245,8 @@ public struct Gateway: Sendable {
                     store: store,
                     intake: dispatcher,
                     metricsExposition: { registry.emitToBuffer() },
-                    httpPort: { httpPort.value }
+                    httpPort: { httpPort.value },
+                    reload: { await reloadHook.reload(logger: logger) }
                 )
             )
         }
@@ -274,6 +281,7 @@ public struct Gateway: Sendable {
                 )
             }
             http.apps = configuration.apps.map(\.name)
+            Self.prepareTLS(of: http, reloadHook: reloadHook, logger: logger)
             let api: HTTPAPI
             let apnsClients = apnsClients
             let fcmClients = fcmClients
@@ -338,6 +346,10 @@ public struct Gateway: Sendable {
                 "push.database": "\(storeDescription)", "push.instance": "\(configuration.dispatcher.instanceID)",
             ]
         )
+        if !configuration.reloadSignals.isEmpty {
+            // Started last, stopped first: a reload never runs while the services stop.
+            services.append(.init(service: reloadHook.service(signals: configuration.reloadSignals, logger: logger)))
+        }
         let group = ServiceGroup(
             configuration: .init(
                 services: services,

@@ -14,6 +14,9 @@ extension HTTPAPI {
         public var maximumBodyBytes: Int
         /// Bearer keys for everything under `/v1` (empty: no keys, and the API must stay on loopback).
         public var apiKeys: [APIKey] = []
+        /// Serve over TLS with this context (nil: plain HTTP). The gateway reloads it on SIGHUP; new
+        /// connections use whatever it holds when they are accepted.
+        public var tls: ReloadableTLSContext? = nil
 
         public static let defaultPort = 7880
         public static let defaultMaximumBodyBytes = 64 * 1024

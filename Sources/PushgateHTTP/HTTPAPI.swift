@@ -1,5 +1,6 @@
 public import Foundation
 public import Hummingbird
+import HummingbirdCore
 public import Logging
 public import PushgateCore
 
@@ -60,6 +61,7 @@ public struct HTTPAPI: Sendable {
         let onBound = self.onBound
         return Application(
             router: router,
+            server: serverBuilder(),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port),
                 serverName: "pushgate"
@@ -103,6 +105,14 @@ public struct HTTPAPI: Sendable {
         // Hummingbird applies a router's middleware to the routes added after it: routes come last.
         handlers.addRoutes(to: router)
         return router
+    }
+
+    /// HTTP/1.1, inside TLS when ``Configuration/tls`` is set.
+    private func serverBuilder() -> HTTPServerBuilder {
+        guard let tls = configuration.tls else { return .http1() }
+        return HTTPServerBuilder { responder in
+            ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: .init()), tls: tls)
+        }
     }
 
     /// Builds the application and runs it until it stops (graceful shutdown, or cancellation).

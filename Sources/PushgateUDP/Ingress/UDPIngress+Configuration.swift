@@ -38,6 +38,11 @@ extension UDPIngress {
         /// The delays between attempts to store a notification request after a transient store error
         /// (`StoreFailureKind`); it is retried until stored, with the sockets unread meanwhile.
         public var storeRetryBackoff = Backoff(base: .milliseconds(100), multiplier: 2, cap: .seconds(5))
+        /// `udp.allow`: the senders whose datagrams are read; a datagram from any other address is refused
+        /// before it is parsed (counted, and logged at most once a second). nil: every sender. The ports
+        /// are unauthenticated by design (pushd's interface), so this and the listen address are what
+        /// keep strangers out.
+        public var allowedSenders: [CIDRRange]? = nil
 
         public init(
             host: String = "localhost",
@@ -73,6 +78,7 @@ extension UDPIngress {
             try check(registrationBatchLimit > 0, "registrationBatchLimit", "must be positive")
             try check(pendingRegistrationLimit > 0, "pendingRegistrationLimit", "must be positive")
             try check(pendingNotificationLimit > 0, "pendingNotificationLimit", "must be positive")
+            try check(allowedSenders.map { !$0.isEmpty } ?? true, "allowedSenders", "must name at least one range")
         }
     }
 }

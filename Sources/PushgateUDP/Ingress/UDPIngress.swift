@@ -47,8 +47,9 @@ public final class UDPIngress: Service, Sendable {
     private let counters: UDPIngressCounters
     private let binding = BindingState()
     private let onBound: @Sendable (BoundAddresses) async -> Void
-    /// Store failures, one warning line per second and kind (`FailureStorm`).
-    private let storeFailures: SharedFailureStorm<String>
+    /// Warnings (refused and rejected datagrams, store failures): one line per second and kind
+    /// (`FailureStorm`), shared by every socket's handler and the writers.
+    private let warnings: SharedFailureStorm<String>
 
     /// - Parameters:
     ///   - registry: where registrations are written (``DeviceRegistry/register(batch:)``, ``DeviceRegistry/unassign(app:token:group:)``).
@@ -77,7 +78,7 @@ public final class UDPIngress: Service, Sendable {
         self.logger = logger
         self.counters = UDPIngressCounters(observer: observer)
         self.onBound = onBound
-        self.storeFailures = SharedFailureStorm(clock: clock)
+        self.warnings = SharedFailureStorm(clock: clock)
     }
 
     /// The counters so far: datagrams received, applied and rejected by reason, per port.
@@ -256,6 +257,8 @@ public final class UDPIngress: Service, Sendable {
             maximumDatagramBytes: configuration.maximumDatagramBytes,
             counters: counters,
             logger: logger,
+            allowedSenders: configuration.allowedSenders,
+            warnings: warnings,
             parse: { buffer, now throws(ValidationError) in try RegistrationDatagram.parse(buffer, receivedAt: now) },
             describe: { command in
                 [
@@ -277,6 +280,8 @@ public final class UDPIngress: Service, Sendable {
             maximumDatagramBytes: configuration.maximumDatagramBytes,
             counters: counters,
             logger: logger,
+            allowedSenders: configuration.allowedSenders,
+            warnings: warnings,
             parse: { buffer, now throws(ValidationError) in
                 try NotificationDatagram.parse(buffer, id: makeRequestID(now), receivedAt: now)
             },
@@ -470,9 +475,9 @@ public final class UDPIngress: Service, Sendable {
     /// A warning about a store failure, at most one line per second per `kind`, with the count since the
     /// last line (`udp.repeated`); the metadata is the failure that writes the line.
     private func logStoreFailure(_ message: Logger.Message, kind: String, metadata: Logger.Metadata) {
-        guard let count = storeFailures.record(kind) else { return }
+        guard let count = warnings.record(kind) else { return }
         var metadata = metadata
-        if count > 1 { metadata["udp.repeated"] = "\(count)" }
+        if count > 1 { metadata[UDPIngressMetadata.repeated] = "\(count)" }
         logger.warning(message, metadata: metadata)
     }
 }

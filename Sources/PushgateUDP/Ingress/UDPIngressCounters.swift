@@ -17,6 +17,9 @@ public enum UDPIngressRejection {
     public static let datagramTooLarge = "datagram_too_large"
     /// The store failed with an error that is not a `StoreError`.
     public static let storeFailure = "store_failure"
+    /// The sender's address is not in `udp.allow` (``UDPIngress/Configuration/allowedSenders``): counted
+    /// apart, as refused, and never parsed.
+    public static let senderNotAllowed = "sender_not_allowed"
 }
 
 /// Where the listener reports what happens to datagrams, for metrics. Called from event loops and the
@@ -26,6 +29,8 @@ public protocol UDPIngressObserver: Sendable {
     func datagramReceived(on port: UDPIngressPort, bytes: Int)
     func datagramsApplied(on port: UDPIngressPort, count: Int)
     func datagramRejected(on port: UDPIngressPort, reason: String)
+    /// A datagram from a sender outside ``UDPIngress/Configuration/allowedSenders``, dropped unparsed.
+    func datagramRefused(on port: UDPIngressPort)
     /// One registration transaction: how many registrations, and how long the store took.
     func registrationBatchWritten(count: Int, duration: Duration)
 }
@@ -34,6 +39,7 @@ extension UDPIngressObserver {
     public func datagramReceived(on port: UDPIngressPort, bytes: Int) {}
     public func datagramsApplied(on port: UDPIngressPort, count: Int) {}
     public func datagramRejected(on port: UDPIngressPort, reason: String) {}
+    public func datagramRefused(on port: UDPIngressPort) {}
     public func registrationBatchWritten(count: Int, duration: Duration) {}
 }
 
@@ -51,10 +57,12 @@ public struct UDPIngressStatistics: Hashable, Sendable {
         public var applied = 0
         /// Datagrams rejected, by reason code (`malformed_json`, `unknown_group`...).
         public var rejected: [String: Int] = [:]
+        /// Datagrams from senders outside `udp.allow`, dropped before they were parsed.
+        public var refused = 0
 
         public var rejectedTotal: Int { rejected.values.reduce(0, +) }
-        /// Read but neither applied nor rejected yet (queued or being written).
-        public var inFlight: Int { received - applied - rejectedTotal }
+        /// Read but neither applied, rejected nor refused yet (queued or being written).
+        public var inFlight: Int { received - applied - rejectedTotal - refused }
 
         public init() {}
     }
@@ -100,6 +108,11 @@ final class UDPIngressCounters: Sendable {
     func rejected(on port: UDPIngressPort, reason: String) {
         statistics.withLock { $0[port].rejected[reason, default: 0] += 1 }
         observer.datagramRejected(on: port, reason: reason)
+    }
+
+    func refused(on port: UDPIngressPort) {
+        statistics.withLock { $0[port].refused += 1 }
+        observer.datagramRefused(on: port)
     }
 
     func registrationBatchWritten(count: Int, duration: Duration) {

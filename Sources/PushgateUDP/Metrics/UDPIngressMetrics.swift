@@ -4,7 +4,7 @@ import Synchronization
 /// The UDP ingress's metrics through swift-metrics: datagrams received, applied and rejected by reason,
 /// per port, and the registration transactions. Plug it in as the listener's `UDPIngressObserver`.
 ///
-/// Received and applied counters exist from the start (one atomic add per datagram). Rejection
+/// Received, applied and refused counters exist from the start (one atomic add per datagram). Rejection
 /// counters are made on a reason's first rejection and kept; reasons are the bounded codes of
 /// `docs/udp.md`, and past ``maximumReasons`` distinct ones the rest count as `other`, whatever a
 /// future code path might pass.
@@ -14,6 +14,7 @@ public final class UDPIngressMetrics: UDPIngressObserver {
     private let factory: any MetricsFactory
     private let received: [UDPIngressPort: Counter]
     private let applied: [UDPIngressPort: Counter]
+    private let refused: [UDPIngressPort: Counter]
     private let rejected = Mutex<[String: Counter]>([:])
     private let registrationBatch: Timer
 
@@ -21,6 +22,7 @@ public final class UDPIngressMetrics: UDPIngressObserver {
         self.factory = factory
         var received: [UDPIngressPort: Counter] = [:]
         var applied: [UDPIngressPort: Counter] = [:]
+        var refused: [UDPIngressPort: Counter] = [:]
         for port in UDPIngressPort.allCases {
             received[port] = Counter(
                 label: "pushgate_udp_datagrams_received_total",
@@ -32,9 +34,15 @@ public final class UDPIngressMetrics: UDPIngressObserver {
                 dimensions: [("port", port.rawValue)],
                 factory: factory
             )
+            refused[port] = Counter(
+                label: "pushgate_udp_datagrams_refused_total",
+                dimensions: [("port", port.rawValue)],
+                factory: factory
+            )
         }
         self.received = received
         self.applied = applied
+        self.refused = refused
         self.registrationBatch = Timer(label: "pushgate_udp_registration_batch_seconds", factory: factory)
     }
 
@@ -60,6 +68,10 @@ public final class UDPIngressMetrics: UDPIngressObserver {
             return counter
         }
         counter.increment()
+    }
+
+    public func datagramRefused(on port: UDPIngressPort) {
+        refused[port]?.increment()
     }
 
     public func registrationBatchWritten(count: Int, duration: Duration) {

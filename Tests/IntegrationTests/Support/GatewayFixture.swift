@@ -116,6 +116,7 @@ struct GatewayFixture {
     ) async throws -> Result {
         var built = try Gateway.Configuration(configuration, environment: [:])
         built.shutdownSignals = []
+        built.reloadSignals = []
         built.dispatcher.idleInterval = .milliseconds(100)
         for index in built.apps.indices {
             built.apps[index].client.eventLoopThreads = 1

@@ -190,6 +190,10 @@ final class WaitingObserver: UDPIngressObserver {
         update { $0[port].rejected[reason, default: 0] += 1 }
     }
 
+    func datagramRefused(on port: UDPIngressPort) {
+        update { $0[port].refused += 1 }
+    }
+
     func registrationBatchWritten(count: Int, duration: Duration) {
         update {
             $0.registrationBatches += 1
