@@ -37,18 +37,27 @@ extension Dispatcher {
             if claiming { endClaim() }
             throw error
         }
-        // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
-        // Prepared before the claimed work is handed over, so that its start finds it cached.
-        _ = try? prepare(request)
-        if let claimed { handedWork.withLock { $0.append(claimed) } }
-        metrics.requestAccepted(app: request.app, targets: result.targetCount)
-        logger.debug(
-            "notification request queued",
-            metadata: [
-                "push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)",
-                "push.app": "\(request.app)",
-            ]
-        )
+        if result.isReplay {
+            // A retry of a stored request (same idempotency key and body): nothing new to send or count.
+            // The store claimed nothing with it; the loop claims whatever waits as usual.
+            logger.debug(
+                "notification request is a retry of a stored one",
+                metadata: ["push.request_id": "\(result.id)", "push.app": "\(request.app)"]
+            )
+        } else {
+            // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
+            // Prepared before the claimed work is handed over, so that its start finds it cached.
+            _ = try? prepare(request)
+            if let claimed { handedWork.withLock { $0.append(claimed) } }
+            metrics.requestAccepted(app: request.app, targets: result.targetCount)
+            logger.debug(
+                "notification request queued",
+                metadata: [
+                    "push.request_id": "\(result.id)", "push.targets": "\(result.targetCount)",
+                    "push.app": "\(request.app)",
+                ]
+            )
+        }
         if claiming {
             endClaim()
         } else {

@@ -31,6 +31,7 @@ package struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         static let invalidLimit = Code("invalid_limit")
         static let invalidCursor = Code("invalid_cursor")
         static let noTargets = Code("no_targets")
+        static let idempotencyKeyReused = Code("idempotency_key_reused")
         static let notFound = Code("not_found")
         static let methodNotAllowed = Code("method_not_allowed")
         static let storeUnavailable = Code("store_unavailable")

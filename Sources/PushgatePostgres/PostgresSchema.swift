@@ -23,6 +23,8 @@ import PushgateCore
 /// Version 5 adds `chunk.skipped`: targets the chunk's pages left out because they were invalidated or
 /// removed after the request was stored, recorded with the progress that covers them; the report sums them.
 /// And `request_removed` with its triggers (``removedTargets``), as in SQLite.
+/// Version 6 adds `request.idempotency_key` and `request.idempotency_fingerprint` with the partial unique
+/// index `request_by_idempotency_key (app, idempotency_key)`, as SQLite's v8 (`LedgerSchema.idempotencyKeys`).
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -61,6 +63,11 @@ enum PostgresSchema {
             version: 5,
             name: "skipped targets, invalidated or removed after the request was stored",
             statements: ["ALTER TABLE chunk ADD COLUMN skipped BIGINT NOT NULL DEFAULT 0"] + removedTargets
+        ),
+        Migration(
+            version: 6,
+            name: "idempotency keys of requests",
+            statements: LedgerSchema.idempotencyKeys(.postgres)
         ),
     ]
 

@@ -16,12 +16,20 @@ extension PostgresStore {
     /// One REPEATABLE READ transaction: the device bound, the target count and the direct tokens' coverage
     /// come from one snapshot, and the request is stored in the same transaction. Other instances are
     /// told by `NOTIFY` when it commits.
+    ///
+    /// A request with an idempotency key first looks the key up (``earlierRequest(answering:on:)``) in the
+    /// same snapshot. Two instances storing one key at once both find nothing and both insert; the
+    /// partial unique index makes the second insert wait for the first transaction, and once that one
+    /// commits, `ON CONFLICT DO NOTHING` under REPEATABLE READ fails the second with a serialization
+    /// failure (the row it conflicts with is not in its snapshot). ``transaction(isolation:_:)`` runs it
+    /// again, and its new snapshot finds the first request: it answers that one and stores nothing.
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
         return try await transaction(isolation: "REPEATABLE READ") { connection in
+            if let earlier = try await earlierRequest(answering: request, on: connection) { return earlier }
             if try await connection.first(
                 "SELECT seq FROM request WHERE id = \(request.id.value)",
                 as: Int64.self,
@@ -85,12 +93,14 @@ extension PostgresStore {
                 let seq = try await connection.first(
                     """
                     INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
-                                         device_bound, token_count, target_count, state, finished_at, cut_done)
+                                         device_bound, token_count, target_count, state, finished_at, cut_done,
+                                         idempotency_key, idempotency_fingerprint)
                     VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
                             \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
                             \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
-                            \(Int16(state)), \(done ? created : nil), \(done))
-                    ON CONFLICT (id) DO NOTHING
+                            \(Int16(state)), \(done ? created : nil), \(done),
+                            \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }))
+                    ON CONFLICT DO NOTHING
                     RETURNING seq
                     """,
                     as: Int64.self,
@@ -129,15 +139,63 @@ extension PostgresStore {
         }
     }
 
+    /// The answer to a request whose idempotency key names a request stored for the same app within
+    /// ``IdempotencyKey/window`` of it: that request's enqueue result (``EnqueueResult/isReplay``) when the
+    /// fingerprints match; ``StoreError/Code/idempotencyKeyReused`` when they differ. Nil when the request
+    /// is to be stored: it has no key, or its key is free. A key whose window is over is cleared from the
+    /// old row, so that the new request can take it (two instances doing that at once: the second one's
+    /// update fails as a serialization failure and runs again, finding the first one's request).
+    ///
+    /// One lookup in the partial unique index `request_by_idempotency_key`; a request without a key
+    /// costs nothing.
+    private func earlierRequest(
+        answering request: NotificationRequest,
+        on connection: PostgresConnection
+    ) async throws -> EnqueueResult? {
+        guard let idempotency = request.idempotency else { return nil }
+        guard
+            let (seq, id, targetCount, fingerprint, createdAt) = try await connection.first(
+                """
+                SELECT seq, id, target_count, idempotency_fingerprint, created_at
+                FROM request WHERE app = \(request.app) AND idempotency_key = \(idempotency.key.value)
+                """,
+                as: (Int64, String, Int64, Data?, Int64).self,
+                logger: logger
+            )
+        else { return nil }
+        guard IdempotencyKey.isWithinWindow(storedAt: Millis.date(createdAt), now: request.createdAt) else {
+            try await connection.run(
+                "UPDATE request SET idempotency_key = NULL, idempotency_fingerprint = NULL WHERE seq = \(seq)",
+                logger: logger
+            )
+            return nil
+        }
+        guard fingerprint.map(Array.init) == idempotency.fingerprint else {
+            throw StoreError.idempotencyKeyReused(app: request.app)
+        }
+        let unknownGroups = try await connection.all(
+            "SELECT name FROM request_unknown_group WHERE request_seq = \(seq) ORDER BY position",
+            as: String.self,
+            logger: logger
+        )
+        return EnqueueResult(
+            id: try StoredForm.requestID(id),
+            targetCount: Int(targetCount),
+            unknownGroups: unknownGroups,
+            isReplay: true
+        )
+    }
+
     public func request(_ id: RequestID) async throws -> NotificationRequest? {
         try await transaction(isolation: "REPEATABLE READ") { connection in
             guard
                 let row = try await connection.first(
                     """
-                    SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at, fcm
+                    SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at, fcm,
+                           idempotency_key, idempotency_fingerprint
                     FROM request WHERE id = \(id.value)
                     """,
-                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64, Data?).self,
+                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64, Data?, String?, Data?).self,
                     logger: logger
                 )
             else { return nil }
@@ -166,7 +224,10 @@ extension PostgresStore {
                     collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(row.6)),
                     fcm: try row.8.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
-                    createdAt: Millis.date(row.7)
+                    createdAt: Millis.date(row.7),
+                    idempotency: try row.9.map { key throws(ValidationError) in
+                        Idempotency(key: try IdempotencyKey(key), fingerprint: Array(row.10 ?? Data()))
+                    }
                 )
             } catch {
                 throw StoreError.backend("stored request \(id) is malformed: \(error)")

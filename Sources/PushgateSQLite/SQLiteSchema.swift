@@ -39,6 +39,9 @@ import PushgateCore
 /// request_removed (request_seq, device_id): targets of an unfinished request whose membership was deleted
 ///                 after it was stored (unassigned, or the device removed), written by triggers (v6), so that
 ///                 a page can count what it no longer sees; deleted when the request finishes
+/// request.idempotency_key, request.idempotency_fingerprint  the client's key and the SHA-256 of what it
+///                 sent (v8); NULL without one. Index request_by_idempotency_key (app, idempotency_key) UNIQUE
+///                 WHERE idempotency_key IS NOT NULL
 /// ```
 ///
 /// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
@@ -115,6 +118,9 @@ enum SQLiteSchema {
         migrator.registerMigration("v7: devices indexed by an integer key of the token") { db in
             db.add(function: tokenKey.sqlFunction)  // also when the migrator runs outside a store (tests)
             for statement in deviceByTokenKey { try db.execute(sql: statement) }
+        }
+        migrator.registerMigration("v8: idempotency keys of requests") { db in
+            for statement in LedgerSchema.idempotencyKeys(.sqlite) { try db.execute(sql: statement) }
         }
         return migrator
     }

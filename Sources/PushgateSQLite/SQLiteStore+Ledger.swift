@@ -9,8 +9,15 @@ extension SQLiteStore {
     // MARK: - Requests
 
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
-        let plan = try await planEnqueue(request)
-        return try await write { db in try Self.insert(request, plan, in: db) }
+        let plan: TargetPlan
+        switch try await planEnqueue(request) {
+        case .answered(let earlier): return earlier
+        case .store(let planned): plan = planned
+        }
+        return try await write { db in
+            if let earlier = try Self.earlierRequest(answering: request, in: db) { return earlier }
+            return try Self.insert(request, plan, in: db)
+        }
     }
 
     public func enqueue(
@@ -26,6 +33,8 @@ extension SQLiteStore {
         // transaction in all. A larger one is counted in a read snapshot first, as by `enqueue(_:)`, so
         // that counting a broadcast does not hold the write lock.
         let plannedInWriter = try await write { db -> (stored: EnqueueResult, claimed: ClaimedWork?)? in
+            // A retry claims nothing: the work it would claim is the loop's to claim as usual.
+            if let earlier = try Self.earlierRequest(answering: request, in: db) { return (earlier, nil) }
             guard
                 try Self.targetsAtMost(
                     Self.plannedInWriterLimit,
@@ -39,11 +48,16 @@ extension SQLiteStore {
             return try Self.insertAndClaim(request, plan, lease, chunkSize: chunkSize, pageLimit: pageLimit, in: db)
         }
         if let plannedInWriter { return plannedInWriter }
-        let plan = try await planEnqueue(request)
+        let plan: TargetPlan
+        switch try await planEnqueue(request) {
+        case .answered(let earlier): return (earlier, nil)
+        case .store(let planned): plan = planned
+        }
         // One transaction, committed with fsync as any enqueue: the chunk's lease is as durable as the
         // request (a crash leaves it to expire, or to this instance's release at its next start).
         return try await write { db in
-            try Self.insertAndClaim(request, plan, lease, chunkSize: chunkSize, pageLimit: pageLimit, in: db)
+            if let earlier = try Self.earlierRequest(answering: request, in: db) { return (earlier, nil) }
+            return try Self.insertAndClaim(request, plan, lease, chunkSize: chunkSize, pageLimit: pageLimit, in: db)
         }
     }
 
@@ -91,9 +105,77 @@ extension SQLiteStore {
     /// broadcast does not hold the write lock (registrations and outcomes go on meanwhile). Groups are
     /// never deleted, so the ids stay valid; devices created after the snapshot are beyond its bound and
     /// not targets.
-    private func planEnqueue(_ request: NotificationRequest) async throws -> TargetPlan {
+    ///
+    /// A retry (its idempotency key stored in the snapshot, within its window) is answered from the
+    /// snapshot without counting anything. The write transaction looks again, and that look decides: a
+    /// row within its window changes only by being stored, so what the snapshot found still holds then.
+    private func planEnqueue(_ request: NotificationRequest) async throws -> PlannedEnqueue {
         let (groups, tokens) = try Self.checkedTargets(request)
-        return try await read { db in try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db) }
+        return try await read { db in
+            if let earlier = try Self.earlierRequest(answering: request, releasingExpired: false, in: db) {
+                return .answered(earlier)
+            }
+            return .store(try Self.planTargets(app: request.app, groups: groups, tokens: tokens, in: db))
+        }
+    }
+
+    enum PlannedEnqueue: Sendable {
+        /// Store the request with these targets.
+        case store(TargetPlan)
+        /// Store nothing: the request is a retry of this one.
+        case answered(EnqueueResult)
+    }
+
+    /// The answer to a request whose idempotency key names a request stored for the same app within
+    /// ``IdempotencyKey/window`` of it: that request's enqueue result (``EnqueueResult/isReplay``) when the
+    /// fingerprints match; ``StoreError/Code/idempotencyKeyReused`` when they differ. Nil when the request
+    /// is to be stored: it has no key, or its key is free. A key whose window is over is cleared from the
+    /// old row (with `releasingExpired`, in a write transaction) so that the new request can take it.
+    ///
+    /// One lookup in the partial unique index `request_by_idempotency_key`, in the transaction that
+    /// stores the request: SQLite's one writer makes the look and the insert one step, so two requests
+    /// with one key store one request.
+    static func earlierRequest(
+        answering request: NotificationRequest,
+        releasingExpired: Bool = true,
+        in db: Database
+    ) throws -> EnqueueResult? {
+        guard let idempotency = request.idempotency else { return nil }
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT seq, id, target_count, idempotency_fingerprint, created_at
+                        FROM request WHERE app = ? AND idempotency_key = ?
+                        """
+                ),
+                arguments: [request.app, idempotency.key.value]
+            )
+        else { return nil }
+        let seq: Int64 = row[0]
+        guard IdempotencyKey.isWithinWindow(storedAt: Millis.date(row[4]), now: request.createdAt) else {
+            if releasingExpired {
+                try db.cachedStatement(
+                    sql: "UPDATE request SET idempotency_key = NULL, idempotency_fingerprint = NULL WHERE seq = ?"
+                ).execute(arguments: [seq])
+            }
+            return nil
+        }
+        let fingerprint: Data? = row[3]
+        guard fingerprint.map(Array.init) == idempotency.fingerprint else {
+            throw StoreError.idempotencyKeyReused(app: request.app)
+        }
+        let id: String = row[1]
+        let unknownGroups = try String.fetchAll(
+            db.cachedStatement(sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position"),
+            arguments: [seq]
+        )
+        return EnqueueResult(
+            id: try StoredForm.requestID(id),
+            targetCount: row[2],
+            unknownGroups: unknownGroups,
+            isReplay: true
+        )
     }
 
     /// The request's distinct groups and tokens; throws if it has no app or no target at all.
@@ -105,7 +187,9 @@ extension SQLiteStore {
         return (groups, tokens)
     }
 
-    /// Writes a planned request: its row, its groups (known and unknown) and its direct tokens.
+    /// Writes a planned request: its row (with its idempotency key, which the caller looked up in the
+    /// same transaction: ``earlierRequest(answering:releasingExpired:in:)``), its groups (known and
+    /// unknown) and its direct tokens.
     private static func insert(
         _ request: NotificationRequest,
         _ plan: TargetPlan,
@@ -125,14 +209,16 @@ extension SQLiteStore {
         try db.cachedStatement(
             sql: """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
-                                     device_bound, token_count, target_count, state, finished_at, cut_done)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     device_bound, token_count, target_count, state, finished_at, cut_done,
+                                     idempotency_key, idempotency_fingerprint)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
             StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
             request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
             (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
+            request.idempotency?.key.value, request.idempotency.map { Data($0.fingerprint) },
         ])
         let seq = db.lastInsertedRowID
         for groupID in plan.groupIDs {
@@ -217,7 +303,8 @@ extension SQLiteStore {
                 let row = try Row.fetchOne(
                     db.cachedStatement(
                         sql: """
-                            SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm
+                            SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm,
+                                   idempotency_key, idempotency_fingerprint
                             FROM request WHERE id = ?
                             """
                     ),
@@ -245,6 +332,8 @@ extension SQLiteStore {
                 let collapse: String? = row[5]
                 let payload: Data = row[6]
                 let fcm: Data? = row[8]
+                let key: String? = row[9]
+                let fingerprint: Data? = row[10]
                 return NotificationRequest(
                     id: id,
                     app: row[1],
@@ -256,7 +345,10 @@ extension SQLiteStore {
                     collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(payload)),
                     fcm: try fcm.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
-                    createdAt: Millis.date(row[7])
+                    createdAt: Millis.date(row[7]),
+                    idempotency: try key.map { value throws(ValidationError) in
+                        Idempotency(key: try IdempotencyKey(value), fingerprint: Array(fingerprint ?? Data()))
+                    }
                 )
             } catch {
                 throw StoreError.backend("stored request \(id) is malformed: \(error)")

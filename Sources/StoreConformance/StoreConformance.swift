@@ -15,7 +15,22 @@ public import PushgateCore
 public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
-        + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks
+        + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
+
+    static let idempotencyChecks: [StoreCheck] = [
+        StoreCheck(
+            "retryWithTheSameKeyAnswersTheStoredRequest",
+            IdempotencyChecks.retryWithTheSameKeyAnswersTheStoredRequest
+        ),
+        StoreCheck("theKeyWithAnotherBodyIsRefused", IdempotencyChecks.theKeyWithAnotherBodyIsRefused),
+        StoreCheck("idempotencyKeysArePerApp", IdempotencyChecks.keysArePerApp),
+        StoreCheck(
+            "theKeyAndFingerprintAreStoredWithTheRequest",
+            IdempotencyChecks.theKeyAndFingerprintAreStoredWithTheRequest
+        ),
+        StoreCheck("theKeyIsFreeAfterItsWindow", IdempotencyChecks.theKeyIsFreeAfterItsWindow),
+        StoreCheck("concurrentRequestsWithOneKeyStoreOne", IdempotencyChecks.concurrentRequestsWithOneKeyStoreOne),
+    ]
 
     static let claimOnEnqueueChecks: [StoreCheck] = [
         StoreCheck(

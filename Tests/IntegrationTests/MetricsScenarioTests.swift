@@ -198,9 +198,15 @@ struct HTTPTestClient: Sendable {
         var json: [String: Any] { (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] ?? [:] }
     }
 
-    func send(_ method: String, _ path: String, body: String? = nil) async throws -> Response {
+    func send(
+        _ method: String,
+        _ path: String,
+        body: String? = nil,
+        headers: [String: String] = [:]
+    ) async throws -> Response {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let body {
             request.httpBody = Data(body.utf8)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")

@@ -33,10 +33,11 @@ struct SQLiteMigrationTests {
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
         #expect(
-            applied.suffix(3) == [
+            applied.suffix(4) == [
                 "v5: FCM, the request's fcm override",
                 SQLiteTokenKeyTests.v6,
                 SQLiteTokenKeyTests.v7,
+                "v8: idempotency keys of requests",
             ],
             "the new migrations ran on open"
         )

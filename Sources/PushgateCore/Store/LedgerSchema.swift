@@ -45,6 +45,23 @@ package enum LedgerSchema {
         """
     }
 
+    /// Idempotency keys (SQLite v8, PostgreSQL version 6): a request's key and the SHA-256 fingerprint of
+    /// what the client sent under it, on the request row itself, so that the key is stored and goes with
+    /// the request in the enqueue's own transaction. Unique per app among rows that have one (a partial
+    /// index: requests without a key, all of UDP's, cost nothing); `idempotency_key = ?` implies the
+    /// index's `IS NOT NULL`, so both planners use it for the lookup. A key used again after its window
+    /// is cleared from the old row by the enqueue that takes it over.
+    package static func idempotencyKeys(_ d: Dialect) -> [String] {
+        [
+            "ALTER TABLE request ADD COLUMN idempotency_key TEXT",
+            "ALTER TABLE request ADD COLUMN idempotency_fingerprint \(d.bytes)",
+            """
+            CREATE UNIQUE INDEX request_by_idempotency_key ON request (app, idempotency_key)
+            WHERE idempotency_key IS NOT NULL
+            """,
+        ]
+    }
+
     /// Version 3: one live process per instance id.
     package static func instances(_ d: Dialect) -> String {
         "CREATE TABLE instance (id TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at \(d.integer) NOT NULL)"

@@ -91,6 +91,11 @@ public struct NotificationRequest: Hashable, Sendable {
     public var fcm: FCMOverride?
     /// When the request was accepted.
     public var createdAt: Date
+    /// The client's idempotency key and the fingerprint of what it sent (nil: none; the UDP ingress never
+    /// has one). A store that finds the key stored for the same app within ``IdempotencyKey/window``
+    /// stores nothing and answers the earlier request (``EnqueueResult/isReplay``) when the fingerprints
+    /// match, and refuses the request (``StoreError/Code/idempotencyKeyReused``) when they differ.
+    public var idempotency: Idempotency?
 
     public init(
         id: RequestID,
@@ -103,7 +108,8 @@ public struct NotificationRequest: Hashable, Sendable {
         collapseID: CollapseID? = nil,
         payload: Payload,
         fcm: FCMOverride? = nil,
-        createdAt: Date
+        createdAt: Date,
+        idempotency: Idempotency? = nil
     ) {
         self.id = id
         self.app = app
@@ -116,6 +122,7 @@ public struct NotificationRequest: Hashable, Sendable {
         self.payload = payload
         self.fcm = fcm
         self.createdAt = createdAt
+        self.idempotency = idempotency
     }
 
     /// The moment after which nothing more is sent and pending retries count as failed ("expired"):
@@ -135,10 +142,15 @@ public struct EnqueueResult: Hashable, Sendable {
     public var targetCount: Int
     /// The groups named that the app does not have (they target nothing), in the request's order.
     public var unknownGroups: [String]
+    /// True when nothing was stored because the request is a retry of one stored earlier (same app,
+    /// idempotency key and fingerprint, within ``IdempotencyKey/window``): `id`, `targetCount` and
+    /// `unknownGroups` are that request's, as its enqueue answered them.
+    public var isReplay: Bool
 
-    public init(id: RequestID, targetCount: Int, unknownGroups: [String] = []) {
+    public init(id: RequestID, targetCount: Int, unknownGroups: [String] = [], isReplay: Bool = false) {
         self.id = id
         self.targetCount = targetCount
         self.unknownGroups = unknownGroups
+        self.isReplay = isReplay
     }
 }

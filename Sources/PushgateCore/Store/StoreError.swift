@@ -17,6 +17,10 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let noTargets = Code("no_targets")
         /// A notification request reuses the id of a stored one.
         public static let duplicateRequestID = Code("duplicate_request_id")
+        /// A notification request carries the idempotency key of a request stored for the same app within
+        /// ``IdempotencyKey/window``, with another fingerprint: a different request under a key already
+        /// used. Nothing was stored.
+        public static let idempotencyKeyReused = Code("idempotency_key_reused")
         /// An argument breaks the operation's contract (negative limit, empty app or group name...).
         public static let invalidArgument = Code("invalid_argument")
         /// Another live process holds this instance id (see ``InstanceLeases``).
@@ -44,6 +48,15 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
 
     public static func duplicateRequestID(_ id: RequestID) -> StoreError {
         StoreError(code: .duplicateRequestID, message: "a notification request with id \(id) already exists")
+    }
+
+    /// The key is not quoted: it is the client's, and messages end up in logs.
+    public static func idempotencyKeyReused(app: String) -> StoreError {
+        StoreError(
+            code: .idempotencyKeyReused,
+            message:
+                "app \"\(app)\" has a different notification request under this idempotency key (keys name one request for 24 h)"
+        )
     }
 
     public static func invalidArgument(_ message: String) -> StoreError {

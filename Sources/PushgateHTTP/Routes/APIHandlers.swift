@@ -148,16 +148,22 @@ struct APIHandlers: Sendable {
     }
 
     /// `scope`: the one app the API key may act on (nil: any).
+    ///
+    /// With an `Idempotency-Key`, the store answers a retry (same app, key and body bytes within 24 h)
+    /// with the first request's id and target count and stores nothing, and refuses the key with
+    /// another body (409): see docs/http.md, "Idempotent requests".
     private func submit(_ request: Request, scope: String?) async throws -> Response {
+        let key = try Self.idempotencyKey(request)
         let bytes = try await body(of: request)
         let now = clock.now()
-        let notification = try NotificationBody.parse(
+        var notification = try NotificationBody.parse(
             bytes,
             apps: apps,
             scope: scope,
             id: requestIDs(now),
             receivedAt: now
         )
+        notification.idempotency = key.map { Idempotency(key: $0, requestBytes: bytes) }
         let result: EnqueueResult
         do {
             result = try await intake.submit(notification)
@@ -165,12 +171,42 @@ struct APIHandlers: Sendable {
             throw APIError(.badRequest, .unknownGroup, field: "groups", message: error.message)
         } catch let error as StoreError where error.code == .noTargets {
             throw APIError(.badRequest, .noTargets, field: "groups", message: error.message)
+        } catch let error as StoreError where error.code == .idempotencyKeyReused {
+            throw APIError(
+                .conflict,
+                .idempotencyKeyReused,
+                field: Self.idempotencyKeyHeader.rawName,
+                message: "this Idempotency-Key names another notification request of the app (sent in the last 24 h "
+                    + "with a different body): use a new key for a new request"
+            )
         }
         logger.info(
-            "notification request accepted",
+            result.isReplay
+                ? "notification request retried: answered with the request stored under its idempotency key"
+                : "notification request accepted",
             metadata: [PushLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"]
         )
         return JSONResponse.make(SubmitBody(id: result.id.value, targets: result.targetCount), status: .accepted)
+    }
+
+    /// (`HTTPField.Name`, through the one HTTPTypes type Hummingbird re-exports.)
+    static let idempotencyKeyHeader = HTTPFields.Element.Name("Idempotency-Key")!
+
+    /// The request's `Idempotency-Key` (nil without one), read before the body: a key given twice, or
+    /// that is not 1-255 printable ASCII characters, is 400 `invalid_idempotency_key` and nothing is stored.
+    private static func idempotencyKey(_ request: Request) throws(APIError) -> IdempotencyKey? {
+        let values = request.headers[values: idempotencyKeyHeader]
+        guard let value = values.first else { return nil }
+        let field = idempotencyKeyHeader.rawName
+        guard values.count == 1 else {
+            throw APIError(
+                .badRequest,
+                APIError.Code(ValidationError.Code.invalidIdempotencyKey.rawValue),
+                field: field,
+                message: "Idempotency-Key must be given once"
+            )
+        }
+        return try validated { () throws(ValidationError) in try IdempotencyKey(value, field: field) }
     }
 
     private func report(id raw: String) async throws -> Response {
