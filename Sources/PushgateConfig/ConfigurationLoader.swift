@@ -143,6 +143,7 @@ public struct ConfigurationLoader: Sendable {
         configuration.store.url = values.string("store.url")
         configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
+        configuration.logFormat = values.string("logFormat") ?? defaults.logFormat
 
         for name in keyNames {
             let prefix = "apiKey.\(name)"
@@ -300,7 +301,7 @@ public struct ConfigurationLoader: Sendable {
         var keys: Set<String> = [
             "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
-            "instanceId", "logLevel",
+            "instanceId", "logLevel", "logFormat",
         ]
         for app in apps {
             for key in appKeys { keys.insert("app.\(app).\(key)") }

@@ -53,6 +53,13 @@ extension GatewayConfiguration {
             throw fail("logLevel", "unknown level \"\(logLevel)\" (one of \(Self.logLevels.joined(separator: ", ")))")
         }
 
+        guard Self.logFormats.contains(logFormat) else {
+            throw fail(
+                "logFormat",
+                "unknown format \"\(logFormat)\" (one of \(Self.logFormats.joined(separator: ", ")))"
+            )
+        }
+
         guard !apps.isEmpty else { throw fail("apps", "at least one app is needed") }
         var appNames = Set<String>()
         for app in apps {
@@ -113,6 +120,7 @@ extension GatewayConfiguration {
     }
 
     public static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    public static let logFormats = ["text", "json"]
 
     /// App and API key names are keys in the configuration (`app.NAME.topic`, `APP_NAME_TOPIC`,
     /// `--app-name-topic`), so they stay within what all three spell the same way.

@@ -15,6 +15,8 @@ public struct GatewayConfiguration: Sendable, Hashable {
     public var instanceID: String? = nil
     /// `logLevel`: trace, debug, info, notice, warning, error, critical.
     public var logLevel: String = "info"
+    /// `logFormat`: `text` (one readable line an event) or `json` (one JSON object a line, same fields).
+    public var logFormat: String = "text"
     /// `apiKeys` (names) and `apiKey.NAME.*`.
     public var apiKeys: [APIKeyEntry] = []
     /// `apps` (names) and `app.NAME.*`, in the order listed.

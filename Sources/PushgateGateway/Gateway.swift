@@ -124,10 +124,12 @@ public struct Gateway: Sendable {
     }
 
     /// Runs until a shutdown signal (or cancellation): intake stops first, the dispatcher drains its
-    /// in-flight work and leaves the rest queued, the APNs connections close last.
+    /// in-flight work and leaves the rest queued, the APNs connections close last. `reloadHook` may carry
+    /// the caller's own reloaders (the command's log file); the gateway adds its own to it.
     public func run(
         logger: Logger,
         clock: any WallClock = SystemWallClock(),
+        reloadHook: ReloadHook = ReloadHook(),
         onReady: @escaping @Sendable (Running) async -> Void = { _ in }
     )
         async throws
@@ -174,7 +176,6 @@ public struct Gateway: Sendable {
             factory: metricsFactory
         ).record(1)
         let httpPort = BoundPort()
-        let reloadHook = ReloadHook()
         var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []

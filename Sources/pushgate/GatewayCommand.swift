@@ -319,18 +319,29 @@ struct GatewayCommand: AsyncParsableCommand {
             loaded = .failure(error)
         }
         let level = (try? loaded.get()).flatMap { Logger.Level(rawValue: $0.logLevel) } ?? .info
+        let format = (try? loaded.get()).flatMap { LogOutput.Format(rawValue: $0.logFormat) } ?? .text
         let file = foreground ? nil : LogFile(path: logFile)
         if !foreground && file == nil {
             report?.failed("-o \(logFile): cannot open the log file: \(String(cString: strerror(errno)))")
             throw ExitCode(78)
         }
-        LoggingSystem.bootstrap { label in
-            var handler: any LogHandler =
-                file.map { FileLogHandler(file: $0, label: label) } ?? StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        let output = LogOutput(format: format, level: level, file: file)
+        LoggingSystem.bootstrap { output.handler(label: $0) }
         let logger = Logger(label: "pushgate")
+        // SIGHUP reopens the log file (after logrotate moved it), beside the gateway's other reloads.
+        let reloadHook = ReloadHook()
+        if let file {
+            reloadHook.register("log file") { logger in
+                if let problem = file.reopen() {
+                    logger.error(
+                        "cannot reopen the log file; still writing to the old one",
+                        metadata: ["push.error": "\(problem)"]
+                    )
+                } else {
+                    logger.info("log file reopened", metadata: ["push.log_file": "\(file.path)"])
+                }
+            }
+        }
         do {
             let configuration: GatewayConfiguration
             switch loaded {
@@ -339,7 +350,7 @@ struct GatewayCommand: AsyncParsableCommand {
             }
             let pid = try pidFile.map { try PIDFile(path: $0) }
             defer { pid?.remove() }
-            try await runGateway(configuration, logger: logger) { report?.ready() }
+            try await runGateway(configuration, logger: logger, reloadHook: reloadHook) { report?.ready() }
         } catch let error as ConfigurationError {
             logger.critical("\(error)")
             report?.failed("\(error)")
@@ -383,14 +394,15 @@ struct GatewayCommand: AsyncParsableCommand {
     private func runGateway(
         _ configuration: GatewayConfiguration,
         logger: Logger,
+        reloadHook: ReloadHook,
         onReady: @escaping @Sendable () -> Void
     ) async throws {
         if simulator {
             try await Self.withSimulators(for: configuration, logger: logger) { simulated in
-                try await Self.serve(simulated, logger: logger, onReady: onReady)
+                try await Self.serve(simulated, logger: logger, reloadHook: reloadHook, onReady: onReady)
             }
         } else {
-            try await Self.serve(configuration, logger: logger, onReady: onReady)
+            try await Self.serve(configuration, logger: logger, reloadHook: reloadHook, onReady: onReady)
         }
     }
 
@@ -399,13 +411,14 @@ struct GatewayCommand: AsyncParsableCommand {
     private static func serve(
         _ configuration: GatewayConfiguration,
         logger: Logger,
+        reloadHook: ReloadHook,
         onReady: @escaping @Sendable () -> Void
     ) async throws {
         let gateway = Gateway(
             configuration: try checked { () throws(ConfigurationProblem) in try Gateway.Configuration(configuration) }
         )
         do {
-            try await gateway.run(logger: logger) { _ in onReady() }
+            try await gateway.run(logger: logger, reloadHook: reloadHook) { _ in onReady() }
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
         }
@@ -525,51 +538,5 @@ struct PIDFile {
             Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) == getpid()
         else { return }
         unlink(path)
-    }
-}
-
-/// The daemon's log file (`-o`), opened once with O_APPEND so that every logger's lines land whole
-/// and in order, whoever else appends to the file.
-final class LogFile: Sendable {
-    private let descriptor: Int32
-
-    init?(path: String) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { return nil }
-        descriptor = fd
-    }
-
-    func append(_ line: String) {
-        var bytes = Array(line.utf8)
-        _ = bytes.withUnsafeMutableBytes { write(descriptor, $0.baseAddress, $0.count) }
-    }
-
-    deinit { close(descriptor) }
-}
-
-/// Writes log lines to the daemon's log file: the log when detached.
-struct FileLogHandler: LogHandler {
-    private let file: LogFile
-    private let label: String
-    var logLevel: Logger.Level = .info
-    var metadata: Logger.Metadata = [:]
-
-    init(file: LogFile, label: String) {
-        self.file = file
-        self.label = label
-    }
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        var merged = metadata
-        if let extra = event.metadata { merged.merge(extra) { $1 } }
-        let rendered =
-            merged.isEmpty
-            ? "" : " " + merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        file.append("\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n")
     }
 }

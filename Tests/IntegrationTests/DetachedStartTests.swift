@@ -123,3 +123,37 @@ struct DetachedStartTests {
         #expect(String(decoding: data, as: UTF8.self).hasPrefix("pushgate 0."))
     }
 }
+
+/// SIGHUP reopens the log file: after logrotate moves it away, the daemon writes a new one.
+@Suite("pushgate log file: reopened on SIGHUP, JSON lines", .timeLimit(.minutes(3)))
+struct LogReopenTests {
+    @Test("moved away and SIGHUP: new lines go to a new file at the path; --log-format json lines all parse")
+    func reopenOnSIGHUP() async throws {
+        let directory = try TemporaryDirectory()
+        let log = directory.path("d.log")
+        let pidFile = directory.path("d.pid")
+        let finished = try await DetachedStartTests.start(
+            ["--simulator", "-o", log, "--http-port", "-1", "--pid-file", pidFile, "--log-format", "json"],
+            in: directory
+        )
+        #expect(finished.status == 0, "\(finished.standardError)")
+        let pid = try #require(
+            pid_t(try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .newlines))
+        )
+        defer { kill(pid, SIGKILL) }
+        try FileManager.default.moveItem(atPath: log, toPath: log + ".1")
+        kill(pid, SIGHUP)
+        try await eventually("the daemon writes a new log file", timeout: .seconds(60)) {
+            (try? String(contentsOfFile: log, encoding: .utf8))?.contains("log file reopened") ?? false
+        }
+        kill(pid, SIGTERM)
+        try await eventually("the daemon stopped", timeout: .seconds(60)) { !DetachedStartTests.isAlive(pid) }
+        let old = try String(contentsOfFile: log + ".1", encoding: .utf8)
+        let new = try String(contentsOfFile: log, encoding: .utf8)
+        #expect(old.contains("pushgate ready"))
+        #expect(new.contains("pushgate stopped"), "lines after the reopen go to the new file")
+        for line in (old + new).split(separator: "\n") {
+            #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) is [String: Any], "not JSON: \(line)")
+        }
+    }
+}

@@ -69,6 +69,7 @@ struct MetricsScenarioTests {
                 ) == 1
             )
             #expect(metrics.value(#"pushgate_notification_requests_total{app="default"}"#) == 1)
+            #expect(metrics.value(#"pushgate_build_info{version="\#(BuildInfo.version)"}"#) == 1)
             #expect(metrics.value(#"pushgate_notification_targets_total{app="default"}"#) == 4)
             #expect(metrics.value(#"pushgate_udp_datagrams_received_total{port="notification"}"#) == 1)
             #expect(metrics.value(#"pushgate_udp_datagrams_received_total{port="registration"}"#) == 1)
