@@ -144,6 +144,7 @@ public struct ConfigurationLoader: Sendable {
         configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
         configuration.logFormat = values.string("logFormat") ?? defaults.logFormat
+        configuration.shutdownTimeoutSeconds = try values.int("shutdown.timeout") ?? defaults.shutdownTimeoutSeconds
 
         for name in keyNames {
             let prefix = "apiKey.\(name)"
@@ -301,7 +302,7 @@ public struct ConfigurationLoader: Sendable {
         var keys: Set<String> = [
             "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
-            "instanceId", "logLevel", "logFormat",
+            "instanceId", "logLevel", "logFormat", "shutdown.timeout",
         ]
         for app in apps {
             for key in appKeys { keys.insert("app.\(app).\(key)") }

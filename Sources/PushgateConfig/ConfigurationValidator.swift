@@ -53,6 +53,7 @@ extension GatewayConfiguration {
             throw fail("logLevel", "unknown level \"\(logLevel)\" (one of \(Self.logLevels.joined(separator: ", ")))")
         }
 
+        guard shutdownTimeoutSeconds >= 1 else { throw fail("shutdown.timeout", "at least 1 second") }
         guard Self.logFormats.contains(logFormat) else {
             throw fail(
                 "logFormat",

@@ -17,6 +17,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
     public var logLevel: String = "info"
     /// `logFormat`: `text` (one readable line an event) or `json` (one JSON object a line, same fields).
     public var logFormat: String = "text"
+    /// `shutdown.timeout` (seconds): how long a stop (SIGTERM) may wait for what is under way (a store
+    /// that is out, answers in flight) before the rest is cancelled.
+    public var shutdownTimeoutSeconds: Int = 30
     /// `apiKeys` (names) and `apiKey.NAME.*`.
     public var apiKeys: [APIKeyEntry] = []
     /// `apps` (names) and `app.NAME.*`, in the order listed.

@@ -63,6 +63,10 @@ public struct Gateway: Sendable {
         /// Run the reload hook (``Running/reload``) on these signals: the HTTP API's certificate is read
         /// again. Tests reload by calling it instead.
         public var reloadSignals: [UnixSignal] = [.sighup]
+        /// How long a graceful stop may take before what is still running is cancelled (`shutdown.timeout`):
+        /// a store that is out must not make SIGTERM wait for SIGKILL. What was accepted is durably stored
+        /// by then; registrations read during a store outage and not yet written are counted and logged.
+        public var shutdownTimeout: Duration = .seconds(30)
         /// Where the registry and the ledger live: SQLite at `databasePath` unless set to PostgreSQL.
         public var store: StoreLocation {
             get { storeLocation ?? .sqlite(path: databasePath) }
@@ -351,13 +355,13 @@ public struct Gateway: Sendable {
             // Started last, stopped first: a reload never runs while the services stop.
             services.append(.init(service: reloadHook.service(signals: configuration.reloadSignals, logger: logger)))
         }
-        let group = ServiceGroup(
-            configuration: .init(
-                services: services,
-                gracefulShutdownSignals: configuration.shutdownSignals,
-                logger: logger
-            )
+        var groupConfiguration = ServiceGroupConfiguration(
+            services: services,
+            gracefulShutdownSignals: configuration.shutdownSignals,
+            logger: logger
         )
+        groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownTimeout
+        let group = ServiceGroup(configuration: groupConfiguration)
         do {
             try await group.run()
         } catch let error as StoreError where postgres != nil {

@@ -202,22 +202,75 @@ struct UDPIngressTests {
         }
     }
 
-    @Test("a storm of identical store failures writes one warning line per second, with a count")
+    @Test("registrations read during a store outage wait for it and are all applied when it is back")
+    func registrationsWaitOutAnOutage() async throws {
+        let registry = FakeRegistry()
+        registry.beginOutage()
+        var configuration = Self.loopback
+        configuration.storeRetryBackoff = Backoff(base: .milliseconds(1), cap: .milliseconds(5))
+        try await withIngress(registry: registry, configuration: configuration) { running in
+            for number in 0..<30 {
+                try running.register(#"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#)
+            }
+            #expect(await running.observer.wait { $0.registration.received == 30 })
+            // Several rounds of failed writes: nothing is dropped meanwhile.
+            let failedBefore = registry.attempts
+            await registry.waitForAttempts(failedBefore + 3)
+            #expect(running.ingress.statistics.registration.rejectedTotal == 0)
+            #expect(registry.memberships.isEmpty)
+            registry.endOutage()
+            #expect(await running.observer.wait { $0.registration.applied == 30 })
+            #expect(registry.memberships.count == 30)
+            #expect(running.ingress.statistics.registration.rejectedTotal == 0)
+        }
+    }
+
+    @Test("beyond the outage buffer a registration is dropped and counted; the ones kept are applied")
+    func outageBufferOverflow() async throws {
+        let registry = FakeRegistry()
+        registry.beginOutage()
+        var configuration = Self.loopback
+        configuration.storeRetryBackoff = Backoff(base: .milliseconds(1), cap: .milliseconds(5))
+        configuration.outageRegistrationLimit = 5
+        try await withIngress(registry: registry, configuration: configuration) { running in
+            try running.register(#"{"device": "\#(Self.tokenNumber(0))", "group": "g"}"#)
+            // A batch write, one single write, then retries: the outage is declared before the first retry.
+            await registry.waitForAttempts(3)
+            for number in 1...20 {
+                try running.register(#"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#)
+            }
+            #expect(
+                await running.observer.wait { $0.registration.received == 21 && $0.registration.rejectedTotal == 15 }
+            )
+            #expect(running.ingress.statistics.registration.rejected == [UDPIngressRejection.storeOutageOverflow: 15])
+            registry.endOutage()
+            #expect(await running.observer.wait { $0.registration.applied == 6 })
+            #expect(registry.memberships.count == 6)
+        }
+    }
+
+    @Test("a storm of store failures writes one warning line per second, with a count, and drops nothing")
     func storeFailureStormIsOneLine() async throws {
         let registry = FakeRegistry()
+        registry.beginOutage()
         let poisoned = try DeviceToken(hex: "dead" + String(repeating: "0", count: 60))
-        registry.failRegistrations(of: poisoned)
         let lines = CapturingLogHandler.Lines()
         let logger = Logger(label: "pushgate.udp.test") { _ in CapturingLogHandler(lines: lines) }
-        try await withIngress(registry: registry, logger: logger) { running in
+        var configuration = Self.loopback
+        configuration.storeRetryBackoff = Backoff(base: .milliseconds(1), cap: .milliseconds(2))
+        try await withIngress(registry: registry, configuration: configuration, logger: logger) { running in
             for _ in 1...50 {
                 try running.register(#"{"device": "\#(poisoned.hex)", "group": "g"}"#)
             }
-            #expect(await running.observer.wait { $0.registration.rejectedTotal == 50 })
+            #expect(await running.observer.wait { $0.registration.received == 50 })
+            await registry.waitForAttempts(registry.attempts + 200)
+            #expect(running.ingress.statistics.registration.rejectedTotal == 0)
+            registry.endOutage()
+            #expect(await running.observer.wait { $0.registration.applied == 50 })
         }
         // The ingress's clock does not move: every failure falls in the first second.
-        let warnings = lines.all.filter { $0.level == .warning && $0.message == "Datagram not applied" }
-        #expect(warnings.count == 1)
+        let warnings = lines.all.filter { $0.level == .warning && $0.message.hasPrefix("Store out") }
+        #expect(warnings.count == 1, "one line for hundreds of failed writes")
         let everything = lines.all.map { "\($0.message) \($0.metadata)" }.joined(separator: "\n")
         #expect(!everything.contains(poisoned.hex), "no full device token in any line, debug included")
     }

@@ -85,7 +85,17 @@ final class DatagramIngressHandler<Command: Sendable>: ChannelDuplexHandler {
         }
         do {
             let command = try parse(envelope.data, clock.now())
-            queue.received(command)
+            guard queue.received(command) else {
+                counters.rejected(on: port, reason: UDPIngressRejection.storeOutageOverflow)
+                warn(
+                    "Datagram dropped: the store is out and the registrations waiting for it fill the outage buffer",
+                    reason: UDPIngressRejection.storeOutageOverflow,
+                    metadata: [
+                        UDPIngressMetadata.bytes: "\(size)", UDPIngressMetadata.sender: "\(envelope.remoteAddress)",
+                    ]
+                )
+                return
+            }
             if logger.logLevel <= .debug {
                 var metadata = describe(command)
                 metadata[UDPIngressMetadata.port] = "\(port)"

@@ -11,6 +11,10 @@
 ///   are handed back to be resumed as soon as a batch is taken and the queue is below capacity again.
 /// - While the store fails (``storeFailed()`` until ``storeRecovered()``), every read is held, whatever
 ///   the queue holds: what was read waits for the store, and the rest waits in the kernel.
+/// - During a store outage declared with ``outageBegan(limit:)`` (registrations), reads go on instead:
+///   what arrives waits here, up to `limit` elements, to be applied when the store is back; beyond it a
+///   datagram is dropped and the caller counts it (``received(_:)`` answers false). Reading on is what
+///   makes the overflow countable: datagrams the kernel drops from a full buffer are counted nowhere.
 /// - ``finish()`` ends intake: the consumer still gets what is pending, then `nil`.
 struct IngressQueueStateMachine<Element, Waiter, Reader> {
     let capacity: Int
@@ -21,6 +25,8 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
     private var heldReaders: [Reader] = []
     private var finished = false
     private var storeFailing = false
+    /// Set during a declared outage: the most elements kept; reads are never held meanwhile.
+    private var outageLimit: Int?
 
     init(capacity: Int, batchLimit: Int) {
         precondition(capacity > 0 && batchLimit > 0)
@@ -32,9 +38,13 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
 
     /// A parsed datagram. It is kept even at capacity: a read cycle is bounded (messages per read), so
     /// the overshoot is too; the next read is what waits.
-    mutating func received(_ element: Element) {
-        guard !finished else { return }
+    /// False when the element was dropped: a declared outage's buffer is full.
+    @discardableResult
+    mutating func received(_ element: Element) -> Bool {
+        guard !finished else { return true }
+        if let outageLimit, pending.count >= outageLimit { return false }
         pending.append(element)
+        return true
     }
 
     enum ReadCycleAction {
@@ -59,7 +69,7 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
 
     /// The channel wants to read more datagrams.
     mutating func readRequested(_ reader: Reader) -> ReadAction {
-        guard pending.count >= capacity || storeFailing, !finished else { return .read }
+        guard outageLimit == nil, pending.count >= capacity || storeFailing, !finished else { return .read }
         heldReaders.append(reader)
         return .hold
     }
@@ -124,7 +134,24 @@ struct IngressQueueStateMachine<Element, Waiter, Reader> {
         return releaseReadersIfRoom()
     }
 
+    /// The store is out and the consumer waits for it: read on, keep up to `limit` elements, drop the
+    /// rest. Returns the held readers, to resume now.
+    mutating func outageBegan(limit: Int) -> [Reader] {
+        outageLimit = max(limit, 1)
+        defer { heldReaders = [] }
+        return heldReaders
+    }
+
+    /// The store is back: the ordinary back-pressure again (reads held beyond `capacity`).
+    mutating func outageEnded() {
+        outageLimit = nil
+    }
+
     private mutating func releaseReadersIfRoom() -> [Reader] {
+        guard outageLimit == nil || heldReaders.isEmpty else {
+            defer { heldReaders = [] }
+            return heldReaders
+        }
         guard pending.count < capacity, !storeFailing, !heldReaders.isEmpty else { return [] }
         defer { heldReaders = [] }
         return heldReaders

@@ -17,9 +17,20 @@ final class IngressQueue<Element: Sendable>: Sendable {
 
     var pendingCount: Int { machine.withLock { $0.pendingCount } }
 
-    /// From the event loop: one parsed datagram.
-    func received(_ element: Element) {
+    /// From the event loop: one parsed datagram. False: dropped, the outage buffer is full.
+    @discardableResult
+    func received(_ element: Element) -> Bool {
         machine.withLock { $0.received(element) }
+    }
+
+    /// From the consumer: the store is out; read on and keep up to `limit` elements meanwhile.
+    func outageBegan(limit: Int) {
+        for resume in machine.withLock({ $0.outageBegan(limit: limit) }) { resume() }
+    }
+
+    /// From the consumer: the store is back.
+    func outageEnded() {
+        machine.withLock { $0.outageEnded() }
     }
 
     /// From the event loop: the read cycle ended; a waiting consumer gets the batch.

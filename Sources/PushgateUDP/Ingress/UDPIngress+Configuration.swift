@@ -33,6 +33,11 @@ extension UDPIngress {
         /// kernel buffer holds the rest) until a batch is taken: the next batch and a little more. With
         /// the batch being written, at most 110,000 parsed registrations are in memory (about 20 MiB).
         public var pendingRegistrationLimit: Int = 60_000
+        /// Registrations kept while the store is out (every write of a batch failed with a transient error):
+        /// they are applied when it is back; the sockets are read on meanwhile, and a registration beyond
+        /// this many is dropped, counted (`store_outage_overflow`) and logged at most once a second.
+        /// 200,000 parsed registrations are about 40 MiB.
+        public var outageRegistrationLimit: Int = 200_000
         /// The same for notification requests (each is submitted on its own transaction).
         public var pendingNotificationLimit: Int = 1_000
         /// The delays between attempts to store a notification request after a transient store error

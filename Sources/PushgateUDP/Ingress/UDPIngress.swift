@@ -342,18 +342,55 @@ public final class UDPIngress: Service, Sendable {
                     run.append(registration)
                 case .unassign(let app, let token, let group):
                     // Keep arrival order: what was registered before the removal is written first.
-                    await write(run)
+                    await write(run, queue: queue)
                     run.removeAll(keepingCapacity: true)
                     await unassign(app: app, token: token, group: group)
                 }
             }
-            await write(run)
+            await write(run, queue: queue)
             run.removeAll(keepingCapacity: true)
         }
     }
 
-    private func write(_ registrations: [Registration]) async {
+    /// Writes the registrations. During a store outage it waits for the store (what arrives meanwhile
+    /// waits in the queue, up to the outage limit, and is applied after them, in order).
+    private func write(
+        _ registrations: [Registration],
+        queue registrationQueue: IngressQueue<RegistrationCommand>
+    ) async {
         guard !registrations.isEmpty else { return }
+        var waiting = await writeSeparatingOutage(registrations)
+        guard !waiting.isEmpty else { return }
+        // Every write failed with a transient error: the store is out, not one registration bad. Keep what
+        // was read, read on into the outage buffer, and write everything once the store answers again.
+        outageBegan(waiting: waiting.count, queue: registrationQueue)
+        var generator = SystemRandomNumberGenerator()
+        var attempt = 0
+        while !waiting.isEmpty {
+            attempt += 1
+            do {
+                try await Task.sleep(for: configuration.storeRetryBackoff.delay(forAttempt: attempt, using: &generator))
+            } catch {
+                break  // cancelled: the shutdown timeout ended the wait
+            }
+            waiting = await writeSeparatingOutage(waiting)
+        }
+        registrationQueue.outageEnded()
+        if waiting.isEmpty {
+            logger.info("The store answers again; the registrations read during its outage are applied")
+        } else {
+            for _ in waiting { counters.rejected(on: .registration, reason: UDPIngressRejection.storeOutageShutdown) }
+            logger.error(
+                "Registrations read during a store outage were not applied: the shutdown timeout ended the wait",
+                metadata: [UDPIngressMetadata.count: "\(waiting.count)"]
+            )
+        }
+    }
+
+    /// Writes the batch; if it fails, one by one. Answers the registrations that failed with a transient
+    /// error when none of the batch could be written (an outage, to wait out); when some could, the ones
+    /// that failed are rejected (counted and logged), as one bad registration must not cost the others.
+    private func writeSeparatingOutage(_ registrations: [Registration]) async -> [Registration] {
         let start = ContinuousClock.now
         do {
             _ = try await registry.register(batch: registrations)
@@ -364,28 +401,61 @@ public final class UDPIngress: Service, Sendable {
                 "Registrations written",
                 metadata: [UDPIngressMetadata.count: "\(registrations.count)", "udp.duration": "\(duration)"]
             )
+            return []
         } catch {
-            guard registrations.count > 1 else {
-                let registration = registrations[0]
-                storeRejected(
-                    error,
-                    port: .registration,
+            if registrations.count > 1 {
+                logStoreFailure(
+                    "Registration batch failed; applying its registrations one at a time",
+                    kind: "registration-batch",
                     metadata: [
-                        PushLogKey.app: "\(registration.app)",
-                        PushLogKey.device: "\(registration.token.shortened)",
-                        PushLogKey.group: "\(registration.group)",
+                        UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)",
                     ]
                 )
-                return
             }
-            // One bad registration must not cost the others: apply them one by one.
-            logStoreFailure(
-                "Registration batch failed; applying its registrations one at a time",
-                kind: "registration-batch",
-                metadata: [UDPIngressMetadata.count: "\(registrations.count)", UDPIngressMetadata.error: "\(error)"]
-            )
-            for registration in registrations { await write([registration]) }
         }
+        var written = 0
+        var failed: [(Registration, any Error)] = []
+        for registration in registrations {
+            do {
+                _ = try await registry.register(batch: [registration])
+                counters.applied(on: .registration, count: 1)
+                written += 1
+            } catch {
+                guard StoreFailureKind(classifying: error) == .transient else {
+                    rejectRegistration(registration, error)
+                    continue
+                }
+                failed.append((registration, error))
+            }
+        }
+        if written == 0, !failed.isEmpty { return failed.map(\.0) }
+        for (registration, error) in failed { rejectRegistration(registration, error) }
+        return []
+    }
+
+    private func rejectRegistration(_ registration: Registration, _ error: any Error) {
+        storeRejected(
+            error,
+            port: .registration,
+            metadata: [
+                PushLogKey.app: "\(registration.app)",
+                PushLogKey.device: "\(registration.token.shortened)",
+                PushLogKey.group: "\(registration.group)",
+            ]
+        )
+    }
+
+    /// The outage began: read on, and keep up to the outage limit.
+    private func outageBegan(waiting: Int, queue: IngressQueue<RegistrationCommand>) {
+        logStoreFailure(
+            "Store out: registrations wait for it and are applied when it answers again; the port is read on",
+            kind: "registration-outage",
+            metadata: [
+                UDPIngressMetadata.count: "\(waiting)",
+                "udp.outage_limit": "\(configuration.outageRegistrationLimit)",
+            ]
+        )
+        queue.outageBegan(limit: configuration.outageRegistrationLimit)
     }
 
     private func unassign(app: String, token: DeviceToken, group: String) async {

@@ -20,6 +20,12 @@ public enum UDPIngressRejection {
     /// The sender's address is not in `udp.allow` (``UDPIngress/Configuration/allowedSenders``): counted
     /// apart, as refused, and never parsed.
     public static let senderNotAllowed = "sender_not_allowed"
+    /// A registration read while the store was out, beyond what the outage buffer keeps
+    /// (``UDPIngress/Configuration/outageRegistrationLimit``).
+    public static let storeOutageOverflow = "store_outage_overflow"
+    /// A registration read while the store was out and still waiting for it when the shutdown timeout ended
+    /// the wait.
+    public static let storeOutageShutdown = "store_outage_shutdown"
 }
 
 /// Where the listener reports what happens to datagrams, for metrics. Called from event loops and the

@@ -18,6 +18,9 @@ final class FakeRegistry: DeviceRegistry {
         var devices: [String: Date] = [:]  // "app/token" -> last registered
         var batchSizes: [Int] = []
         var failingTokens = Set<DeviceToken>()
+        var outage = false
+        var attempts = 0
+        var attemptWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = Mutex(State())
@@ -39,21 +42,52 @@ final class FakeRegistry: DeviceRegistry {
         try await register(batch: [registration])[0]
     }
 
+    /// While the outage lasts, every registration write throws a backend error.
+    func beginOutage() { state.withLock { $0.outage = true } }
+    func endOutage() { state.withLock { $0.outage = false } }
+    /// Calls of `register(batch:)`, failed or not.
+    var attempts: Int { state.withLock { $0.attempts } }
+
+    /// Returns once `register(batch:)` has been called `count` times in all.
+    func waitForAttempts(_ count: Int) async {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if state.attempts >= count { return true }
+                state.attemptWaiters.append((count, continuation))
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
+
     func register(batch: [Registration]) async throws -> [RegistrationResult] {
         await gate?.wait()
-        return try state.withLock { state in
-            if batch.contains(where: { state.failingTokens.contains($0.token) }) {
-                throw StoreError.backend("disk on fire")
-            }
-            state.batchSizes.append(batch.count)
-            return batch.map { registration in
-                let key = "\(registration.app)/\(registration.token.hex)"
-                let known = state.devices.updateValue(registration.at, forKey: key) != nil
-                let joined = state.memberships.insert(
-                    Membership(app: registration.app, token: registration.token, group: registration.group)
-                ).inserted
-                return !known ? .created : joined ? .joinedGroup : .alreadyMember
-            }
+        let (ready, result) = state.withLock {
+            state -> ([CheckedContinuation<Void, Never>], Result<[RegistrationResult], StoreError>) in
+            state.attempts += 1
+            let attempts = state.attempts
+            let ready = state.attemptWaiters.filter { $0.count <= attempts }.map(\.continuation)
+            state.attemptWaiters.removeAll { $0.count <= attempts }
+            return (ready, Result { () throws(StoreError) in try Self.apply(batch, to: &state) })
+        }
+        for continuation in ready { continuation.resume() }
+        return try result.get()
+    }
+
+    private static func apply(_ batch: [Registration], to state: inout State) throws(StoreError) -> [RegistrationResult]
+    {
+        if state.outage { throw StoreError.backend("the store is out") }
+        if batch.contains(where: { state.failingTokens.contains($0.token) }) {
+            throw StoreError.backend("disk on fire")
+        }
+        state.batchSizes.append(batch.count)
+        return batch.map { registration in
+            let key = "\(registration.app)/\(registration.token.hex)"
+            let known = state.devices.updateValue(registration.at, forKey: key) != nil
+            let joined = state.memberships.insert(
+                Membership(app: registration.app, token: registration.token, group: registration.group)
+            ).inserted
+            return !known ? .created : joined ? .joinedGroup : .alreadyMember
         }
     }
 
