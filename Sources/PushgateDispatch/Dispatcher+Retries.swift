@@ -46,6 +46,22 @@ extension Dispatcher {
                 outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
                 continue
             }
+            let admission = misconfiguration.admit(
+                app: prepared.request.app,
+                service: claim.token.platform,
+                now: claimedAt
+            )
+            if case .hold(let until) = admission {
+                // A configuration alarm holds the app's sending on this service: the device waits again.
+                outcomes.append(
+                    RetryOutcome(
+                        claim: claim,
+                        result: .retry(nextAttemptAt: until, reason: MisconfigurationMonitor.heldReason)
+                    )
+                )
+                tally.addHeld(service: claim.token.platform, request: prepared.request, now: claimedAt)
+                continue
+            }
             byTag[UInt64(index)] = (claim, prepared.request)
             sendsByApp[prepared.request.app, default: RoutedSends()].add(
                 claim.token,
@@ -70,7 +86,20 @@ extension Dispatcher {
         }
         let holdUntil = claimedAt.addingTimeInterval(configuration.leaseDuration.seconds / 2)
         var unanswered = byTag
-        while !unanswered.isEmpty, clock.now() < holdUntil {
+        /// Suspect answers the misconfiguration breaker has not decided yet.
+        var deferred: [(claim: RetryClaim, request: NotificationRequest, outcome: DeferredOutcome)] = []
+        func settle(
+            _ claim: RetryClaim,
+            _ request: NotificationRequest,
+            _ outcome: DeliveryOutcome,
+            _ disposition: OutcomeDisposition,
+            now: Date
+        ) {
+            tally.add(outcome, disposition: disposition, request: request, now: now)
+            raiseAlarmIfAny(outcome, request: request)
+            outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+        }
+        while !unanswered.isEmpty || !deferred.isEmpty, clock.now() < holdUntil {
             for completed in collector.drain() {
                 guard let (claim, request) = unanswered.removeValue(forKey: completed.tag) else { continue }
                 retriesInFlightCount.subtract(1, ordering: .relaxed)
@@ -86,11 +115,26 @@ extension Dispatcher {
                         using: &generator
                     )
                 }
-                tally.add(completed.outcome, disposition: disposition, request: request, now: now)
-                raiseAlarmIfAny(completed.outcome, request: request)
-                outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+                switch misconfiguration.judge(completed.outcome, app: request.app, now: now) {
+                case .proceed: settle(claim, request, completed.outcome, disposition, now: now)
+                case .hold(let until):
+                    settle(claim, request, completed.outcome, disposition.held(until: until), now: now)
+                case .deferred(let ticket):
+                    let item = DeferredOutcome(completed: completed, disposition: disposition, ticket: ticket)
+                    deferred.append((claim, request, item))
+                }
             }
-            if !unanswered.isEmpty {
+            let now = clock.now()
+            deferred.removeAll { claim, request, item in
+                switch misconfiguration.resolve(item.ticket, now: now) {
+                case .deferred: return false
+                case .proceed: settle(claim, request, item.completed.outcome, item.disposition, now: now)
+                case .hold(let until):
+                    settle(claim, request, item.completed.outcome, item.disposition.held(until: until), now: now)
+                }
+                return true
+            }
+            if !unanswered.isEmpty || !deferred.isEmpty {
                 let left = max(0, holdUntil.timeIntervalSince(clock.now()))
                 await collector.signal.wait(
                     timeout: min(configuration.progressInterval, .milliseconds(Int64(left * 1000) + 1))
@@ -102,6 +146,12 @@ extension Dispatcher {
             outcomes.append(
                 RetryOutcome(claim: claim, result: .retry(nextAttemptAt: clock.now(), reason: "unanswered"))
             )
+        }
+        // Still undecided when the claim's time is up: held until the breaker's window has passed, then
+        // sent again and judged afresh (never invalidated on an undecided answer).
+        for (claim, request, item) in deferred {
+            let until = item.ticket.answeredAt.addingTimeInterval(misconfiguration.window.seconds)
+            settle(claim, request, item.completed.outcome, item.disposition.held(until: until), now: clock.now())
         }
         while true {
             if let result = await storeHealth.attempt(

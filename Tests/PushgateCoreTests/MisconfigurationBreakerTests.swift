@@ -28,7 +28,9 @@ struct MisconfigurationBreakerTests {
         return nil
     }
 
-    @Test("100 BadDeviceToken answers within a minute: the first 99 are deferred, the 100th trips the alarm and is held")
+    @Test(
+        "100 BadDeviceToken answers within a minute: the first 99 are deferred, the 100th trips the alarm and is held"
+    )
     func wholeSampleSuspectTrips() throws {
         var breaker = Breaker()
         let decisions = feed(&breaker, news, .suspect(.environment), count: 100)
@@ -190,7 +192,8 @@ struct MisconfigurationBreakerTests {
         _ = feed(&breaker, news, .suspect(.environment), count: 100)
         #expect(breaker.answered(news, .sane, now: at(1)) == .init(verdict: .proceed, transition: nil))
         #expect(
-            breaker.answered(news, .suspect(.topic), now: at(1)) == .init(verdict: .hold(until: at(trip + 30)), transition: nil)
+            breaker.answered(news, .suspect(.topic), now: at(1))
+                == .init(verdict: .hold(until: at(trip + 30)), transition: nil)
         )
     }
 

@@ -144,6 +144,11 @@ public struct MisconfigurationBreaker: Sendable {
     public struct Decision: Hashable, Sendable {
         public var verdict: Verdict
         public var transition: Transition?
+
+        public init(verdict: Verdict, transition: Transition?) {
+            self.verdict = verdict
+            self.transition = transition
+        }
     }
 
     public let configuration: Configuration
@@ -155,7 +160,9 @@ public struct MisconfigurationBreaker: Sendable {
 
     /// The alarms in force.
     public var alarms: [Alarm] {
-        keys.values.compactMap { $0.tripped?.alarm }.sorted { ($0.key.app, $0.key.service) < ($1.key.app, $1.key.service) }
+        keys.values.compactMap { $0.tripped?.alarm }.sorted {
+            ($0.key.app, $0.key.service) < ($1.key.app, $1.key.service)
+        }
     }
 
     /// Whether any key is tripped (sending to it may be held).
