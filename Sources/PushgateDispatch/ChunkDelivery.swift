@@ -216,7 +216,8 @@ final class ChunkDelivery {
                 )
                 switch dispatcher.misconfiguration.judge(outcome.outcome, app: request.app, now: now) {
                 case .proceed: settle(outcome, disposition, now: now)
-                case .hold(let until): settle(outcome, disposition.held(until: until), now: now)
+                case .hold(let until):
+                    settle(outcome, dispatcher.held(disposition, until: until, request: request, now: now), now: now)
                 case .deferred(let ticket):
                     deferred.append(DeferredOutcome(completed: outcome, disposition: disposition, ticket: ticket))
                 }
@@ -251,7 +252,9 @@ final class ChunkDelivery {
         for item in deferred {
             switch dispatcher.misconfiguration.resolve(item.ticket, now: now) {
             case .proceed: settle(item.completed, item.disposition, now: now)
-            case .hold(let until): settle(item.completed, item.disposition.held(until: until), now: now)
+            case .hold(let until):
+                let held = dispatcher.held(item.disposition, until: until, request: request, now: now)
+                settle(item.completed, held, now: now)
             case .deferred: undecided.append(item)
             }
         }
@@ -275,8 +278,12 @@ final class ChunkDelivery {
             if case .hold(let until) = admission {
                 // A configuration alarm holds the app's sending on this service: the device waits in the ledger.
                 order.complete(sequence: sequence)
-                let held = OutcomeDisposition.retry(at: until, reason: MisconfigurationMonitor.heldReason)
-                batch.add(held, token: target.token, at: now)
+                let waiting = OutcomeDisposition.retry(at: now, reason: MisconfigurationMonitor.heldReason)
+                batch.add(
+                    dispatcher.held(waiting, until: until, request: request, now: now),
+                    token: target.token,
+                    at: now
+                )
                 tally.addHeld(service: target.token.platform, request: request, now: now)
                 continue
             }

@@ -53,12 +53,9 @@ extension Dispatcher {
             )
             if case .hold(let until) = admission {
                 // A configuration alarm holds the app's sending on this service: the device waits again.
-                outcomes.append(
-                    RetryOutcome(
-                        claim: claim,
-                        result: .retry(nextAttemptAt: until, reason: MisconfigurationMonitor.heldReason)
-                    )
-                )
+                let waiting = OutcomeDisposition.retry(at: claimedAt, reason: MisconfigurationMonitor.heldReason)
+                let disposition = held(waiting, until: until, request: prepared.request, now: claimedAt)
+                outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
                 tally.addHeld(service: claim.token.platform, request: prepared.request, now: claimedAt)
                 continue
             }
@@ -118,7 +115,8 @@ extension Dispatcher {
                 switch misconfiguration.judge(completed.outcome, app: request.app, now: now) {
                 case .proceed: settle(claim, request, completed.outcome, disposition, now: now)
                 case .hold(let until):
-                    settle(claim, request, completed.outcome, disposition.held(until: until), now: now)
+                    let holding = self.held(disposition, until: until, request: request, now: now)
+                    settle(claim, request, completed.outcome, holding, now: now)
                 case .deferred(let ticket):
                     let item = DeferredOutcome(completed: completed, disposition: disposition, ticket: ticket)
                     deferred.append((claim, request, item))
@@ -130,7 +128,8 @@ extension Dispatcher {
                 case .deferred: return false
                 case .proceed: settle(claim, request, item.completed.outcome, item.disposition, now: now)
                 case .hold(let until):
-                    settle(claim, request, item.completed.outcome, item.disposition.held(until: until), now: now)
+                    let holding = self.held(item.disposition, until: until, request: request, now: now)
+                    settle(claim, request, item.completed.outcome, holding, now: now)
                 }
                 return true
             }
@@ -151,7 +150,9 @@ extension Dispatcher {
         // sent again and judged afresh (never invalidated on an undecided answer).
         for (claim, request, item) in deferred {
             let until = item.ticket.answeredAt.addingTimeInterval(misconfiguration.window.seconds)
-            settle(claim, request, item.completed.outcome, item.disposition.held(until: until), now: clock.now())
+            let now = clock.now()
+            let holding = self.held(item.disposition, until: until, request: request, now: now)
+            settle(claim, request, item.completed.outcome, holding, now: now)
         }
         while true {
             if let result = await storeHealth.attempt(

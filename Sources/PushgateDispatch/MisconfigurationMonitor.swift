@@ -157,14 +157,27 @@ extension MisconfigurationBreaker.Alarm {
     }
 }
 
-extension OutcomeDisposition {
-    /// This outcome held by the breaker: the device is sent again no earlier than `until`, and neither
-    /// failed nor invalidated for this answer.
-    func held(until: Date) -> OutcomeDisposition {
-        switch self {
-        case .accepted: self
-        case .failed(let reason, _, _): .retry(at: until, reason: reason)
-        case .retry(let at, let reason): .retry(at: max(at, until), reason: reason)
+extension Dispatcher {
+    /// `disposition` held by a configuration alarm: the device is sent again no earlier than `until`, and
+    /// neither failed nor invalidated for this answer, within the request's deadline (its expiration, as the
+    /// retry policy reads it); once that has passed, it fails as `expired`, still without invalidation.
+    func held(
+        _ disposition: OutcomeDisposition,
+        until: Date,
+        request: NotificationRequest,
+        now: Date
+    ) -> OutcomeDisposition {
+        var until = until
+        let reason: String
+        switch disposition {
+        case .accepted: return disposition
+        case .failed(let failed, _, _): reason = failed
+        case .retry(let at, let retry):
+            reason = retry
+            until = max(until, at)
         }
+        let deadline = configuration.retryPolicy.deadline(for: request.expiration, acceptedAt: request.createdAt)
+        guard now < deadline else { return .failed(reason: FailureEntry.expiredReason, status: nil, invalidation: nil) }
+        return .retry(at: min(until, deadline), reason: reason)
     }
 }
