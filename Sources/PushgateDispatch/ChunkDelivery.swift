@@ -362,7 +362,7 @@ final class ChunkDelivery {
 }
 
 /// A suspect answer waiting for the misconfiguration breaker's decision.
-struct DeferredOutcome {
+struct DeferredOutcome: Sendable {
     var completed: OutcomeCollector.Completed
     /// What it would be recorded as if genuine.
     var disposition: OutcomeDisposition

@@ -99,6 +99,8 @@ public final class Dispatcher: Service, NotificationIntake {
     private let alarms: SharedFailureStorm<AlarmKey>
     /// Tells a wrong configuration from dead devices: answers are judged and sends admitted through it.
     let misconfiguration: MisconfigurationMonitor
+    /// Retries whose last answer waits for the breaker's verdict (``UndecidedRetries``).
+    let undecidedRetries = UndecidedRetries()
     let random = Mutex(SystemRandomNumberGenerator())
 
     public init(

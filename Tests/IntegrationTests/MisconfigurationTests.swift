@@ -206,4 +206,26 @@ struct MisconfigurationTests {
             }
         }
     }
+
+    @Test(
+        "a retry answered BadDeviceToken in a quiet app waits for the window, then invalidates the device without sending again"
+    )
+    func quietRetryIsDecidedWithoutResending() async throws {
+        try await Self.with({ $0.misconfiguration.windowSeconds = 2 }) { context in
+            let token = Self.token(1)
+            try await context.register([token])
+            try context.simulator.setFaults(SimulatorFaults(rate503: 1))
+            let id = try await context.notify("quiet-retry")
+            try await eventually("first attempt answered 503") { context.simulator.stats().received >= 1 }
+            context.simulator.markBad(token.hex)
+            try context.simulator.setFaults(.none)
+            try await eventually("device invalidated") {
+                try await context.store.device(app: "default", token: token)?.state == .invalid
+            }
+            try await eventually("request done") { try await context.store.report(id)?.state == .done }
+            #expect(try await context.store.report(id)?.failedByReason == ["BadDeviceToken": 1])
+            #expect(context.simulator.stats().rejectedByReason["BadDeviceToken"] == 1, "answered once, not resent")
+            #expect(try await context.readiness().status == 200)
+        }
+    }
 }
