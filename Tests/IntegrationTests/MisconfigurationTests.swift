@@ -228,4 +228,31 @@ struct MisconfigurationTests {
             #expect(try await context.readiness().status == 200)
         }
     }
+
+    @Test("the gateway's dispatcher gets the misconfiguration.* thresholds; enabled false turns the breaker off")
+    func configurationReachesTheDispatcher() async throws {
+        try await GatewayFixture.withSimulator { _, configuration in
+            var configuration = configuration
+            configuration.misconfiguration.windowSeconds = 30
+            configuration.misconfiguration.minimumAnswers = 40
+            configuration.misconfiguration.share = 0.6
+            configuration.misconfiguration.probeAfterSeconds = 7
+            configuration.misconfiguration.probeLimitSeconds = 70
+            configuration.misconfiguration.probeAnswers = 4
+            let built = try Gateway.Configuration(configuration, environment: [:])
+            #expect(
+                built.dispatcher.misconfiguration
+                    == MisconfigurationBreaker.Configuration(
+                        window: .seconds(30),
+                        minimumAnswers: 40,
+                        share: 0.6,
+                        probeAfter: .seconds(7),
+                        probeLimit: .seconds(70),
+                        probeAnswers: 4
+                    )
+            )
+            configuration.misconfiguration.enabled = false
+            #expect(try Gateway.Configuration(configuration, environment: [:]).dispatcher.misconfiguration == nil)
+        }
+    }
 }
