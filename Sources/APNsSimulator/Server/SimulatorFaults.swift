@@ -15,7 +15,7 @@
 /// | `drop_now` | true | close every live connection now (an action, not remembered) |
 /// | `max_concurrent_streams` | integer ≥ 0 | send a new `SETTINGS_MAX_CONCURRENT_STREAMS` on every live connection, and use it for new ones |
 /// | `blackhole` | boolean | never answer requests received while set (for client deadline tests) |
-/// | `every_token_bad` | boolean | answer 400 `BadDeviceToken` to every request that would be accepted, as APNs answers tokens of the other environment (a sandbox token sent to production) |
+/// | `every_token_bad` | boolean | answer 400 `BadDeviceToken` to every HTTP/2 request that would be accepted, as APNs answers tokens of the other environment (a sandbox token sent to production) |
 /// | `seed` | integer ≥ 0 | reseed the random generator that draws the error rates |
 ///
 /// Faults apply to requests and connections from the moment they are set; requests already
