@@ -215,9 +215,11 @@ extension Dispatcher {
         request: NotificationRequest,
         now: Date
     ) -> OutcomeDisposition {
-        undecidedRetries.keep(item, for: claim)
         let until = item.ticket.answeredAt.addingTimeInterval(misconfiguration.window.seconds)
-        return held(item.disposition, until: until, request: request, now: now)
+        let disposition = held(item.disposition, until: until, request: request, now: now)
+        // Past the request's deadline it fails as expired (not invalidated): nothing is left to decide.
+        if case .retry = disposition { undecidedRetries.keep(item, for: claim) }
+        return disposition
     }
 
     /// Notifications of the retry batch under way that are not answered yet.
