@@ -130,6 +130,7 @@ struct MisconfigurationBreakerTests {
         #expect(answers.dropLast().allSatisfy { $0 == Breaker.Decision(verdict: .proceed, transition: nil) })
         #expect(answers.last?.transition == .cleared(news, since: at(trip)))
         #expect(breaker.alarms.isEmpty)
+        #expect(!breaker.isHoldingAny)
         #expect(breaker.admit(news, now: at(31.5)).admission == .send)
     }
 

@@ -153,6 +153,8 @@ public struct MisconfigurationBreaker: Sendable {
 
     public let configuration: Configuration
     private var keys: [Key: KeyState] = [:]
+    /// Keys with an alarm in force (read on every send: kept, not counted).
+    private var trippedKeys = 0
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
@@ -166,7 +168,7 @@ public struct MisconfigurationBreaker: Sendable {
     }
 
     /// Whether any key is tripped (sending to it may be held).
-    public var isHoldingAny: Bool { keys.values.contains { $0.tripped != nil } }
+    public var isHoldingAny: Bool { trippedKeys > 0 }
 
     // MARK: Events
 
@@ -208,6 +210,7 @@ public struct MisconfigurationBreaker: Sendable {
             )
             state.tripped = Tripped(alarm: alarm, backoff: configuration.probeAfter)
             state.lastTripSequence = state.sequence
+            trippedKeys += 1
             let verdict: Verdict = suspicion == nil ? .proceed : .hold(until: alarm.probeAt)
             return Decision(verdict: verdict, transition: .tripped(alarm))
         }
@@ -344,7 +347,7 @@ public struct MisconfigurationBreaker: Sendable {
     }
 
     /// A probe's answers decide: trip again with a longer back-off, or clear.
-    private func conclude(_ state: inout KeyState, key: Key, now: Date) -> Transition {
+    private mutating func conclude(_ state: inout KeyState, key: Key, now: Date) -> Transition {
         guard var tripped = state.tripped, let probe = tripped.probe else { preconditionFailure("no probe under way") }
         let answers = probe.sane + probe.suspects
         if Double(probe.suspects) > configuration.share * Double(answers) {
@@ -357,6 +360,7 @@ public struct MisconfigurationBreaker: Sendable {
             return .probeFailed(tripped.alarm)
         }
         state.tripped = nil
+        trippedKeys -= 1
         state.clearSample()
         return .cleared(key, since: tripped.alarm.since)
     }
