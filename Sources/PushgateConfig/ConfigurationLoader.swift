@@ -145,6 +145,19 @@ public struct ConfigurationLoader: Sendable {
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
         configuration.logFormat = values.string("logFormat") ?? defaults.logFormat
         configuration.shutdownTimeoutSeconds = try values.int("shutdown.timeout") ?? defaults.shutdownTimeoutSeconds
+        let guardDefaults = defaults.misconfiguration
+        configuration.misconfiguration.enabled = try values.bool("misconfiguration.enabled") ?? guardDefaults.enabled
+        configuration.misconfiguration.windowSeconds =
+            try values.int("misconfiguration.window") ?? guardDefaults.windowSeconds
+        configuration.misconfiguration.minimumAnswers =
+            try values.int("misconfiguration.minimumAnswers") ?? guardDefaults.minimumAnswers
+        configuration.misconfiguration.share = try values.double("misconfiguration.share") ?? guardDefaults.share
+        configuration.misconfiguration.probeAfterSeconds =
+            try values.int("misconfiguration.probeAfter") ?? guardDefaults.probeAfterSeconds
+        configuration.misconfiguration.probeLimitSeconds =
+            try values.int("misconfiguration.probeLimit") ?? guardDefaults.probeLimitSeconds
+        configuration.misconfiguration.probeAnswers =
+            try values.int("misconfiguration.probeAnswers") ?? guardDefaults.probeAnswers
 
         for name in keyNames {
             let prefix = "apiKey.\(name)"
@@ -304,6 +317,7 @@ public struct ConfigurationLoader: Sendable {
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
             "instanceId", "logLevel", "logFormat", "shutdown.timeout",
         ]
+        keys.formUnion(misconfigurationKeys.map { "misconfiguration.\($0)" })
         for app in apps {
             for key in appKeys { keys.insert("app.\(app).\(key)") }
         }
@@ -312,6 +326,11 @@ public struct ConfigurationLoader: Sendable {
         }
         return keys
     }
+
+    /// The keys below `misconfiguration.`.
+    public static let misconfigurationKeys = [
+        "enabled", "window", "minimumAnswers", "share", "probeAfter", "probeLimit", "probeAnswers",
+    ]
 
     public static let appKeys =
         [
@@ -376,6 +395,14 @@ struct Values {
         guard let raw = string(key) else { return nil }
         guard let value = Int(raw.trimmingCharacters(in: .whitespaces)) else {
             throw problem(key, "must be a whole number (got \"\(raw.prefix(40))\")")
+        }
+        return value
+    }
+
+    func double(_ key: String) throws(ConfigurationProblem) -> Double? {
+        guard let raw = string(key) else { return nil }
+        guard let value = Double(raw.trimmingCharacters(in: .whitespaces)), value.isFinite else {
+            throw problem(key, "must be a number (got \"\(raw.prefix(40))\")")
         }
         return value
     }

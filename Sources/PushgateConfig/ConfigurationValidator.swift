@@ -60,6 +60,20 @@ extension GatewayConfiguration {
                 "unknown format \"\(logFormat)\" (one of \(Self.logFormats.joined(separator: ", ")))"
             )
         }
+        let guardKeys = misconfiguration
+        if guardKeys.windowSeconds < 1 { throw fail("misconfiguration.window", "at least 1 second") }
+        if guardKeys.minimumAnswers < 1 { throw fail("misconfiguration.minimumAnswers", "at least 1") }
+        if !(guardKeys.share > 0 && guardKeys.share < 1) {
+            throw fail("misconfiguration.share", "must lie between 0 and 1 (got \(guardKeys.share))")
+        }
+        if guardKeys.probeAfterSeconds < 1 { throw fail("misconfiguration.probeAfter", "at least 1 second") }
+        if guardKeys.probeLimitSeconds < guardKeys.probeAfterSeconds {
+            throw fail(
+                "misconfiguration.probeLimit",
+                "at least misconfiguration.probeAfter (\(guardKeys.probeAfterSeconds))"
+            )
+        }
+        if guardKeys.probeAnswers < 1 { throw fail("misconfiguration.probeAnswers", "at least 1") }
 
         guard !apps.isEmpty else { throw fail("apps", "at least one app is needed") }
         var appNames = Set<String>()

@@ -27,8 +27,30 @@ public struct GatewayConfiguration: Sendable, Hashable {
     /// The flag that set a key (`-c` for `app.default.certificate.file`), so that a problem names what
     /// the operator typed.
     public var flagNames: [String: String] = [:]
+    /// `misconfiguration.*`: when most of an app's answers refuse its device tokens (a wrong environment,
+    /// topic or Firebase project), its devices are held and kept instead of invalidated.
+    public var misconfiguration = Misconfiguration()
 
     public init() {}
+
+    /// The thresholds of the configuration alarm (see `MisconfigurationBreaker` in PushgateCore).
+    public struct Misconfiguration: Sendable, Hashable {
+        /// `misconfiguration.enabled`: false invalidates on every `BadDeviceToken`, whatever the share.
+        public var enabled: Bool = true
+        /// `misconfiguration.window`: seconds; the sample that trips lies within it.
+        public var windowSeconds: Int = 60
+        /// `misconfiguration.minimumAnswers`: the sample's size (fewer answers within the window never trip).
+        public var minimumAnswers: Int = 100
+        /// `misconfiguration.share`: trips when more than this share of the sample is suspect.
+        public var share: Double = 0.5
+        /// `misconfiguration.probeAfter`: seconds of holding before the first probe.
+        public var probeAfterSeconds: Int = 30
+        /// `misconfiguration.probeLimit`: the longest hold between probes, in seconds.
+        public var probeLimitSeconds: Int = 600
+        /// `misconfiguration.probeAnswers`: notifications a probe sends.
+        public var probeAnswers: Int = 10
+        public init() {}
+    }
 
     public struct UDP: Sendable, Hashable {
         /// `udp.registrationPort` (`-g`); 0 picks a free port.

@@ -61,6 +61,9 @@ final class ChunkDelivery {
     private var submittedAPNsIDs: [UInt64] = []
     private var submittedFCMIDs: [UInt64] = []
     private var stopDeadline: Date?
+    /// Suspect answers the misconfiguration breaker has not decided yet: neither recorded nor counted as
+    /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
+    private var deferred: [DeferredOutcome] = []
     private(set) var isDone = false
     /// The store said this chunk's last record completed it (the request may be finished too).
     private(set) var completedChunk = false
@@ -114,6 +117,7 @@ final class ChunkDelivery {
         collectBackgroundWork()
         if isDone { return }
         gatherOutcomes()
+        resolveDeferred()
         if stopDeadline == nil {
             send(room: &room)
             readAhead(keeping: budget, group: &group, signal: signal)
@@ -201,7 +205,6 @@ final class ChunkDelivery {
                     // the next run sends it.
                     continue
                 }
-                order.complete(sequence: outcome.tag)
                 let disposition = OutcomeDisposition.decide(
                     outcome.outcome,
                     token: outcome.token,
@@ -211,9 +214,13 @@ final class ChunkDelivery {
                     now: now,
                     using: &generator
                 )
-                batch.add(disposition, token: outcome.token, at: now)
-                tally.add(outcome.outcome, disposition: disposition, request: request, now: now)
-                dispatcher.raiseAlarmIfAny(outcome.outcome, request: request)
+                switch dispatcher.misconfiguration.judge(outcome.outcome, app: request.app, now: now) {
+                case .proceed: settle(outcome, disposition, now: now)
+                case .hold(let until):
+                    settle(outcome, dispatcher.held(disposition, until: until, request: request, now: now), now: now)
+                case .deferred(let ticket):
+                    deferred.append(DeferredOutcome(completed: outcome, disposition: disposition, ticket: ticket))
+                }
             }
         }
         if dispatcher.logger.logLevel <= .debug {
@@ -229,6 +236,31 @@ final class ChunkDelivery {
         }
     }
 
+    /// Records one answered device.
+    private func settle(_ outcome: OutcomeCollector.Completed, _ disposition: OutcomeDisposition, now: Date) {
+        order.complete(sequence: outcome.tag)
+        batch.add(disposition, token: outcome.token, at: now)
+        tally.add(outcome.outcome, disposition: disposition, request: request, now: now)
+        dispatcher.raiseAlarmIfAny(outcome.outcome, request: request)
+    }
+
+    /// Records the deferred answers the breaker has decided since: genuine ones as usual, the others held.
+    private func resolveDeferred() {
+        guard !deferred.isEmpty else { return }
+        let now = dispatcher.clock.now()
+        var undecided: [DeferredOutcome] = []
+        for item in deferred {
+            switch dispatcher.misconfiguration.resolve(item.ticket, now: now) {
+            case .proceed: settle(item.completed, item.disposition, now: now)
+            case .hold(let until):
+                let held = dispatcher.held(item.disposition, until: until, request: request, now: now)
+                settle(item.completed, held, now: now)
+            case .deferred: undecided.append(item)
+            }
+        }
+        deferred = undecided
+    }
+
     private func send(room: inout Int) {
         let available = buffered.count - bufferedHead
         let count = min(room, available)
@@ -238,6 +270,23 @@ final class ChunkDelivery {
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
+            let admission = dispatcher.misconfiguration.admit(
+                app: request.app,
+                service: target.token.platform,
+                now: now
+            )
+            if case .hold(let until) = admission {
+                // A configuration alarm holds the app's sending on this service: the device waits in the ledger.
+                order.complete(sequence: sequence)
+                let waiting = OutcomeDisposition.retry(at: now, reason: MisconfigurationMonitor.heldReason)
+                batch.add(
+                    dispatcher.held(waiting, until: until, request: request, now: now),
+                    token: target.token,
+                    at: now
+                )
+                tally.addHeld(service: target.token.platform, request: request, now: now)
+                continue
+            }
             sends.add(target.token, tag: sequence, prepared: prepared, route: route, receiver: collector, now: now)
         }
         bufferedHead += count
@@ -310,6 +359,14 @@ final class ChunkDelivery {
             recordedTally
         )
     }
+}
+
+/// A suspect answer waiting for the misconfiguration breaker's decision.
+struct DeferredOutcome: Sendable {
+    var completed: OutcomeCollector.Completed
+    /// What it would be recorded as if genuine.
+    var disposition: OutcomeDisposition
+    var ticket: MisconfigurationBreaker.Ticket
 }
 
 /// The targets sent and not yet answered, in send order. A target's send sequence number is its tag

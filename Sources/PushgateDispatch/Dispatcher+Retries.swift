@@ -1,6 +1,7 @@
 import Foundation
 import PushTransport
 import PushgateCore
+import Synchronization
 
 extension Dispatcher {
     /// Claims the retries that are due and sends them in the background, one batch at a time, so that
@@ -38,6 +39,18 @@ extension Dispatcher {
         var sendsByApp: [String: RoutedSends] = [:]
         var outcomes: [RetryOutcome] = []
         var tally = metrics.tally()
+        /// Records one device's outcome (an answer, or one decided without sending).
+        func settle(
+            _ claim: RetryClaim,
+            _ request: NotificationRequest,
+            _ outcome: DeliveryOutcome,
+            _ disposition: OutcomeDisposition,
+            now: Date
+        ) {
+            tally.add(outcome, disposition: disposition, request: request, now: now)
+            raiseAlarmIfAny(outcome, request: request)
+            outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+        }
         for (index, claim) in claims.enumerated() {
             // A store error leaves the claim leased: it is claimed again when its lease runs out.
             guard let found = await storeHealth.attempt(.readRequest, { try await preparedRequest(claim.requestID) })
@@ -46,8 +59,25 @@ extension Dispatcher {
                 outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
                 continue
             }
-            byTag[UInt64(index)] = (claim, prepared.request)
-            sendsByApp[prepared.request.app, default: RoutedSends()].add(
+            let request = prepared.request
+            if let undecided = undecidedRetries.take(claim) {
+                // Its last answer waited for the misconfiguration breaker; decided now, without resending.
+                let verdict = misconfiguration.resolve(undecided.ticket, now: claimedAt)
+                let disposition = decided(undecided, verdict, claim: claim, request: request, now: claimedAt)
+                settle(claim, request, undecided.completed.outcome, disposition, now: claimedAt)
+                continue
+            }
+            let admission = misconfiguration.admit(app: request.app, service: claim.token.platform, now: claimedAt)
+            if case .hold(let until) = admission {
+                // A configuration alarm holds the app's sending on this service: the device waits again.
+                let waiting = OutcomeDisposition.retry(at: claimedAt, reason: MisconfigurationMonitor.heldReason)
+                let disposition = held(waiting, until: until, request: request, now: claimedAt)
+                outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+                tally.addHeld(service: claim.token.platform, request: request, now: claimedAt)
+                continue
+            }
+            byTag[UInt64(index)] = (claim, request)
+            sendsByApp[request.app, default: RoutedSends()].add(
                 claim.token,
                 tag: UInt64(index),
                 prepared: prepared,
@@ -70,11 +100,18 @@ extension Dispatcher {
         }
         let holdUntil = claimedAt.addingTimeInterval(configuration.leaseDuration.seconds / 2)
         var unanswered = byTag
-        while !unanswered.isEmpty, clock.now() < holdUntil {
+        /// Suspect answers the misconfiguration breaker has not decided yet, and when the last answer came.
+        var deferred: [(claim: RetryClaim, request: NotificationRequest, outcome: DeferredOutcome)] = []
+        var lastAnswer = clock.now()
+        while clock.now() < holdUntil,
+            !unanswered.isEmpty
+                || (!deferred.isEmpty && clock.now() < lastAnswer.addingTimeInterval(Self.retryDecisionWait.seconds))
+        {
             for completed in collector.drain() {
                 guard let (claim, request) = unanswered.removeValue(forKey: completed.tag) else { continue }
                 retriesInFlightCount.subtract(1, ordering: .relaxed)
                 let now = clock.now()
+                lastAnswer = now
                 let disposition = random.withLock { generator in
                     OutcomeDisposition.decide(
                         completed.outcome,
@@ -86,11 +123,30 @@ extension Dispatcher {
                         using: &generator
                     )
                 }
-                tally.add(completed.outcome, disposition: disposition, request: request, now: now)
-                raiseAlarmIfAny(completed.outcome, request: request)
-                outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
+                switch misconfiguration.judge(completed.outcome, app: request.app, now: now) {
+                case .proceed: settle(claim, request, completed.outcome, disposition, now: now)
+                case .hold(let until):
+                    let holding = held(disposition, until: until, request: request, now: now)
+                    settle(claim, request, completed.outcome, holding, now: now)
+                case .deferred(let ticket):
+                    let item = DeferredOutcome(completed: completed, disposition: disposition, ticket: ticket)
+                    deferred.append((claim, request, item))
+                }
             }
-            if !unanswered.isEmpty {
+            let now = clock.now()
+            deferred.removeAll { claim, request, item in
+                let verdict = misconfiguration.resolve(item.ticket, now: now)
+                if case .deferred = verdict { return false }
+                settle(
+                    claim,
+                    request,
+                    item.completed.outcome,
+                    decided(item, verdict, claim: claim, request: request, now: now),
+                    now: now
+                )
+                return true
+            }
+            if !unanswered.isEmpty || !deferred.isEmpty {
                 let left = max(0, holdUntil.timeIntervalSince(clock.now()))
                 await collector.signal.wait(
                     timeout: min(configuration.progressInterval, .milliseconds(Int64(left * 1000) + 1))
@@ -102,6 +158,13 @@ extension Dispatcher {
             outcomes.append(
                 RetryOutcome(claim: claim, result: .retry(nextAttemptAt: clock.now(), reason: "unanswered"))
             )
+        }
+        // Still undecided (a quiet app: its window has not passed): the device waits until it has, and the
+        // answer is decided then, when the retry is claimed again, without sending it again.
+        // Counted in the metrics once decided, not now.
+        for (claim, request, item) in deferred {
+            let disposition = undecided(item, claim: claim, request: request, now: clock.now())
+            outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
         }
         while true {
             if let result = await storeHealth.attempt(
@@ -125,6 +188,40 @@ extension Dispatcher {
         for id in Set(claims.map(\.requestID)) { await logCompletion(of: id) }
     }
 
+    /// How long a retry batch waits, after its last answer, for the breaker to decide its suspect answers
+    /// (a busy app's come within 100 answers); a quiet app's wait in ``undecidedRetries`` instead.
+    static let retryDecisionWait: Duration = .seconds(1)
+
+    /// What a deferred answer of a retry is recorded as, once the breaker has a verdict.
+    private func decided(
+        _ item: DeferredOutcome,
+        _ verdict: MisconfigurationBreaker.Verdict,
+        claim: RetryClaim,
+        request: NotificationRequest,
+        now: Date
+    ) -> OutcomeDisposition {
+        switch verdict {
+        case .proceed: return item.disposition
+        case .hold(let until): return held(item.disposition, until: until, request: request, now: now)
+        case .deferred: return undecided(item, claim: claim, request: request, now: now)
+        }
+    }
+
+    /// A deferred answer not decided yet: kept aside (in memory) and its device due again once the breaker's
+    /// window has passed, when the verdict is read instead of sending again. Not invalidated meanwhile.
+    private func undecided(
+        _ item: DeferredOutcome,
+        claim: RetryClaim,
+        request: NotificationRequest,
+        now: Date
+    ) -> OutcomeDisposition {
+        let until = item.ticket.answeredAt.addingTimeInterval(misconfiguration.window.seconds)
+        let disposition = held(item.disposition, until: until, request: request, now: now)
+        // Past the request's deadline it fails as expired (not invalidated): nothing is left to decide.
+        if case .retry = disposition { undecidedRetries.keep(item, for: claim) }
+        return disposition
+    }
+
     /// Notifications of the retry batch under way that are not answered yet.
     var retriesInFlight: Int { retriesInFlightCount.load(ordering: .relaxed) }
 }
@@ -139,5 +236,29 @@ extension RetryOutcome {
         case .retry(let at, let reason):
             self.init(claim: claim, result: .retry(nextAttemptAt: at, reason: reason))
         }
+    }
+}
+
+/// Retries whose last answer is waiting for the misconfiguration breaker's verdict, by request and device.
+/// In memory and bounded: one lost (a restart, or beyond the bound) only means the device is sent again and
+/// its answer judged afresh.
+final class UndecidedRetries: Sendable {
+    private struct Key: Hashable {
+        var request: RequestID
+        var token: DeviceToken
+    }
+
+    static let limit = 10_000
+    private let items = Mutex<[Key: DeferredOutcome]>([:])
+
+    func keep(_ item: DeferredOutcome, for claim: RetryClaim) {
+        items.withLock { items in
+            guard items.count < Self.limit else { return }
+            items[Key(request: claim.requestID, token: claim.token)] = item
+        }
+    }
+
+    func take(_ claim: RetryClaim) -> DeferredOutcome? {
+        items.withLock { $0.removeValue(forKey: Key(request: claim.requestID, token: claim.token)) }
     }
 }

@@ -55,6 +55,10 @@ public final class Dispatcher: Service, NotificationIntake {
         /// After a store operation fails, how long until the next one (doubling per failure, up to its
         /// limit). Store failures never end the dispatcher.
         public var storeBackoff = StoreBackoff()
+        /// When most of an app's answers on a service say its devices are not for this configuration (wrong
+        /// environment, topic or Firebase project), its devices are held instead of invalidated or failed
+        /// (``MisconfigurationBreaker``). nil: off.
+        public var misconfiguration: MisconfigurationBreaker.Configuration? = MisconfigurationBreaker.Configuration()
 
         public init(instanceID: InstanceID) {
             self.instanceID = instanceID
@@ -93,6 +97,10 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Devices failed for their app's configuration (FCM devices without FCM credentials, FCM refusing
     /// the credentials): one warning per app and kind a minute, with a count.
     private let alarms: SharedFailureStorm<AlarmKey>
+    /// Tells a wrong configuration from dead devices: answers are judged and sends admitted through it.
+    let misconfiguration: MisconfigurationMonitor
+    /// Retries whose last answer waits for the breaker's verdict (``UndecidedRetries``).
+    let undecidedRetries = UndecidedRetries()
     let random = Mutex(SystemRandomNumberGenerator())
 
     public init(
@@ -110,6 +118,11 @@ public final class Dispatcher: Service, NotificationIntake {
         self.clock = clock
         self.logger = logger
         self.alarms = SharedFailureStorm(clock: clock, interval: 60)
+        self.misconfiguration = MisconfigurationMonitor(
+            configuration: configuration.misconfiguration,
+            logger: logger,
+            factory: metrics.factory
+        )
         self.storeHealth = StoreHealth(
             backoff: configuration.storeBackoff,
             clock: clock,
@@ -137,6 +150,9 @@ public final class Dispatcher: Service, NotificationIntake {
 
     /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
     public var isStoreHealthy: Bool { storeHealth.isHealthy }
+
+    /// The configuration alarms in force (``MisconfigurationBreaker``): `/readyz` names them.
+    public var misconfigurationAlarms: [MisconfigurationBreaker.Alarm] { misconfiguration.alarms }
 
     // MARK: The loop
 

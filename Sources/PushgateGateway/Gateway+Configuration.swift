@@ -75,6 +75,17 @@ extension Gateway.Configuration {
         }
         if let chunkSize = configuration.store.chunkSize { dispatcher.chunkSize = chunkSize }
         if let lease = configuration.store.lease { dispatcher.leaseDuration = lease }
+        let guardKeys = configuration.misconfiguration
+        dispatcher.misconfiguration =
+            guardKeys.enabled
+            ? MisconfigurationBreaker.Configuration(
+                window: .seconds(guardKeys.windowSeconds),
+                minimumAnswers: guardKeys.minimumAnswers,
+                share: guardKeys.share,
+                probeAfter: .seconds(guardKeys.probeAfterSeconds),
+                probeLimit: .seconds(guardKeys.probeLimitSeconds),
+                probeAnswers: guardKeys.probeAnswers
+            ) : nil
     }
 
     /// The default instance id with SQLite: one file serves one process (a lock on the file refuses a

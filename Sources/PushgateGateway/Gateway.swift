@@ -304,7 +304,9 @@ public struct Gateway: Sendable {
                         apnsReachable: { apnsClients.isEmpty || apnsClients.contains { $0.isAPNsReachable } },
                         // Apps with FCM configured: ready when one of their FCM clients can connect.
                         fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
-                        dispatcherReady: { dispatcher.isStoreHealthy }
+                        dispatcherReady: { dispatcher.isStoreHealthy },
+                        // Not ready while a configuration alarm holds an app's sending (a wrong environment or project).
+                        configurationAlarms: { dispatcher.misconfigurationAlarms.map(\.summary) }
                     ),
                     onBound: { port in
                         httpPort.value = port

@@ -37,6 +37,7 @@ package struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         static let storeUnavailable = Code("store_unavailable")
         static let apnsUnavailable = Code("apns_unavailable")
         static let fcmUnavailable = Code("fcm_unavailable")
+        static let configurationAlarm = Code("configuration_alarm")
         static let internalError = Code("internal_error")
     }
 

@@ -19,19 +19,25 @@ extension HTTPAPI {
         /// The dispatcher's half of readiness: false while its store operations fail. `/readyz`
         /// answers 503 `store_unavailable` while it is false.
         public var dispatcherReady: @Sendable () async -> Bool
+        /// The configuration alarms in force, one line each naming the app, the service and the likely cause
+        /// (most of an app's answers refuse its device tokens: a wrong environment, topic or Firebase
+        /// project). `/readyz` answers 503 `configuration_alarm` while there is any.
+        public var configurationAlarms: @Sendable () async -> [String]
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
             metricsExposition: (@Sendable () async -> [UInt8])? = nil,
             apnsReachable: @escaping @Sendable () async -> Bool = { true },
             fcmReachable: @escaping @Sendable () async -> Bool = { true },
-            dispatcherReady: @escaping @Sendable () async -> Bool = { true }
+            dispatcherReady: @escaping @Sendable () async -> Bool = { true },
+            configurationAlarms: @escaping @Sendable () async -> [String] = { [] }
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
             self.apnsReachable = apnsReachable
             self.fcmReachable = fcmReachable
             self.dispatcherReady = dispatcherReady
+            self.configurationAlarms = configurationAlarms
         }
     }
 }

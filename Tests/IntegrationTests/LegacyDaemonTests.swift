@@ -50,7 +50,9 @@ struct LegacyDaemonTests {
                     simulator.caCertificatePath!,
                     "--transport", "legacy", "--legacy-host", "127.0.0.1:\(simulator.legacyPort!)",
                     "--feedback-host", "127.0.0.1:\(simulator.feedbackPort!)", "--feedback-interval", "3600",
-                    "--http-port=-1",
+                    // The bad token is taken as genuine once the misconfiguration breaker's window (a minute by
+                    // default) has passed without a trip; a short window keeps this test quick.
+                    "--http-port=-1", "--misconfiguration-window", "2",
                 ] + (ProcessInfo.processInfo.environment["PUSHGATE_TEST_LOG"].map { ["--log-level", $0] } ?? [])
             let output = OutputCollector()
             let pipe = Pipe()

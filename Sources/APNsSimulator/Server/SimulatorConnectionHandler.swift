@@ -317,7 +317,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         let headers = stream.headers
         let requestAPNsID = headers.first(name: "apns-id")
         var deviceToken: String?
-        let rejection: SimulatedRejection?
+        var rejection: SimulatedRejection?
 
         if let injected = self.core.drawInjectedFailure(self.faults) {
             rejection = SimulatedRejection(injected)
@@ -353,6 +353,10 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
                     return
                 }
             }
+        }
+        // A token of the other environment passes every other check and is then refused, as APNs does.
+        if rejection == nil, deviceToken != nil, self.faults.everyTokenBad {
+            rejection = SimulatedRejection(.badDeviceToken)
         }
 
         let apnsID: String

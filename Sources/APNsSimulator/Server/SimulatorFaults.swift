@@ -15,6 +15,7 @@
 /// | `drop_now` | true | close every live connection now (an action, not remembered) |
 /// | `max_concurrent_streams` | integer ≥ 0 | send a new `SETTINGS_MAX_CONCURRENT_STREAMS` on every live connection, and use it for new ones |
 /// | `blackhole` | boolean | never answer requests received while set (for client deadline tests) |
+/// | `every_token_bad` | boolean | answer 400 `BadDeviceToken` to every HTTP/2 request that would be accepted, as APNs answers tokens of the other environment (a sandbox token sent to production) |
 /// | `seed` | integer ≥ 0 | reseed the random generator that draws the error rates |
 ///
 /// Faults apply to requests and connections from the moment they are set; requests already
@@ -29,6 +30,8 @@ public struct SimulatorFaults: Sendable, Equatable {
     /// nil = the configuration's `maxConcurrentStreams`.
     public var maxConcurrentStreams: Int? = nil
     public var blackhole: Bool = false
+    /// Every device token is refused with `BadDeviceToken` (the wrong-environment mistake).
+    public var everyTokenBad: Bool = false
 
     public init(
         latencyMilliseconds: Int = 0,
@@ -38,7 +41,8 @@ public struct SimulatorFaults: Sendable, Equatable {
         goAwayAfterStreams: Int? = nil,
         dropAfterStreams: Int? = nil,
         maxConcurrentStreams: Int? = nil,
-        blackhole: Bool = false
+        blackhole: Bool = false,
+        everyTokenBad: Bool = false
     ) {
         self.latencyMilliseconds = latencyMilliseconds
         self.rate429 = rate429
@@ -48,6 +52,7 @@ public struct SimulatorFaults: Sendable, Equatable {
         self.dropAfterStreams = dropAfterStreams
         self.maxConcurrentStreams = maxConcurrentStreams
         self.blackhole = blackhole
+        self.everyTokenBad = everyTokenBad
     }
 
     /// No faults.

@@ -222,6 +222,12 @@ struct OutcomeTally {
         alarms[AlarmKey(app: request.app, service: service, reason: reason), default: 0] += 1
     }
 
+    /// A device held by a configuration alarm without being sent: counted as a retry without a status.
+    mutating func addHeld(service: PushPlatform, request: NotificationRequest, now: Date) {
+        let reason = MisconfigurationMonitor.heldReason
+        add(service: service, status: nil, reason: reason, .retry(at: now, reason: reason), request: request, now: now)
+    }
+
     private mutating func add(
         service: PushPlatform,
         status: Int?,

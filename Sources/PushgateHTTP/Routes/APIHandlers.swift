@@ -258,6 +258,17 @@ struct APIHandlers: Sendable {
                 message: "no FCM connection is possible: the last attempts to connect failed"
             ).response()
         }
+        let alarms = await monitoring.configurationAlarms()
+        guard alarms.isEmpty else {
+            logger.warning("readiness check failed: a configuration alarm holds an app's sending")
+            return APIError(
+                .serviceUnavailable,
+                .configurationAlarm,
+                field: nil,
+                message: alarms.joined(separator: "; ")
+            )
+            .response()
+        }
         return JSONResponse.make(["status": "ready"])
     }
 
