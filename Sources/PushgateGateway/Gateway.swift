@@ -224,6 +224,24 @@ public struct Gateway: Sendable {
             if let fcm { fcmClients.append(fcm) }
             routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
         }
+        // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz.
+        var expirySources: [(credential: CredentialExpiryWatch.Credential, expiry: @Sendable () -> Date?)] = []
+        for app in configuration.apps where app.legacy == nil {
+            if case .certificate(let certificate) = app.client.authentication {
+                let expiry = certificate.notValidAfter
+                expirySources.append((.init(app: app.name, kind: "apns_certificate"), { expiry }))
+            }
+        }
+        if let tls = configuration.http?.tls {
+            expirySources.append((.init(app: "", kind: "http_tls_certificate"), { tls.identity.notValidAfter }))
+        }
+        let expiryWatch = CredentialExpiryWatch(
+            sources: expirySources,
+            clock: clock,
+            metricsFactory: metricsFactory,
+            logger: Logger(label: "pushgate.credentials")
+        )
+        reloadHook.register("credential expiry") { _ in expiryWatch.check() }
         let dispatcher = Dispatcher(
             store: store,
             routes: routes,
@@ -273,6 +291,7 @@ public struct Gateway: Sendable {
         // Transports start first and stop last: the dispatcher drains into them.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
             transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
+        if !expiryWatch.isEmpty { services.append(.init(service: expiryWatch)) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.
         var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: dispatcher), .init(service: udp),
@@ -306,7 +325,9 @@ public struct Gateway: Sendable {
                         fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
                         dispatcherReady: { dispatcher.isStoreHealthy },
                         // Not ready while a configuration alarm holds an app's sending (a wrong environment or project).
-                        configurationAlarms: { dispatcher.misconfigurationAlarms.map(\.summary) }
+                        configurationAlarms: {
+                            dispatcher.misconfigurationAlarms.map(\.summary) + expiryWatch.expiredSummaries
+                        }
                     ),
                     onBound: { port in
                         httpPort.value = port

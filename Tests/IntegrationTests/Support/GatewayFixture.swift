@@ -112,6 +112,7 @@ struct GatewayFixture {
     static func run<Result: Sendable>(
         _ configuration: GatewayConfiguration,
         dispatcher tweakDispatcher: (inout Dispatcher.Configuration) -> Void = { _ in },
+        clock: any WallClock = SystemWallClock(),
         _ body: @escaping @Sendable (Gateway.Running, Gateway.Configuration) async throws -> Result
     ) async throws -> Result {
         var built = try Gateway.Configuration(configuration, environment: [:])
@@ -128,7 +129,7 @@ struct GatewayFixture {
         return try await withThrowingTaskGroup(of: Result?.self) { group in
             group.addTask {
                 defer { readyContinuation.finish() }
-                try await gateway.run(logger: TestLogger.make("gateway")) { running in
+                try await gateway.run(logger: TestLogger.make("gateway"), clock: clock) { running in
                     readyContinuation.yield(running)
                 }
                 return nil
