@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushgateCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -98,24 +99,7 @@ struct LogOutput {
 
 /// JSON text for log lines, written by hand: keys in a fixed order and no Foundation round trip per line.
 enum JSONText {
-    static func string(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let control where control.value < 0x20:
-                out +=
-                    "\\u" + String(repeating: "0", count: 4 - String(control.value, radix: 16).count)
-                    + String(control.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
-    }
+    static func string(_ text: String) -> String { Payload.jsonStringLiteral(text) }
 
     static func value(_ value: Logger.MetadataValue) -> String {
         switch value {

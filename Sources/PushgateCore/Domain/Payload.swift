@@ -63,7 +63,8 @@ public struct Payload: Hashable, Sendable {
 
     init(unchecked bytes: [UInt8]) { self.bytes = bytes }
 
-    static func jsonStringLiteral(_ text: String) -> String {
+    /// `text` as a JSON string literal (quotes and escapes): also what the JSON log lines write.
+    package static func jsonStringLiteral(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
