@@ -262,6 +262,8 @@ public struct Gateway: Sendable {
                     "http.port": "\(httpPort.value.map { "\($0)" } ?? "off")",
                 ]
             )
+            // systemd (Type=notify): ready now that every port is bound.
+            SystemdNotifier().notify("READY=1\nMAINPID=\(getpid())")
             await onReady(
                 Running(
                     udp: bound,
@@ -292,6 +294,8 @@ public struct Gateway: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
             transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
         if !expiryWatch.isEmpty { services.append(.init(service: expiryWatch)) }
+        let systemd = SystemdNotifier()
+        if systemd.isActive { services.append(.init(service: systemd.service())) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.
         var underID: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: dispatcher), .init(service: udp),
