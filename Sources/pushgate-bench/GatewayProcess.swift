@@ -59,6 +59,10 @@ final class GatewayLog: Sendable {
         var partial = ""
         var kept: [GatewayLogLine] = []
         var recent: [String] = []
+        /// Lines saying a request is done, counted as they arrive: the mixed-traffic modes wait for
+        /// tens of thousands of them, and counting the kept lines again on each poll would cost this
+        /// process a core.
+        var doneLines = 0
     }
 
     private static let keptMarkers = ["pushgate ready", "notification request", "UDP ingress stopped"]
@@ -73,6 +77,7 @@ final class GatewayLog: Sendable {
                 let line = String(state.partial[..<newline])
                 state.partial.removeSubrange(...newline)
                 if Self.keptMarkers.contains(where: { line.contains($0) }) {
+                    if line.hasSuffix("notification request done") { state.doneLines += 1 }
                     state.kept.append(GatewayLogLine(text: line, arrivedAt: instant))
                 }
                 if Self.forwardedLevels.contains(where: { line.contains($0) }) { forwarded.append(line) }
@@ -96,6 +101,9 @@ final class GatewayLog: Sendable {
     }
 
     var recent: [String] { state.withLock { $0.recent } }
+
+    /// Lines ending `notification request done` so far.
+    var doneLines: Int { state.withLock { $0.doneLines } }
 }
 
 /// `pushgate gateway -f` as a child process. Its CPU and peak RSS come from `/proc/PID/stat` and

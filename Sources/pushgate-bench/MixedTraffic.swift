@@ -32,9 +32,10 @@ struct PacingSchedule: Sendable, Equatable {
         guard elapsed >= 0, next < total else { return next..<next }
         // Request i is due when i / rate <= elapsed; the same product as `offset`, so that a
         // request is never both not due here and overdue there.
-        var end = Int((elapsed * rate).rounded(.down)) + 1
+        var end = min(total, Int(min(elapsed * rate, Double(Int.max / 2)).rounded(.down)) + 1)
         while end > next, offset(of: end - 1) > elapsed { end -= 1 }
-        return next..<max(next, min(total, end))
+        while end < total, offset(of: end) <= elapsed { end += 1 }
+        return next..<max(next, end)
     }
 }
 

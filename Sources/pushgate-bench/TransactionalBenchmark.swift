@@ -80,6 +80,8 @@ struct TransactionalRun: Sendable {
     var clientErrors: [String] = []
     var tally = TrafficTally(capacity: 0)
     var doneLines = 0
+    /// `RcvbufErrors` over the run, machine-wide (UDP datagrams the kernel dropped for a full buffer).
+    var kernelDrops: Int?
     var gatewayCPU: CPUTime?
     var standInCPU: CPUTime?
     var otherMachineCPUSeconds: Double?
@@ -244,6 +246,7 @@ struct TransactionalBenchmark {
             let machineBefore = ProcessMetrics.machineCPU()
             let ownBefore = ProcessMetrics.selfCPU()
             let standInBefore = ProcessMetrics.processCPU(pid: haproxy.pid)
+            let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
             let gatewayBefore = gateway.cpu()
             let start = ContinuousClock.now + .milliseconds(20)
             if http {
@@ -275,26 +278,35 @@ struct TransactionalBenchmark {
                 run.senderSeconds = paced.seconds
             }
 
-            // Every sent request answered by the stand-in, or --timeout after the last send.
+            // Every sent request answered by the stand-in; or --timeout after the last send, or 30 s
+            // without a new answer (a datagram the kernel dropped is never answered).
             let deadline = ContinuousClock.now + .seconds(options.timeout)
-            while recorder.answered < run.sent, ContinuousClock.now < deadline {
+            var lastProgress = (count: recorder.answered, at: ContinuousClock.now)
+            while recorder.answered < run.sent, ContinuousClock.now < deadline,
+                ContinuousClock.now - lastProgress.at < .seconds(30)
+            {
                 try gateway.checkAlive("while the stand-in's receipts were awaited")
                 try await Task.sleep(for: .milliseconds(5))
+                let answered = recorder.answered
+                if answered > lastProgress.count { lastProgress = (answered, ContinuousClock.now) }
             }
             if recorder.answered < run.sent {
                 run.incomplete =
-                    "the stand-in saw \(recorder.answered) of \(run.sent) requests within \(options.timeout) s"
+                    "the stand-in saw \(recorder.answered) of \(run.sent) requests (waited until --timeout or 30 s without a new one)"
             }
             // The gateway records each answer after it: its CPU is read once it logged every request done
             // (at most 30 s more).
             let expectedDone = command.warmup + run.sent
-            _ = try await gateway.waitForLines(
-                containing: "notification request done",
-                count: expectedDone,
-                timeout: 30
-            )
-            run.doneLines = gateway.log.count(containing: "notification request done") - command.warmup
+            let doneDeadline = ContinuousClock.now + .seconds(30)
+            while gateway.log.doneLines < expectedDone, ContinuousClock.now < doneDeadline {
+                try gateway.checkAlive("while its done lines were awaited")
+                try await Task.sleep(for: .milliseconds(5))
+            }
+            run.doneLines = gateway.log.doneLines - command.warmup
             let gatewayAfter = gateway.cpu()
+            if let before = dropsBefore, let after = ProcessMetrics.udpReceiveBufferErrors() {
+                run.kernelDrops = after - before
+            }
             let standInAfter = ProcessMetrics.processCPU(pid: haproxy.pid)
             let ownAfter = ProcessMetrics.selfCPU()
             let machineAfter = ProcessMetrics.machineCPU()
@@ -351,6 +363,11 @@ struct TransactionalBenchmark {
         )
         report.line("  send → stand-in receipt: \(Percentiles(tally.latencies).summary)")
         report.line("  gateway 'notification request done' lines: \(Format.integer(run.doneLines))")
+        if let drops = run.kernelDrops {
+            report.line(
+                "  UDP datagrams the kernel dropped for a full receive buffer (RcvbufErrors, machine-wide, the stand-in's receipt lines included): \(Format.integer(drops))"
+            )
+        }
         var cpu = "  gateway CPU: \(run.gatewayCPU.map(Format.cpu) ?? "?")"
         if let perRequest = run.cpuPerRequestSeconds {
             cpu += " = \(Format.micro(perRequest * 1e6)) µs/request"
