@@ -85,7 +85,7 @@ stop)
     rm -rf "$root"
     ;;
 *)
-    echo "usage: $0 start [PORT] | stop ROOT" >&2
+    echo "usage: $0 start [PORT [RTT_MS [LOG_ADDR]]] | stop ROOT" >&2
     exit 64
     ;;
 esac

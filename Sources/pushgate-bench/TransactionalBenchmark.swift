@@ -290,10 +290,7 @@ struct TransactionalBenchmark {
                 let answered = recorder.answered
                 if answered > lastProgress.count { lastProgress = (answered, ContinuousClock.now) }
             }
-            if recorder.answered < run.sent {
-                run.incomplete =
-                    "the stand-in saw \(recorder.answered) of \(run.sent) requests (waited until --timeout or 30 s without a new one)"
-            }
+            let waitedOut = recorder.answered < run.sent
             // The gateway records each answer after it: its CPU is read once it logged every request done
             // (at most 30 s more).
             let expectedDone = command.warmup + run.sent
@@ -312,6 +309,12 @@ struct TransactionalBenchmark {
             let machineAfter = ProcessMetrics.machineCPU()
             listener.record(into: nil)
             run.tally = recorder.snapshot
+            if waitedOut {
+                // Counted after the done lines were awaited too: answers kept coming meanwhile.
+                run.incomplete =
+                    "waiting for the stand-in's receipts stopped at --timeout or after 30 s without a new one; "
+                    + "it saw \(run.tally.answered) of \(run.sent) requests in the end"
+            }
             if let before = gatewayBefore, let after = gatewayAfter { run.gatewayCPU = after - before }
             if let before = standInBefore, let after = standInAfter { run.standInCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
