@@ -5,7 +5,7 @@
 # This is the kind of stand-in the C pushd was measured against (see docs/benchmarks.md);
 # it costs far less CPU per request than our simulator, so the gateway's own speed shows.
 #
-#   scripts/haproxy-apns-standin.sh start [PORT [RTT_MS]]
+#   scripts/haproxy-apns-standin.sh start [PORT [RTT_MS [LOG_ADDR]]]
 #       prints: APNS_HOST=127.0.0.1:PORT APNS_CA=FILE STANDIN_ROOT=DIR STANDIN_PID=PID
 #   scripts/haproxy-apns-standin.sh stop ROOT
 #
@@ -14,6 +14,11 @@
 # no Lua. 0 answers at once (`http-request return`). Either way the apns-id is `%[uuid()]`.
 # It accepts any provider token and any client (no client certificate is asked for), never
 # answers anything but 200, and listens on loopback only.
+#
+# LOG_ADDR (127.0.0.1:PORT, optional; `pushgate-bench transactional` and `hol`) sends one raw
+# syslog datagram there per request whose body contains `"bench_seq":`, and none for any other:
+# "RECEIVED_US BODY", RECEIVED_US being the wall clock in microseconds when the request and its
+# body were in (read by a rule, before the answer is held), BODY the request's body.
 set -euo pipefail
 
 command="${1:-}"
@@ -22,7 +27,9 @@ start)
     command -v haproxy >/dev/null || { echo "haproxy is not installed (apt-get install haproxy)" >&2; exit 1; }
     port="${2:-0}"
     rtt_ms="${3:-0}"
+    log_addr="${4:-}"
     case "$rtt_ms" in ''|*[!0-9]*) echo "RTT_MS must be a whole number of milliseconds" >&2; exit 64 ;; esac
+    case "$log_addr" in ''|127.0.0.1:[0-9]*) ;; *) echo "LOG_ADDR must be 127.0.0.1:PORT" >&2; exit 64 ;; esac
     if [ "$port" = 0 ]; then
         port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     fi
@@ -51,6 +58,17 @@ frontend apns
     bind 127.0.0.1:$port ssl crt $root/server.pem alpn h2
     http-request wait-for-body time 1s
 EOF
+    if [ -n "$log_addr" ]; then
+        # A log line is written when the answer has gone, so the receipt time is taken by a rule
+        # before the answer is held. Requests without the marker (a broadcast's) are not logged.
+        cat >> "$root/haproxy.cfg" <<EOF
+    log $log_addr len 4096 format raw local0
+    log-format "%[var(txn.received)] %[var(txn.body)]"
+    http-request set-log-level silent unless { req.body -m sub "\"bench_seq\":" }
+    http-request set-var(txn.received) date(0,us)
+    http-request set-var(txn.body) req.body
+EOF
+    fi
     if [ "$rtt_ms" -gt 0 ]; then
         printf '    timeout tarpit %sms\n    http-request tarpit deny_status 200 hdr apns-id "%%[uuid()]"\n' \
             "$rtt_ms" >> "$root/haproxy.cfg"
@@ -67,7 +85,7 @@ stop)
     rm -rf "$root"
     ;;
 *)
-    echo "usage: $0 start [PORT] | stop ROOT" >&2
+    echo "usage: $0 start [PORT [RTT_MS [LOG_ADDR]]] | stop ROOT" >&2
     exit 64
     ;;
 esac

@@ -4,7 +4,7 @@ import Foundation
 
 /// `pushgate-bench` (see docs/benchmarks.md): figures, printed, never pass/fail (STYLE §17). The APNs
 /// client against the simulator (client, h2load, all), and the gateway end to end (e2e,
-/// registrations, latency).
+/// registrations, latency, and mixed traffic: transactional, hol).
 @main
 struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,7 +19,8 @@ struct BenchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
-            LatencyCommand.self, SoakCommand.self, MicroCommand.self,
+            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, SoakCommand.self,
+            MicroCommand.self,
         ],
         defaultSubcommand: ClientCommand.self
     )

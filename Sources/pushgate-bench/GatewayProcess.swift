@@ -18,6 +18,8 @@ struct GatewayLaunch: Sendable {
     var authKeyPath: String
     var topic: String
     var logLevel: String = "info"
+    /// The HTTP API's port: -1 none, 0 any free one (read from the ready line).
+    var httpPort: Int = -1
     /// Appended as given (`--gateway-arg=--max-streams=1000`).
     var extraArguments: [String] = []
 
@@ -26,7 +28,7 @@ struct GatewayLaunch: Sendable {
             "gateway", "-f", "-d", databasePath, "-l", "127.0.0.1", "-g", "0", "-n", "0", "--apns-host", apnsHost,
             "--auth-key", authKeyPath, "--key-id", ThrowawayKey.keyID, "--team-id", ThrowawayKey.teamID, "--topic",
             topic,
-            "--http-port=-1", "--log-level", logLevel,
+            "--http-port=\(httpPort)", "--log-level", logLevel,
         ]
         if let caPath { arguments += ["--ca", caPath] }
         return arguments + extraArguments
@@ -57,6 +59,10 @@ final class GatewayLog: Sendable {
         var partial = ""
         var kept: [GatewayLogLine] = []
         var recent: [String] = []
+        /// Lines saying a request is done, counted as they arrive: the mixed-traffic modes wait for
+        /// tens of thousands of them, and counting the kept lines again on each poll would cost this
+        /// process a core.
+        var doneLines = 0
     }
 
     private static let keptMarkers = ["pushgate ready", "notification request", "UDP ingress stopped"]
@@ -71,6 +77,7 @@ final class GatewayLog: Sendable {
                 let line = String(state.partial[..<newline])
                 state.partial.removeSubrange(...newline)
                 if Self.keptMarkers.contains(where: { line.contains($0) }) {
+                    if line.hasSuffix("notification request done") { state.doneLines += 1 }
                     state.kept.append(GatewayLogLine(text: line, arrivedAt: instant))
                 }
                 if Self.forwardedLevels.contains(where: { line.contains($0) }) { forwarded.append(line) }
@@ -94,6 +101,9 @@ final class GatewayLog: Sendable {
     }
 
     var recent: [String] { state.withLock { $0.recent } }
+
+    /// Lines ending `notification request done` so far.
+    var doneLines: Int { state.withLock { $0.doneLines } }
 }
 
 /// `pushgate gateway -f` as a child process. Its CPU and peak RSS come from `/proc/PID/stat` and
@@ -102,6 +112,8 @@ final class GatewayProcess: Sendable {
     struct Ports: Sendable {
         var registration: Int
         var notification: Int
+        /// The HTTP API's, when it listens.
+        var http: Int?
     }
 
     private let process: Process
@@ -145,7 +157,11 @@ final class GatewayProcess: Sendable {
                 guard let registration = ready.metadata("udp.registration").flatMap(Self.port),
                     let notification = ready.metadata("udp.notification").flatMap(Self.port)
                 else { throw BenchError("cannot read the UDP ports from the gateway's line: \(ready.text)") }
-                return Ports(registration: registration, notification: notification)
+                return Ports(
+                    registration: registration,
+                    notification: notification,
+                    http: ready.metadata("http.port").flatMap { Int($0) }
+                )
             }
             try checkAlive("before it was ready")
             try await Task.sleep(for: .milliseconds(10))

@@ -47,8 +47,13 @@ struct HAProxyStandIn: Sendable {
         return fromCurrent
     }
 
-    static func start(script: String, rttMilliseconds: Int) async throws -> HAProxyStandIn {
-        let output = try await runScript(script, ["start", "0", String(rttMilliseconds)])
+    /// `logAddress` (`127.0.0.1:PORT`): where it sends a receipt line per request carrying
+    /// `"bench_seq":` (``BenchSequence``, ``ReceiptListener``).
+    static func start(script: String, rttMilliseconds: Int, logAddress: String? = nil) async throws -> HAProxyStandIn {
+        let output = try await runScript(
+            script,
+            ["start", "0", String(rttMilliseconds)] + (logAddress.map { [$0] } ?? [])
+        )
         var values: [String: String] = [:]
         for field in output.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
             let parts = field.split(separator: "=", maxSplits: 1)
