@@ -30,12 +30,13 @@ struct FCMDeliveryTests {
         var fcm: SubmitTimesFCMTransport
 
         /// Submits a notification to group `mixed` and waits until the ledger says it is done.
-        func notify(_ name: String) async throws -> DeliveryReport {
+        func notify(_ name: String, expiration: Expiration = .immediately) async throws -> DeliveryReport {
             let id = try RequestID(name)
             _ = try await dispatcher.submit(
                 NotificationRequest(
                     id: id,
                     groups: ["mixed"],
+                    expiration: expiration,
                     payload: Payload(jsonString: #"{"aps":{"alert":"hello"},"match":7}"#),
                     createdAt: Date()
                 )
@@ -46,15 +47,19 @@ struct FCMDeliveryTests {
     }
 
     /// Both simulators, both clients, and a dispatcher whose default app has both; group `mixed` holds
-    /// `apnsDevices` APNs and `fcmDevices` FCM devices.
+    /// `apnsDevices` APNs and `fcmDevices` FCM devices. `fcmSimulator` and `fcmClient` adjust the FCM
+    /// simulator's and client's configurations.
     static func withBothServices(
         apnsDevices: Int,
         fcmDevices: Int,
+        fcmSimulator adjustSimulator: (inout FCMSimulator.Configuration) -> Void = { _ in },
+        fcmClient adjustClient: (inout FCMClient.Configuration) -> Void = { _ in },
         _ body: (Context) async throws -> Void
     ) async throws {
         try await SimulatorFixture.with(.token) { apnsSimulator, apnsClient, _ in
             var fcmSimulatorConfiguration = FCMSimulator.Configuration()
             fcmSimulatorConfiguration.logger = TestLogger.make("fcm-simulator")
+            adjustSimulator(&fcmSimulatorConfiguration)
             try await FCMSimulator.withRunning(fcmSimulatorConfiguration) { fcmSimulator in
                 let account = try fcmSimulator.makeServiceAccount(projectID: "e2e-project")
                 var fcmConfiguration = FCMClient.Configuration(
@@ -65,6 +70,7 @@ struct FCMDeliveryTests {
                 )
                 fcmConfiguration.eventLoopThreads = 1
                 fcmConfiguration.shutdownGracePeriod = .seconds(2)
+                adjustClient(&fcmConfiguration)
                 try await FCMClient.withClient(configuration: fcmConfiguration, logger: TestLogger.make("fcm")) {
                     fcmClient in
                     let directory = try TemporaryDirectory()
