@@ -19,19 +19,25 @@ extension HTTPAPI {
         /// The dispatcher's half of readiness: false while its store operations fail. `/readyz`
         /// answers 503 `store_unavailable` while it is false.
         public var dispatcherReady: @Sendable () async -> Bool
+        /// How long `/readyz` waits for the store's answer before it says 503 `store_unavailable`: promptly,
+        /// even when the database went silent (its queries end only at the store's own deadline, 30 s by
+        /// default), but not so soon that a store merely slow under load is called unavailable.
+        public var readinessStoreDeadline: Duration
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
             metricsExposition: (@Sendable () async -> [UInt8])? = nil,
             apnsReachable: @escaping @Sendable () async -> Bool = { true },
             fcmReachable: @escaping @Sendable () async -> Bool = { true },
-            dispatcherReady: @escaping @Sendable () async -> Bool = { true }
+            dispatcherReady: @escaping @Sendable () async -> Bool = { true },
+            readinessStoreDeadline: Duration = .seconds(10)
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
             self.apnsReachable = apnsReachable
             self.fcmReachable = fcmReachable
             self.dispatcherReady = dispatcherReady
+            self.readinessStoreDeadline = readinessStoreDeadline
         }
     }
 }
