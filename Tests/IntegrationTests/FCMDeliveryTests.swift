@@ -12,7 +12,8 @@ import Testing
 /// End to end: the dispatcher on a SQLite store, sending over the real APNs client to the APNs
 /// simulator and over the real FCM client (real TLS, real HTTP/2, an RS256 access-token exchange) to
 /// the FCM simulator. Both simulators' records are the oracle.
-@Suite("FCM and APNs delivery end to end", .timeLimit(.minutes(3)))
+/// The time limit is a safety net, not a budget: CI runs every suite at once on two cores (issue #27).
+@Suite("FCM and APNs delivery end to end", .timeLimit(.minutes(10)))
 struct FCMDeliveryTests {
     static func apnsToken(_ number: Int) -> DeviceToken { SimulatorFixture.token(number) }
 
@@ -41,7 +42,7 @@ struct FCMDeliveryTests {
                     createdAt: Date()
                 )
             )
-            try await eventually("\(name) done") { try await store.report(id)?.state == .done }
+            try await eventually("\(name) done", timeout: .seconds(540)) { try await store.report(id)?.state == .done }
             return try #require(try await store.report(id))
         }
     }
@@ -70,6 +71,8 @@ struct FCMDeliveryTests {
                 )
                 fcmConfiguration.eventLoopThreads = 1
                 fcmConfiguration.shutdownGracePeriod = .seconds(2)
+                // As the APNs client's (`SimulatorFixture`): an answer read late is final, never resent.
+                fcmConfiguration.requestTimeout = .seconds(120)
                 adjustClient(&fcmConfiguration)
                 try await FCMClient.withClient(configuration: fcmConfiguration, logger: TestLogger.make("fcm")) {
                     fcmClient in

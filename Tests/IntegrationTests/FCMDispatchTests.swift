@@ -8,7 +8,7 @@ import Testing
 
 /// The dispatcher splits every page of targets by platform: APNs devices go to the app's APNs
 /// transport, FCM devices to its FCM transport (here scripted transports that answer at once).
-@Suite("Dispatcher: each device over its own service", .timeLimit(.minutes(2)))
+@Suite("Dispatcher: each device over its own service", .timeLimit(.minutes(5)))
 struct FCMDispatchTests {
     static func apnsToken(_ number: Int) -> DeviceToken {
         try! DeviceToken(hex: String(format: "%064x", 0xf0_0000 + number))
