@@ -140,6 +140,7 @@ struct ControlAPI: Sendable {
             "drop_after_streams": faults.dropAfterStreams.map { $0 as Any } ?? NSNull(),
             "max_concurrent_streams": faults.maxConcurrentStreams.map { $0 as Any } ?? NSNull(),
             "blackhole": faults.blackhole,
+            "hold_answers": faults.holdAnswers,
         ]
     }
 
@@ -198,6 +199,7 @@ struct FaultsUpdate: Decodable {
     var dropAfterStreams: Change<Int> = .keep
     var maxConcurrentStreams: Change<Int> = .keep
     var blackhole: Change<Bool> = .keep
+    var holdAnswers: Change<Bool> = .keep
     var dropNow = false
     var seed: UInt64?
 
@@ -211,6 +213,7 @@ struct FaultsUpdate: Decodable {
         case dropNow = "drop_now"
         case maxConcurrentStreams = "max_concurrent_streams"
         case blackhole
+        case holdAnswers = "hold_answers"
         case seed
     }
 
@@ -258,6 +261,7 @@ struct FaultsUpdate: Decodable {
         self.dropAfterStreams = try change(.dropAfterStreams, Int.self)
         self.maxConcurrentStreams = try change(.maxConcurrentStreams, Int.self)
         self.blackhole = try change(.blackhole, Bool.self)
+        self.holdAnswers = try change(.holdAnswers, Bool.self)
         self.dropNow = try container.decodeIfPresent(Bool.self, forKey: .dropNow) ?? false
         self.seed = try container.decodeIfPresent(UInt64.self, forKey: .seed)
     }
@@ -286,5 +290,6 @@ struct FaultsUpdate: Decodable {
         apply(self.dropAfterStreams, \.dropAfterStreams)
         apply(self.maxConcurrentStreams, \.maxConcurrentStreams)
         apply(self.blackhole, \.blackhole)
+        apply(self.holdAnswers, \.holdAnswers)
     }
 }

@@ -15,6 +15,7 @@
 /// | `drop_now` | true | close every live connection now (an action, not remembered) |
 /// | `max_concurrent_streams` | integer ≥ 0 | send a new `SETTINGS_MAX_CONCURRENT_STREAMS` on every live connection, and use it for new ones |
 /// | `blackhole` | boolean | never answer requests received while set (for client deadline tests) |
+/// | `hold_answers` | boolean | hold the answers of requests received while set; clearing it sends them all (tests that need many streams open at once, whatever the machine's speed) |
 /// | `seed` | integer ≥ 0 | reseed the random generator that draws the error rates |
 ///
 /// Faults apply to requests and connections from the moment they are set; requests already
@@ -29,6 +30,8 @@ public struct SimulatorFaults: Sendable, Equatable {
     /// nil = the configuration's `maxConcurrentStreams`.
     public var maxConcurrentStreams: Int? = nil
     public var blackhole: Bool = false
+    /// Answers decided while set wait until it is cleared, then go out at once.
+    public var holdAnswers: Bool = false
 
     public init(
         latencyMilliseconds: Int = 0,
@@ -38,7 +41,8 @@ public struct SimulatorFaults: Sendable, Equatable {
         goAwayAfterStreams: Int? = nil,
         dropAfterStreams: Int? = nil,
         maxConcurrentStreams: Int? = nil,
-        blackhole: Bool = false
+        blackhole: Bool = false,
+        holdAnswers: Bool = false
     ) {
         self.latencyMilliseconds = latencyMilliseconds
         self.rate429 = rate429
@@ -48,6 +52,7 @@ public struct SimulatorFaults: Sendable, Equatable {
         self.dropAfterStreams = dropAfterStreams
         self.maxConcurrentStreams = maxConcurrentStreams
         self.blackhole = blackhole
+        self.holdAnswers = holdAnswers
     }
 
     /// No faults.
