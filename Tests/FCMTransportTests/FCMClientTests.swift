@@ -29,6 +29,9 @@ final class OutcomeCollector: FCMOutcomeReceiver {
         if let (waiter, outcomes) = done { waiter.resume(returning: outcomes) }
     }
 
+    /// How many outcomes have arrived so far.
+    var count: Int { state.withLock { $0.outcomes.count } }
+
     func wait(for expected: Int) async -> [(token: String, outcome: FCMOutcome)] {
         await withCheckedContinuation { continuation in
             let ready = state.withLock { state -> [(token: String, outcome: FCMOutcome)]? in
