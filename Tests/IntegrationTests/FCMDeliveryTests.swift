@@ -48,16 +48,21 @@ struct FCMDeliveryTests {
     }
 
     /// Both simulators, both clients, and a dispatcher whose default app has both; group `mixed` holds
-    /// `apnsDevices` APNs and `fcmDevices` FCM devices. `fcmSimulator` and `fcmClient` adjust the FCM
-    /// simulator's and client's configurations.
+    /// `apnsDevices` APNs and `fcmDevices` FCM devices. The closures adjust the simulators' and clients'
+    /// configurations.
     static func withBothServices(
         apnsDevices: Int,
         fcmDevices: Int,
+        apnsSimulator adjustAPNsSimulator: (inout APNsSimulator.Configuration) -> Void = { _ in },
+        apnsClient adjustAPNsClient: (inout APNsClient.Configuration) -> Void = { _ in },
         fcmSimulator adjustSimulator: (inout FCMSimulator.Configuration) -> Void = { _ in },
         fcmClient adjustClient: (inout FCMClient.Configuration) -> Void = { _ in },
         _ body: (Context) async throws -> Void
     ) async throws {
-        try await SimulatorFixture.with(.token) { apnsSimulator, apnsClient, _ in
+        try await SimulatorFixture.with(.token, simulator: adjustAPNsSimulator, client: adjustAPNsClient) {
+            apnsSimulator,
+            apnsClient,
+            _ in
             var fcmSimulatorConfiguration = FCMSimulator.Configuration()
             fcmSimulatorConfiguration.logger = TestLogger.make("fcm-simulator")
             adjustSimulator(&fcmSimulatorConfiguration)

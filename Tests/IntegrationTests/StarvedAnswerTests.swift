@@ -1,3 +1,4 @@
+import APNsSimulator
 import FCMSimulator
 import FCMTransport
 import Foundation
@@ -7,9 +8,9 @@ import Testing
 /// Issue #27: on a starved machine the FCM client gave up on answers that were merely late, and the
 /// dispatcher sent those messages again although FCM had accepted them (1,400 messages for 1,000
 /// devices). Here the simulator holds every answer past the client's deadline: it accepts (and records)
-/// each message at once, as FCM would, and answers too late.
-@Suite("FCM answers held past the client's deadline", .timeLimit(.minutes(10)))
-struct FCMStarvedAnswerTests {
+/// each message at once, as FCM would, and answers too late. APNs shares the transport engine.
+@Suite("Answers held past the client's deadline (FCM and APNs)", .timeLimit(.minutes(10)))
+struct StarvedAnswerTests {
     @Test("an answer that never came in time: each device is sent once, failed as answer_timeout, never resent")
     func answersHeldPastTheDeadline() async throws {
         try await FCMDeliveryTests.withBothServices(
@@ -27,6 +28,26 @@ struct FCMStarvedAnswerTests {
             #expect(report.pendingRetries == 0)
             #expect(messages.count == 40)
             #expect(Set(messages) == Set((0..<40).map { FCMDeliveryTests.fcmToken($0).value }))
+        }
+    }
+
+    @Test("APNs answers held past the deadline: each device is sent once, failed as answer_timeout, never resent")
+    func apnsAnswersHeldPastTheDeadline() async throws {
+        try await FCMDeliveryTests.withBothServices(
+            apnsDevices: 40,
+            fcmDevices: 0,
+            apnsSimulator: { $0.faults.latencyMilliseconds = 1_500 },
+            apnsClient: { $0.requestTimeout = .milliseconds(500) }
+        ) { context in
+            let report = try await context.notify("apns-held", expiration: .storagePolicy)
+            #expect(report.accepted == 0)
+            #expect(report.failedByReason == ["answer_timeout": 40])
+            #expect(report.pendingRetries == 0)
+            let stats = context.apnsSimulator.stats()
+            #expect(stats.received == 40)
+            #expect(stats.duplicates == 0)
+            let tokens = context.apnsSimulator.notifications().map(\.deviceToken)
+            #expect(Set(tokens) == Set((0..<40).map { FCMDeliveryTests.apnsToken($0).hex }))
         }
     }
 
