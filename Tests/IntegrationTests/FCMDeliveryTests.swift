@@ -57,6 +57,7 @@ struct FCMDeliveryTests {
         apnsClient adjustAPNsClient: (inout APNsClient.Configuration) -> Void = { _ in },
         fcmSimulator adjustSimulator: (inout FCMSimulator.Configuration) -> Void = { _ in },
         fcmClient adjustClient: (inout FCMClient.Configuration) -> Void = { _ in },
+        dispatcher adjustDispatcher: (inout Dispatcher.Configuration) -> Void = { _ in },
         _ body: (Context) async throws -> Void
     ) async throws {
         try await SimulatorFixture.with(.token, simulator: adjustAPNsSimulator, client: adjustAPNsClient) {
@@ -94,6 +95,7 @@ struct FCMDeliveryTests {
                     var configuration = Dispatcher.Configuration(instanceID: InstanceID("fcm-delivery"))
                     configuration.idleInterval = .milliseconds(50)
                     configuration.shutdownGracePeriod = .seconds(1)
+                    adjustDispatcher(&configuration)
                     let dispatcher = Dispatcher(
                         store: store,
                         routes: [

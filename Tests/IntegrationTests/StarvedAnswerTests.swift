@@ -51,6 +51,31 @@ struct StarvedAnswerTests {
         }
     }
 
+    /// A retry batch records its outcomes before half its lease is gone (here 5 s); every answer comes
+    /// 8 s after its request. The first attempts answer 429 (late, but within the client's deadline),
+    /// the retries are written and still unanswered at the half lease: recorded `answer_timeout`, never
+    /// sent a third time (before: recorded as due again at once, and sent again).
+    @Test("a retry still unanswered when its batch must record: failed as answer_timeout, never sent again")
+    func retryUnansweredAtHalfLease() async throws {
+        try await FCMDeliveryTests.withBothServices(
+            apnsDevices: 0,
+            fcmDevices: 10,
+            fcmSimulator: { $0.latencyMilliseconds = 8_000 },
+            dispatcher: { $0.leaseDuration = .seconds(10) }
+        ) { context in
+            context.fcmSimulator.inject(FCMInjectedError(errorCode: "QUOTA_EXCEEDED", count: 10, retryAfterSeconds: 1))
+            let report = try await context.notify("retry-held", expiration: .storagePolicy)
+            #expect(report.accepted == 0)
+            #expect(report.failedByReason == ["answer_timeout": 10])
+            #expect(report.pendingRetries == 0)
+            // Ten 429s, then ten retries that FCM accepted: no third send.
+            #expect(context.fcmSimulator.stats().sends == 20)
+            let messages = context.fcmSimulator.messages().compactMap(\.token)
+            #expect(messages.count == 10)
+            #expect(Set(messages) == Set((0..<10).map { FCMDeliveryTests.fcmToken($0).value }))
+        }
+    }
+
     /// Two streams and answers 100 ms away: the last of 60 messages waits about 3 s in the client's queue,
     /// three times the request timeout. Those still queued at it fail `deadline_exceeded` (never sent)
     /// and are sent again later; a written one has the whole timeout for its answer from its write. On a
