@@ -148,7 +148,9 @@ extension APNsTransportFailure {
     /// it was written, and nothing proves it was not processed (RFC 9113 §8.7: only REFUSED_STREAM and
     /// GOAWAY above the last stream id prove that). Sending it again may deliver it twice, so the
     /// dispatcher records it as failed instead of resending it. Everything else never left us (queued,
-    /// cancelled, no connection), or the service said it did not process it.
+    /// withdrawn, no connection), or the service said it did not process it. (`cancelled` also ends a
+    /// written request whose caller gave up on it, `send` cancelled; the dispatcher only ever withdraws
+    /// queued ones, so for it `cancelled` means "never sent".)
     public var mayHaveReachedService: Bool {
         switch self {
         case .connectionLost, .answerTimeout, .streamReset, .malformedResponse: true
