@@ -33,7 +33,10 @@ extension APNsClient {
         /// retryable transport failure `queueFull` (push-back: the caller keeps them and submits later);
         /// a caller that keeps at most `inFlightCapacity` unanswered never meets it.
         public var maximumQueuedRequests: Int = 100_000
-        /// No request waits longer than this for its answer, queued time included.
+        /// A request still queued this long after it was submitted fails `deadline_exceeded` (never sent);
+        /// a written request waits this long for its answer, from when it was written (queued time does
+        /// not count), then fails `answer_timeout` (APNs may have accepted it: the dispatcher does not
+        /// resend it).
         public var requestTimeout: TimeAmount = .seconds(30)
         public var connectTimeout: TimeAmount = .seconds(10)
         /// PING after this much silence (the C pushd's `-t`, default 60 minutes; nil disables).

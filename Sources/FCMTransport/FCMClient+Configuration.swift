@@ -23,7 +23,10 @@ extension FCMClient {
         public var maxConnections: Int = 16
         /// Our own cap on concurrent streams per connection; nil: the server's SETTINGS_MAX_CONCURRENT_STREAMS.
         public var maxStreams: Int? = nil
-        /// No message waits longer than this for its answer, queued time included.
+        /// A message still queued this long after it was submitted fails `deadline_exceeded` (never sent);
+        /// a written message waits this long for its answer, from when it was written (queued time does
+        /// not count), then fails `answer_timeout` (FCM may have accepted it: the dispatcher does not
+        /// resend it).
         public var requestTimeout: Duration = .seconds(30)
         public var connectTimeout: Duration = .seconds(10)
         /// The most messages waiting for a connection; beyond it `submit` answers `queueFull` at once.

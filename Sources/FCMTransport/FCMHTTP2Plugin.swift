@@ -24,6 +24,7 @@ struct FCMHTTP2Plugin: TransportPlugin {
                 configuration: .init(
                     connection: connection,
                     tickInterval: context.tickInterval,
+                    answerTimeout: context.pool.configuration.requestTimeout,
                     logger: context.logger
                 ),
                 now: context.now

@@ -31,8 +31,11 @@ extension Dispatcher {
     }
 
     /// Sends claimed retries and records their outcomes before half their lease is gone. What is
-    /// still unanswered then is recorded as due again at once (a late answer is dropped: the device may
-    /// be sent to twice, within this batch). A failed record is retried after the store back-off.
+    /// still unanswered then is taken back from the transports if no connection wrote it yet, and
+    /// recorded as due again at once (it never reached the service); what was written and has no
+    /// answer yet is recorded as failed (`answer_timeout`), never sent again: the service may have it
+    /// (issue #27: on a starved host such late answers were resent). A failed record is retried after
+    /// the store back-off.
     private func deliver(_ claims: [RetryClaim], claimedAt: Date) async {
         let collector = OutcomeCollector()
         var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
@@ -95,22 +98,40 @@ extension Dispatcher {
         }
         collector.willSend(byTag.count)
         retriesInFlightCount.add(byTag.count, ordering: .relaxed)
+        var submitted: [(route: DeliveryRoute, ids: (apns: [UInt64], fcm: [UInt64]))] = []
         for (app, sends) in sendsByApp {
-            if let route = routes[app] { _ = sends.submit(to: route) }
+            if let route = routes[app] { submitted.append((route, sends.submit(to: route))) }
         }
         let holdUntil = claimedAt.addingTimeInterval(configuration.leaseDuration.seconds / 2)
         var unanswered = byTag
         /// Suspect answers the misconfiguration breaker has not decided yet, and when the last answer came.
         var deferred: [(claim: RetryClaim, request: NotificationRequest, outcome: DeferredOutcome)] = []
         var lastAnswer = clock.now()
-        while clock.now() < holdUntil,
-            !unanswered.isEmpty
-                || (!deferred.isEmpty && clock.now() < lastAnswer.addingTimeInterval(Self.retryDecisionWait.seconds))
+        var withdrawn = false
+        while !unanswered.isEmpty
+            || (!deferred.isEmpty && clock.now() < lastAnswer.addingTimeInterval(Self.retryDecisionWait.seconds))
         {
+            if clock.now() >= holdUntil {
+                guard !withdrawn, !unanswered.isEmpty else { break }
+                // Takes back what no connection has written: each completes at once as `cancelled`,
+                // gathered below, then the loop ends.
+                withdrawn = true
+                for (route, ids) in submitted {
+                    _ = route.transport.withdraw(ids.apns)
+                    if let fcm = route.fcm { _ = fcm.withdraw(ids.fcm) }
+                }
+            }
             for completed in collector.drain() {
                 guard let (claim, request) = unanswered.removeValue(forKey: completed.tag) else { continue }
                 retriesInFlightCount.subtract(1, ordering: .relaxed)
                 let now = clock.now()
+                if withdrawn, completed.outcome.transportFailure == .cancelled {
+                    // Never written: due again at once, as if it had not been claimed.
+                    outcomes.append(
+                        RetryOutcome(claim: claim, result: .retry(nextAttemptAt: now, reason: "unanswered"))
+                    )
+                    continue
+                }
                 lastAnswer = now
                 let disposition = random.withLock { generator in
                     OutcomeDisposition.decide(
@@ -146,7 +167,7 @@ extension Dispatcher {
                 )
                 return true
             }
-            if !unanswered.isEmpty || !deferred.isEmpty {
+            if (!unanswered.isEmpty && !withdrawn) || !deferred.isEmpty {
                 let left = max(0, holdUntil.timeIntervalSince(clock.now()))
                 await collector.signal.wait(
                     timeout: min(configuration.progressInterval, .milliseconds(Int64(left * 1000) + 1))
@@ -154,10 +175,11 @@ extension Dispatcher {
             }
         }
         retriesInFlightCount.subtract(unanswered.count, ordering: .relaxed)
+        // Written, no answer yet: the service may have it. Recorded as failed, never resent; its late
+        // answer is dropped.
+        let unconfirmed = APNsTransportFailure.answerTimeout.label
         for (claim, _) in unanswered.values {
-            outcomes.append(
-                RetryOutcome(claim: claim, result: .retry(nextAttemptAt: clock.now(), reason: "unanswered"))
-            )
+            outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: unconfirmed, status: nil)))
         }
         // Still undecided (a quiet app: its window has not passed): the device waits until it has, and the
         // answer is decided then, when the retry is claimed again, without sending it again.

@@ -10,8 +10,12 @@ package import PushgateCore
 /// - failed: other rejections (FCM `SENDER_ID_MISMATCH`, other 4xx);
 /// - failed, never invalidated, never retried (a configuration alarm): FCM `THIRD_PARTY_AUTH_ERROR`, an
 ///   access token refused again after the transport's one refresh;
-/// - retry: 429, 5xx, no answer (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`: no earlier than
-///   `Retry-After`).
+/// - retry: 429, 5xx (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`: no earlier than `Retry-After`),
+///   and no answer when the attempt never reached the service (still queued at its deadline, no
+///   connection, a refused stream, GOAWAY above it);
+/// - failed, never resent: no answer to an attempt that may have reached the service (`connection_lost`,
+///   `answer_timeout`, `stream_reset`, `malformed_response`). The service may have accepted it, and a
+///   resend would deliver it twice: a resend only follows evidence that the attempt did not get there.
 ///
 /// FCM invalidations are recorded with the APNs reason of the same meaning, so the registry keeps one
 /// vocabulary: `UNREGISTERED` → ``APNsReason/unregistered``, `INVALID_ARGUMENT` about the registration
@@ -53,6 +57,9 @@ package enum OutcomeDisposition: Equatable, Sendable {
             return .failed(reason: facts.label, status: facts.status, invalidation: invalidation)
         case .retryable, .connectionFatal:
             break
+        }
+        if facts.mayHaveReachedService {
+            return .failed(reason: facts.label, status: facts.status, invalidation: nil)
         }
         // The retry policy's decision, with the next attempt no earlier than the server's `Retry-After`
         // from now. When that lies past the notification's deadline, it is given up.
@@ -99,6 +106,8 @@ package struct OutcomeFacts: Sendable {
     package var notBefore: Duration? = nil
     /// Failed, never retried nor invalidated, whatever the class (an FCM configuration alarm).
     package var isConfigurationAlarm = false
+    /// No answer, and the attempt may have reached the service (``APNsTransportFailure/mayHaveReachedService``).
+    package var mayHaveReachedService = false
 }
 
 /// An outcome the ledger decision understands.
@@ -109,6 +118,7 @@ package protocol ServiceOutcome {
 extension APNsOutcome: ServiceOutcome {
     package var facts: OutcomeFacts {
         var facts = OutcomeFacts(outcomeClass: outcomeClass, label: reasonLabel, status: status, acceptedID: apnsID)
+        facts.mayHaveReachedService = status == nil && transportFailure?.mayHaveReachedService == true
         if let reason, reason.invalidatesDevice {
             let appleTime = invalidatedAtMilliseconds.map { Date(timeIntervalSince1970: Double($0) / 1000) }
             facts.invalidation = (reason, appleTime)
@@ -127,6 +137,7 @@ extension FCMOutcome: ServiceOutcome {
         }
         facts.notBefore = retryAfter
         facts.isConfigurationAlarm = isConfigurationAlarm
+        facts.mayHaveReachedService = status == nil && transportFailure?.mayHaveReachedService == true
         return facts
     }
 }

@@ -23,6 +23,10 @@ extension HTTPAPI {
         /// (most of an app's answers refuse its device tokens: a wrong environment, topic or Firebase
         /// project). `/readyz` answers 503 `configuration_alarm` while there is any.
         public var configurationAlarms: @Sendable () async -> [String]
+        /// How long `/readyz` waits for the store's answer before it says 503 `store_unavailable`: promptly,
+        /// even when the database went silent (its queries end only at the store's own deadline, 30 s by
+        /// default), but not so soon that a store merely slow under load is called unavailable.
+        public var readinessStoreDeadline: Duration
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
@@ -30,7 +34,8 @@ extension HTTPAPI {
             apnsReachable: @escaping @Sendable () async -> Bool = { true },
             fcmReachable: @escaping @Sendable () async -> Bool = { true },
             dispatcherReady: @escaping @Sendable () async -> Bool = { true },
-            configurationAlarms: @escaping @Sendable () async -> [String] = { [] }
+            configurationAlarms: @escaping @Sendable () async -> [String] = { [] },
+            readinessStoreDeadline: Duration = .seconds(10)
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
@@ -38,6 +43,7 @@ extension HTTPAPI {
             self.fcmReachable = fcmReachable
             self.dispatcherReady = dispatcherReady
             self.configurationAlarms = configurationAlarms
+            self.readinessStoreDeadline = readinessStoreDeadline
         }
     }
 }

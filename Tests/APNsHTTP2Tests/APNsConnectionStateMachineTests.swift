@@ -152,6 +152,19 @@ struct APNsConnectionStateMachineTests {
         #expect(machine.state == .closing)
     }
 
+    /// Issue #27: a busy connection (or a busy host that has not read the acknowledgement yet) is not
+    /// dead; closing it would cut its streams unanswered, whose fate is then unknown.
+    @Test func framesReadAfterThePingKeepTheConnectionUntilNothingIsReadForTheTimeout() {
+        var machine = makeMachine(pingInterval: .seconds(10), pingTimeout: .seconds(5), idleTimeout: nil)
+        _ = machine.settingsReceived(maximumConcurrentStreams: 100, now: start)
+        #expect(machine.tick(now: start + .seconds(10)) == .sendPing)
+        machine.frameRead(now: start + .seconds(13))
+        #expect(machine.tick(now: start + .seconds(15)) == .none, "answers arrive: alive")
+        #expect(machine.nextTickDeadline() == start + .seconds(18))
+        #expect(machine.tick(now: start + .seconds(17)) == .none)
+        #expect(machine.tick(now: start + .seconds(18)) == .closePingTimedOut)
+    }
+
     @Test func readingFramesPostponesThePing() {
         var machine = makeMachine(pingInterval: .seconds(10), idleTimeout: nil)
         _ = machine.settingsReceived(maximumConcurrentStreams: 100, now: start)

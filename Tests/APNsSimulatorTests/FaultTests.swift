@@ -128,6 +128,23 @@ struct FaultTests {
         }
     }
 
+    @Test func heldAnswersGoOutOnlyOnceTheHoldIsCleared() async throws {
+        try await withSimulatorAndProbe { simulator, probe in
+            try simulator.updateFaults { $0.holdAnswers = true }
+            let pending = try await probe.start(
+                (1...3).map { .push(token: deviceToken($0), headers: alertHeaders()) }
+            )
+            try await probe.ping()  // the server has read the requests
+            #expect(simulator.stats().currentStreams == 3)
+            for request in pending { #expect(await request.isComplete == false) }
+            try simulator.updateFaults { $0.holdAnswers = false }
+            for request in pending { #expect(try await request.outcome().response?.status == 200) }
+            let stats = simulator.stats()
+            #expect(stats.accepted == 3)
+            #expect(stats.currentStreams == 0)
+        }
+    }
+
     @Test func aBlackholeNeverAnswers() async throws {
         try await withSimulatorAndProbe { simulator, probe in
             try simulator.updateFaults { $0.blackhole = true }

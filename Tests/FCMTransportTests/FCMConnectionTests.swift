@@ -45,7 +45,7 @@ struct FCMConnectionTests {
     var parser = HTTP2FrameParser()
 
     /// A handler holding an access token, connected, after the server's SETTINGS (10 streams).
-    func connect() async throws -> FCMConnectionHandler {
+    func connect(answerTimeout: TimeAmount? = nil) async throws -> FCMConnectionHandler {
         let material = try FCMThrowawayServiceAccount(projectID: "demo-project", tokenURI: "https://127.0.0.1/token")
         let account = try FCMServiceAccount(jsonBytes: material.jsonBytes)
         let manager = FCMAccessTokenManager(signer: FCMAssertionSigner(account: account), exchanger: FixedGrant())
@@ -60,7 +60,7 @@ struct FCMConnectionTests {
                     bearer: bearer,
                     clock: SystemWallClock()
                 ),
-                configuration: .init(connection: .init(), logger: Logger(label: "test")),
+                configuration: .init(connection: .init(), answerTimeout: answerTimeout, logger: Logger(label: "test")),
                 now: channel.eventLoop.now
             )
         )
@@ -148,6 +148,50 @@ struct FCMConnectionTests {
         let outcomes = await collector.wait(for: 1)
         #expect(outcomes.first?.outcome.transportFailure == .connectionLost)
         #expect(outcomes.first?.outcome.outcomeClass == .retryable)
+        #expect(outcomes.first?.outcome.transportFailure?.mayHaveReachedService == true)
         #expect(pool.requeued.isEmpty)
+    }
+
+    /// Issue #27: the pool's deadline runs from submission; time spent queued must not shorten the time
+    /// the service has to answer, or a busy host gives up on answers that are merely late.
+    @Test("a written message waits answerTimeout from its write, past the pool's deadline; a caller's deadline stands")
+    mutating func answerDeadlineRunsFromTheWrite() async throws {
+        let handler = try await connect(answerTimeout: .seconds(30))
+        let loop = channel.embeddedEventLoop
+        let queuedUntil = loop.now + .seconds(1)
+        let message = try notificationMessage()
+        pool.work = [
+            // The pool's default deadline (the caller set none): 1 s from now, as if it had queued 29 s.
+            FCMPooledRequest(
+                request: FCMSendRequest(message: message, token: registrationToken(1), receiver: collector),
+                poolRequestID: 1,
+                deadline: queuedUntil
+            ),
+            // The caller's own deadline.
+            FCMPooledRequest(
+                request: FCMSendRequest(
+                    message: message,
+                    token: registrationToken(2),
+                    receiver: collector,
+                    deadline: queuedUntil
+                ),
+                poolRequestID: 2,
+                deadline: queuedUntil
+            ),
+        ]
+        handler.wake()
+        #expect(try written().headers.keys.sorted() == [1, 3])
+        loop.advanceTime(by: .seconds(2))
+        let first = await collector.wait(for: 1)
+        #expect(first.map(\.token) == [registrationToken(2)])
+        #expect(first.first?.outcome.transportFailure == .answerTimeout)
+        loop.advanceTime(by: .seconds(27))
+        #expect(collector.count == 1, "still within 30 s of its write")
+        loop.advanceTime(by: .seconds(2))
+        let both = await collector.wait(for: 2)
+        #expect(both.last?.token == registrationToken(1))
+        #expect(both.last?.outcome.transportFailure == .answerTimeout)
+        #expect(both.last?.outcome.transportFailure?.mayHaveReachedService == true)
+        #expect(pool.requeued.isEmpty, "never resent by the transport")
     }
 }

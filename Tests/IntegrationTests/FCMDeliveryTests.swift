@@ -12,7 +12,8 @@ import Testing
 /// End to end: the dispatcher on a SQLite store, sending over the real APNs client to the APNs
 /// simulator and over the real FCM client (real TLS, real HTTP/2, an RS256 access-token exchange) to
 /// the FCM simulator. Both simulators' records are the oracle.
-@Suite("FCM and APNs delivery end to end", .timeLimit(.minutes(3)))
+/// The time limit is a safety net, not a budget: CI runs every suite at once on two cores (issue #27).
+@Suite("FCM and APNs delivery end to end", .timeLimit(.minutes(10)))
 struct FCMDeliveryTests {
     static func apnsToken(_ number: Int) -> DeviceToken { SimulatorFixture.token(number) }
 
@@ -30,31 +31,42 @@ struct FCMDeliveryTests {
         var fcm: SubmitTimesFCMTransport
 
         /// Submits a notification to group `mixed` and waits until the ledger says it is done.
-        func notify(_ name: String) async throws -> DeliveryReport {
+        func notify(_ name: String, expiration: Expiration = .immediately) async throws -> DeliveryReport {
             let id = try RequestID(name)
             _ = try await dispatcher.submit(
                 NotificationRequest(
                     id: id,
                     groups: ["mixed"],
+                    expiration: expiration,
                     payload: Payload(jsonString: #"{"aps":{"alert":"hello"},"match":7}"#),
                     createdAt: Date()
                 )
             )
-            try await eventually("\(name) done") { try await store.report(id)?.state == .done }
+            try await eventually("\(name) done", timeout: .seconds(540)) { try await store.report(id)?.state == .done }
             return try #require(try await store.report(id))
         }
     }
 
     /// Both simulators, both clients, and a dispatcher whose default app has both; group `mixed` holds
-    /// `apnsDevices` APNs and `fcmDevices` FCM devices.
+    /// `apnsDevices` APNs and `fcmDevices` FCM devices. The closures adjust the simulators' and clients'
+    /// configurations.
     static func withBothServices(
         apnsDevices: Int,
         fcmDevices: Int,
+        apnsSimulator adjustAPNsSimulator: (inout APNsSimulator.Configuration) -> Void = { _ in },
+        apnsClient adjustAPNsClient: (inout APNsClient.Configuration) -> Void = { _ in },
+        fcmSimulator adjustSimulator: (inout FCMSimulator.Configuration) -> Void = { _ in },
+        fcmClient adjustClient: (inout FCMClient.Configuration) -> Void = { _ in },
+        dispatcher adjustDispatcher: (inout Dispatcher.Configuration) -> Void = { _ in },
         _ body: (Context) async throws -> Void
     ) async throws {
-        try await SimulatorFixture.with(.token) { apnsSimulator, apnsClient, _ in
+        try await SimulatorFixture.with(.token, simulator: adjustAPNsSimulator, client: adjustAPNsClient) {
+            apnsSimulator,
+            apnsClient,
+            _ in
             var fcmSimulatorConfiguration = FCMSimulator.Configuration()
             fcmSimulatorConfiguration.logger = TestLogger.make("fcm-simulator")
+            adjustSimulator(&fcmSimulatorConfiguration)
             try await FCMSimulator.withRunning(fcmSimulatorConfiguration) { fcmSimulator in
                 let account = try fcmSimulator.makeServiceAccount(projectID: "e2e-project")
                 var fcmConfiguration = FCMClient.Configuration(
@@ -65,6 +77,9 @@ struct FCMDeliveryTests {
                 )
                 fcmConfiguration.eventLoopThreads = 1
                 fcmConfiguration.shutdownGracePeriod = .seconds(2)
+                // As the APNs client's (`SimulatorFixture`): an answer read late is final, never resent.
+                fcmConfiguration.requestTimeout = .seconds(120)
+                adjustClient(&fcmConfiguration)
                 try await FCMClient.withClient(configuration: fcmConfiguration, logger: TestLogger.make("fcm")) {
                     fcmClient in
                     let directory = try TemporaryDirectory()
@@ -80,6 +95,7 @@ struct FCMDeliveryTests {
                     var configuration = Dispatcher.Configuration(instanceID: InstanceID("fcm-delivery"))
                     configuration.idleInterval = .milliseconds(50)
                     configuration.shutdownGracePeriod = .seconds(1)
+                    adjustDispatcher(&configuration)
                     let dispatcher = Dispatcher(
                         store: store,
                         routes: [

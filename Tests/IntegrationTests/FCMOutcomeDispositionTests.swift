@@ -129,11 +129,39 @@ struct FCMOutcomeDispositionTests {
         )
     }
 
-    @Test("no answer at all is retried with back-off, as for APNs")
-    func transportFailure() {
+    @Test(
+        "no answer to an attempt that never reached FCM is retried with back-off, as for APNs",
+        arguments: [
+            APNsTransportFailure.connectFailed("refused"), .deadlineExceeded, .streamRefused, .goAway, .queueFull,
+        ]
+    )
+    func transportFailure(failure: APNsTransportFailure) {
         #expect(
-            Self.decide(.failed(.connectFailed("refused")))
-                == .retry(at: Self.now.addingTimeInterval(1), reason: "connect_failed")
+            Self.decide(.failed(failure)) == .retry(at: Self.now.addingTimeInterval(1), reason: failure.label)
         )
+    }
+
+    /// Issue #27: FCM may have accepted what it did not answer in time; a resend would deliver it twice.
+    @Test(
+        "no answer to an attempt that may have reached FCM fails the device for good, never resent nor pruned",
+        arguments: [
+            APNsTransportFailure.answerTimeout, .connectionLost, .streamReset("INTERNAL_ERROR"),
+            .malformedResponse("no :status"),
+        ]
+    )
+    func unconfirmedAttempt(failure: APNsTransportFailure) {
+        #expect(failure.mayHaveReachedService)
+        #expect(Self.decide(.failed(failure)) == .failed(reason: failure.label, status: nil, invalidation: nil))
+        var generator = Ceiling()
+        let apns = OutcomeDisposition.decide(
+            APNsOutcome.failed(failure),
+            token: try! DeviceToken(hex: String(repeating: "ab", count: 32)),
+            attempt: 1,
+            request: Self.request(),
+            policy: RetryPolicy(),
+            now: Self.now,
+            using: &generator
+        )
+        #expect(apns == .failed(reason: failure.label, status: nil, invalidation: nil))
     }
 }

@@ -9,7 +9,7 @@ import Testing
 
 /// The gateway end to end: real UDP datagrams in, the real SQLite store, the real APNs client, the
 /// simulator as APNs.
-@Suite("Gateway end to end over UDP", .timeLimit(.minutes(3)))
+@Suite("Gateway end to end over UDP", .timeLimit(.minutes(5)))
 struct GatewayTests {
     static func token(_ index: Int) -> String { String(format: "%064x", 0xabc000 + index) }
 
@@ -204,9 +204,11 @@ struct GatewayTests {
             let id = try await Self.submitWhileAPNsIsUnavailable(
                 context,
                 id: "expiry-test-1",
-                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 15)
+                // Long enough for a first attempt and a retry (1 s back-off) on a daemon starved by CI's
+                // full parallel run: with 15 s, one attempt was all it made there (issue #27).
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 45)
             )
-            try await eventually("request finished") {
+            try await eventually("request finished", timeout: .seconds(240)) {
                 try await context.gateway.store.report(id)?.state.isFinished == true
             }
             let report = try #require(try await context.gateway.store.report(id))

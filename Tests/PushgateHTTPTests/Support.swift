@@ -62,6 +62,11 @@ func withAPI<R>(
     let clock = ManualWallClock(APIFixture.start)
     let ids = SequentialRequestIDs()
     let intake = StoringIntake(store: store)
+    // These tests check what `/readyz` says while the store answers or fails, not its deadline (that is
+    // `ReadinessTests`): a test process starved by the full parallel run must not see a store that
+    // answers as unavailable (issue #27: the 10 s default ran out).
+    var monitoring = monitoring
+    monitoring.readinessStoreDeadline = max(monitoring.readinessStoreDeadline, .seconds(600))
     let api = try HTTPAPI(
         configuration: .init(host: "127.0.0.1", port: port, apps: apps, maximumBodyBytes: maximumBodyBytes),
         store: store,

@@ -29,6 +29,7 @@ package final class APNsConnectionHandler: HTTP2PushChannelHandler {
             configuration: .init(
                 connection: configuration.connection,
                 tickInterval: configuration.tickInterval,
+                answerTimeout: configuration.answerTimeout,
                 requestsPerSecond: configuration.requestsPerSecond,
                 logger: configuration.logger
             ),
@@ -68,6 +69,8 @@ struct APNsConnectionConfiguration {
     var authority: String
     /// How often deadlines, pings and idleness are checked.
     var tickInterval: TimeAmount = .milliseconds(100)
+    /// How long a written request waits for its answer at least (``HTTP2PushConnectionHandler/Configuration/answerTimeout``).
+    var answerTimeout: TimeAmount? = nil
     /// The C pushd's `-r`: at most this many new requests per second on this connection (nil: no limit).
     var requestsPerSecond: Int? = nil
     var logger: Logger

@@ -35,6 +35,7 @@ package struct APNsHTTP2Plugin: TransportPlugin {
             connection: connection,
             authority: authority,
             tickInterval: context.tickInterval,
+            answerTimeout: context.pool.configuration.requestTimeout,
             requestsPerSecond: requestsPerSecondPerConnection,
             logger: context.logger
         )

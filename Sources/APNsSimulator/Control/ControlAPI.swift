@@ -141,6 +141,7 @@ struct ControlAPI: Sendable {
             "max_concurrent_streams": faults.maxConcurrentStreams.map { $0 as Any } ?? NSNull(),
             "blackhole": faults.blackhole,
             "every_token_bad": faults.everyTokenBad,
+            "hold_answers": faults.holdAnswers,
         ]
     }
 
@@ -200,6 +201,7 @@ struct FaultsUpdate: Decodable {
     var maxConcurrentStreams: Change<Int> = .keep
     var blackhole: Change<Bool> = .keep
     var everyTokenBad: Change<Bool> = .keep
+    var holdAnswers: Change<Bool> = .keep
     var dropNow = false
     var seed: UInt64?
 
@@ -214,6 +216,7 @@ struct FaultsUpdate: Decodable {
         case maxConcurrentStreams = "max_concurrent_streams"
         case blackhole
         case everyTokenBad = "every_token_bad"
+        case holdAnswers = "hold_answers"
         case seed
     }
 
@@ -262,6 +265,7 @@ struct FaultsUpdate: Decodable {
         self.maxConcurrentStreams = try change(.maxConcurrentStreams, Int.self)
         self.blackhole = try change(.blackhole, Bool.self)
         self.everyTokenBad = try change(.everyTokenBad, Bool.self)
+        self.holdAnswers = try change(.holdAnswers, Bool.self)
         self.dropNow = try container.decodeIfPresent(Bool.self, forKey: .dropNow) ?? false
         self.seed = try container.decodeIfPresent(UInt64.self, forKey: .seed)
     }
@@ -291,5 +295,6 @@ struct FaultsUpdate: Decodable {
         apply(self.maxConcurrentStreams, \.maxConcurrentStreams)
         apply(self.blackhole, \.blackhole)
         apply(self.everyTokenBad, \.everyTokenBad)
+        apply(self.holdAnswers, \.holdAnswers)
     }
 }

@@ -45,6 +45,8 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
     /// response written during `channelRead` could reach the client before the notification is
     /// visible in the recorder.
     private var pendingResponses: [(streamID: HTTP2StreamID, headers: HPACKHeaders, body: ByteBuffer?)] = []
+    /// Answers held while the `holdAnswers` fault is set, in the order they were decided.
+    private var heldResponses: [(streamID: HTTP2StreamID, headers: HPACKHeaders, body: ByteBuffer?)] = []
     private var needsFlush = false
     private var closeAfterFlush = false
     private var completedRequests = 0
@@ -195,6 +197,28 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         guard let context, self.registered else { return }
         self.writeMaxConcurrentStreams(limit, context: context)
         context.flush()
+    }
+
+    /// The `holdAnswers` fault was cleared: every held answer goes out now (on this connection's loop,
+    /// after any request read before the fault changed, so none stays held).
+    func releaseHeldAnswers() {
+        guard let context, self.registered, !self.heldResponses.isEmpty else { return }
+        let held = self.heldResponses
+        self.heldResponses = []
+        self.commitBatch()
+        for response in held {
+            self.writeResponse(
+                streamID: response.streamID,
+                headers: response.headers,
+                body: response.body,
+                context: context
+            )
+        }
+        context.flush()
+        if self.closeAfterFlush {
+            self.closeAfterFlush = false
+            context.close(promise: nil)
+        }
     }
 
     func dropNow() {
@@ -511,6 +535,10 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         }
         let body: ByteBuffer? = rejection.map { context.channel.allocator.buffer(string: $0.body) }
 
+        if self.faults.holdAnswers {
+            self.heldResponses.append((streamID, headers, body))
+            return
+        }
         let latency = self.faults.latencyMilliseconds
         if latency > 0 {
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {

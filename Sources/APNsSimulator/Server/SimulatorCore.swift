@@ -107,6 +107,9 @@ final class SimulatorCore: Sendable {
         if newLimit != self.effectiveMaxConcurrentStreams(previous) {
             self.forEachConnection { $0.applyMaxConcurrentStreams(newLimit) }
         }
+        if previous.holdAnswers, !validated.holdAnswers {
+            self.forEachConnection { $0.releaseHeldAnswers() }
+        }
     }
 
     /// Draws the injected error for one request, if the error rates pick one.

@@ -16,6 +16,7 @@
 /// | `max_concurrent_streams` | integer ≥ 0 | send a new `SETTINGS_MAX_CONCURRENT_STREAMS` on every live connection, and use it for new ones |
 /// | `blackhole` | boolean | never answer requests received while set (for client deadline tests) |
 /// | `every_token_bad` | boolean | answer 400 `BadDeviceToken` to every HTTP/2 request that would be accepted, as APNs answers tokens of the other environment (a sandbox token sent to production) |
+/// | `hold_answers` | boolean | hold the answers of requests received while set; clearing it sends them all (tests that need many streams open at once, whatever the machine's speed) |
 /// | `seed` | integer ≥ 0 | reseed the random generator that draws the error rates |
 ///
 /// Faults apply to requests and connections from the moment they are set; requests already
@@ -32,6 +33,8 @@ public struct SimulatorFaults: Sendable, Equatable {
     public var blackhole: Bool = false
     /// Every device token is refused with `BadDeviceToken` (the wrong-environment mistake).
     public var everyTokenBad: Bool = false
+    /// Answers decided while set wait until it is cleared, then go out at once.
+    public var holdAnswers: Bool = false
 
     public init(
         latencyMilliseconds: Int = 0,
@@ -42,7 +45,8 @@ public struct SimulatorFaults: Sendable, Equatable {
         dropAfterStreams: Int? = nil,
         maxConcurrentStreams: Int? = nil,
         blackhole: Bool = false,
-        everyTokenBad: Bool = false
+        everyTokenBad: Bool = false,
+        holdAnswers: Bool = false
     ) {
         self.latencyMilliseconds = latencyMilliseconds
         self.rate429 = rate429
@@ -53,6 +57,7 @@ public struct SimulatorFaults: Sendable, Equatable {
         self.maxConcurrentStreams = maxConcurrentStreams
         self.blackhole = blackhole
         self.everyTokenBad = everyTokenBad
+        self.holdAnswers = holdAnswers
     }
 
     /// No faults.

@@ -15,7 +15,8 @@ package protocol TransportClientSettings: Sendable {
     var assumedStreamsPerConnection: Int { get }
     var maximumQueuedRequests: Int { get }
     var connectTimeout: Interval { get }
-    /// A request without its own deadline fails this long after it was submitted.
+    /// A request without its own deadline fails this long after it was submitted if it is still queued;
+    /// once written, it waits this long for its answer from then (the connection's `answerTimeout`).
     var requestTimeout: Interval { get }
     var reconnectBaseDelay: Interval { get }
     var reconnectMaximumDelay: Interval { get }

@@ -212,7 +212,12 @@ public struct HTTP2ConnectionStateMachine: Sendable {
             return .none
         case .closing, .closed: return .none
         }
-        if let pingSentAt, now - pingSentAt >= configuration.pingTimeout {
+        // Dead only when nothing at all was read for the ping timeout since the PING: a connection whose
+        // answers keep arriving is alive, however late the acknowledgement (a busy peer, or a busy host
+        // that has not read it yet). Closing it would cut its streams unanswered.
+        if let pingSentAt, now - pingSentAt >= configuration.pingTimeout,
+            now - lastReadActivity >= configuration.pingTimeout
+        {
             state = .closing
             return .closePingTimedOut
         }
@@ -248,7 +253,7 @@ public struct HTTP2ConnectionStateMachine: Sendable {
     /// handler schedule its next timer instead of polling.
     public func nextTickDeadline() -> NIODeadline? {
         var candidates: [NIODeadline] = []
-        if let pingSentAt { candidates.append(pingSentAt + configuration.pingTimeout) }
+        if let pingSentAt { candidates.append(max(pingSentAt, lastReadActivity) + configuration.pingTimeout) }
         if case .awaitingSettings = state { candidates.append(lastReadActivity + configuration.pingTimeout) }
         if let idle = configuration.idleTimeout, openStreams.isEmpty { candidates.append(lastRequestActivity + idle) }
         if let interval = configuration.pingInterval, pingSentAt == nil {

@@ -129,6 +129,12 @@ extension HTTP2PushConnectionHandler {
             )
         }
 
+        // The caller's own deadline stands; the pool's default one (from submission) is extended so that
+        // the answer gets `answerTimeout` from now, whatever time the request spent queued.
+        var answerDeadline = pooled.deadline
+        if pooled.request.deadline == nil, let answerTimeout = configuration.answerTimeout {
+            answerDeadline = max(answerDeadline, now + answerTimeout)
+        }
         let length = payload.readableBytes
         let streamWindow = windows.initialStreamSend
         if windows.sendable(length, streamWindow: streamWindow) == length {
@@ -143,13 +149,25 @@ extension HTTP2PushConnectionHandler {
             outbound = buffer
             windows.sent(length)
             inFlight.insert(
-                InFlight(request: pooled, answer: answer, writtenAt: now, sendWindow: streamWindow - length),
+                InFlight(
+                    request: pooled,
+                    answer: answer,
+                    writtenAt: now,
+                    answerDeadline: answerDeadline,
+                    sendWindow: streamWindow - length
+                ),
                 for: streamID
             )
         } else {
             outbound = buffer
             inFlight.insert(
-                InFlight(request: pooled, answer: answer, writtenAt: now, sendWindow: streamWindow),
+                InFlight(
+                    request: pooled,
+                    answer: answer,
+                    writtenAt: now,
+                    answerDeadline: answerDeadline,
+                    sendWindow: streamWindow
+                ),
                 for: streamID
             )
             extras[streamID, default: StreamExtras()].unsentPayload = payload

@@ -26,6 +26,12 @@ public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
         public var connection: HTTP2ConnectionStateMachine.Configuration
         /// How often deadlines, pings and idleness are checked.
         public var tickInterval: TimeAmount
+        /// How long a written request waits for its answer at least, counted from when it was written,
+        /// when its caller set no deadline of its own (nil: until the pool's deadline only). The pool's
+        /// deadline runs from submission, so without this a request that waited in the queue would have
+        /// little time left for its answer: on a busy host it gave up on answers that were merely late,
+        /// for requests the service had accepted (issue #27).
+        public var answerTimeout: TimeAmount?
         /// The C pushd's `-r`: at most this many new requests per second on this connection (nil: no limit).
         public var requestsPerSecond: Int?
         public var logger: Logger
@@ -33,11 +39,13 @@ public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
         public init(
             connection: HTTP2ConnectionStateMachine.Configuration,
             tickInterval: TimeAmount = .milliseconds(100),
+            answerTimeout: TimeAmount? = nil,
             requestsPerSecond: Int? = nil,
             logger: Logger
         ) {
             self.connection = connection
             self.tickInterval = tickInterval
+            self.answerTimeout = answerTimeout
             self.requestsPerSecond = requestsPerSecond
             self.logger = logger
         }
@@ -49,14 +57,23 @@ public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
         public var request: Request
         public var answer: Exchange.Answer
         public var writtenAt: NIODeadline
+        /// When the stream is given up unanswered (``Configuration/answerTimeout``).
+        public var answerDeadline: NIODeadline
         /// Flow control: what the server lets us send on this stream.
         public var sendWindow: Int
 
         @inlinable
-        public init(request: Request, answer: Exchange.Answer, writtenAt: NIODeadline, sendWindow: Int) {
+        public init(
+            request: Request,
+            answer: Exchange.Answer,
+            writtenAt: NIODeadline,
+            answerDeadline: NIODeadline,
+            sendWindow: Int
+        ) {
             self.request = request
             self.answer = answer
             self.writtenAt = writtenAt
+            self.answerDeadline = answerDeadline
             self.sendWindow = sendWindow
         }
     }
@@ -242,13 +259,19 @@ public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
         guard let context else { return }
         let now = context.eventLoop.now
         if !inFlight.isEmpty {
-            let expiredIDs = inFlight.ids(where: { $0.request.deadline <= now })
+            let expiredIDs = inFlight.ids(where: { $0.answerDeadline <= now })
             if !expiredIDs.isEmpty {
                 let expired = expiredIDs.compactMap { abandon($0) }
+                logger.debug(
+                    "answers not received in time; streams reset",
+                    metadata: [Self.key("streams"): "\(expired.count)"]
+                )
                 // Free the streams in the pool's books before the callers hear about them.
                 sendQueuedWork()
                 flushOutbound(context: context)
-                for entry in expired { entry.request.fail(.deadlineExceeded) }
+                // Written: the service may have processed them, so the caller must not take this as
+                // "not sent" (``APNsTransportFailure/mayHaveReachedService``).
+                for entry in expired { entry.request.fail(.answerTimeout) }
             }
         }
         switch machine.tick(now: now) {

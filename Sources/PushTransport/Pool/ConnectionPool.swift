@@ -20,7 +20,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         package var tlsContext: NIOSSLContext
         package var pool: Machine.Configuration
         package var connectTimeout: TimeAmount
-        /// A request without its own deadline fails this long after it was submitted.
+        /// A request without its own deadline fails this long after it was submitted if it is still queued;
+        /// once written, it waits this long for its answer from then (the connection's `answerTimeout`).
         package var requestTimeout: TimeAmount
         /// How many times a request that went back to the queue unanswered (never processed, or its
         /// fate unknown) is sent again before it fails with the plug-in's failure.

@@ -14,8 +14,11 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
     case connectionLost
     /// No connection could be established (DNS, TCP or TLS). The message is safe to log.
     case connectFailed(String)
-    /// The request's deadline passed before an answer arrived; its stream was freed.
+    /// The request's deadline passed while it waited to be written: it was never sent.
     case deadlineExceeded
+    /// The request was written but its answer did not come within its deadline; its stream was reset
+    /// and freed. The service may or may not have processed it.
+    case answerTimeout
     /// The caller cancelled the request.
     case cancelled
     /// The client is shutting down.
@@ -34,6 +37,7 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         case .connectionLost: "connection_lost"
         case .connectFailed(let why): "connect_failed(\(why))"
         case .deadlineExceeded: "deadline_exceeded"
+        case .answerTimeout: "answer_timeout"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
         case .queueFull: "queue_full"
@@ -51,6 +55,7 @@ public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
         case .connectionLost: "connection_lost"
         case .connectFailed: "connect_failed"
         case .deadlineExceeded: "deadline_exceeded"
+        case .answerTimeout: "answer_timeout"
         case .cancelled: "cancelled"
         case .shutdown: "shutdown"
         case .queueFull: "queue_full"
@@ -139,6 +144,22 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension APNsTransportFailure {
+    /// Whether the request may have reached the service and been processed although no answer says so:
+    /// it was written, and nothing proves it was not processed (RFC 9113 §8.7: only REFUSED_STREAM and
+    /// GOAWAY above the last stream id prove that). Sending it again may deliver it twice, so the
+    /// dispatcher records it as failed instead of resending it. Everything else never left us (queued,
+    /// withdrawn, no connection), or the service said it did not process it. (`cancelled` also ends a
+    /// written request whose caller gave up on it, `send` cancelled; the dispatcher only ever withdraws
+    /// queued ones, so for it `cancelled` means "never sent".)
+    public var mayHaveReachedService: Bool {
+        switch self {
+        case .connectionLost, .answerTimeout, .streamReset, .malformedResponse: true
+        case .goAway, .streamRefused, .expiredProviderToken, .connectFailed, .deadlineExceeded, .cancelled,
+            .shutdown, .queueFull:
+            false
+        }
+    }
+
     /// GOAWAY and connect failures mean the connection, not the notification, is the problem.
     public var isConnectionFatal: Bool {
         switch self {

@@ -227,9 +227,10 @@ struct APIHandlers: Sendable {
     /// answers, see `HTTPAPI.Monitoring.apnsReachable` and `fcmReachable`).
     private func readiness() async -> Response {
         do {
-            // Promptly, even when the database went silent (its queries end only at the store's deadline, 30 s by
-            // default). Not much shorter: a store that is merely slow under load is still ready.
-            _ = try await withDeadline(.seconds(10)) { [store] in try await store.request(Self.readinessProbeID) }
+            // Promptly, even when the database went silent (`Monitoring.readinessStoreDeadline`).
+            _ = try await withDeadline(monitoring.readinessStoreDeadline) { [store] in
+                try await store.request(Self.readinessProbeID)
+            }
         } catch {
             logger.warning("readiness check failed: the store did not answer", metadata: [HTTPLogKey.error: "\(error)"])
             return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")

@@ -59,7 +59,10 @@ struct SimulatorFixture {
                 authentication: clientAuthentication,
                 trustRoots: .caFile(running.caCertificatePath!)
             )
-            configuration.requestTimeout = .seconds(20)
+            // Generous: an answer read after it is final (`answer_timeout`, never resent), and a test process
+            // starved by the full parallel run can read answers late (issue #27). Tests of the deadline set
+            // their own.
+            configuration.requestTimeout = .seconds(120)
             configuration.eventLoopThreads = 1
             configuration.shutdownGracePeriod = .seconds(2)
             tweakClient(&configuration)
