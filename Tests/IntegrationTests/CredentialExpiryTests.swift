@@ -40,11 +40,11 @@ struct CredentialExpiryGatewayTests {
                 let value = try #require(line.flatMap { Double($0.split(separator: " ").last ?? "") })
                 #expect(abs(value - Date().addingTimeInterval(5 * 86_400).timeIntervalSince1970) < 600)
                 let port = try #require(running.httpPort())
-                #expect(try Self.readiness(port: port).status == "200")
+                #expect(try await Self.readiness(port: port).status == "200")
 
                 clock.advance(by: 6 * 86_400)
                 await running.reload()
-                let (status, body) = try Self.readiness(port: port)
+                let (status, body) = try await Self.readiness(port: port)
                 #expect(status == "503")
                 #expect(
                     body.contains("configuration_alarm") && body.contains("app news apns_certificate expired"),
@@ -54,8 +54,8 @@ struct CredentialExpiryGatewayTests {
         }
     }
 
-    static func readiness(port: Int) throws -> (status: String, body: String) {
-        let (_, output) = try ExternalTools.run(
+    static func readiness(port: Int) async throws -> (status: String, body: String) {
+        let (_, output) = try await ExternalTools.runOffPool(
             "curl",
             ["-s", "-w", "\n%{http_code}", "http://127.0.0.1:\(port)/readyz"]
         )

@@ -39,21 +39,24 @@ struct HTTPTLSTests {
     func tlsWithCurl() async throws {
         let files = try TLSTestFiles.make()
         try await Self.withGateway(files) { _, port in
-            let (status, output) = try files.curl(port: port)
+            let (status, output) = try await files.curl(port: port)
             #expect(status == 0, "\(output)")
             #expect(output.contains(#""status":"ok""#) || output.contains(#""status": "ok""#), "\(output)")
-            #expect(try files.servedSerial(port: port) == "1001")
+            #expect(try await files.servedSerial(port: port) == "1001")
 
-            let plain = try ExternalTools.run("curl", ["-sS", "--max-time", "10", "http://127.0.0.1:\(port)/healthz"])
+            let plain = try await ExternalTools.runOffPool(
+                "curl",
+                ["-sS", "--max-time", "10", "http://127.0.0.1:\(port)/healthz"]
+            )
             #expect(plain.status != 0 && !plain.output.contains("ok"), "no answer in clear text: \(plain.output)")
-            let untrusted = try ExternalTools.run(
+            let untrusted = try await ExternalTools.runOffPool(
                 "curl",
                 ["-sS", "--max-time", "10", "https://127.0.0.1:\(port)/healthz"]
             )
             #expect(untrusted.status != 0, "a client that does not trust the CA refuses the server")
 
             // The client is willing (security level 0 lets OpenSSL 3 offer TLS 1.1); the server is not.
-            let old = try ExternalTools.run(
+            let old = try await ExternalTools.runOffPool(
                 "sh",
                 [
                     "-c",
@@ -63,7 +66,7 @@ struct HTTPTLSTests {
             #expect(!old.output.contains("BEGIN CERTIFICATE"), "no certificate over TLS 1.1: \(old.output)")
             #expect(old.output.contains("alert protocol version"), "the server refused the version: \(old.output)")
             #expect(!old.output.contains("no protocols available"), "the client did offer TLS 1.1: \(old.output)")
-            let twelve = try files.servedSerial(port: port, extraArguments: ["-tls1_2"])
+            let twelve = try await files.servedSerial(port: port, extraArguments: ["-tls1_2"])
             #expect(twelve == "1001", "TLS 1.2 is accepted")
         }
     }
@@ -72,18 +75,18 @@ struct HTTPTLSTests {
     func mutualTLS() async throws {
         let files = try TLSTestFiles.make()
         try await Self.withGateway(files, clientCA: files.clientCA) { _, port in
-            let withCertificate = try files.curl(
+            let withCertificate = try await files.curl(
                 port: port,
                 ["--cert", files.clientCertificate, "--key", files.clientKey]
             )
             #expect(withCertificate.status == 0, "\(withCertificate.output)")
             #expect(withCertificate.output.contains("ok"))
 
-            let without = try files.curl(port: port)
+            let without = try await files.curl(port: port)
             #expect(without.status != 0, "no client certificate, no answer: \(without.output)")
             #expect(!without.output.contains("ok"))
 
-            let stranger = try files.curl(
+            let stranger = try await files.curl(
                 port: port,
                 ["--cert", files.strangerCertificate, "--key", files.strangerKey]
             )
@@ -98,28 +101,28 @@ struct HTTPTLSTests {
     func reloadSwapsTheCertificate() async throws {
         let files = try TLSTestFiles.make()
         try await Self.withGateway(files) { running, port in
-            #expect(try files.servedSerial(port: port) == "1001")
+            #expect(try await files.servedSerial(port: port) == "1001")
             try files.install(serial: "2002")
-            #expect(try files.servedSerial(port: port) == "1001", "nothing changes before the reload")
+            #expect(try await files.servedSerial(port: port) == "1001", "nothing changes before the reload")
             await running.reload()
-            #expect(try files.servedSerial(port: port) == "2002")
+            #expect(try await files.servedSerial(port: port) == "2002")
 
             // A broken renewal: the certificate file is not PEM.
             try files.replace(files.certificate, with: Data("not a certificate".utf8))
             await running.reload()
-            #expect(try files.servedSerial(port: port) == "2002", "the previous certificate stays")
+            #expect(try await files.servedSerial(port: port) == "2002", "the previous certificate stays")
             // Half a renewal: the old certificate with the new key.
             try files.replace(
                 files.certificate,
                 with: try Data(contentsOf: URL(fileURLWithPath: files.directory.path("server-1001.pem")))
             )
             await running.reload()
-            #expect(try files.servedSerial(port: port) == "2002", "a key that does not match keeps the old pair")
-            #expect(try files.curl(port: port).status == 0)
+            #expect(try await files.servedSerial(port: port) == "2002", "a key that does not match keeps the old pair")
+            #expect(try await files.curl(port: port).status == 0)
 
             try files.install(serial: "1001")
             await running.reload()
-            #expect(try files.servedSerial(port: port) == "1001")
+            #expect(try await files.servedSerial(port: port) == "1001")
         }
     }
 
@@ -212,8 +215,8 @@ struct HTTPTLSTests {
             return true
         }
         let apiPort = try #require(port.withLock { $0 })
-        #expect(try files.servedSerial(port: apiPort) == "1001")
-        #expect(try files.curl(port: apiPort).status == 0)
+        #expect(try await files.servedSerial(port: apiPort) == "1001")
+        #expect(try await files.curl(port: apiPort).status == 0)
 
         try files.install(serial: "2002")
         kill(process.processIdentifier, SIGHUP)
@@ -221,7 +224,7 @@ struct HTTPTLSTests {
             if !process.isRunning { throw ExternalTools.ToolError("pushgate exited on SIGHUP:\n\(output.text)") }
             return output.text.contains("HTTP API certificate reloaded")
         }
-        #expect(try files.servedSerial(port: apiPort) == "2002")
+        #expect(try await files.servedSerial(port: apiPort) == "2002")
 
         try files.replace(files.key, with: Data("garbage".utf8))
         kill(process.processIdentifier, SIGHUP)
@@ -229,7 +232,7 @@ struct HTTPTLSTests {
             output.text.contains("HTTP API certificate not reloaded")
         }
         #expect(process.isRunning)
-        #expect(try files.servedSerial(port: apiPort) == "2002")
+        #expect(try await files.servedSerial(port: apiPort) == "2002")
         #expect(output.text.contains("http.tls.key=http.tls.key"), "the line names the key")
 
         kill(process.processIdentifier, SIGTERM)

@@ -19,6 +19,20 @@ enum ExternalTools {
 
     /// Runs a tool to completion and returns its exit status and combined output.
     @discardableResult
+    /// ``run(_:_:in:)`` on a Dispatch thread: the wait for the tool must not hold one of Swift's cooperative
+    /// threads (two on a 2-core machine), which a server under test in this process needs to answer it.
+    static func runOffPool(
+        _ tool: String,
+        _ arguments: [String],
+        in directory: URL? = nil
+    ) async throws -> (status: Int32, output: String) {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try run(tool, arguments, in: directory) })
+            }
+        }
+    }
+
     static func run(
         _ tool: String,
         _ arguments: [String],

@@ -74,12 +74,12 @@ struct TLSTestFiles {
 
     /// The serial number of the certificate a new TLS connection to 127.0.0.1:port is served, as
     /// `openssl x509 -serial` prints it (`1001`); nil when the handshake fails.
-    func servedSerial(port: Int, extraArguments: [String] = []) throws -> String? {
+    func servedSerial(port: Int, extraArguments: [String] = []) async throws -> String? {
         let command =
             "openssl s_client -connect 127.0.0.1:\(port) -CAfile \(serverCA) -verify_return_error "
             + extraArguments.joined(separator: " ")
             + " </dev/null 2>/dev/null | openssl x509 -noout -serial"
-        let (status, output) = try ExternalTools.run("sh", ["-c", command])
+        let (status, output) = try await ExternalTools.runOffPool("sh", ["-c", command])
         guard status == 0, let line = output.split(separator: "\n").first(where: { $0.hasPrefix("serial=") }) else {
             return nil
         }
@@ -91,8 +91,8 @@ struct TLSTestFiles {
         port: Int,
         path: String = "/healthz",
         _ arguments: [String] = []
-    ) throws -> (status: Int32, output: String) {
-        try ExternalTools.run(
+    ) async throws -> (status: Int32, output: String) {
+        try await ExternalTools.runOffPool(
             "curl",
             ["-sS", "--max-time", "20", "--cacert", serverCA] + arguments + ["https://127.0.0.1:\(port)\(path)"]
         )
