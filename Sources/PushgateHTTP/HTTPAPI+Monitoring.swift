@@ -19,19 +19,24 @@ extension HTTPAPI {
         /// The dispatcher's half of readiness: false while its store operations fail. `/readyz`
         /// answers 503 `store_unavailable` while it is false.
         public var dispatcherReady: @Sendable () async -> Bool
+        /// The disk-space half of readiness: nil while the store's volume has room, else why not.
+        /// `/readyz` answers 503 `disk_low` with that sentence while it is not nil.
+        public var diskSpaceProblem: @Sendable () async -> String?
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
             metricsExposition: (@Sendable () async -> [UInt8])? = nil,
             apnsReachable: @escaping @Sendable () async -> Bool = { true },
             fcmReachable: @escaping @Sendable () async -> Bool = { true },
-            dispatcherReady: @escaping @Sendable () async -> Bool = { true }
+            dispatcherReady: @escaping @Sendable () async -> Bool = { true },
+            diskSpaceProblem: @escaping @Sendable () async -> String? = { nil }
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
             self.apnsReachable = apnsReachable
             self.fcmReachable = fcmReachable
             self.dispatcherReady = dispatcherReady
+            self.diskSpaceProblem = diskSpaceProblem
         }
     }
 }

@@ -35,30 +35,28 @@ extension SQLiteStore {
         )
     }
 
-    /// One maintenance round, which the gateway runs about once a second: if nothing was committed since
-    /// the last round, the WAL is checkpointed into the database and truncated (a quiet store takes only
-    /// its database's room); a WAL still past its bound (readers kept the last checkpoint from finishing)
-    /// is checkpointed too. Returns the disk use afterwards.
+    /// One maintenance round, which the gateway runs about once a second: if the WAL has not grown since
+    /// the last round, it is checkpointed into the database and truncated (a quiet store takes only its
+    /// database's room); a WAL still past its bound (readers kept the last checkpoint from finishing) is
+    /// checkpointed too. Returns the disk use afterwards.
     public func maintain() async -> DiskUse {
         let use = diskUse()
         guard (try? ensureRunning()) != nil else { return use }
-        let commits = commits.load(ordering: .relaxed)
-        let committed = commitsAtLastRound.withLock { seen in
-            defer { seen = commits }
-            return seen != commits
+        let previous = walBytesAtLastRound.withLock { seen in
+            defer { seen = use.walBytes }
+            return seen
         }
         let measure = WALBound.Measure(use)
-        guard
-            WALBound.checkpointsWhenIdle(measure, committedSinceLastRound: committed)
-                || walBound.checkpointsAfterCommit(measure)
-        else { return use }
-        await checkpointWAL(reason: committed ? "bound" : "idle")
-        return diskUse()
+        let idle = WALBound.checkpointsWhenIdle(measure, walBytesAtLastRound: previous)
+        guard idle || walBound.checkpointsAfterCommit(measure) else { return use }
+        await checkpointWAL(reason: idle ? "idle" : "bound")
+        let after = diskUse()
+        walBytesAtLastRound.withLock { $0 = after.walBytes }
+        return after
     }
 
     /// After every commit: checkpoint once the WAL reaches its bound.
     func committed() async {
-        commits.add(1, ordering: .relaxed)
         let use = diskUse()
         if walBound.checkpointsAfterCommit(WALBound.Measure(use)) { await checkpointWAL(reason: "bound") }
     }

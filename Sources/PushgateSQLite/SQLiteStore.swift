@@ -74,9 +74,8 @@ public final class SQLiteStore: PushStore {
     let walBound: WALBound
     let minimumFreeBytes: Int64
     let busyTimeoutMilliseconds: Int
-    /// Commits so far, and as seen by the last ``maintain()`` round (an unchanged count: the writer was idle).
-    let commits = Atomic<Int>(0)
-    let commitsAtLastRound = Mutex<Int>(0)
+    /// The WAL's size at the last ``maintain()`` round (unchanged since: the writer was idle).
+    let walBytesAtLastRound = Mutex<Int64>(0)
     /// True while a checkpoint is queued or running: commits past the bound do not queue another.
     let checkpointing = Atomic<Bool>(false)
 

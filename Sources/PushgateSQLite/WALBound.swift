@@ -37,9 +37,12 @@ struct WALBound: Sendable, Equatable {
         measure.walBytes >= bytes(for: measure)
     }
 
-    /// Between two maintenance rounds: an idle writer's WAL (no commit since the last round) is
-    /// checkpointed and truncated whatever its size, so a quiet store takes only its database's room.
-    static func checkpointsWhenIdle(_ measure: Measure, committedSinceLastRound: Bool) -> Bool {
-        !committedSinceLastRound && measure.walBytes > 0
+    /// At a maintenance round: a WAL that has not grown since the last round (nothing written, or only
+    /// transactions that changed nothing, such as the dispatcher's idle polls) is checkpointed and
+    /// truncated whatever its size, so a quiet store takes only its database's room. After a truncation the
+    /// WAL grows from zero with every commit that changes anything, so a busy writer is never taken for an
+    /// idle one for long (at worst one extra checkpoint a round).
+    static func checkpointsWhenIdle(_ measure: Measure, walBytesAtLastRound: Int64) -> Bool {
+        measure.walBytes > 0 && measure.walBytes == walBytesAtLastRound
     }
 }

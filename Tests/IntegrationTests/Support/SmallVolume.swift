@@ -1,16 +1,17 @@
 import Foundation
 
-/// A tmpfs of `megabytes` mounted on a fresh folder for `body`, unmounted and removed afterwards. Nil when
-/// this process may not mount (not root, or no mount namespace of its own): the caller skips.
-func withSmallVolume<R>(megabytes: Int, _ body: (SmallVolume) async throws -> R) async throws -> R? {
+/// A tmpfs of `megabytes` mounted on a fresh folder for `body`, unmounted and removed afterwards. False
+/// (and `body` not run) when this process may not mount (not root): the caller says it skipped.
+func withSmallVolume(megabytes: Int, _ body: (SmallVolume) async throws -> Void) async throws -> Bool {
     let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-volume-\(UUID().uuidString)")
     try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(at: folder) }
     guard SmallVolume.run(["mount", "-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", folder.path]) else {
-        return nil
+        return false
     }
     defer { _ = SmallVolume.run(["umount", folder.path]) }
-    return try await body(SmallVolume(folder: folder.path, megabytes: megabytes))
+    try await body(SmallVolume(folder: folder.path, megabytes: megabytes))
+    return true
 }
 
 /// A small volume of its own (a tmpfs) for the disk-space tests.
