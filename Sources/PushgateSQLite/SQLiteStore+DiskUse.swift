@@ -47,9 +47,13 @@ extension SQLiteStore {
             return seen
         }
         let measure = WALBound.Measure(use)
-        let idle = WALBound.checkpointsWhenIdle(measure, walBytesAtLastRound: previous)
-        guard idle || walBound.checkpointsAfterCommit(measure) else { return use }
-        await checkpointWAL(reason: idle ? "idle" : "bound")
+        if WALBound.checkpointsWhenIdle(measure, walBytesAtLastRound: previous) {
+            await checkpointWAL(reason: "idle", mode: .truncate)
+        } else if walBound.checkpointsAfterCommit(measure) {
+            await checkpointWAL(reason: "bound", mode: .restart, keepingBytes: walBound.bytes(for: measure))
+        } else {
+            return use
+        }
         let after = diskUse()
         walBytesAtLastRound.withLock { $0 = after.walBytes }
         return after
@@ -57,22 +61,29 @@ extension SQLiteStore {
 
     /// After every commit: checkpoint once the WAL reaches its bound.
     func committed() async {
-        let use = diskUse()
-        if walBound.checkpointsAfterCommit(WALBound.Measure(use)) { await checkpointWAL(reason: "bound") }
+        let measure = WALBound.Measure(diskUse())
+        if walBound.checkpointsAfterCommit(measure) {
+            await checkpointWAL(reason: "bound", mode: .restart, keepingBytes: walBound.bytes(for: measure))
+        }
     }
 
     /// After a failed write: on a full volume, a checkpoint may still empty the WAL (when its pages fit in
     /// the database's existing pages) and give the room back; otherwise it fails like the write did, and the
     /// next write or round tries again.
     func writeFailed(_ error: DatabaseError) async {
-        if error.resultCode == .SQLITE_FULL { await checkpointWAL(reason: "full") }
+        if error.resultCode == .SQLITE_FULL { await checkpointWAL(reason: "full", mode: .truncate) }
     }
 
-    /// Copies the WAL into the database and truncates it to zero bytes (`wal_checkpoint(TRUNCATE)`), on the
-    /// writer connection, between two writes. It waits for readers on older snapshots at most
+    /// Copies the WAL into the database, on the writer connection, between two writes. `.truncate` (idle, or
+    /// a full volume) cuts the WAL file to zero bytes. `.restart` (a busy writer past the bound) lets the
+    /// next commit write the WAL from its start again, in the file's existing blocks: a file cut to zero
+    /// and grown again at every bound allocated its blocks anew each time, which cost registrations at
+    /// 5,000,000 measurably; `journal_size_limit` is set to the bound first, so the file is cut back to it
+    /// when the WAL starts over (it shrinks with the volume's room). It waits for readers on older
+    /// snapshots at most
     /// ``checkpointBusyMilliseconds``, not the writer's busy timeout: a busy checkpoint copies what it can
     /// and leaves the rest to the next one, rather than stall the writes queued behind it.
-    func checkpointWAL(reason: String) async {
+    func checkpointWAL(reason: String, mode: Database.CheckpointMode, keepingBytes: Int64? = nil) async {
         guard checkpointing.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
             return
         }
@@ -83,9 +94,10 @@ extension SQLiteStore {
         // puts the busy timeout back.
         let outcome = await Task {
             try await pool.writeWithoutTransaction { db in
+                if let keepingBytes { try db.execute(sql: "PRAGMA journal_size_limit = \(keepingBytes)") }
                 try db.execute(sql: "PRAGMA busy_timeout = \(Self.checkpointBusyMilliseconds)")
                 defer { try? db.execute(sql: "PRAGMA busy_timeout = \(restore)") }
-                return try db.checkpoint(.truncate)
+                return try db.checkpoint(mode)
             }
         }.result
         switch outcome {

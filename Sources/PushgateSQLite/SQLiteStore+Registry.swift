@@ -36,7 +36,7 @@ extension SQLiteStore {
     /// a larger cache would count in the gateway's RSS.
     static let registryCachePages = -32_768
     // The writer's WAL is no longer left to grow to 1 GiB between checkpoints (issue #12 item 4): on a
-    // small volume that filled the disk. ``WALBound`` keeps it to 64 MiB, or a quarter of a larger
+    // small volume that filled the disk. ``WALBound`` keeps it to 64 MiB, or half of a larger
     // database (a registry of millions still copies the index pages several batches share once), and less
     // on a volume with little room.
 

@@ -29,10 +29,10 @@ public final class SQLiteStore: PushStore {
         /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
         /// replace it to show that a failure there stops the store.
         package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
-        /// The write-ahead log's bound in bytes, for a database up to four times this size (a larger one
-        /// may keep a WAL of a quarter of its size); lower on a volume with little room (``WALBound``). Past
-        /// it, the commit that reached it is followed by a checkpoint that copies the WAL into the database
-        /// and truncates it.
+        /// The write-ahead log's bound in bytes, for a database up to twice this size (a larger one may
+        /// keep a WAL of half its size); lower on a volume with little room (``WALBound``). Past it, the
+        /// commit that reached it is followed by a checkpoint that copies the WAL into the database and
+        /// starts it over.
         public var walLimitBytes: Int64 = 64 << 20
         /// Below this much free space on the database's volume, ``DiskUse/isLow`` holds: the gateway warns
         /// and `/readyz` answers 503 `disk_low`, before writes start failing. Default 32 MiB.

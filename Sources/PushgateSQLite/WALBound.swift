@@ -6,9 +6,9 @@
 /// registry's shared index pages, docs/benchmarks.md); on a small volume that WAL filled the disk, and a
 /// full disk cannot be checkpointed (a checkpoint copies pages into the database, which must have room
 /// for them). So the bound is the smaller of:
-/// - ``limitBytes`` (`walLimitBytes`, 64 MiB), or a quarter of the database once that is larger: a
-///   registry of millions still checkpoints rarely enough to copy shared pages once, and disk use stays
-///   within 1.25 times the database plus the limit;
+/// - ``limitBytes`` (`walLimitBytes`, 64 MiB), or half of the database once that is larger: a registry
+///   of millions still checkpoints rarely enough to copy most shared pages once, and disk use stays
+///   within 1.5 times the database plus the limit (plus one batch, written before the check);
 /// - a quarter of the room the WAL could still use (the volume's free space plus the WAL itself), so
 ///   that the checkpoint that empties it finds room for the pages it copies, whatever else fills the
 ///   volume;
@@ -27,7 +27,7 @@ struct WALBound: Sendable, Equatable {
     }
 
     func bytes(for measure: Measure) -> Int64 {
-        let scaled = max(limitBytes, measure.mainBytes / 4)
+        let scaled = max(limitBytes, measure.mainBytes / 2)
         let room = max(0, measure.freeBytes) + max(0, measure.walBytes)
         return max(Self.smallestBytes, min(scaled, room / 4))
     }

@@ -11,11 +11,11 @@ struct WALBoundTests {
         .init(mainBytes: main * Self.mebibyte, walBytes: wal * Self.mebibyte, freeBytes: free * Self.mebibyte)
     }
 
-    @Test("on a roomy volume: the limit, or a quarter of a database larger than four times the limit")
+    @Test("on a roomy volume: the limit, or half of a database larger than twice the limit")
     func roomyVolume() {
         #expect(bound.bytes(for: measure(main: 0, wal: 0, free: 100_000)) == 64 * Self.mebibyte)
-        #expect(bound.bytes(for: measure(main: 200, wal: 10, free: 100_000)) == 64 * Self.mebibyte)
-        #expect(bound.bytes(for: measure(main: 1_000, wal: 10, free: 100_000)) == 250 * Self.mebibyte)
+        #expect(bound.bytes(for: measure(main: 100, wal: 10, free: 100_000)) == 64 * Self.mebibyte)
+        #expect(bound.bytes(for: measure(main: 1_000, wal: 10, free: 100_000)) == 500 * Self.mebibyte)
     }
 
     @Test("on a small volume: a quarter of the room the WAL could still use, never below 1 MiB")
