@@ -141,6 +141,7 @@ public struct ConfigurationLoader: Sendable {
         }
         configuration.store.path = values.string("store.path") ?? defaults.store.path
         configuration.store.url = values.string("store.url")
+        configuration.store.minimumFreeBytes = try values.int("store.minimumFreeBytes").map(Int64.init)
         configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
         configuration.logFormat = values.string("logFormat") ?? defaults.logFormat
@@ -315,7 +316,7 @@ public struct ConfigurationLoader: Sendable {
         var keys: Set<String> = [
             "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
-            "instanceId", "logLevel", "logFormat", "shutdown.timeout",
+            "store.minimumFreeBytes", "instanceId", "logLevel", "logFormat", "shutdown.timeout",
         ]
         keys.formUnion(misconfigurationKeys.map { "misconfiguration.\($0)" })
         for app in apps {

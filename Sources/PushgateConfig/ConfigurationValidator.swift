@@ -43,6 +43,9 @@ extension GatewayConfiguration {
         if store.passwordFile != nil && store.url == nil {
             throw fail("store.passwordFile", "needs --store (or store.url)")
         }
+        if let minimum = store.minimumFreeBytes, minimum < 0 {
+            throw fail("store.minimumFreeBytes", "must be 0 or more bytes (0: no disk-space alarm)")
+        }
         if let chunkSize = store.chunkSize, chunkSize < 1 { throw fail("store.chunkSize", "at least 1") }
         if let lease = store.lease, lease < Store.minimumLease {
             throw fail("store.lease", "at least \(Store.minimumLease.components.seconds) seconds")

@@ -123,6 +123,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// `--lease` (no key): how long a claimed unit of work stays with an instance that stopped renewing
         /// it. nil: the store's default (60 s; 30 s with PostgreSQL).
         public var lease: Duration? = nil
+        /// `store.minimumFreeBytes`: below this much free space on the SQLite database's volume the gateway
+        /// warns and `/readyz` answers 503 `disk_low`. nil: the store's default (32 MiB).
+        public var minimumFreeBytes: Int64? = nil
         public init() {}
 
         /// The shortest lease: work held renews its lease before half of it is gone.

@@ -73,6 +73,7 @@ extension Gateway.Configuration {
             if let password = loaded.storePassword { postgres.password = password }
             use(.postgres(postgres))
         }
+        if let minimum = configuration.store.minimumFreeBytes { sqlite.minimumFreeBytes = minimum }
         if let chunkSize = configuration.store.chunkSize { dispatcher.chunkSize = chunkSize }
         if let lease = configuration.store.lease { dispatcher.leaseDuration = lease }
         let guardKeys = configuration.misconfiguration

@@ -11,7 +11,7 @@ public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
 public import PushgatePostgres
-import PushgateSQLite
+public import PushgateSQLite
 public import PushgateUDP
 import ServiceLifecycle
 import Synchronization
@@ -76,6 +76,8 @@ public struct Gateway: Sendable {
             }
         }
         private var storeLocation: StoreLocation? = nil
+        /// The SQLite store's settings (`store.minimumFreeBytes`, the WAL's limit); unused with PostgreSQL.
+        public var sqlite = SQLiteStore.Configuration()
         /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
         /// for PostgreSQL.
         public var instanceIDIsDefault = false
@@ -148,7 +150,7 @@ public struct Gateway: Sendable {
         case .sqlite(let path):
             fileLock = try DatabaseFileLock(databasePath: path)
             do {
-                var sqlite = SQLiteStore.Configuration()
+                var sqlite = configuration.sqlite
                 // A fixed set of descriptors and threads from the start (the soak judges them flat).
                 sqlite.opensEveryReaderAtStart = true
                 store = try SQLiteStore(path: path, configuration: sqlite, logger: Logger(label: "pushgate.store"))
@@ -179,6 +181,10 @@ public struct Gateway: Sendable {
             dimensions: [("version", BuildInfo.version)],
             factory: metricsFactory
         ).record(1)
+        let sqliteStore = store as? SQLiteStore
+        let maintenance = sqliteStore.map {
+            StoreMaintenance(store: $0, metricsFactory: metricsFactory, logger: Logger(label: "pushgate.store"))
+        }
         let httpPort = BoundPort()
         var apnsClients: [APNsClient] = []
         var transports: [any NotificationTransport & Service] = []
@@ -331,7 +337,8 @@ public struct Gateway: Sendable {
                         // Not ready while a configuration alarm holds an app's sending (a wrong environment or project).
                         configurationAlarms: {
                             dispatcher.misconfigurationAlarms.map(\.summary) + expiryWatch.expiredSummaries
-                        }
+                        },
+                        diskSpaceProblem: { sqliteStore.flatMap(Self.diskSpaceProblem(of:)) }
                     ),
                     onBound: { port in
                         httpPort.value = port
@@ -361,6 +368,8 @@ public struct Gateway: Sendable {
         } else {
             services += underID
         }
+        // Started first, stopped last: it checkpoints the WAL that everything else writes.
+        if let maintenance { services.insert(.init(service: maintenance), at: 0) }
         for app in configuration.apps {
             let fcmEndpoint = app.fcm.map { "\($0.endpoint) project \($0.serviceAccount.projectID)" } ?? "none"
             logger.info(
@@ -395,6 +404,15 @@ public struct Gateway: Sendable {
             throw StartupError(description: "--store \(storeDescription): \(error.message)")
         }
         logger.info("pushgate stopped")
+    }
+
+    /// What `/readyz` says while the SQLite database's volume has less free space than
+    /// `store.minimumFreeBytes`; nil while it has enough.
+    static func diskSpaceProblem(of store: SQLiteStore) -> String? {
+        let use = store.diskUse()
+        guard use.isLow else { return nil }
+        return "the database's volume has \(use.freeBytes) bytes free, less than store.minimumFreeBytes "
+            + "(\(use.minimumFreeBytes)); writes fail once it is full"
     }
 
     /// 127.0.0.0/8, ::1 and `localhost`.

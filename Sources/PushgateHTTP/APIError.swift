@@ -35,6 +35,7 @@ package struct APIError: Error, Hashable, Sendable, CustomStringConvertible {
         static let notFound = Code("not_found")
         static let methodNotAllowed = Code("method_not_allowed")
         static let storeUnavailable = Code("store_unavailable")
+        static let diskLow = Code("disk_low")
         static let apnsUnavailable = Code("apns_unavailable")
         static let fcmUnavailable = Code("fcm_unavailable")
         static let configurationAlarm = Code("configuration_alarm")

@@ -27,6 +27,9 @@ extension HTTPAPI {
         /// even when the database went silent (its queries end only at the store's own deadline, 30 s by
         /// default), but not so soon that a store merely slow under load is called unavailable.
         public var readinessStoreDeadline: Duration
+        /// The disk-space half of readiness: nil while the store's volume has room, else why not.
+        /// `/readyz` answers 503 `disk_low` with that sentence while it is not nil.
+        public var diskSpaceProblem: @Sendable () async -> String?
 
         public init(
             metricsFactory: any MetricsFactory = NOOPMetricsHandler.instance,
@@ -35,7 +38,8 @@ extension HTTPAPI {
             fcmReachable: @escaping @Sendable () async -> Bool = { true },
             dispatcherReady: @escaping @Sendable () async -> Bool = { true },
             configurationAlarms: @escaping @Sendable () async -> [String] = { [] },
-            readinessStoreDeadline: Duration = .seconds(10)
+            readinessStoreDeadline: Duration = .seconds(10),
+            diskSpaceProblem: @escaping @Sendable () async -> String? = { nil }
         ) {
             self.metricsFactory = metricsFactory
             self.metricsExposition = metricsExposition
@@ -44,6 +48,7 @@ extension HTTPAPI {
             self.dispatcherReady = dispatcherReady
             self.configurationAlarms = configurationAlarms
             self.readinessStoreDeadline = readinessStoreDeadline
+            self.diskSpaceProblem = diskSpaceProblem
         }
     }
 }

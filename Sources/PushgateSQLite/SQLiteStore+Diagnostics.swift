@@ -15,6 +15,8 @@ extension SQLiteStore {
         var cacheSize: Int
         /// `PRAGMA wal_autocheckpoint`, in pages.
         var walAutocheckpointPages: Int
+        /// `PRAGMA journal_size_limit`, in bytes (-1: none).
+        var journalSizeLimit: Int
     }
 
     func pragmas() async throws -> Pragmas {
@@ -25,7 +27,8 @@ extension SQLiteStore {
                 foreignKeys: try Bool.fetchOne(db, sql: "PRAGMA foreign_keys") ?? false,
                 busyTimeoutMilliseconds: try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? -1,
                 cacheSize: try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? 0,
-                walAutocheckpointPages: try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? -1
+                walAutocheckpointPages: try Int.fetchOne(db, sql: "PRAGMA wal_autocheckpoint") ?? -1,
+                journalSizeLimit: try Int.fetchOne(db, sql: "PRAGMA journal_size_limit") ?? -1
             )
         }
     }

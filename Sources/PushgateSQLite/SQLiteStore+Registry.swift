@@ -18,8 +18,7 @@ extension SQLiteStore {
     /// or checkpoint carries them to disk; a power cut can lose the batches since then, which their
     /// senders re-register. ``register(_:)`` (the HTTP API's, acknowledged) still commits with `fsync`.
     /// The writer also gets a page cache that holds the token index's inner pages of a registry of
-    /// millions (``registryCachePages``) and checkpoints less often (``registryCheckpointPages``), so
-    /// a page dirtied by several batches is written back once.
+    /// millions (``registryCachePages``).
     public func register(batch: [Registration]) async throws -> [RegistrationResult] {
         for registration in batch { try Self.check(registration) }
         guard !batch.isEmpty else { return [] }
@@ -36,28 +35,13 @@ extension SQLiteStore {
     /// good part of its leaves stays cached beside the inner pages of the device table and memberships;
     /// a larger cache would count in the gateway's RSS.
     static let registryCachePages = -32_768
-    /// `wal_autocheckpoint` of the writer, in pages: 262,144 (1 GiB of WAL between checkpoints; the
-    /// default is 1,000, 4 MiB). A commit writes every page it dirtied to the WAL however often that
-    /// page was written before; a checkpoint writes each page once however many commits dirtied it.
-    /// Registrations dirty about one random token-index leaf each (with the text index of schema v5: at
-    /// 5,000,000 devices a batch of 50,000 wrote about 40,000 frames; the key index of v7 has four
-    /// times fewer leaves, so batches share more of them), and a checkpoint every 64 MiB (as before)
-    /// copied nearly every frame into the database again. Spaced by 1 GiB, the leaves several batches
-    /// share are copied once: about half the checkpoint's writes and fsyncs at 5,000,000 (v5).
-    ///
-    /// The price: the WAL file grows to about 1 GiB and keeps that size on disk (SQLite reuses it from
-    /// the start after a checkpoint); opening the file after a crash reads the whole WAL (up to 1 GiB)
-    /// to rebuild its index; a page read that misses the cache looks it up in up to 64 WAL hash tables
-    /// instead of 4; a checkpoint stalls the writer longer (0.86 s for a full 1 GiB, measured), and the
-    /// first fsync'd commit after a storm of unsynced batches waits for their frames (0.3-0.4 s). The
-    /// ledger's writes share this writer, so they checkpoint as rarely (their commits are fsync'd into
-    /// the WAL, so this moves no durability of theirs). UDP registrations, committed without fsync, stay
-    /// exposed to a power cut until the next fsync: see docs/benchmarks.md (issue #12 item 4).
-    static let registryCheckpointPages = 262_144
+    // The writer's WAL is no longer left to grow to 1 GiB between checkpoints (issue #12 item 4): on a
+    // small volume that filled the disk. ``WALBound`` keeps it to 64 MiB, or half of a larger
+    // database (a registry of millions still copies the index pages several batches share once), and less
+    // on a volume with little room.
 
     private static func tuneWriterForRegistrations(_ db: Database) throws {
         try db.execute(sql: "PRAGMA cache_size = \(registryCachePages)")
-        try db.execute(sql: "PRAGMA wal_autocheckpoint = \(registryCheckpointPages)")
     }
 
     public func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {

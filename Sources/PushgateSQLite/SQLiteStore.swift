@@ -29,6 +29,14 @@ public final class SQLiteStore: PushStore {
         /// The statement that puts `synchronous` back to FULL after a claim written without fsync. Tests
         /// replace it to show that a failure there stops the store.
         package var restoreFullSynchronousSQL = "PRAGMA synchronous = FULL"
+        /// The write-ahead log's bound in bytes, for a database up to twice this size (a larger one may
+        /// keep a WAL of half its size); lower on a volume with little room (``WALBound``). Past it, the
+        /// commit that reached it is followed by a checkpoint that copies the WAL into the database and
+        /// starts it over.
+        public var walLimitBytes: Int64 = 64 << 20
+        /// Below this much free space on the database's volume, ``DiskUse/isLow`` holds: the gateway warns
+        /// and `/readyz` answers 503 `disk_low`, before writes start failing. Default 32 MiB.
+        public var minimumFreeBytes: Int64 = 32 << 20
         /// The function that makes `device.token_key`. Tests narrow it to force collisions; a file must
         /// always be opened with the function that wrote it.
         package var tokenKey: TokenKey = .standard
@@ -63,6 +71,13 @@ public final class SQLiteStore: PushStore {
     let tokenKey: TokenKey
     /// Set once durability could not be restored: from then on every call fails with it.
     private let stopped = Mutex<StoreError?>(nil)
+    let walBound: WALBound
+    let minimumFreeBytes: Int64
+    let busyTimeoutMilliseconds: Int
+    /// The WAL's size at the last ``maintain()`` round (unchanged since: the writer was idle).
+    let walBytesAtLastRound = Mutex<Int64>(0)
+    /// True while a checkpoint is queued or running: commits past the bound do not queue another.
+    let checkpointing = Atomic<Bool>(false)
 
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
     public init(
@@ -86,6 +101,11 @@ public final class SQLiteStore: PushStore {
             // `prepareDatabase`: GRDB switches the writer to WAL after that hook and sets NORMAL then.
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+                // The store checkpoints the WAL itself (``WALBound``, after commits and when the writer is
+                // idle) instead of SQLite's fixed count of pages; a WAL file left larger than the limit (a
+                // restart after a large transaction) is cut back to it whenever the WAL starts over.
+                try db.execute(sql: "PRAGMA wal_autocheckpoint = 0")
+                try db.execute(sql: "PRAGMA journal_size_limit = \(configuration.walLimitBytes)")
             }
             try SQLiteSchema.migrator(tokenKey: tokenKey).migrate(pool)
             if configuration.opensEveryReaderAtStart {
@@ -101,6 +121,9 @@ public final class SQLiteStore: PushStore {
         self.synchronous = configuration.synchronous
         self.restoreFullSynchronousSQL = configuration.restoreFullSynchronousSQL
         self.tokenKey = tokenKey
+        self.walBound = WALBound(limitBytes: configuration.walLimitBytes)
+        self.minimumFreeBytes = configuration.minimumFreeBytes
+        self.busyTimeoutMilliseconds = Int(configuration.busyTimeout.seconds * 1000)
         logger.debug("store opened", metadata: ["store.path": "\(path)", "store.synchronous": "\(synchronous)"])
     }
 
@@ -153,11 +176,15 @@ public final class SQLiteStore: PushStore {
     /// Runs `body` in one write transaction (IMMEDIATE), mapping SQLite errors to ``StoreError``.
     func write<T: Sendable>(_ body: @Sendable (Database) throws -> T) async throws -> T {
         try ensureRunning()
+        let result: T
         do {
-            return try await pool.write(body)
+            result = try await pool.write(body)
         } catch let error as DatabaseError {
+            await writeFailed(error)
             throw StoreError.backend(Self.describe(error))
         }
+        await committed()
+        return result
     }
 
     /// Like ``write(_:)``, but the commit is not pushed to disk before returning (`synchronous =
@@ -201,6 +228,7 @@ public final class SQLiteStore: PushStore {
                 }
             }.value
         } catch let error as DatabaseError {
+            await writeFailed(error)
             throw StoreError.backend(Self.describe(error))
         }
         if case .failure(let error) = outcome.restored {
@@ -214,11 +242,15 @@ public final class SQLiteStore: PushStore {
             logger.error("store stopped: durability could not be restored", metadata: ["store.error": "\(reason)"])
             throw failure
         }
+        let result: T
         do {
-            return try outcome.result.get()
+            result = try outcome.result.get()
         } catch let error as DatabaseError {
+            await writeFailed(error)
             throw StoreError.backend(Self.describe(error))
         }
+        await committed()
+        return result
     }
 
     /// Throws the error that stopped the store, if it was stopped.
@@ -236,8 +268,10 @@ public final class SQLiteStore: PushStore {
         }
     }
 
-    private static func describe(_ error: DatabaseError) -> String {
-        "SQLite error \(error.resultCode.rawValue): \(error.message ?? "no message")"
+    static func describe(_ error: DatabaseError) -> String {
+        let text = "SQLite error \(error.resultCode.rawValue): \(error.message ?? "no message")"
+        guard error.resultCode == .SQLITE_FULL else { return text }
+        return "the database's volume is full (\(text)); writes resume by themselves once it has room"
     }
 }
 

@@ -49,6 +49,17 @@ struct ConfigurationLoaderTests {
         #expect(configuration.apiKeys.isEmpty)
     }
 
+    @Test("store.minimumFreeBytes: the store's default unless given, a whole number of bytes")
+    func minimumFreeBytes() async throws {
+        #expect(try await load().store.minimumFreeBytes == nil, "the store's default, 32 MiB")
+        let given = try await load(environment: ["PUSHGATE_STORE_MINIMUM_FREE_BYTES": "1073741824"])
+        #expect(given.store.minimumFreeBytes == 1 << 30)
+        let notANumber = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(environment: ["PUSHGATE_STORE_MINIMUM_FREE_BYTES": "1GB"])
+        }
+        #expect(notANumber?.message.contains("must be a whole number") == true, "\(String(describing: notANumber))")
+    }
+
     @Test("max streams: a cap from the file, the environment or a flag; validated when given")
     func maximumStreamsCap() async throws {
         let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"])

@@ -49,6 +49,10 @@ struct ConfigurationValidationTests {
         ("empty HTTP host", { $0.http.host = "" }, "http.host: must not be empty"),
         ("empty store path", { $0.store.path = "" }, "store.path: must not be empty"),
         ("store URL scheme", { $0.store.url = "mysql://db" }, "store.url: must be a postgres:// URL"),
+        (
+            "negative minimum free space", { $0.store.minimumFreeBytes = -1 },
+            "store.minimumFreeBytes: must be 0 or more bytes (0: no disk-space alarm)"
+        ),
         ("empty instance id", { $0.instanceID = "" }, "instanceId: must not be empty"),
         (
             "log level", { $0.logLevel = "loud" },

@@ -32,14 +32,16 @@ struct SQLiteRegistryBatchTests {
         }
     }
 
-    @Test func aBatchLeavesTheWriterWithA32MiBCacheAndACheckpointEveryGibibyteOfWAL() async throws {
+    @Test func aBatchLeavesTheWriterWithA32MiBCacheAndTheStoreCheckpointingTheWALItself() async throws {
         try await withTemporaryStore { store in
             let before = try await store.pragmas()
-            #expect(before.walAutocheckpointPages == 1_000)  // SQLite's default until the first batch
+            #expect(before.walAutocheckpointPages == 0)  // the store checkpoints (WALBound), not SQLite's count
+            #expect(before.journalSizeLimit == 64 << 20)
             _ = try await store.register(batch: (1...10).map { Self.registration($0) })
             let after = try await store.pragmas()
             #expect(after.cacheSize == -32_768)  // KiB
-            #expect(after.walAutocheckpointPages == 262_144)  // 1 GiB of 4 KiB pages
+            #expect(after.walAutocheckpointPages == 0)
+            #expect(after.journalSizeLimit == 64 << 20)
             #expect(after.synchronous == 2)
         }
     }

@@ -222,7 +222,8 @@ struct APIHandlers: Sendable {
         return JSONResponse.make(ReportBody(report))
     }
 
-    /// Ready when the store answers a cheap query (a primary-key lookup), an APNs connection is
+    /// Ready when the store answers a cheap query (a primary-key lookup), its volume has room
+    /// (`store.minimumFreeBytes`, SQLite), an APNs connection is
     /// possible and, when some app has FCM configured, an FCM connection is too (the gateway's
     /// answers, see `HTTPAPI.Monitoring.apnsReachable` and `fcmReachable`).
     private func readiness() async -> Response {
@@ -235,6 +236,10 @@ struct APIHandlers: Sendable {
             logger.warning("readiness check failed: the store did not answer", metadata: [HTTPLogKey.error: "\(error)"])
             return APIError(.serviceUnavailable, .storeUnavailable, field: nil, message: "the store does not answer")
                 .response()
+        }
+        if let problem = await monitoring.diskSpaceProblem() {
+            logger.warning("readiness check failed: the store's volume is running out of space")
+            return APIError(.serviceUnavailable, .diskLow, field: nil, message: problem).response()
         }
         guard await monitoring.dispatcherReady() else {
             logger.warning("readiness check failed: the dispatcher's store operations fail")
