@@ -85,7 +85,7 @@ struct ProcessResult {
 }
 
 func run(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
-    let process = Process()
+    let process = SpawnedProcess()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     let out = Pipe()

@@ -135,7 +135,7 @@ func run(
 ) throws
     -> (status: Int32, stdout: String, stderr: String)
 {
-    let process = Process()
+    let process = SpawnedProcess()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = [executable] + arguments
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }

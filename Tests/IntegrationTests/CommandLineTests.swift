@@ -18,8 +18,11 @@ import FoundationNetworking
 @Suite("pushgate command line", .serialized, .timeLimit(.minutes(2)))
 struct CommandLineTests {
     /// Starts `pushgate -f --simulator` on a fresh database with `arguments` added.
-    static func start(_ arguments: [String], in directory: TemporaryDirectory) throws -> (Process, OutputCollector) {
-        let process = Process()
+    static func start(
+        _ arguments: [String],
+        in directory: TemporaryDirectory
+    ) throws -> (SpawnedProcess, OutputCollector) {
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments =
             ["-f", "--simulator", "-d", directory.path("cli.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0"] + arguments

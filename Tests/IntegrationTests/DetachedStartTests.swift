@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Testing
 
 #if canImport(Glibc)
@@ -17,7 +18,7 @@ struct DetachedStartTests {
 
     /// Runs `pushgate ARGUMENTS` (detaching: no `-f`) in `directory` until the starting command exits.
     static func start(_ arguments: [String], in directory: TemporaryDirectory) async throws -> Finished {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = ["-d", directory.path("detached.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0"] + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }
@@ -111,7 +112,7 @@ struct DetachedStartTests {
 
     @Test("--version prints the version and exits 0")
     func version() async throws {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = ["--version"]
         let pipe = Pipe()

@@ -41,12 +41,12 @@ struct GatewayCrashTests {
     }
 
     struct Daemon {
-        let process: Process
+        let process: SpawnedProcess
         let output: OutputCollector
     }
 
     struct ReadyDaemon {
-        let process: Process
+        let process: SpawnedProcess
         let output: OutputCollector
         /// Read from its `pushgate ready` line: the daemon binds port 0, so no other test can hold it.
         let notificationPort: Int
@@ -82,7 +82,7 @@ struct GatewayCrashTests {
     /// Starts `pushgate -f` against the simulator without waiting for it. Its UDP ports are 0: the kernel
     /// picks them, and ``startDaemon(database:simulator:keyPath:)`` reads them from the ready line.
     static func launchDaemon(database: String, simulator: RunningAPNsSimulator, keyPath: String) throws -> Daemon {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: gatewayBinary)
         process.arguments =
             [

@@ -41,7 +41,7 @@ struct LegacyDaemonTests {
             simulator.markUnregistered(Self.token(150), at: registeredAt.addingTimeInterval(60))
             let registrationPort = ExternalTools.freeUDPPort()
             let notificationPort = ExternalTools.freeUDPPort()
-            let process = Process()
+            let process = SpawnedProcess()
             process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
             process.arguments =
                 [

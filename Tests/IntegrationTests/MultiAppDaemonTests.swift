@@ -10,7 +10,7 @@ struct MultiAppDaemonTests {
         _ arguments: [String],
         environment: [String: String] = [:]
     ) throws -> (status: Int32, stderr: String) {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = ["-f"] + arguments
         process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }.merging(
@@ -89,7 +89,7 @@ struct MultiAppDaemonTests {
         let keys = directory.path("keys")
         try Data("# one key per line\nlive-test-key-0123456789\n".utf8).write(to: URL(fileURLWithPath: keys))
         let port = ExternalTools.freeTCPPort()
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = [
             "-f", "--simulator", "-d", directory.path("keys.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0",

@@ -35,7 +35,7 @@ struct MultiInstanceTests {
     struct Instance {
         let name: String
         let keyID: String
-        let process: Process
+        let process: SpawnedProcess
         let output: OutputCollector
         let registrationPort: Int
         let notificationPort: Int
@@ -71,7 +71,7 @@ struct MultiInstanceTests {
     ) throws -> Instance {
         let registrationPort = ExternalTools.freeUDPPort()
         let notificationPort = ExternalTools.freeUDPPort()
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments =
             [

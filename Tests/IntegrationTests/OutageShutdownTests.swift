@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Testing
 
 #if canImport(Glibc)
@@ -20,7 +21,7 @@ struct OutageShutdownTests {
             return
         }
         defer { _ = try? ExternalTools.run("umount", ["-l", volume]) }
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = [
             "-f", "--simulator", "-d", "\(volume)/g.db", "-l", "127.0.0.1", "-g", "0", "-n", "0", "--http-port", "-1",

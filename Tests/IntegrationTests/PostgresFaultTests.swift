@@ -278,7 +278,7 @@ struct ThrowawayCluster {
 /// `scripts/tcp-blackhole-proxy.py` in front of the database, driven by commands on its standard input
 /// (it exits when that ends, so it never outlives the test).
 final class BlackHoleProxy: Sendable {
-    let process: Process
+    let process: SpawnedProcess
     let port: Int
     private let commands: FileHandle
     private let answers: LineReader
@@ -291,7 +291,7 @@ final class BlackHoleProxy: Sendable {
     }
 
     init(upstreamPort: Int) throws {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: ExternalTools.path(of: "python3") ?? "/usr/bin/python3")
         process.arguments = [
             PostgresFaultTests.repository.appendingPathComponent("scripts/tcp-blackhole-proxy.py").path, "127.0.0.1",

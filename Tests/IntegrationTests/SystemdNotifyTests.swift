@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import Testing
 
 #if canImport(Glibc)
@@ -54,7 +55,7 @@ struct SystemdNotifyTests {
     func notifications() async throws {
         let directory = try TemporaryDirectory()
         let notify = try NotifySocket(path: directory.path("notify.sock"))
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
         process.arguments = [
             "-f", "--simulator", "-d", directory.path("n.db"), "-l", "127.0.0.1", "-g", "0", "-n", "0", "--http-port",

@@ -52,7 +52,7 @@ struct APIKeyLoadingTests {
 
     static func sha256Hex(_ text: String) -> [UInt8] {
         // Computed by the tool everyone has, not by the code under test.
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
         let input = Pipe()
         let output = Pipe()

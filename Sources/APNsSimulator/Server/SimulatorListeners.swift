@@ -11,8 +11,9 @@ package import NIOPosix
 package final class SimulatorListeners {
     package let group: MultiThreadedEventLoopGroup
     /// The control API's own thread: it answers (a benchmark's polls, a test's fault switches) while the
-    /// server's loops are saturated.
-    private let controlGroup = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    /// server's loops are saturated. Made only for a simulator with a control port: a test process runs
+    /// hundreds of simulators at once, and each idle thread holds three descriptors.
+    private var controlGroup: MultiThreadedEventLoopGroup?
     private var channels: [any Channel] = []
 
     private init(threads: Int) {
@@ -44,7 +45,7 @@ package final class SimulatorListeners {
         }
         for channel in listeners.channels { try? await channel.close() }
         try? await listeners.group.shutdownGracefully()
-        try? await listeners.controlGroup.shutdownGracefully()
+        try? await listeners.controlGroup?.shutdownGracefully()
         return try result.get()
     }
 
@@ -63,6 +64,8 @@ package final class SimulatorListeners {
         makeHandler: @escaping @Sendable () -> any ChannelHandler
     ) async throws -> Int? {
         guard let port else { return nil }
+        let controlGroup = self.controlGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        self.controlGroup = controlGroup
         let listener = try await ServerBootstrap(group: controlGroup)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in

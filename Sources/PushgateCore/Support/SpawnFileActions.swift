@@ -27,9 +27,10 @@ package enum SpawnFileActions {
         defer { closedir(directory) }
         let own = dirfd(directory)
         while let entry = readdir(directory) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) {
-                String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
-            }
+            // Read the name through its address: copying `d_name` (256 bytes) reads past the end of
+            // readdir's buffer when the entry is its last, Foundation's own SIGSEGV (see SpawnedProcess).
+            let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name)!
+            let name = String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self))
             guard let descriptor = Int32(name), descriptor >= first, descriptor != own else { continue }
             posix_spawn_file_actions_addclose(&actions, descriptor)
         }

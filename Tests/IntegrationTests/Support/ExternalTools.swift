@@ -38,7 +38,7 @@ enum ExternalTools {
         _ arguments: [String],
         in directory: URL? = nil
     ) throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: path(of: tool) ?? tool)
         process.arguments = arguments
         if let directory { process.currentDirectoryURL = directory }
@@ -159,7 +159,7 @@ struct OpenSSLServerCertificate {
 /// A child process that is terminated when the test is done with it.
 final class ChildProcess: @unchecked Sendable {
     // @unchecked: `process` is only mutated in init and terminate, which tests call sequentially.
-    let process = Process()
+    let process = SpawnedProcess()
 
     init(_ tool: String, _ arguments: [String], in directory: URL? = nil) throws {
         process.executableURL = URL(fileURLWithPath: ExternalTools.path(of: tool) ?? tool)

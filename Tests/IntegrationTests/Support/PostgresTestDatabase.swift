@@ -53,7 +53,7 @@ struct PostgresTestDatabase: Sendable {
     /// Runs SQL with `psql` (installed with the server) and returns its unaligned output.
     func psql(_ sql: String) throws -> String {
         guard let url = Self.url else { throw ExternalTools.ToolError("PUSHGATE_TEST_POSTGRES_URL is not set") }
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: ExternalTools.path(of: "psql") ?? "psql")
         process.arguments = [url, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql]
         let pipe = Pipe()

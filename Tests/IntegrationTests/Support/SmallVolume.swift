@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 
 /// A tmpfs of `megabytes` mounted on a fresh folder for `body`, unmounted and removed afterwards. False
 /// (and `body` not run) when this process may not mount (not root): the caller says it skipped.
@@ -55,7 +56,7 @@ struct SmallVolume: Sendable {
     }
 
     static func run(_ arguments: [String]) -> Bool {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = arguments
         process.standardError = FileHandle.nullDevice
