@@ -298,7 +298,7 @@ struct ReloadTests {
                     let after = try await Self.submit(running, app: "weather", id: "after", alert: "after")
                     #expect(try await Self.waitDone(running, across).accepted == 1)
                     #expect(try await Self.waitDone(running, after).accepted == 1)
-                    #expect(senders(alert: "across").count == 1, "delivered once")
+                    #expect(senders(alert: "across") == [oldAccount.clientEmail], "delivered once, with the old token")
                     #expect(senders(alert: "after") == [newAccount.clientEmail])
                     #expect(fcm.stats().accessTokensIssuedByAccount[newAccount.clientEmail] == 1)
 
@@ -437,5 +437,96 @@ struct ReloadTests {
         kill(process.processIdentifier, SIGTERM)
         try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
         #expect(process.terminationStatus == 0)
+    }
+
+    @Test(
+        "the daemon: kill -HUP after renewing an app's certificate; new connections present the renewed one, a broken file changes nothing"
+    )
+    func sighupRenewsACertificateInTheDaemon() async throws {
+        let files = try MultiAppFiles()
+        let old = try files.authority.issueClientCertificate(topic: "com.example.news", commonName: "news 2026")
+        try old.write(certificateTo: files.certificatePath, privateKeyTo: files.keyPath)
+        try await APNsSimulator.withRunning(files.simulatorConfiguration) { simulator in
+            let configPath = files.directory.path("pushgate.yaml")
+            try Data(
+                """
+                listen: 127.0.0.1
+                udp: {registrationPort: 0, notificationPort: 0}
+                http: {port: 0}
+                store: {path: \(files.directory.path("daemon.db"))}
+                apps: [news]
+                app:
+                  news:
+                    apnsHost: "127.0.0.1:\(simulator.port)"
+                    ca: \(simulator.caCertificatePath!)
+                    certificate: {file: \(files.certificatePath), key: \(files.keyPath)}
+                """.utf8
+            ).write(to: URL(fileURLWithPath: configPath))
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
+            process.arguments = ["-f", "--config", configPath]
+            process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }
+            let output = OutputCollector()
+            let pipe = Pipe()
+            process.standardError = pipe
+            process.standardOutput = FileHandle.nullDevice
+            pipe.fileHandleForReading.readChunksInBackground({ output.append($0) }, onEnd: { output.end() })
+            try process.run()
+            defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+            let port = Mutex<Int?>(nil)
+            try await eventually("the HTTP API listens", timeout: .seconds(60)) {
+                if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
+                guard let line = output.text.split(separator: "\n").first(where: { $0.contains("HTTP API listening") }),
+                    let range = line.range(of: #"http\.port=\d+"#, options: .regularExpression)
+                else { return false }
+                port.withLock { $0 = Int(line[range].dropFirst("http.port=".count)) }
+                return true
+            }
+            let api = "http://127.0.0.1:\(try #require(port.withLock { $0 }))"
+            func curl(_ arguments: [String]) async throws -> String {
+                try await ExternalTools.runOffPool("curl", ["-s", "-o", "/dev/null", "-w", "%{http_code}"] + arguments)
+                    .1
+            }
+            #expect(try await curl(["-X", "PUT", "\(api)/v1/groups/all/devices/\(Self.device)"]) == "204")
+            func send(_ alert: String) async throws {
+                let body = #"{"groups": ["all"], "payload": {"aps": {"alert": "\#(alert)"}}}"#
+                #expect(try await curl(["-X", "POST", "-d", body, "\(api)/v1/notifications"]) == "202")
+                try await eventually("\(alert) delivered") {
+                    simulator.notifications(device: Self.device).contains { $0.payloadString.contains(alert) }
+                }
+            }
+            func names(alert: String) -> [String] {
+                let byConnection = simulator.clientCertificateNames()
+                return simulator.notifications(device: Self.device).filter { $0.payloadString.contains(alert) }
+                    .map { byConnection[$0.connectionID] ?? "none" }
+            }
+            try await send("before")
+            #expect(names(alert: "before") == ["news 2026"])
+
+            let renewed = try files.authority.issueClientCertificate(topic: "com.example.news", commonName: "news 2027")
+            try renewed.write(certificateTo: files.certificatePath, privateKeyTo: files.keyPath)
+            kill(process.processIdentifier, SIGHUP)
+            try await eventually("the certificate was reloaded", timeout: .seconds(30)) {
+                if !process.isRunning { throw ExternalTools.ToolError("pushgate exited on SIGHUP:\n\(output.text)") }
+                return output.text.contains("APNs credentials reloaded")
+            }
+            try await send("after")
+            #expect(names(alert: "after") == ["news 2027"])
+
+            try Data("garbage".utf8).write(to: URL(fileURLWithPath: files.keyPath))
+            kill(process.processIdentifier, SIGHUP)
+            try await eventually("the failed reload was logged", timeout: .seconds(30)) {
+                output.text.contains("configuration not reloaded")
+            }
+            #expect(output.text.contains("push.reload.key=app.news.certificate.key"), "\(output.text)")
+            simulator.dropAllConnections()
+            try await send("after-broken")
+            #expect(names(alert: "after-broken") == ["news 2027"])
+            #expect(simulator.notifications(device: Self.device).count == 3, "each delivered once")
+
+            kill(process.processIdentifier, SIGTERM)
+            try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
+            #expect(process.terminationStatus == 0)
+        }
     }
 }
