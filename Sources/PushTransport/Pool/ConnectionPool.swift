@@ -167,7 +167,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
             let actions = machine.credentialsRenewed()
             return (actions, actions.close.count)
         }
-        logger.info(
+        logger.debug(
             "\(plugin.serviceName) credentials renewed; new connections use them",
             metadata: ["connection.draining": "\(retired)"]
         )
