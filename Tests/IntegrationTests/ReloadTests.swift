@@ -165,8 +165,9 @@ struct ReloadTests {
         )
         try await APNsSimulator.withRunning(simulatorConfiguration) { simulator in
             let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
-            @Sendable func yaml(keyFile: String, keyID: String) -> String {
+            @Sendable func yaml(keyFile: String, keyID: String, logLevel: String = "info") -> String {
                 """
+                logLevel: \(logLevel)
                 listen: 127.0.0.1
                 udp: {registrationPort: 0, notificationPort: 0}
                 http: {port: -1}
@@ -202,8 +203,10 @@ struct ReloadTests {
 
                 let newPath = files.directory.path("AuthKey-new.p8")
                 try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: newPath))
-                try file.write(yaml(keyFile: newPath, keyID: "NEWKEY0001"))
+                // With a change that needs a restart: ignored (logged), the rest applies.
+                try file.write(yaml(keyFile: newPath, keyID: "NEWKEY0001", logLevel: "debug"))
                 await running.reload()
+                #expect(Self.metric(running, #"pushgate_reloads_total{result="ok"}"#) == 1)
                 let after = try await Self.submit(running, app: "weather", id: "after", alert: "after")
                 #expect(try await Self.waitDone(running, after).accepted == 1)
                 #expect(keyIDs(alert: "after") == ["NEWKEY0001"])
