@@ -1,7 +1,9 @@
 public import Logging
 public import NIOCore
+import NIOSSL
 public import PushTransport
 public import PushgateCore
+import Synchronization
 
 /// A client for the APNs HTTP/2 provider API: one pool of connections for one set of credentials and
 /// one endpoint (production, sandbox, or a simulator/proxy).
@@ -18,6 +20,8 @@ public final class APNsClient: PushTransportClient {
     public typealias Submission = APNsRequest
 
     public let transportFront: TransportFront<Submission>
+    private let tokens: APNsTokenSlot
+    private let currentAuthentication: Mutex<Authentication>
 
     public convenience init(
         configuration: Configuration,
@@ -43,6 +47,8 @@ public final class APNsClient: PushTransportClient {
         case .certificate: tokenSource = nil
         case .token(let source): tokenSource = source
         }
+        tokens = APNsTokenSlot(tokenSource)
+        currentAuthentication = Mutex(configuration.authentication)
         let plugin = APNsHTTP2Plugin(
             connection: .init(
                 pingInterval: configuration.pingInterval,
@@ -52,7 +58,7 @@ public final class APNsClient: PushTransportClient {
             ),
             authority: configuration.endpoint.host,
             requestsPerSecondPerConnection: configuration.maximumNotificationsPerSecondPerConnection,
-            tokenSource: tokenSource,
+            tokens: tokens,
             metrics: metrics
         )
         transportFront = try TransportFront(
@@ -82,6 +88,40 @@ public final class APNsClient: PushTransportClient {
             ),
             resuming: receiver.single
         )
+    }
+
+    /// The credentials new connections authenticate with: `configuration.authentication` until
+    /// ``renew(_:)`` replaces them.
+    public var authentication: Authentication { currentAuthentication.withLock { $0 } }
+
+    /// New credentials made ready without changing anything: the TLS context they need is built here, so
+    /// that a certificate NIOSSL refuses throws before any part of a reload is applied.
+    public func prepareRenewal(_ authentication: Authentication) throws -> CredentialRenewal {
+        var configuration = self.configuration
+        configuration.authentication = authentication
+        return CredentialRenewal(authentication: authentication, tlsContext: try configuration.makeTLSContext())
+    }
+
+    /// Replaces the credentials (a reload): connections opened from now on authenticate with the new
+    /// ones; the connections open now take nothing new, finish what they hold and close. Returns how
+    /// many connections drain.
+    @discardableResult
+    public func renew(_ renewal: CredentialRenewal) -> Int {
+        let source: (any APNsProviderTokenSource)?
+        switch renewal.authentication {
+        case .certificate: source = nil
+        case .token(let tokenSource): source = tokenSource
+        }
+        return transportFront.renewConnections(tlsContext: renewal.tlsContext) {
+            tokens.current = source
+            currentAuthentication.withLock { $0 = renewal.authentication }
+        }
+    }
+
+    /// Credentials ready to replace a client's (``prepareRenewal(_:)``).
+    public struct CredentialRenewal: Sendable {
+        public let authentication: Authentication
+        let tlsContext: NIOSSLContext
     }
 
     /// False while APNs cannot be reached: the last connection attempt failed and none succeeded since.

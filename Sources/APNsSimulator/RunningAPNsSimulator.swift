@@ -62,6 +62,12 @@ public final class RunningAPNsSimulator: Sendable {
         self.core.stats()
     }
 
+    /// The common name of the client certificate each connection presented (when client certificates
+    /// are checked), by the connection id its notifications are recorded with.
+    public func clientCertificateNames() -> [Int: String] {
+        self.core.clientCertificateNames
+    }
+
     /// Accepted deliveries and duplicates for one device (zero when device tracking is off).
     public func deliveries(device: String) -> DeviceDeliveries {
         self.core.recorder.deliveries(device: device)

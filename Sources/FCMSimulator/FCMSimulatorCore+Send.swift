@@ -64,7 +64,8 @@ extension FCMSimulatorCore {
                 topic: message["topic"] as? String,
                 condition: message["condition"] as? String,
                 messageJSON: String(decoding: json, as: UTF8.self),
-                receivedAt: now
+                receivedAt: now,
+                clientEmail: issued.clientEmail
             )
         )
         return .json(200, ["name": name])

@@ -42,12 +42,16 @@ public struct FCMAcceptedMessage: Sendable, Hashable {
     /// The `message` object as received, re-encoded with sorted keys.
     public var messageJSON: String
     public var receivedAt: Date
+    /// The service account whose access token authorised the send.
+    public var clientEmail: String
 }
 
 /// Counters of what the simulator saw.
 public struct FCMSimulatorStats: Sendable, Hashable {
     public var tokenRequests = 0
     public var accessTokensIssued = 0
+    /// Access tokens issued, by the service account (`client_email`) that asked.
+    public var accessTokensIssuedByAccount: [String: Int] = [:]
     public var sends = 0
     public var accepted = 0
     public var rejected = 0
@@ -123,6 +127,7 @@ final class FCMSimulatorCore: Sendable {
                 expiresAt: expiresAt
             )
             state.stats.accessTokensIssued += 1
+            state.stats.accessTokensIssuedByAccount[account.clientEmail, default: 0] += 1
         }
         return value
     }

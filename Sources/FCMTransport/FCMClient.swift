@@ -3,6 +3,7 @@ public import Logging
 public import NIOCore
 public import PushTransport
 public import PushgateCore
+import Synchronization
 
 /// A client for FCM's HTTP v1 `messages:send`: one pool of HTTP/2 connections for one service account
 /// and one endpoint (Google, or a simulator).
@@ -22,8 +23,11 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
     public typealias Submission = FCMSendRequest
 
     public let transportFront: TransportFront<Submission>
-    private let tokens: FCMAccessTokenManager
-    private let bearer: FCMBearerCache
+    /// The access tokens of every service account this client used (a reload adds one), current last.
+    private let managers: Mutex<[FCMAccessTokenManager]>
+    private let bearers: FCMBearerSlot
+    private let exchanger: FCMTokenExchanger
+    private let clock: any WallClock
 
     public convenience init(
         configuration: Configuration,
@@ -52,13 +56,16 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
         )
         let loops = TransportEventLoops(eventLoopGroup, threads: configuration.eventLoopThreads)
         let tokenClient = HTTPClient(eventLoopGroup: loops.group, configuration: .init(tlsConfiguration: tokenTLS))
-        tokens = FCMAccessTokenManager(
+        exchanger = FCMTokenExchanger(client: tokenClient, timeout: TimeAmount(configuration.tokenExchangeTimeout))
+        self.clock = clock
+        let tokens = FCMAccessTokenManager(
             signer: FCMAssertionSigner(account: account),
-            exchanger: FCMTokenExchanger(client: tokenClient, timeout: TimeAmount(configuration.tokenExchangeTimeout)),
+            exchanger: exchanger,
             clock: clock
         )
-        let bearer = FCMBearerCache(manager: tokens, clock: clock)
-        self.bearer = bearer
+        managers = Mutex([tokens])
+        let bearers = FCMBearerSlot(FCMBearerCache(manager: tokens, clock: clock))
+        self.bearers = bearers
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.endpoint)"
         let plugin = FCMHTTP2Plugin(
             connection: .init(
@@ -68,7 +75,7 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
                 maximumStreams: configuration.maxStreams
             ),
             headers: FCMRequestHeaders(authority: authority, projectID: account.projectID),
-            bearer: bearer,
+            bearers: bearers,
             clock: clock
         )
         transportFront = try TransportFront(
@@ -76,7 +83,12 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
             plugin: plugin,
             loops: loops,
             logger: logger,
-            dependents: [{ await bearer.shutdown() }, { try? await tokenClient.shutdown() }]
+            dependents: [
+                {
+                    for bearer in bearers.all { await bearer.shutdown() }
+                },
+                { try? await tokenClient.shutdown() },
+            ]
         )
     }
 
@@ -93,14 +105,49 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
     /// Fetches the access token now, rather than with the first message: a wrong service account or
     /// token endpoint shows here as the exchange's error.
     public func prepare() async throws(FCMCredentialError) {
-        try await bearer.prefetch()
+        try await bearers.current.prefetch()
+    }
+
+    /// The service account whose access tokens new connections write with: `configuration.serviceAccount`
+    /// (with `fcm.tokenUri` applied) until ``renew(_:)`` replaces it.
+    public var serviceAccount: FCMServiceAccount { managers.withLock { $0.last!.account } }
+
+    /// A new service account made ready without changing anything: throws when `fcm.tokenUri` does not
+    /// fit it, before any part of a reload is applied. `account` must belong to the same project as the
+    /// running one: the requests' path names it.
+    public func prepareRenewal(serviceAccount: FCMServiceAccount) throws -> CredentialRenewal {
+        var configuration = self.configuration
+        configuration.serviceAccount = serviceAccount
+        return CredentialRenewal(account: try configuration.effectiveServiceAccount())
+    }
+
+    /// Replaces the service account (a reload): access tokens are fetched for the new account from now on,
+    /// by the connections opened from now on; those open now take nothing new, finish what they hold (with
+    /// the old account's token) and close. Returns how many connections drain.
+    @discardableResult
+    public func renew(_ renewal: CredentialRenewal) -> Int {
+        let tokens = FCMAccessTokenManager(
+            signer: FCMAssertionSigner(account: renewal.account),
+            exchanger: exchanger,
+            clock: clock
+        )
+        let bearer = FCMBearerCache(manager: tokens, clock: clock)
+        return transportFront.renewConnections(tlsContext: nil) {
+            managers.withLock { $0.append(tokens) }
+            bearers.replace(with: bearer)
+        }
+    }
+
+    /// A service account ready to replace a client's (``prepareRenewal(serviceAccount:)``).
+    public struct CredentialRenewal: Sendable {
+        let account: FCMServiceAccount
     }
 
     /// False while FCM cannot be reached: the last connection attempt failed and none succeeded since.
     public var isFCMReachable: Bool { transportFront.isReachable }
 
     /// How many access tokens were fetched (for metrics and tests).
-    public var accessTokenFetches: Int { tokens.fetches }
+    public var accessTokenFetches: Int { managers.withLock { $0.reduce(0) { $0 + $1.fetches } } }
 }
 
 /// Hands one message's outcome to the task awaiting it.

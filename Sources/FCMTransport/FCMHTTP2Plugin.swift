@@ -2,6 +2,7 @@ import Logging
 import NIOCore
 import PushTransport
 import PushgateCore
+import Synchronization
 
 /// FCM over HTTP/2 as a plug-in of the transport layer: the connection handler is the shared HTTP/2
 /// push connection with the FCM exchange; the pool, TLS and bootstrap are shared too.
@@ -10,7 +11,9 @@ struct FCMHTTP2Plugin: TransportPlugin {
 
     var connection: HTTP2ConnectionStateMachine.Configuration
     var headers: FCMRequestHeaders
-    var bearer: FCMBearerCache
+    /// The access tokens of connections made from now on; a reload replaces them
+    /// (``FCMClient/renew(_:)``), connections already made keep theirs.
+    let bearers: FCMBearerSlot
     var clock: any WallClock
 
     var serviceName: String { "FCM" }
@@ -20,7 +23,7 @@ struct FCMHTTP2Plugin: TransportPlugin {
             HTTP2PushConnectionHandler(
                 connectionID: context.id,
                 delegate: context.pool,
-                exchange: FCMExchange(headers: headers, bearer: bearer, clock: clock),
+                exchange: FCMExchange(headers: headers, bearer: bearers.current, clock: clock),
                 configuration: .init(
                     connection: connection,
                     tickInterval: context.tickInterval,
@@ -30,6 +33,31 @@ struct FCMHTTP2Plugin: TransportPlugin {
                 now: context.now
             )
         )
+    }
+}
+
+/// The access-token cache new FCM connections write with, and every one made so far (each is shut down
+/// with the client: a replaced one may still have a fetch under way).
+final class FCMBearerSlot: Sendable {
+    private struct State {
+        var current: FCMBearerCache
+        var all: [FCMBearerCache]
+    }
+    private let state: Mutex<State>
+
+    init(_ bearer: FCMBearerCache) {
+        state = Mutex(State(current: bearer, all: [bearer]))
+    }
+
+    var current: FCMBearerCache { state.withLock { $0.current } }
+
+    var all: [FCMBearerCache] { state.withLock { $0.all } }
+
+    func replace(with bearer: FCMBearerCache) {
+        state.withLock { state in
+            state.current = bearer
+            state.all.append(bearer)
+        }
     }
 }
 

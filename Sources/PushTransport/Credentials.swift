@@ -22,6 +22,12 @@ public struct ClientCertificate: Sendable {
         self.key = key
     }
 
+    /// Whether `other` is the same chain with the same key (a reload that read the same files again
+    /// changes nothing).
+    public func isSame(as other: ClientCertificate) -> Bool {
+        chain == other.chain && key == other.key
+    }
+
     /// Loads PEM files. `keyPath` may be nil when the certificate file also holds the key (a
     /// combined PEM, as some tools export).
     public static func load(certificatePath: String, keyPath: String?) throws -> ClientCertificate {
@@ -91,6 +97,14 @@ public struct ClientCertificate: Sendable {
             }
         }
         return nil
+    }
+
+    /// The leaf certificate's serial number (hex bytes), for logs.
+    public var serialNumber: String? {
+        guard let leaf = chain.first, let der = try? leaf.toDERBytes(),
+            let certificate = try? Certificate(derEncoded: der)
+        else { return nil }
+        return certificate.serialNumber.description
     }
 
     /// When the leaf certificate stops being valid.

@@ -51,6 +51,7 @@ extension Gateway.Configuration {
             dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value))
         )
         instanceIDIsDefault = configuration.instanceID == nil
+        source = configuration
         shutdownTimeout = .seconds(configuration.shutdownTimeoutSeconds)
         if configuration.http.port >= 0 {
             var http = HTTPAPI.Configuration(

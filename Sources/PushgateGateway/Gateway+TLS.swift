@@ -7,7 +7,9 @@ extension Gateway {
     /// connections get a renewed certificate after SIGHUP; a bad file on reload is logged and the previous
     /// certificate stays); without TLS on an address beyond loopback, one warning that bearer keys cross
     /// the network in clear text.
-    static func prepareTLS(of http: HTTPAPI.Configuration, reloadHook: ReloadHook, logger: Logger) {
+    /// - Parameter reloadHook: where the certificate's own reloader goes; nil when the configuration's
+    ///   reloader (``ConfigurationReloader``) reloads it with everything else.
+    static func prepareTLS(of http: HTTPAPI.Configuration, reloadHook: ReloadHook?, logger: Logger) {
         guard let tls = http.tls else {
             if !isLoopback(http.host) {
                 logger.warning(
@@ -25,7 +27,7 @@ extension Gateway {
                 "http.tls.client_certificates": "\(tls.files.clientCA == nil ? "not asked" : "required")",
             ]
         )
-        reloadHook.register("http.tls") { logger in
+        reloadHook?.register("http.tls") { logger in
             do throws(HTTPTLSError) {
                 let identity = try tls.reload()
                 logger.info(

@@ -6,7 +6,7 @@ import Foundation
 public import Logging
 import Prometheus
 import PushTransport
-import PushgateConfig
+public import PushgateConfig
 public import PushgateCore
 public import PushgateDispatch
 public import PushgateHTTP
@@ -78,6 +78,12 @@ public struct Gateway: Sendable {
         private var storeLocation: StoreLocation? = nil
         /// The SQLite store's settings (`store.minimumFreeBytes`, the WAL's limit); unused with PostgreSQL.
         public var sqlite = SQLiteStore.Configuration()
+        /// How a reload (SIGHUP) reads the configuration again, to apply new API keys and credentials (see
+        /// ``ConfigurationReloader``); nil: a reload re-reads only the HTTP API's certificate.
+        public var reloadSource: ReloadSource? = nil
+        /// The configuration this one was built from (set by ``init(_:environment:clock:)``): a reload
+        /// compares the configuration it reads with it. A reload source without it is ignored.
+        public var source: GatewayConfiguration? = nil
         /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
         /// for PostgreSQL.
         public var instanceIDIsDefault = false
@@ -141,6 +147,7 @@ public struct Gateway: Sendable {
         async throws
     {
         try configuration.checkLease()
+        let reloadable = configuration.reloadSource != nil && configuration.source != nil
         let store: any PushStore
         var postgres: PostgresStore? = nil
         let storeDescription: String
@@ -191,6 +198,9 @@ public struct Gateway: Sendable {
         var feedbackPollers: [FeedbackPoller] = []
         var fcmClients: [FCMClient] = []
         var routes: [String: DeliveryRoute] = [:]
+        // Per app, in configuration order: its HTTP/2 APNs client (nil for a legacy app) and FCM client.
+        var apnsClientsByApp: [APNsClient?] = []
+        var fcmClientsByApp: [FCMClient?] = []
         for app in configuration.apps {
             guard routes[app.name] == nil else {
                 throw StartupError(description: "apps: app \"\(app.name)\" is listed twice")
@@ -225,18 +235,27 @@ public struct Gateway: Sendable {
                 apnsClients.append(client)
                 transport = client
             }
+            apnsClientsByApp.append(transport as? APNsClient)
             transports.append(transport)
             let fcm = try app.fcm.map { try Self.makeFCMClient($0, app: app.name) }
             if let fcm { fcmClients.append(fcm) }
+            fcmClientsByApp.append(fcm)
             routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
         }
-        // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz.
+        // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz. Read
+        // from the clients, whose credentials a reload may replace.
         var expirySources: [(credential: CredentialExpiryWatch.Credential, expiry: @Sendable () -> Date?)] = []
-        for app in configuration.apps where app.legacy == nil {
-            if case .certificate(let certificate) = app.client.authentication {
-                let expiry = certificate.notValidAfter
-                expirySources.append((.init(app: app.name, kind: "apns_certificate"), { expiry }))
-            }
+        for (app, client) in zip(configuration.apps, apnsClientsByApp) {
+            guard let client, case .certificate = app.client.authentication else { continue }
+            expirySources.append(
+                (
+                    .init(app: app.name, kind: "apns_certificate"),
+                    {
+                        guard case .certificate(let certificate) = client.authentication else { return nil }
+                        return certificate.notValidAfter
+                    }
+                )
+            )
         }
         if let tls = configuration.http?.tls {
             expirySources.append((.init(app: "", kind: "http_tls_certificate"), { tls.identity.notValidAfter }))
@@ -247,7 +266,6 @@ public struct Gateway: Sendable {
             metricsFactory: metricsFactory,
             logger: Logger(label: "pushgate.credentials")
         )
-        reloadHook.register("credential expiry") { _ in expiryWatch.check() }
         let dispatcher = Dispatcher(
             store: store,
             routes: routes,
@@ -307,6 +325,7 @@ public struct Gateway: Sendable {
             .init(service: dispatcher), .init(service: udp),
         ]
         underID += feedbackPollers.map { .init(service: $0) }
+        var api: HTTPAPI? = nil
         if var http = configuration.http {
             guard !http.apiKeys.isEmpty || Self.isLoopback(http.host) else {
                 throw StartupError(
@@ -315,12 +334,13 @@ public struct Gateway: Sendable {
                 )
             }
             http.apps = configuration.apps.map(\.name)
-            Self.prepareTLS(of: http, reloadHook: reloadHook, logger: logger)
-            let api: HTTPAPI
+            // With a reload source, the API's certificate is reloaded with the rest of the configuration.
+            Self.prepareTLS(of: http, reloadHook: reloadable ? nil : reloadHook, logger: logger)
             let apnsClients = apnsClients
             let fcmClients = fcmClients
+            let built: HTTPAPI
             do {
-                api = try HTTPAPI(
+                built = try HTTPAPI(
                     configuration: http,
                     store: store,
                     intake: dispatcher,
@@ -349,8 +369,30 @@ public struct Gateway: Sendable {
                 throw StartupError(description: "HTTP API: \(error.key): \(error.message)")
             }
             // Started after the UDP ingress, so stopped before it.
-            underID.append(.init(service: api.buildApplication()))
+            underID.append(.init(service: built.buildApplication()))
+            api = built
         }
+        if let reloadSource = configuration.reloadSource, let source = configuration.source {
+            let reloader = ConfigurationReloader(
+                source: reloadSource,
+                started: source,
+                apps: configuration.apps.indices.map { index in
+                    let app = configuration.apps[index]
+                    return .init(
+                        name: app.name,
+                        topic: app.topic,
+                        apns: apnsClientsByApp[index],
+                        fcm: fcmClientsByApp[index]
+                    )
+                },
+                api: api,
+                clock: clock,
+                metricsFactory: metricsFactory
+            )
+            reloadHook.register("configuration") { logger in await reloader.reload(logger: logger) }
+        }
+        // After the configuration's reloader: a renewed certificate is seen at once.
+        reloadHook.register("credential expiry") { _ in expiryWatch.check() }
         if let postgres {
             // The id is claimed before the dispatcher frees "its own" leases (SQLite's file lock already kept a
             // second process away). Only the dispatcher waits for it: a nested ServiceGroup around the intake

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Synchronization
 
 /// A bearer key of the HTTP API, kept only as the SHA-256 of the key: the configuration stores hashes
 /// (or files the daemon hashes at start-up), so the key itself never sits in memory longer than a
@@ -69,5 +70,20 @@ package struct APIKeyring: Sendable {
         var difference: UInt8 = 0
         for index in lhs.indices { difference |= lhs[index] ^ rhs[index] }
         return difference == 0
+    }
+}
+
+/// The keyring the API checks with, which a reload replaces (``HTTPAPI/replaceAPIKeys(_:)``): each request
+/// reads it once, so a key removed is refused from the next request on.
+final class APIKeyringSlot: Sendable {
+    private let keyring: Mutex<APIKeyring>
+
+    init(_ keys: [APIKey]) {
+        keyring = Mutex(APIKeyring(keys))
+    }
+
+    var current: APIKeyring {
+        get { keyring.withLock { $0 } }
+        set { keyring.withLock { $0 = newValue } }
     }
 }

@@ -37,7 +37,7 @@ extension ValidationError {
 /// (`NotificationBody`), so there is one parse and one reading of `app`. A route this table does not know
 /// is refused to a key limited to one app (fail closed).
 struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
-    let keyring: APIKeyring
+    let keyring: APIKeyringSlot
     let apps: AppNames
     let store: any PushStore
     /// ``RouteAccess`` by the router's template string (`APIHandlers.accessByEndpointPath`).
@@ -52,7 +52,7 @@ struct APIKeyMiddleware<Context: AppScopedContext>: RouterMiddleware {
     {
         let route = context.endpointPath
         if let route, RouteAccess.openWithoutKey.contains(route) { return try await next(request, context) }
-        switch keyring.authenticate(authorization: request.headers[.authorization]) {
+        switch keyring.current.authenticate(authorization: request.headers[.authorization]) {
         case .missing:
             return Self.unauthorized("an API key is required: send Authorization: Bearer KEY")
         case .invalid:

@@ -21,6 +21,9 @@ public struct HTTPAPI: Sendable {
     let logger: Logger
     let requestMetrics: HTTPRequestMetrics
     let onBound: @Sendable (Int) async -> Void
+    /// The API keys requests are checked against (when the API has keys): `configuration.apiKeys` until
+    /// ``replaceAPIKeys(_:)``.
+    let keyring: APIKeyringSlot
 
     /// - Parameters:
     ///   - clock: stamps registrations and notification requests.
@@ -52,6 +55,35 @@ public struct HTTPAPI: Sendable {
         self.requestMetrics = HTTPRequestMetrics(factory: monitoring.metricsFactory)
         self.logger = logger
         self.onBound = onBound
+        self.keyring = APIKeyringSlot(configuration.apiKeys)
+    }
+
+    /// Replaces the API keys (a reload): the next request is checked against `keys`, a request under way
+    /// keeps the answer it got. Throws, changing nothing, what ``checkAPIKeys(_:)`` finds.
+    public func replaceAPIKeys(_ keys: [APIKey]) throws(HTTPAPIConfigurationError) {
+        try checkAPIKeys(keys)
+        keyring.current = APIKeyring(keys)
+    }
+
+    /// Whether `keys` could replace the API's keys: each well formed and limited (if at all) to an app the
+    /// API serves. Whether the API asks for keys at all is decided at start-up: an API that started without
+    /// keys cannot be given some, and one that started with keys cannot lose them all (both need a restart).
+    public func checkAPIKeys(_ keys: [APIKey]) throws(HTTPAPIConfigurationError) {
+        guard !configuration.apiKeys.isEmpty else {
+            throw HTTPAPIConfigurationError(
+                key: "apiKeys",
+                message: "the API started without keys; requiring them needs a restart"
+            )
+        }
+        guard !keys.isEmpty else {
+            throw HTTPAPIConfigurationError(
+                key: "apiKeys",
+                message: "the API started with keys; serving without them needs a restart"
+            )
+        }
+        var changed = configuration
+        changed.apiKeys = keys
+        try changed.validate()
     }
 
     /// The Hummingbird application serving the API: a `Service` itself, and what tests run in-process.
@@ -94,7 +126,7 @@ public struct HTTPAPI: Sendable {
         if !configuration.apiKeys.isEmpty {
             router.add(
                 middleware: APIKeyMiddleware(
-                    keyring: APIKeyring(configuration.apiKeys),
+                    keyring: keyring,
                     apps: handlers.apps,
                     store: handlers.store,
                     access: handlers.accessByEndpointPath

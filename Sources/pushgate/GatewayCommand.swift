@@ -370,25 +370,18 @@ struct GatewayCommand: AsyncParsableCommand {
     func gatewayConfiguration(
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) async throws(ConfigurationProblem) -> GatewayConfiguration {
-        var configuration = try await ConfigurationLoader(commandLine: commandLine, environment: environment).load()
-        if let apiKeyFile {
-            configuration.apiKeys.append(.init(name: "command-line", source: .file(apiKeyFile)))
-            configuration.flagNames["apiKey.command-line.file"] = "--api-key-file"
-        }
-        if let storePasswordFile {
-            configuration.store.passwordFile = storePasswordFile
-            configuration.flagNames["store.passwordFile"] = "--store-password-file"
-        }
-        if let chunkSize {
-            configuration.store.chunkSize = chunkSize
-            configuration.flagNames["store.chunkSize"] = "--chunk-size"
-        }
-        if let leaseSeconds {
-            configuration.store.lease = .seconds(leaseSeconds)
-            configuration.flagNames["store.lease"] = "--lease"
-        }
-        try configuration.validate()
-        return configuration
+        try await reading.read(environment: environment)
+    }
+
+    /// How the configuration is read, at start-up and again on every reload (SIGHUP).
+    var reading: ConfigurationReading {
+        ConfigurationReading(
+            commandLine: commandLine,
+            apiKeyFile: apiKeyFile,
+            storePasswordFile: storePasswordFile,
+            chunkSize: chunkSize,
+            leaseSeconds: leaseSeconds
+        )
     }
 
     private func runGateway(
@@ -397,12 +390,34 @@ struct GatewayCommand: AsyncParsableCommand {
         reloadHook: ReloadHook,
         onReady: @escaping @Sendable () -> Void
     ) async throws {
+        let reading = self.reading
         if simulator {
             try await Self.withSimulators(for: configuration, logger: logger) { simulated in
-                try await Self.serve(simulated, logger: logger, reloadHook: reloadHook, onReady: onReady)
+                // The apps deliver to the simulators with throwaway credentials: a reload keeps them (and
+                // applies the rest, such as the API keys).
+                let simulatedApps = simulated.apps
+                let source = Gateway.ReloadSource { () async throws(ConfigurationProblem) in
+                    var fresh = try await reading.read()
+                    fresh.apps = simulatedApps
+                    return fresh
+                }
+                try await Self.serve(
+                    simulated,
+                    reloadSource: source,
+                    logger: logger,
+                    reloadHook: reloadHook,
+                    onReady: onReady
+                )
             }
         } else {
-            try await Self.serve(configuration, logger: logger, reloadHook: reloadHook, onReady: onReady)
+            let source = Gateway.ReloadSource { () async throws(ConfigurationProblem) in try await reading.read() }
+            try await Self.serve(
+                configuration,
+                reloadSource: source,
+                logger: logger,
+                reloadHook: reloadHook,
+                onReady: onReady
+            )
         }
     }
 
@@ -410,13 +425,14 @@ struct GatewayCommand: AsyncParsableCommand {
     /// and runs it until a signal stops it.
     private static func serve(
         _ configuration: GatewayConfiguration,
+        reloadSource: Gateway.ReloadSource,
         logger: Logger,
         reloadHook: ReloadHook,
         onReady: @escaping @Sendable () -> Void
     ) async throws {
-        let gateway = Gateway(
-            configuration: try checked { () throws(ConfigurationProblem) in try Gateway.Configuration(configuration) }
-        )
+        var built = try checked { () throws(ConfigurationProblem) in try Gateway.Configuration(configuration) }
+        built.reloadSource = reloadSource
+        let gateway = Gateway(configuration: built)
         do {
             try await gateway.run(logger: logger, reloadHook: reloadHook) { _ in onReady() }
         } catch let error as Gateway.StartupError {
@@ -538,5 +554,40 @@ struct PIDFile {
             Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) == getpid()
         else { return }
         unlink(path)
+    }
+}
+
+/// The configuration as `pushgate` reads it: flags over environment over file
+/// (``ConfigurationLoader``), plus the flags that have no key (`--api-key-file`, `--store-password-file`,
+/// `--chunk-size`, `--lease`), checked. Start-up reads it once; every reload (SIGHUP) reads it again.
+struct ConfigurationReading: Sendable {
+    var commandLine: ConfigurationLoader.CommandLine
+    var apiKeyFile: String?
+    var storePasswordFile: String?
+    var chunkSize: Int?
+    var leaseSeconds: Int?
+
+    func read(
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) async throws(ConfigurationProblem) -> GatewayConfiguration {
+        var configuration = try await ConfigurationLoader(commandLine: commandLine, environment: environment).load()
+        if let apiKeyFile {
+            configuration.apiKeys.append(.init(name: "command-line", source: .file(apiKeyFile)))
+            configuration.flagNames["apiKey.command-line.file"] = "--api-key-file"
+        }
+        if let storePasswordFile {
+            configuration.store.passwordFile = storePasswordFile
+            configuration.flagNames["store.passwordFile"] = "--store-password-file"
+        }
+        if let chunkSize {
+            configuration.store.chunkSize = chunkSize
+            configuration.flagNames["store.chunkSize"] = "--chunk-size"
+        }
+        if let leaseSeconds {
+            configuration.store.lease = .seconds(leaseSeconds)
+            configuration.flagNames["store.lease"] = "--lease"
+        }
+        try configuration.validate()
+        return configuration
     }
 }

@@ -15,9 +15,12 @@ package final class APNsConnectionHandler: HTTP2PushChannelHandler {
         self.connection = connection
     }
 
+    /// - Parameter exchangeDelegate: where this connection's provider tokens come from, when not from
+    ///   `delegate` (the pool pins each connection to the credentials it was made with).
     init<Delegate: APNsConnectionDelegate>(
         connectionID: Int,
         delegate: Delegate,
+        exchangeDelegate: (any APNsExchangeDelegate)? = nil,
         configuration: APNsConnectionConfiguration,
         now: NIODeadline
     ) {
@@ -25,7 +28,7 @@ package final class APNsConnectionHandler: HTTP2PushChannelHandler {
         connection = HTTP2PushConnectionHandler(
             connectionID: connectionID,
             delegate: pool,
-            exchange: APNsExchange(authority: configuration.authority, delegate: delegate),
+            exchange: APNsExchange(authority: configuration.authority, delegate: exchangeDelegate ?? delegate),
             configuration: .init(
                 connection: configuration.connection,
                 tickInterval: configuration.tickInterval,
@@ -54,7 +57,10 @@ package final class APNsConnectionHandler: HTTP2PushChannelHandler {
 
 /// What an APNs connection handler needs from its pool: the pool's part (ready, pull, requeue...) and
 /// the provider tokens and metrics of the APNs exchange. The pool implements it; tests can too.
-package protocol APNsConnectionDelegate: HTTP2PushConnectionDelegate<PooledRequest> {
+package protocol APNsConnectionDelegate: HTTP2PushConnectionDelegate<PooledRequest>, APNsExchangeDelegate {}
+
+/// What the APNs exchange of one connection needs: its provider tokens and the latency histogram.
+package protocol APNsExchangeDelegate: AnyObject, Sendable {
     /// The bearer token for new requests (token auth), or nil for certificate connections.
     func providerToken() throws -> ProviderToken?
     func providerTokenRejectedAsExpired(_ token: ProviderToken)

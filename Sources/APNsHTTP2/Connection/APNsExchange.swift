@@ -30,7 +30,7 @@ package struct APNsExchange: HTTP2PushExchange {
 
     /// `:authority`
     let authority: String
-    let delegate: any APNsConnectionDelegate
+    let delegate: any APNsExchangeDelegate
     /// GOAWAY's debug data, when it carried an APNs reason (e.g. `BadCertificateEnvironment`).
     var goAwayReason: APNsReason?
     /// The last notification's shared header block and the table generation it was encoded at.
@@ -38,7 +38,7 @@ package struct APNsExchange: HTTP2PushExchange {
     /// The `authorization` literal of the current provider token (it changes hourly).
     var authorizationBlock: (token: ProviderToken, bytes: ByteBuffer)?
 
-    package init(authority: String, delegate: any APNsConnectionDelegate) {
+    package init(authority: String, delegate: any APNsExchangeDelegate) {
         self.authority = authority
         self.delegate = delegate
     }

@@ -2,6 +2,7 @@ import Logging
 package import NIOCore
 package import PushTransport
 package import PushgateCore
+import Synchronization
 
 /// A request inside the HTTP/2 pool: the caller's request plus the pool's bookkeeping.
 package typealias PooledRequest = PoolEntry<APNsRequest, APNsResendMarks>
@@ -25,7 +26,8 @@ package struct APNsHTTP2Plugin: TransportPlugin {
     /// `:authority` of every request.
     var authority: String
     var requestsPerSecondPerConnection: Int?
-    var tokenSource: (any APNsProviderTokenSource)?
+    /// The provider tokens of connections made from now on (nil inside: certificate authentication).
+    let tokens: APNsTokenSlot
     var metrics: APNsClientMetrics
 
     package var serviceName: String { "APNs" }
@@ -42,6 +44,9 @@ package struct APNsHTTP2Plugin: TransportPlugin {
         return APNsConnectionHandler(
             connectionID: context.id,
             delegate: context.pool,
+            // Pinned: a connection keeps the token source it was made with, so that after a reload the old
+            // connections drain with the old key while new ones use the new key.
+            exchangeDelegate: APNsConnectionTokens(pool: context.pool, source: tokens.current),
             configuration: configuration,
             now: context.now
         )
@@ -60,19 +65,59 @@ package struct APNsHTTP2Plugin: TransportPlugin {
     }
 }
 
-extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {
+extension ConnectionPool: APNsConnectionDelegate where Plugin == APNsHTTP2Plugin {}
+
+extension ConnectionPool: APNsExchangeDelegate where Plugin == APNsHTTP2Plugin {
     package func providerToken() throws -> ProviderToken? {
-        guard let token = try plugin.tokenSource?.providerToken() else { return nil }
-        plugin.metrics.providerTokenHandedOut(token)
-        return token
+        try APNsConnectionTokens(pool: self, source: plugin.tokens.current).providerToken()
     }
 
     package func providerTokenRejectedAsExpired(_ token: ProviderToken) {
-        plugin.metrics.providerTokensRejected.increment()
-        plugin.tokenSource?.providerTokenRejectedAsExpired(token)
+        APNsConnectionTokens(pool: self, source: plugin.tokens.current).providerTokenRejectedAsExpired(token)
     }
 
     package func streamAnswered(roundTrip: TimeAmount) {
         plugin.metrics.streamAnswered(roundTrip: roundTrip)
+    }
+}
+
+/// The provider-token source new connections of one client are made with; a reload replaces it
+/// (``APNsClient/replaceAuthentication(_:)``), connections already made keep theirs.
+final class APNsTokenSlot: Sendable {
+    private let source: Mutex<(any APNsProviderTokenSource)?>
+
+    init(_ source: (any APNsProviderTokenSource)?) {
+        self.source = Mutex(source)
+    }
+
+    var current: (any APNsProviderTokenSource)? {
+        get { source.withLock { $0 } }
+        set { source.withLock { $0 = newValue } }
+    }
+}
+
+/// One connection's provider tokens: the source it was made with, and the pool's token metrics.
+final class APNsConnectionTokens: APNsExchangeDelegate {
+    let pool: ConnectionPool<APNsHTTP2Plugin>
+    let source: (any APNsProviderTokenSource)?
+
+    init(pool: ConnectionPool<APNsHTTP2Plugin>, source: (any APNsProviderTokenSource)?) {
+        self.pool = pool
+        self.source = source
+    }
+
+    func providerToken() throws -> ProviderToken? {
+        guard let token = try source?.providerToken() else { return nil }
+        pool.plugin.metrics.providerTokenHandedOut(token)
+        return token
+    }
+
+    func providerTokenRejectedAsExpired(_ token: ProviderToken) {
+        pool.plugin.metrics.providerTokensRejected.increment()
+        source?.providerTokenRejectedAsExpired(token)
+    }
+
+    func streamAnswered(roundTrip: TimeAmount) {
+        pool.plugin.metrics.streamAnswered(roundTrip: roundTrip)
     }
 }

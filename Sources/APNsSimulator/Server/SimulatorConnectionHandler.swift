@@ -448,6 +448,7 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
         if self.core.requiresClientCertificateAuthority,
             let peer = try? context.pipeline.syncOperations.nioSSL_peerCertificate()
         {
+            self.core.recordClientCertificate(connectionID: self.connectionID, commonName: Self.commonName(of: peer))
             return .certificate(bundleID: Self.bundleID(of: peer))
         }
         if self.core.hasTokenKeys { return .providerToken(ProviderTokenTracker()) }
@@ -458,6 +459,17 @@ final class SimulatorConnectionHandler: ChannelDuplexHandler {
     static func bundleID(of certificate: NIOSSLCertificate) -> String? {
         guard let der = try? certificate.toDERBytes() else { return nil }
         return Self.bundleID(ofDER: der)
+    }
+
+    /// The subject's common name, for the record of which certificate a connection presented.
+    static func commonName(of certificate: NIOSSLCertificate) -> String {
+        guard let der = try? certificate.toDERBytes(), let parsed = try? Certificate(derEncoded: der) else { return "" }
+        for relativeName in parsed.subject {
+            for attribute in relativeName where attribute.type == .RDNAttributeType.commonName {
+                return String(attribute.value) ?? ""
+            }
+        }
+        return ""
     }
 
     static func bundleID(ofDER der: [UInt8]) -> String? {

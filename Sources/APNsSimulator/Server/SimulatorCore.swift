@@ -35,6 +35,9 @@ final class SimulatorCore: Sendable {
     /// Bumped on every fault change; connections re-read their cached faults when it moves.
     private let faultsGeneration = Atomic<Int>(0)
     private let connections = Mutex<[Int: LiveConnection]>([:])
+    /// The common name of the client certificate each connection presented, by connection id (kept after
+    /// the connection closes).
+    private let clientCertificates = Mutex<[Int: String]>([:])
     private let nextConnectionID = Atomic<Int>(1)
 
     let connectionsOpened = Atomic<Int>(0)
@@ -127,6 +130,12 @@ final class SimulatorCore: Sendable {
     func makeConnectionID() -> Int {
         self.nextConnectionID.wrappingAdd(1, ordering: .relaxed).oldValue
     }
+
+    func recordClientCertificate(connectionID: Int, commonName: String) {
+        clientCertificates.withLock { $0[connectionID] = commonName }
+    }
+
+    var clientCertificateNames: [Int: String] { clientCertificates.withLock { $0 } }
 
     func register(connectionID: Int, _ connection: LiveConnection) {
         self.connections.withLock { $0[connectionID] = connection }

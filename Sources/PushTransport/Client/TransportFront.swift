@@ -1,6 +1,7 @@
 package import Logging
 package import NIOCore
 import NIOPosix
+package import NIOSSL
 
 /// The part every push client shares: its pool of connections, the event loops it may own, and an
 /// orderly shutdown. `APNsClient`, `FCMClient` and `LegacySender` each hold one (their
@@ -52,6 +53,13 @@ public final class TransportFront<Submission: Sendable>: Sendable {
     }
 
     package var inFlightCapacity: Int { pool.inFlightCapacity }
+
+    /// New credentials: see ``ConnectionPool/renewConnections(tlsContext:_:)``. Returns how many open
+    /// connections drain.
+    @discardableResult
+    package func renewConnections(tlsContext: NIOSSLContext?, _ change: () -> Void = {}) -> Int {
+        pool.renewConnections(tlsContext: tlsContext, change)
+    }
 
     /// False while the service cannot be reached: the last connection attempt failed and none succeeded since.
     package var isReachable: Bool { pool.reachability.isReachable }
@@ -107,6 +115,7 @@ package protocol TransportPoolDriver<Submission>: AnyObject, Sendable {
     var inFlightCapacity: Int { get }
     var statistics: (queued: Int, connections: Int, active: Int, leased: Int) { get }
     var reachability: Reachability { get }
+    func renewConnections(tlsContext: NIOSSLContext?, _ change: () -> Void) -> Int
     func shutdown(grace: TimeAmount) async
 }
 

@@ -62,6 +62,8 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     private var connections: [Int: ConnectionRecord] = [:]
     private var nextRequestID: UInt64 = 1
     private var poolTick: RepeatedTask?
+    /// What new connections are made with: `configuration.tlsContext` until ``renewConnections(tlsContext:_:)``.
+    private var tlsContext: NIOSSLContext
 
     package let configuration: Configuration
     package let plugin: Plugin
@@ -77,6 +79,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         self.group = group
         self.logger = logger
         self.machine = Machine(configuration: configuration.pool, seed: UInt64.random(in: 1...UInt64.max))
+        self.tlsContext = configuration.tlsContext
         self.streamsPerConnection = Synchronization.Atomic(configuration.assumedStreamsPerConnection)
     }
 
@@ -148,6 +151,28 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         lock.withLock {
             (machine.queuedCount, machine.connectionCount, machine.activeConnectionCount, machine.leasedCount)
         }
+    }
+
+    // MARK: Credentials
+
+    /// New credentials (a reload): connections opened from now on use `tlsContext` (nil: the current one)
+    /// and whatever `change` installs in the plug-in; the connections open now take nothing new, finish
+    /// what they hold and close. `change` runs under the pool's lock, so no connection is made between
+    /// it and the retiring of the old ones. Returns how many open connections were retired.
+    @discardableResult
+    package func renewConnections(tlsContext: NIOSSLContext?, _ change: () -> Void = {}) -> Int {
+        let (actions, retired) = lock.withLock { () -> (Machine.Actions, Int) in
+            if let tlsContext { self.tlsContext = tlsContext }
+            change()
+            let actions = machine.credentialsRenewed()
+            return (actions, actions.close.count)
+        }
+        logger.debug(
+            "\(plugin.serviceName) credentials renewed; new connections use them",
+            metadata: ["connection.draining": "\(retired)"]
+        )
+        perform(actions)
+        return retired
     }
 
     // MARK: Shutdown
@@ -306,7 +331,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                 "connection.id": "\(id)", "connection.host": "\(endpoint.host)", "connection.port": "\(endpoint.port)",
             ]
         )
-        let tlsContext = configuration.tlsContext
+        let tlsContext = lock.withLock { self.tlsContext }
         TransportBootstrap.make(group: loop, connectTimeout: configuration.connectTimeout)
             .channelInitializer { [weak self] channel in
                 channel.eventLoop.makeCompletedFuture {

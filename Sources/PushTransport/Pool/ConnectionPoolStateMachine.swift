@@ -89,6 +89,9 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     private var lastConnectError: String?
     /// A reconnect is scheduled (back-off): do not open another one meanwhile.
     private var reconnectScheduled = false
+    /// Connections still connecting with credentials that were replaced since (``credentialsRenewed()``):
+    /// closed as soon as they are established, and not counted as on their way for queued work.
+    private var staleConnecting: Set<ConnectionID> = []
     private var lifecycle: LifecycleState = .running
     private var random: SplitMix64
     /// No queued request expires before this (a lower bound: ticks before it look at nothing).
@@ -207,6 +210,13 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         consecutiveFailures = 0
         lastConnectError = nil
         connections[id] = .active(capacity: availableStreams, leased: 0, parked: true)
+        if staleConnecting.remove(id) != nil {
+            // Made with the credentials a renewal replaced: it takes nothing and closes.
+            connections[id] = .retiring
+            var actions = dispatchQueuedWork()
+            actions.close.append(id)
+            return actions
+        }
         if lifecycle == .shuttingDown {
             var actions = Actions()
             connections[id] = .retiring
@@ -233,6 +243,10 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
 
     package mutating func connectionFailed(_ id: ConnectionID, error: String) -> Actions {
         guard connections.removeValue(forKey: id) != nil else { return Actions() }
+        if staleConnecting.remove(id) != nil {
+            // Its credentials were replaced already: its failure says nothing about the new ones.
+            return dispatchQueuedWork()
+        }
         consecutiveFailures += 1
         lastConnectError = error
         guard lifecycle == .running, !queue.isEmpty else { return Actions() }
@@ -248,7 +262,33 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     /// The connection's channel closed (after it reported its own streams' fate).
     package mutating func connectionClosed(_ id: ConnectionID) -> Actions {
         guard connections.removeValue(forKey: id) != nil else { return Actions() }
+        staleConnecting.remove(id)
         return dispatchQueuedWork()
+    }
+
+    /// The pool's credentials were replaced (a reload): every open connection takes nothing new, finishes
+    /// what it holds and closes; those still connecting close once established; queued work opens new
+    /// connections, made with the new credentials, at once (a back-off earned by the old ones is forgotten).
+    package mutating func credentialsRenewed() -> Actions {
+        guard lifecycle == .running else { return Actions() }
+        var retired: [ConnectionID] = []
+        for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
+            switch state {
+            case .connecting:
+                staleConnecting.insert(id)
+            case .active:
+                connections[id] = .retiring
+                retired.append(id)
+            case .retiring:
+                continue
+            }
+        }
+        consecutiveFailures = 0
+        lastConnectError = nil
+        reconnectScheduled = false
+        var actions = dispatchQueuedWork()
+        actions.close = retired
+        return actions
     }
 
     /// The back-off delay passed: the scheduled connection may be opened now.
@@ -311,7 +351,7 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
             switch state {
             case .connecting:
-                anyConnecting = true
+                if !staleConnecting.contains(id) { anyConnecting = true }
             case .active(let capacity, let leased, let parked):
                 let room = capacity - leased
                 guard room > 0 else { continue }

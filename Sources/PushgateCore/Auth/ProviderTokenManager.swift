@@ -113,3 +113,12 @@ public final class ProviderTokenManager: Sendable, CustomStringConvertible, Cust
         Mirror(self, children: ["keyID": keyID, "teamID": teamID], displayStyle: .class)
     }
 }
+
+extension ProviderTokenManager {
+    /// Whether `other` signs with the same key, key id and team (a reload that read the same `.p8` file
+    /// again changes nothing).
+    public func signsLike(_ other: ProviderTokenManager) -> Bool {
+        keyID == other.keyID && teamID == other.teamID
+            && signer.publicKey.rawRepresentation == other.signer.publicKey.rawRepresentation
+    }
+}

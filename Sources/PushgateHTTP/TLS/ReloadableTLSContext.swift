@@ -30,7 +30,13 @@ public final class ReloadableTLSContext: Sendable {
     public func reload() throws(HTTPTLSError) -> HTTPTLSIdentity {
         // Read and checked outside the lock: accepting connections never waits for the disk.
         let loaded = try files.load(now: clock.now())
-        current.withLock { $0 = loaded }
+        install(loaded)
         return loaded
+    }
+
+    /// Serves new connections with `identity`, read and checked elsewhere (a reload of the whole
+    /// configuration reads every file before it applies any).
+    public func install(_ identity: HTTPTLSIdentity) {
+        current.withLock { $0 = identity }
     }
 }

@@ -113,9 +113,11 @@ struct GatewayFixture {
         _ configuration: GatewayConfiguration,
         dispatcher tweakDispatcher: (inout Dispatcher.Configuration) -> Void = { _ in },
         clock: any WallClock = SystemWallClock(),
+        reloadSource: Gateway.ReloadSource? = nil,
         _ body: @escaping @Sendable (Gateway.Running, Gateway.Configuration) async throws -> Result
     ) async throws -> Result {
         var built = try Gateway.Configuration(configuration, environment: [:])
+        built.reloadSource = reloadSource
         built.shutdownSignals = []
         built.reloadSignals = []
         built.dispatcher.idleInterval = .milliseconds(100)
