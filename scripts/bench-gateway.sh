@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds pushgate and pushgate-bench in release, then runs the gateway benchmarks
-# (docs/benchmarks.md, "The gateway end to end"). Figures only; nothing passes or fails.
+# (docs/benchmarks.md). Figures only; nothing passes or fails.
 #   DEVICES="100000 1000000" RUNS=3 SAMPLES=1000 REGISTRATIONS=100000 scripts/bench-gateway.sh
 set -eu
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The one-hour soak with faults (docs/reliability.md, "Soak"): builds pushgate and pushgate-bench
+# The one-hour soak with faults (docs/reliability.md, "The one-hour soak"): builds pushgate and pushgate-bench
 # (release unless CONFIG=debug) in SCRATCH (default .build), then runs `pushgate-bench soak` under
 # nice -n 5. Exit status: 0 when nothing was lost and RSS, fds, threads and CPU stayed within 10 %
 # after the warm-up.
