@@ -465,7 +465,7 @@ struct ReloadTests {
                     certificate: {file: \(files.certificatePath), key: \(files.keyPath)}
                 """.utf8
             ).write(to: URL(fileURLWithPath: configPath))
-            let process = Process()
+            let process = SpawnedProcess()
             process.executableURL = URL(fileURLWithPath: GatewayCrashTests.gatewayBinary)
             process.arguments = ["-f", "--config", configPath]
             process.environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PUSHGATE_") }
