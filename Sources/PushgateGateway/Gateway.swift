@@ -190,6 +190,7 @@ public struct Gateway: Sendable {
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
         var fcmClients: [FCMClient] = []
+        var fcmByApp: [(app: String, client: FCMClient)] = []
         var routes: [String: DeliveryRoute] = [:]
         for app in configuration.apps {
             guard routes[app.name] == nil else {
@@ -227,7 +228,10 @@ public struct Gateway: Sendable {
             }
             transports.append(transport)
             let fcm = try app.fcm.map { try Self.makeFCMClient($0, app: app.name) }
-            if let fcm { fcmClients.append(fcm) }
+            if let fcm {
+                fcmClients.append(fcm)
+                fcmByApp.append((app.name, fcm))
+            }
             routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
         }
         // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz.
@@ -319,6 +323,7 @@ public struct Gateway: Sendable {
             let api: HTTPAPI
             let apnsClients = apnsClients
             let fcmClients = fcmClients
+            let fcmByApp = fcmByApp
             do {
                 api = try HTTPAPI(
                     configuration: http,
@@ -334,9 +339,11 @@ public struct Gateway: Sendable {
                         // Apps with FCM configured: ready when one of their FCM clients can connect.
                         fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
                         dispatcherReady: { dispatcher.isStoreHealthy },
-                        // Not ready while a configuration alarm holds an app's sending (a wrong environment or project).
+                        // Not ready while a configuration alarm holds an app's sending (a wrong environment or
+                        // project, FCM credentials the token endpoint refuses) or a credential has expired.
                         configurationAlarms: {
                             dispatcher.misconfigurationAlarms.map(\.summary) + expiryWatch.expiredSummaries
+                                + Self.fcmCredentialAlarms(fcmByApp)
                         },
                         diskSpaceProblem: { sqliteStore.flatMap(Self.diskSpaceProblem(of:)) }
                     ),

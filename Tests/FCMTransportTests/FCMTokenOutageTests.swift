@@ -1,0 +1,105 @@
+import FCMSimulator
+import Foundation
+import PushgateCore
+import Testing
+
+@testable import FCMTransport
+
+/// Outages of the token endpoint delay sends, never fail them; only a definitive refusal is an alarm, and
+/// even then the messages are completed as held. The real client (AsyncHTTPClient to the token endpoint,
+/// HTTP/2 to `messages:send`) against the simulator's token-endpoint faults.
+@Suite("FCM client: token endpoint outages and refusals", .timeLimit(.minutes(2)))
+struct FCMTokenOutageTests {
+    /// Short back-offs, so that the tests wait a fraction of a second between fetches.
+    static func quickBackoff(_ configuration: inout FCMClient.Configuration) {
+        configuration.tokenFetchBackoff = FCMTokenFetchBackoff.Configuration(
+            outage: Backoff(base: .milliseconds(100), multiplier: 2, cap: .milliseconds(400)),
+            refusal: Backoff(base: .milliseconds(200), multiplier: 2, cap: .milliseconds(400))
+        )
+        configuration.tokenExchangeTimeout = .milliseconds(500)
+    }
+
+    /// Sends `message` to the devices numbered `devices`, all at once.
+    static func sendAll(_ client: FCMClient, _ message: FCMMessage, to devices: Range<Int>) async -> [FCMOutcome] {
+        await withTaskGroup(of: FCMOutcome.self, returning: [FCMOutcome].self) { group in
+            for index in devices {
+                group.addTask { await client.send(message, to: registrationToken(index)) }
+            }
+            var outcomes: [FCMOutcome] = []
+            for await outcome in group { outcomes.append(outcome) }
+            return outcomes
+        }
+    }
+
+    @Test(
+        "503, a dropped connection, an answer slower than the timeout: each only delays the send, which is accepted once",
+        arguments: [
+            FCMTokenEndpointFaults(status: 503, duration: .milliseconds(1_500)),
+            FCMTokenEndpointFaults(dropConnections: true, duration: .milliseconds(1_500)),
+            FCMTokenEndpointFaults(latencyMilliseconds: 1_000, duration: .milliseconds(1_500)),
+        ]
+    )
+    func outageDelays(faults: FCMTokenEndpointFaults) async throws {
+        try await FCMSimulator.withRunning { simulator in
+            try await withFCMClient(simulator, tweak: Self.quickBackoff) { client in
+                simulator.setTokenEndpointFaults(faults)
+                let outcome = await client.send(try notificationMessage(), to: registrationToken(1))
+                #expect(outcome.isAccepted, "\(outcome)")
+                #expect(client.accessTokenFetches >= 2, "the first fetch failed and was tried again")
+                #expect(client.credentialAlarm == nil, "an outage is not an alarm")
+                #expect(simulator.stats().accessTokensIssued == 1)
+                #expect(simulator.messages(token: registrationToken(1)).count == 1)
+            }
+        }
+    }
+
+    @Test("access tokens revoked while the token endpoint answers 503: the refused sends wait for a new token")
+    func revokedDuringOutage() async throws {
+        try await FCMSimulator.withRunning { simulator in
+            try await withFCMClient(simulator, tweak: Self.quickBackoff) { client in
+                let first = await client.send(try notificationMessage(), to: registrationToken(1))
+                #expect(first.isAccepted)
+                simulator.setTokenEndpointFaults(
+                    FCMTokenEndpointFaults(status: 503, revokeAccessTokens: true, duration: .seconds(1))
+                )
+                let outcomes = await Self.sendAll(client, try notificationMessage(), to: 2..<12)
+                let notAccepted = outcomes.filter { !$0.isAccepted }
+                #expect(outcomes.count == 10 && notAccepted.isEmpty, "\(notAccepted)")
+                #expect(simulator.stats().tokenFaultAnswers >= 1)
+                #expect(simulator.stats().devices == 11)
+                #expect(simulator.stats().duplicates == 0)
+            }
+        }
+    }
+
+    @Test(
+        "invalid_grant: sends complete at once as held until the next fetch, the alarm names it; once accepted again it clears"
+    )
+    func refusalHoldsAndClears() async throws {
+        try await FCMSimulator.withRunning { simulator in
+            try await withFCMClient(simulator, tweak: Self.quickBackoff) { client in
+                simulator.setTokenEndpointFaults(FCMTokenEndpointFaults(oauthError: "invalid_grant"))
+                // The first send waits for the first fetch, which is refused: held, not failed, never sent.
+                let held = await client.send(try notificationMessage(), to: registrationToken(1))
+                #expect(held.credentialsRefused, "\(held)")
+                #expect(held.isConfigurationAlarm && held.outcomeClass == .retryable && !held.invalidatesDevice)
+                #expect(held.reasonLabel == "fcm_credentials_refused")
+                #expect(held.retryAfter.map { $0 <= .milliseconds(400) } == true)
+                let alarm = try #require(client.credentialAlarm)
+                #expect(alarm.contains("invalid_grant"), "\(alarm)")
+                #expect(simulator.stats().sends == 0)
+
+                simulator.clearTokenEndpointFaults()
+                var outcome = held
+                for _ in 0..<100 where !outcome.isAccepted {
+                    // Held outcomes come at once until the next fetch is due (within 400 ms).
+                    try await Task.sleep(for: .milliseconds(50))
+                    outcome = await client.send(try notificationMessage(), to: registrationToken(1))
+                }
+                #expect(outcome.isAccepted, "\(outcome)")
+                #expect(client.credentialAlarm == nil)
+                #expect(simulator.messages(token: registrationToken(1)).count == 1)
+            }
+        }
+    }
+}
