@@ -33,9 +33,15 @@ struct FCMCredentialHoldTests {
                     createdAt: Date()
                 )
             )
-            try await eventually("every device held, the refusal fetched again") {
-                try await context.store.report(id)?.pendingRetries == 40
-                    && context.fcmSimulator.stats().tokenFaultAnswers >= 3
+            do {
+                try await eventually("every device held, the refusal fetched again") {
+                    try await context.store.report(id)?.pendingRetries == 40
+                        && context.fcmSimulator.stats().tokenFaultAnswers >= 3
+                }
+            } catch {
+                let report = try await context.store.report(id)
+                Issue.record("\(String(describing: report)) \(context.fcmSimulator.stats())")
+                throw error
             }
             let waiting = try #require(try await context.store.report(id))
             #expect(waiting.failed == 0, "\(waiting.failedByReason)")
