@@ -77,4 +77,53 @@ struct FCMTokenOutageGatewayTests {
             }
         }
     }
+
+    @Test(
+        "the token endpoint refuses the service account (invalid_grant): /readyz names the app, the devices wait, none fails"
+    )
+    func refusalIsAnAlarm() async throws {
+        var simulatorConfiguration = FCMSimulator.Configuration()
+        simulatorConfiguration.logger = TestLogger.make("fcm-simulator")
+        try await FCMSimulator.withRunning(simulatorConfiguration) { fcmSimulator in
+            let directory = try TemporaryDirectory()
+            let accountFile = directory.path("fcm-account.json")
+            try fcmSimulator.makeServiceAccount(projectID: "refused-project").write(to: accountFile)
+            var fcm = GatewayConfiguration.App.FCM(serviceAccountFile: accountFile)
+            fcm.host = "127.0.0.1:\(fcmSimulator.port)"
+            fcm.caFile = fcmSimulator.caCertificatePath
+            let control = HTTPTestClient(port: try #require(fcmSimulator.controlPort))
+            try await MetricsGatewayFixture.with(fcm: fcm) { context in
+                for index in 0..<20 {
+                    let path = "/v1/groups/refused/devices/\(Self.fcmToken(index))?platform=fcm"
+                    #expect(try await context.http.send("PUT", path).status == 204)
+                }
+                let faults = try await control.send("POST", "/token-faults", body: #"{"error": "invalid_grant"}"#)
+                #expect(faults.status == 200, "\(faults.text)")
+                let submitted = try await context.http.send(
+                    "POST",
+                    "/v1/notifications",
+                    body: #"{"groups": ["refused"], "payload": {"aps": {"alert": "hello"}}}"#
+                )
+                let id = try #require(submitted.json["id"] as? String)
+                try await eventually("/readyz names the app's refused credentials") {
+                    let ready = try await context.http.send("GET", "/readyz")
+                    let error = ready.json["error"] as? [String: Any]
+                    let message = error?["message"] as? String ?? ""
+                    return ready.status == 503 && error?["code"] as? String == "configuration_alarm"
+                        && message.contains("app default (fcm)") && message.contains("invalid_grant")
+                }
+                try await eventually("every device waits") {
+                    try await context.http.send("GET", "/v1/notifications/\(id)").json["pending_retries"] as? Int == 20
+                }
+                let report = try await context.http.send("GET", "/v1/notifications/\(id)").json
+                #expect(report["failed"] as? Int == 0, "\(report)")
+                #expect(report["state"] as? String != "done")
+                let held = try await context.scrape().value(
+                    #"pushgate_configuration_alarms_total{app="default",reason="fcm_credentials_refused",service="fcm"}"#
+                )
+                #expect((held ?? 0) >= 20)
+                #expect(fcmSimulator.stats().sends == 0)
+            }
+        }
+    }
 }
