@@ -50,7 +50,7 @@ final class FCMHTTPHandler: ChannelInboundHandler {
                         body: body
                     )
                 )
-            let latency = latencyMilliseconds()
+            let latency = latencyMilliseconds() + response.extraLatencyMilliseconds
             guard latency > 0 else { return write(response, head: head, context: context) }
             context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
                 guard context.channel.isActive else { return }
@@ -61,6 +61,11 @@ final class FCMHTTPHandler: ChannelInboundHandler {
 
     private func write(_ response: FCMSimulatorResponse, head request: HTTPRequestHead, context: ChannelHandlerContext)
     {
+        if response.dropsConnection {
+            // The whole connection, not only an HTTP/2 stream: as a load balancer dropping it would.
+            (context.channel.parent ?? context.channel).close(promise: nil)
+            return
+        }
         var headers = HTTPHeaders()
         headers.add(name: "content-type", value: "application/json; charset=UTF-8")
         headers.add(name: "content-length", value: String(response.body.count))

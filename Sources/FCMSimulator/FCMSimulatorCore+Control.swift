@@ -12,7 +12,10 @@ extension FCMSimulatorCore {
     /// | `POST /unregister` `{"token":"T"}` | later sends to T answer 404 UNREGISTERED |
     /// | `POST /errors` `{"errorCode":"QUOTA_EXCEEDED","count":2,"retryAfter":2,"token":"T"}` | answer it next |
     /// | `POST /access-tokens/expire` | every issued access token expires now |
+    /// | `POST /access-tokens/revoke` | every access token issued so far is revoked (401); fresh ones work |
     /// | `POST /access-tokens/refuse` `{"refuse":true}` | every send answers 401, even with a fresh token |
+    /// | `POST /token-faults` `{"status":503,"seconds":8,"revoke_access_tokens":true,"after_accepted":500}` | token-endpoint faults (``FCMTokenEndpointFaults``): `status`, `error` (OAuth code: 400 `invalid_grant`), `latency_ms`, `drop`, `revoke_access_tokens`, for `seconds` (or until cleared), from now or `after_accepted` more messages |
+    /// | `GET /token-faults`, `DELETE /token-faults` | the faults set (and `in_force`); clear them |
     /// | `POST /reset` | forget messages, tokens, states, injected errors, counters (not the latency) |
     func control(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
         let body = (try? JSONSerialization.jsonObject(with: Data(request.body))) as? [String: Any] ?? [:]
@@ -36,6 +39,7 @@ extension FCMSimulatorCore {
                     "tokenRequests": stats.tokenRequests, "accessTokensIssued": stats.accessTokensIssued,
                     "sends": stats.sends, "accepted": stats.accepted, "rejected": stats.rejected,
                     "devices": stats.devices, "duplicates": stats.duplicates,
+                    "tokenFaultAnswers": stats.tokenFaultAnswers,
                 ]
             )
         case ("GET", "/faults"):
@@ -64,6 +68,23 @@ extension FCMSimulatorCore {
             return .json(200, ["ok": true])
         case ("POST", "/access-tokens/expire"):
             expireAccessTokens()
+            return .json(200, ["ok": true])
+        case ("POST", "/access-tokens/revoke"):
+            revokeAccessTokens()
+            return .json(200, ["ok": true])
+        case ("POST", "/token-faults"):
+            do throws(FCMTokenEndpointFaults.FaultError) {
+                let faults = try FCMTokenEndpointFaults(jsonBytes: request.body)
+                setTokenFaults(faults)
+                return .json(200, faults.json)
+            } catch {
+                return .json(400, ["error": error.text])
+            }
+        case ("GET", "/token-faults"):
+            guard let (faults, inForce) = tokenFaults() else { return .json(200, ["faults": NSNull()]) }
+            return .json(200, ["faults": faults.json, "in_force": inForce])
+        case ("DELETE", "/token-faults"):
+            clearTokenFaults()
             return .json(200, ["ok": true])
         case ("POST", "/access-tokens/refuse"):
             refuseAccessTokens(body["refuse"] as? Bool ?? true)

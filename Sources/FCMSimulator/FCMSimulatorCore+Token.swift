@@ -16,7 +16,19 @@ extension FCMSimulatorCore {
     /// `POST /token`: Google's JWT-bearer grant (developers.google.com/identity/protocols/oauth2/service-account).
     /// Checks the form, the RS256 signature against the named account's public key, and the claims.
     func token(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
-        state.withLock { $0.stats.tokenRequests += 1 }
+        let now = self.now()
+        let faults = state.withLock { state -> FCMTokenEndpointFaults? in
+            state.stats.tokenRequests += 1
+            let faults = state.tokenFaults?.inForce(now: now)
+            if faults?.answer != nil { state.stats.tokenFaultAnswers += 1 }
+            return faults
+        }
+        var response = faults?.answer ?? grant(request)
+        response.extraLatencyMilliseconds = faults?.latencyMilliseconds ?? 0
+        return response
+    }
+
+    private func grant(_ request: FCMSimulatorRequest) -> FCMSimulatorResponse {
         let form = Self.parseForm(request.body)
         guard form["grant_type"] == Self.grantType else {
             return .oauthError("unsupported_grant_type", "Invalid grant_type: \(form["grant_type"] ?? "")")

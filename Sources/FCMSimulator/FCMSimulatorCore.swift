@@ -59,6 +59,8 @@ public struct FCMSimulatorStats: Sendable, Hashable {
     /// already accepted once (told apart by a 64-bit hash of the token).
     public var devices = 0
     public var duplicates = 0
+    /// Token requests answered by a token-endpoint fault (an error status, a refusal, a dropped connection).
+    public var tokenFaultAnswers = 0
 }
 
 /// The simulator's shared state, behind one lock; every route reads and changes it here.
@@ -85,6 +87,8 @@ final class FCMSimulatorCore: Sendable {
         var latencyMilliseconds = 0
         /// Hashes of the tokens accepted so far (`stats.devices`, `stats.duplicates`).
         var acceptedTokens: Set<Int> = []
+        /// Faults of the token endpoint, armed or in force.
+        var tokenFaults: TokenEndpointFaultState?
     }
 
     let state: Mutex<State>
@@ -137,6 +141,9 @@ final class FCMSimulatorCore: Sendable {
             state.accepted.append(message)
             if state.accepted.count > recordLimit { state.accepted.removeFirst(state.accepted.count - recordLimit) }
             state.stats.accepted += 1
+            if let target = state.tokenFaults?.startAtAccepted, state.stats.accepted >= target {
+                Self.startTokenFaults(&state, now: message.receivedAt)
+            }
             if let token = message.token {
                 if state.acceptedTokens.insert(token.hashValue).inserted {
                     state.stats.devices += 1
@@ -149,6 +156,7 @@ final class FCMSimulatorCore: Sendable {
 
     func reset() {
         state.withLock { state in
+            state.tokenFaults = nil
             state.accessTokens = [:]
             state.unregistered = []
             state.injected = []
@@ -160,6 +168,42 @@ final class FCMSimulatorCore: Sendable {
     }
 
     var latencyMilliseconds: Int { state.withLock { $0.latencyMilliseconds } }
+
+    /// Every access token issued so far is revoked: sends with one answer 401 (fresh ones work).
+    func revokeAccessTokens() {
+        state.withLock { $0.accessTokens = [:] }
+    }
+
+    /// Replaces the token-endpoint faults: in force now, or armed until `afterAccepted` more messages.
+    func setTokenFaults(_ faults: FCMTokenEndpointFaults) {
+        let now = self.now()
+        state.withLock { state in
+            var fault = TokenEndpointFaultState(faults: faults)
+            if let after = faults.afterAccepted, after > 0 { fault.startAtAccepted = state.stats.accepted + after }
+            state.tokenFaults = fault
+            if fault.startAtAccepted == nil { Self.startTokenFaults(&state, now: now) }
+        }
+    }
+
+    func clearTokenFaults() {
+        state.withLock { $0.tokenFaults = nil }
+    }
+
+    /// The token-endpoint faults set, and whether they are in force now.
+    func tokenFaults() -> (faults: FCMTokenEndpointFaults, inForce: Bool)? {
+        let now = self.now()
+        return state.withLock { state in
+            state.tokenFaults.map { ($0.faults, $0.inForce(now: now) != nil) }
+        }
+    }
+
+    static func startTokenFaults(_ state: inout State, now: Date) {
+        guard var fault = state.tokenFaults, fault.startedAt == nil else { return }
+        fault.startAtAccepted = nil
+        fault.startedAt = now
+        state.tokenFaults = fault
+        if fault.faults.revokeAccessTokens { state.accessTokens = [:] }
+    }
 
     func expireAccessTokens() {
         let past = now().addingTimeInterval(-1)

@@ -30,6 +30,13 @@ struct FCMSimulatorResponse: Sendable {
     var status: Int
     var headers: [(String, String)] = []
     var body: [UInt8]
+    /// Held this much longer than the simulator's latency before it is written.
+    var extraLatencyMilliseconds = 0
+    /// Not answered: the connection is closed instead (a token-endpoint fault).
+    var dropsConnection = false
+
+    /// No answer: the connection that carried the request is closed.
+    static let dropped = Self(status: 0, body: [], dropsConnection: true)
 
     static func json(_ status: Int, _ object: Any, headers: [(String, String)] = []) -> Self {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)

@@ -51,11 +51,18 @@ public final class RunningFCMSimulator: Sendable {
     public func inject(_ error: FCMInjectedError) { core.inject(error) }
     /// Every access token issued so far expires now: the next send with one answers 401.
     public func expireAccessTokens() { core.expireAccessTokens() }
+    /// Every access token issued so far is revoked: sends with one answer 401; a fresh one works.
+    public func revokeAccessTokens() { core.revokeAccessTokens() }
+    /// Sets the token endpoint's faults (replacing any): in force now, or once `afterAccepted` more
+    /// messages have been accepted; for their `duration`, or until cleared.
+    public func setTokenEndpointFaults(_ faults: FCMTokenEndpointFaults) { core.setTokenFaults(faults) }
+    public func clearTokenEndpointFaults() { core.clearTokenFaults() }
     /// While true, every send answers 401 UNAUTHENTICATED, even with a freshly issued access token.
     public func refuseAccessTokens(_ refuse: Bool = true) { core.refuseAccessTokens(refuse) }
     /// Holds every later answer of the TLS port (token endpoint and `messages:send`) this long.
     public func setLatency(milliseconds: Int) { core.setLatency(milliseconds: milliseconds) }
     public var latencyMilliseconds: Int { core.latencyMilliseconds }
-    /// Forgets messages, access tokens, device states, injected errors and counters (not accounts).
+    /// Forgets messages, access tokens, device states, injected errors, token-endpoint faults and counters
+    /// (not accounts).
     public func reset() { core.reset() }
 }

@@ -44,6 +44,9 @@ extension FCMClient {
         public var tickInterval: Duration = .milliseconds(100)
         /// How long the token endpoint may take to answer.
         public var tokenExchangeTimeout: Duration = .seconds(10)
+        /// When a failed access-token fetch is tried again: after an outage 0.5 s doubling to 30 s, after a
+        /// definitive refusal 30 s doubling to 10 minutes (each with jitter).
+        public var tokenFetchBackoff = FCMTokenFetchBackoff.Configuration()
         /// Threads of the event loop group the client creates when none is given.
         public var eventLoopThreads: Int = System.coreCount
         public var shutdownGracePeriod: Duration = .seconds(10)

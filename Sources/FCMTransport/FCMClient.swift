@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Foundation
 public import Logging
 public import NIOCore
 public import PushTransport
@@ -13,7 +14,10 @@ import Synchronization
 /// - `submit(_:)` queues many messages whose outcomes go to an `FCMOutcomeReceiver` (the dispatcher's path).
 ///
 /// Authorization is `Bearer` with the service account's access token: one token per client, fetched
-/// on first use (AsyncHTTPClient to `token_uri`), refreshed before it expires, one fetch at a time.
+/// on first use (AsyncHTTPClient to `token_uri`), refreshed before it expires, one fetch at a time. An
+/// outage of the token endpoint delays sends (fetches back off with jitter, sends wait for the token);
+/// only a definitive refusal of the credentials is an alarm (``credentialAlarm``), and even then the
+/// messages are completed as held, not failed.
 ///
 /// Lifecycle, as every ``PushTransportClient``: `init` opens nothing (connections open on demand);
 /// `run()` (a `Service`) keeps it alive until graceful shutdown, then lets open streams finish; or
@@ -28,6 +32,8 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
     private let bearers: FCMBearerSlot
     private let exchanger: FCMTokenExchanger
     private let clock: any WallClock
+    private let tokenFetchBackoff: FCMTokenFetchBackoff.Configuration
+    private let logger: Logger
 
     public convenience init(
         configuration: Configuration,
@@ -64,7 +70,11 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
             clock: clock
         )
         managers = Mutex([tokens])
-        let bearers = FCMBearerSlot(FCMBearerCache(manager: tokens, clock: clock))
+        tokenFetchBackoff = configuration.tokenFetchBackoff
+        self.logger = logger
+        let bearers = FCMBearerSlot(
+            FCMBearerCache(manager: tokens, clock: clock, backoff: configuration.tokenFetchBackoff, logger: logger)
+        )
         self.bearers = bearers
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.endpoint)"
         let plugin = FCMHTTP2Plugin(
@@ -131,7 +141,7 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
             exchanger: exchanger,
             clock: clock
         )
-        let bearer = FCMBearerCache(manager: tokens, clock: clock)
+        let bearer = FCMBearerCache(manager: tokens, clock: clock, backoff: tokenFetchBackoff, logger: logger)
         return transportFront.renewConnections(tlsContext: nil) {
             managers.withLock { $0.append(tokens) }
             bearers.replace(with: bearer)
@@ -148,6 +158,15 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
 
     /// How many access tokens were fetched (for metrics and tests).
     public var accessTokenFetches: Int { managers.withLock { $0.reduce(0) { $0 + $1.fetches } } }
+
+    /// While the token endpoint refuses the service account's credentials (the last fetch was refused:
+    /// `invalid_grant`, `invalid_client`...), what it answered and since when, for `/readyz`; nil otherwise.
+    /// Outages of the endpoint are not alarms: they only delay.
+    public var credentialAlarm: String? {
+        guard let refusal = bearers.current.refusal else { return nil }
+        return
+            "the FCM token endpoint refuses the service account's credentials (\(refusal.error.safeDetail ?? "\(refusal.error)")) since \(refusal.since.formatted(.iso8601)); its devices wait (until their request expires), next attempt \(refusal.retryAt.formatted(.iso8601))"
+    }
 }
 
 /// Hands one message's outcome to the task awaiting it.

@@ -8,8 +8,8 @@ import PushgateCore
 /// to its registration token; an answer (``FCMAnswer``) is classified as an `FCMOutcome`.
 ///
 /// A 401 without an FCM error code (the access token was refused) drops the token, and the message is
-/// resent once with a fresh one; refused again, it completes as a configuration alarm, never as a dead
-/// device.
+/// resent once with a fresh one (waiting for it as long as the token endpoint is down); refused again, it
+/// completes as a configuration alarm, never as a dead device, and the dispatcher holds it.
 struct FCMExchange: HTTP2PushExchange {
     typealias Request = FCMPooledRequest
     typealias Credential = FCMAccessToken
@@ -56,11 +56,15 @@ struct FCMExchange: HTTP2PushExchange {
         switch availability {
         case .token(let token)?:
             return .write(token)
-        case .failed(let error)?:
+        case .refused(let pause)?:
+            // Nothing was sent: the devices wait (the dispatcher holds them until the next fetch, within
+            // their requests' expiration) instead of failing for the credentials.
+            let wait = max(0, pause.retryAt.timeIntervalSince(clock.now()))
             let outcome = FCMOutcome(
                 outcomeClass: .retryable,
                 isConfigurationAlarm: true,
-                transportFailure: .connectFailed("no access token: \(error)")
+                retryAfter: .milliseconds(Int64((wait * 1000).rounded(.up))),
+                credentialsRefused: true
             )
             for request in batch { request.complete(outcome) }
             return .failed

@@ -7,11 +7,20 @@ public import PushgateCore
 /// AsyncHTTPClient. This is the only use of it: sends to FCM go through the transport layer's HTTP/2
 /// pool, never through here.
 ///
-/// Failures are ``FCMCredentialError/exchangeFailed`` with a safe detail (the HTTP status and OAuth
-/// `error` code, or the error's type), never the assertion, the token or the endpoint's prose.
+/// Failures carry a safe detail (the HTTP status and OAuth `error` code, or the error's type), never the
+/// assertion, the token or the endpoint's prose. Only a definitive refusal, 400 or 401 with one of
+/// OAuth's error codes (RFC 6749 §5.2: `invalid_grant` for a revoked or unknown key, `invalid_client`...),
+/// is ``FCMCredentialError/exchangeRefused``; everything else (5xx, 429, a timeout, a dropped connection,
+/// a 4xx that is not OAuth's, such as a proxy's page) is ``FCMCredentialError/exchangeFailed``, an outage.
 public struct FCMTokenExchanger: FCMTokenExchanging {
     /// Token answers are small; anything bigger is not one.
     static let maximumAnswerBytes = 64 * 1024
+    /// OAuth's error codes of a token request (RFC 6749 §5.2): the request or the credentials are wrong,
+    /// and sending the same again gets the same answer.
+    static let refusals: Set<String> = [
+        "invalid_request", "invalid_client", "invalid_grant", "unauthorized_client", "unsupported_grant_type",
+        "invalid_scope",
+    ]
 
     private let client: HTTPClient
     private let timeout: TimeAmount
@@ -39,8 +48,12 @@ public struct FCMTokenExchanger: FCMTokenExchanging {
         }
         guard status == 200 else {
             let object = (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any]
-            let code = (object?["error"] as? String).map { " \($0.prefix(40))" } ?? ""
-            throw .exchangeFailed(detail: "status \(status)\(code)")
+            let oauthError = object?["error"] as? String
+            let detail = "status \(status)" + (oauthError.map { " \($0.prefix(40))" } ?? "")
+            if status == 400 || status == 401, let oauthError, Self.refusals.contains(oauthError) {
+                throw .exchangeRefused(detail: detail)
+            }
+            throw .exchangeFailed(detail: detail)
         }
         return try FCMTokenGrant(jsonBytes: body)
     }

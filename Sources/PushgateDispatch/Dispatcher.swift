@@ -94,8 +94,8 @@ public final class Dispatcher: Service, NotificationIntake {
     let retriesInFlightCount = Atomic<Int>(0)
     /// Prepared notifications per request: a request is immutable, so its wire forms are built once.
     private let prepared = Mutex<[RequestID: PreparedRequest]>([:])
-    /// Devices failed for their app's configuration (FCM devices without FCM credentials, FCM refusing
-    /// the credentials): one warning per app and kind a minute, with a count.
+    /// Devices failed or held for their app's configuration (FCM devices without FCM credentials, FCM
+    /// refusing the credentials): one warning per app and kind a minute, with a count.
     private let alarms: SharedFailureStorm<AlarmKey>
     /// Tells a wrong configuration from dead devices: answers are judged and sends admitted through it.
     let misconfiguration: MisconfigurationMonitor
@@ -451,10 +451,16 @@ public final class Dispatcher: Service, NotificationIntake {
     /// kind a minute (with how many devices since the last one); counted in the metrics by the tally.
     func raiseAlarm(_ key: AlarmKey, requestID: RequestID) {
         guard let count = alarms.record(key) else { return }
-        let message: Logger.Message =
-            key.reason == OutcomeDisposition.fcmNotConfigured
-            ? "FCM devices of an app without FCM credentials fail; configure app.NAME.fcm"
-            : "FCM refused the app's credentials; its devices fail and are not pruned"
+        let message: Logger.Message
+        switch key.reason {
+        case OutcomeDisposition.fcmNotConfigured:
+            message = "FCM devices of an app without FCM credentials fail; configure app.NAME.fcm"
+        case FCMOutcome.credentialsRefusedLabel, "UNAUTHENTICATED":
+            message =
+                "FCM refused the app's credentials; its devices wait (until their request expires) and are not pruned"
+        default:
+            message = "FCM refused the app's configuration; its devices fail and are not pruned"
+        }
         logger.warning(
             message,
             metadata: [

@@ -9,7 +9,7 @@ import Synchronization
 ///
 /// Metrics: `pushgate_misconfiguration_alarm{app,service}` (1 while an alarm holds the app's sending on the
 /// service) and `pushgate_misconfiguration_trips_total{app,service,cause}` (`environment`, `topic`,
-/// `project`). Log: one warning when it trips, one per failed probe (at most one per back-off, 30 s doubling
+/// `project`, `credentials`). Log: one warning when it trips, one per failed probe (at most one per back-off, 30 s doubling
 /// to 10 minutes by default), one info line when it clears.
 final class MisconfigurationMonitor: Sendable {
     typealias Breaker = MisconfigurationBreaker
@@ -51,6 +51,8 @@ final class MisconfigurationMonitor: Sendable {
             switch apns.reason {
             case .badDeviceToken, .badCertificateEnvironment: return .suspect(.environment)
             case .deviceTokenNotForTopic, .topicDisallowed: return .suspect(.topic)
+            // Apple's answer only (a token we could not sign has no status and was excluded above).
+            case .invalidProviderToken: return .suspect(.credentials)
             default: return .sane
             }
         case .fcm(let fcm):
@@ -153,7 +155,7 @@ final class MisconfigurationMonitor: Sendable {
 extension MisconfigurationBreaker.Alarm {
     /// One line for `/readyz`: the app, the service, what was seen and the likely cause.
     public var summary: String {
-        "app \(key.app) (\(key.service)): \(suspects) of its last \(answers) answers refuse the device tokens: \(suspicion.likelyCause); its sending is held and its devices kept until a probe (next \(probeAt.formatted(.iso8601))) finds the answers sane, or a restart"
+        "app \(key.app) (\(key.service)): \(suspects) of its last \(answers) answers refuse \(suspicion == .credentials ? "the provider token" : "the device tokens"): \(suspicion.likelyCause); its sending is held and its devices kept until a probe (next \(probeAt.formatted(.iso8601))) finds the answers sane, or a restart"
     }
 }
 

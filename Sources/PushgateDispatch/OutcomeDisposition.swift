@@ -8,8 +8,12 @@ package import PushgateCore
 /// - failed, device invalidated: APNs 410 `Unregistered`/`ExpiredToken`, 400 `BadDeviceToken`; FCM 404
 ///   `UNREGISTERED`, 400 `INVALID_ARGUMENT` about the registration token;
 /// - failed: other rejections (FCM `SENDER_ID_MISMATCH`, other 4xx);
-/// - failed, never invalidated, never retried (a configuration alarm): FCM `THIRD_PARTY_AUTH_ERROR`, an
-///   access token refused again after the transport's one refresh;
+/// - failed, never invalidated, never retried (a configuration alarm FCM answered as a rejection): FCM
+///   `THIRD_PARTY_AUTH_ERROR`;
+/// - held, never invalidated (a configuration alarm of the app's FCM credentials: the token endpoint refused
+///   them, or FCM refused an access token again after the transport's one refresh): retried no earlier
+///   than the next token fetch (and the back-off), until the request's deadline; past it, failed with the
+///   alarm's reason (`fcm_credentials_refused`, `UNAUTHENTICATED`). An outage never fails a device;
 /// - retry: 429, 5xx (FCM `QUOTA_EXCEEDED`, `UNAVAILABLE`, `INTERNAL`: no earlier than `Retry-After`),
 ///   and no answer when the attempt never reached the service (still queued at its deadline, no
 ///   connection, a refused stream, GOAWAY above it);
@@ -45,7 +49,10 @@ package enum OutcomeDisposition: Equatable, Sendable {
         // Checked first: a refused access token is classed retryable by the FCM transport, which already
         // refreshed and resent once; what reaches us is the second refusal.
         if facts.isConfigurationAlarm {
-            return .failed(reason: facts.label, status: facts.status, invalidation: nil)
+            guard facts.outcomeClass != .rejected else {
+                return .failed(reason: facts.label, status: facts.status, invalidation: nil)
+            }
+            return held(facts, attempt: attempt, request: request, policy: policy, now: now, using: &generator)
         }
         switch facts.outcomeClass {
         case .accepted:
@@ -83,6 +90,24 @@ package enum OutcomeDisposition: Equatable, Sendable {
             delay = notBefore
         }
         return .retry(at: now.addingTimeInterval(Self.timeInterval(delay)), reason: reason)
+    }
+
+    /// A device held for its app's credentials: retried after the back-off of `attempt`, and no earlier
+    /// than `notBefore` (the next token fetch), but never past the request's deadline; once that has
+    /// passed, failed with the alarm's reason. Attempts are not counted: it was not sent.
+    private static func held(
+        _ facts: OutcomeFacts,
+        attempt: Int,
+        request: NotificationRequest,
+        policy: RetryPolicy,
+        now: Date,
+        using generator: inout some RandomNumberGenerator
+    ) -> OutcomeDisposition {
+        let deadline = policy.deadline(for: request.expiration, acceptedAt: request.createdAt)
+        guard now < deadline else { return .failed(reason: facts.label, status: facts.status, invalidation: nil) }
+        var delay = policy.backoff.delay(forAttempt: attempt, using: &generator)
+        if let notBefore = facts.notBefore, notBefore > delay { delay = notBefore }
+        return .retry(at: min(now.addingTimeInterval(Self.timeInterval(delay)), deadline), reason: facts.label)
     }
 
     /// (Not `Duration.seconds`: this file is also compiled alone by the benchmarks' DispatchStepMirror,

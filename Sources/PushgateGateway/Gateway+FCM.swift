@@ -16,6 +16,13 @@ extension Gateway {
     }
 }
 
+extension Gateway {
+    /// For `/readyz`: one line per app whose FCM credentials the token endpoint refuses.
+    static func fcmCredentialAlarms(_ clients: [(app: String, client: FCMClient)]) -> [String] {
+        clients.compactMap { entry in entry.client.credentialAlarm.map { "app \(entry.app) (fcm): \($0)" } }
+    }
+}
+
 extension FCMClient.Configuration {
     /// The FCM client a loaded `app.NAME.fcm.*` describes.
     public init(_ loaded: LoadedFCM) {

@@ -197,6 +197,7 @@ public struct Gateway: Sendable {
         var transports: [any NotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
         var fcmClients: [FCMClient] = []
+        var fcmByApp: [(app: String, client: FCMClient)] = []
         var routes: [String: DeliveryRoute] = [:]
         // Per app, in configuration order: its HTTP/2 APNs client (nil for a legacy app) and FCM client.
         var apnsClientsByApp: [APNsClient?] = []
@@ -238,7 +239,10 @@ public struct Gateway: Sendable {
             apnsClientsByApp.append(transport as? APNsClient)
             transports.append(transport)
             let fcm = try app.fcm.map { try Self.makeFCMClient($0, app: app.name) }
-            if let fcm { fcmClients.append(fcm) }
+            if let fcm {
+                fcmClients.append(fcm)
+                fcmByApp.append((app.name, fcm))
+            }
             fcmClientsByApp.append(fcm)
             routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
         }
@@ -339,6 +343,7 @@ public struct Gateway: Sendable {
             let apnsClients = apnsClients
             let fcmClients = fcmClients
             let built: HTTPAPI
+            let fcmByApp = fcmByApp
             do {
                 built = try HTTPAPI(
                     configuration: http,
@@ -354,9 +359,11 @@ public struct Gateway: Sendable {
                         // Apps with FCM configured: ready when one of their FCM clients can connect.
                         fcmReachable: { fcmClients.isEmpty || fcmClients.contains { $0.isFCMReachable } },
                         dispatcherReady: { dispatcher.isStoreHealthy },
-                        // Not ready while a configuration alarm holds an app's sending (a wrong environment or project).
+                        // Not ready while a configuration alarm holds an app's sending (a wrong environment or
+                        // project, FCM credentials the token endpoint refuses) or a credential has expired.
                         configurationAlarms: {
                             dispatcher.misconfigurationAlarms.map(\.summary) + expiryWatch.expiredSummaries
+                                + Self.fcmCredentialAlarms(fcmByApp)
                         },
                         diskSpaceProblem: { sqliteStore.flatMap(Self.diskSpaceProblem(of:)) }
                     ),

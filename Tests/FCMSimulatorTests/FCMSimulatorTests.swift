@@ -157,6 +157,59 @@ struct FCMSimulatorSendTests {
 
 @Suite("FCM simulator: control API")
 struct FCMSimulatorControlTests {
+    @Test(
+        "token-endpoint faults over HTTP: a 503 outage, an invalid_grant refusal, armed after N accepted with revocation; bad input changes nothing"
+    )
+    func tokenFaults() async throws {
+        try await FCMFixture.with { fixture in
+            let message = #"{"message":{"token":"device-1","data":{"k":"v"}}}"#
+            func tokenStatus() async throws -> Int {
+                try await fixture.tokenRequest(try fixture.jwt(claims: fixture.claims())).status
+            }
+            let token = try await fixture.accessToken()
+            _ = try fixture.control("POST", "/token-faults", #"{"status": 503}"#)
+            #expect(try await tokenStatus() == 503)
+            #expect(try fixture.control("GET", "/token-faults").contains(#""in_force":true"#))
+            #expect(try await fixture.send(message, accessToken: token).status == 200, "issued tokens still work")
+
+            _ = try fixture.control("POST", "/token-faults", #"{"error": "invalid_grant"}"#)
+            let refused = try await fixture.tokenRequest(try fixture.jwt(claims: fixture.claims()))
+            #expect(refused.status == 400)
+            #expect(json(refused)["error"] as? String == "invalid_grant")
+
+            _ = try fixture.control("DELETE", "/token-faults")
+            #expect(try await tokenStatus() == 200)
+
+            // Armed: in force from the next accepted message, which also revokes the tokens issued so far.
+            let armed = #"{"status": 503, "revoke_access_tokens": true, "after_accepted": 1}"#
+            _ = try fixture.control("POST", "/token-faults", armed)
+            #expect(try fixture.control("GET", "/token-faults").contains(#""in_force":false"#))
+            #expect(try await tokenStatus() == 200)
+            #expect(try await fixture.send(message, accessToken: token).status == 200)
+            #expect(try await fixture.send(message, accessToken: token).status == 401, "revoked")
+            #expect(try await tokenStatus() == 503)
+            #expect(fixture.simulator.stats().tokenFaultAnswers == 3)
+
+            // Bad input is refused with the reason, and the faults in force stay as they were.
+            #expect(
+                try fixture.control("POST", "/token-faults", #"{"status": "503"}"#).contains("must be integers")
+            )
+            #expect(
+                try fixture.control("POST", "/token-faults", #"{"statuss": 503}"#).contains("unknown key statuss")
+            )
+            #expect(try fixture.control("POST", "/token-faults", #"{"status": 200}"#).contains("400...599"))
+            #expect(try fixture.control("POST", "/token-faults", #"{"seconds": 0}"#).contains("seconds must be"))
+            #expect(try await tokenStatus() == 503)
+
+            _ = try fixture.control("POST", "/reset")
+            let fresh = try await fixture.accessToken()
+            #expect(try await fixture.send(message, accessToken: fresh).status == 200)
+            _ = try fixture.control("POST", "/access-tokens/revoke")
+            #expect(try await fixture.send(message, accessToken: fresh).status == 401)
+            #expect(try await fixture.send(message, accessToken: try await fixture.accessToken()).status == 200)
+        }
+    }
+
     @Test("errors, unregistered tokens and expiry are set over HTTP; messages are listed; reset forgets")
     func control() async throws {
         try await FCMFixture.with { fixture in

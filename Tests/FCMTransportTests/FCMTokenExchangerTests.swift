@@ -51,7 +51,9 @@ struct FCMTokenExchangerTests {
         }
     }
 
-    @Test("an assertion the endpoint refuses is an exchange failure naming the status and OAuth code only")
+    @Test(
+        "an assertion the endpoint refuses (400 invalid_grant) is a definitive refusal naming the status and OAuth code only"
+    )
     func refused() async throws {
         try await FCMSimulator.withRunning { simulator in
             // A service account the simulator was never told about: its assertions are refused.
@@ -66,7 +68,8 @@ struct FCMTokenExchangerTests {
                     )
                     Issue.record("a refused assertion produced a token")
                 } catch {
-                    #expect(error == .exchangeFailed)
+                    #expect(error == .exchangeRefused)
+                    #expect(error.isDefinitive)
                     #expect(String(reflecting: error).contains("status 400 invalid_grant"))
                     #expect(!String(reflecting: error).contains(assertion))
                 }

@@ -84,14 +84,56 @@ struct FCMOutcomeDispositionTests {
         )
     }
 
-    @Test("configuration alarms (THIRD_PARTY_AUTH_ERROR, an access token refused twice) fail, never prune, never retry")
-    func configurationAlarms() {
+    @Test(
+        "THIRD_PARTY_AUTH_ERROR, a configuration alarm FCM answers as a rejection, fails, never prunes, never retries"
+    )
+    func thirdPartyAuthError() {
         let thirdParty = Self.error(.thirdPartyAuthError)
         #expect(thirdParty.isConfigurationAlarm)
         #expect(Self.decide(thirdParty) == .failed(reason: "THIRD_PARTY_AUTH_ERROR", status: 401, invalidation: nil))
+    }
+
+    @Test("an access token refused twice holds the device (never pruned) until the request's deadline, then fails")
+    func accessTokenRefusedTwiceHolds() {
         let refused = FCMOutcome.answered(status: 401, body: [], now: Self.now)
-        #expect(refused.accessTokenRejected && refused.outcomeClass == .retryable)
-        #expect(Self.decide(refused) == .failed(reason: "UNAUTHENTICATED", status: 401, invalidation: nil))
+        #expect(refused.accessTokenRejected && refused.outcomeClass == .retryable && refused.isConfigurationAlarm)
+        guard case .retry(let at, let reason) = Self.decide(refused) else {
+            Issue.record("not held: \(Self.decide(refused))")
+            return
+        }
+        #expect(reason == "UNAUTHENTICATED")
+        #expect(at > Self.now && at <= Self.now.addingTimeInterval(1))
+        // A notification whose deadline has passed fails with the alarm's reason.
+        let expired = Expiration.at(epochSeconds: Int64(Self.now.timeIntervalSince1970) - 1)
+        #expect(
+            Self.decide(refused, expiration: expired)
+                == .failed(reason: "UNAUTHENTICATED", status: 401, invalidation: nil)
+        )
+    }
+
+    @Test(
+        "credentials the token endpoint refused hold the device until the next fetch, bounded by the deadline, then fail with fcm_credentials_refused"
+    )
+    func credentialsRefusedHold() {
+        let refused = FCMOutcome(
+            outcomeClass: .retryable,
+            isConfigurationAlarm: true,
+            retryAfter: .seconds(30),
+            credentialsRefused: true
+        )
+        #expect(refused.reasonLabel == "fcm_credentials_refused")
+        #expect(Self.decide(refused) == .retry(at: Self.now.addingTimeInterval(30), reason: "fcm_credentials_refused"))
+        // Never past the deadline: held until it, however far the next fetch.
+        let soon = Expiration.at(epochSeconds: Int64(Self.now.timeIntervalSince1970) + 10)
+        #expect(
+            Self.decide(refused, expiration: soon)
+                == .retry(at: Self.now.addingTimeInterval(10), reason: "fcm_credentials_refused")
+        )
+        let past = Expiration.at(epochSeconds: Int64(Self.now.timeIntervalSince1970))
+        #expect(
+            Self.decide(refused, expiration: past)
+                == .failed(reason: "fcm_credentials_refused", status: nil, invalidation: nil)
+        )
     }
 
     @Test(

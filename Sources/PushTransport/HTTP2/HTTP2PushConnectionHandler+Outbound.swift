@@ -37,18 +37,28 @@ extension HTTP2PushConnectionHandler {
     /// Does not flush: the caller flushes once for the whole batch.
     @inlinable
     public func sendQueuedWork() {
-        guard let context else { return }
+        // A batch the exchange completed itself (no credential) was never written: its streams go back
+        // to the pool at once and the next batch is pulled. Left on the pool's books, they would keep
+        // this connection counted busy and unparked, and work queued after them would wait for an
+        // answer that never comes (FCM: devices held while the token endpoint refuses the account).
+        while sendQueuedBatch() {}
+    }
+
+    /// One pull and its writes; true when the exchange completed the batch without writing it.
+    @inlinable
+    public func sendQueuedBatch() -> Bool {
+        guard let context else { return false }
         // While some DATA waits for window, new streams would only wait behind it.
         var available = blockedStreams.isEmpty ? machine.availableStreams : 0
         if available > 0, !exchange.mayWrite() { available = 0 }
         if rateLimiter != nil, available > 0 {
             available = min(available, rateAllowance(now: context.eventLoop.now, context: context))
         }
-        guard available > 0 || releasedSinceLastPull > 0 else { return }
+        guard available > 0 || releasedSinceLastPull > 0 else { return false }
         let released = releasedSinceLastPull
         releasedSinceLastPull = 0
         var batch = delegate.pull(connection: connectionID, released: released, maximum: available)
-        guard !batch.isEmpty else { return }
+        guard !batch.isEmpty else { return false }
 
         let credential: Exchange.Credential
         switch exchange.credential(for: batch) {
@@ -56,7 +66,7 @@ extension HTTP2PushConnectionHandler {
             credential = value
         case .failed:
             releasedSinceLastPull += batch.count
-            return
+            return true
         }
         let now = context.eventLoop.now
         rateLimiter?.spend(batch.count)
@@ -75,6 +85,7 @@ extension HTTP2PushConnectionHandler {
             delegate.connectionRetiring(connectionID)
             if machine.closeRequested() { flushAndClose() }
         }
+        return false
     }
 
     /// What the rate limiter allows now; when nothing, a wake-up once it allows one.

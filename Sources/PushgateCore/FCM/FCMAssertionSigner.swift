@@ -8,11 +8,17 @@ import _CryptoExtras
 /// account's email), `scope` (FCM's), `aud` (the account's `token_uri`), `iat` and `exp`, whole
 /// seconds, with `exp` at most one hour after `iat` (Google refuses more). RSASSA-PKCS1-v1_5 with
 /// SHA-256, base64url without padding.
+///
+/// `iat` is backdated by ``clockSkewAllowance``: Google refuses an assertion "issued" in its future, and a
+/// host clock a few seconds ahead would otherwise make every token fetch fail. `exp` stays `lifetime` after
+/// that `iat`, so within Google's hour.
 public struct FCMAssertionSigner: Sendable, CustomStringConvertible {
     /// The OAuth scope that allows `messages:send`.
     public static let scope = "https://www.googleapis.com/auth/firebase.messaging"
     /// Google: `exp` at most one hour after `iat`.
     public static let maximumLifetime: Duration = .seconds(3600)
+    /// How far `iat` lies before the time of signing.
+    public static let clockSkewAllowance: Duration = .seconds(60)
     /// The `grant_type` of the token request.
     public static let grantType = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
@@ -25,9 +31,10 @@ public struct FCMAssertionSigner: Sendable, CustomStringConvertible {
         self.lifetime = min(max(lifetime, .seconds(1)), Self.maximumLifetime)
     }
 
-    /// The signed assertion, claiming to be issued at `issuedAt` rounded down to whole seconds.
+    /// The signed assertion, signed at `issuedAt`: its `iat` is that time rounded down to whole seconds,
+    /// less ``clockSkewAllowance``.
     public func assertion(issuedAt: Date) throws(FCMCredentialError) -> String {
-        let iat = Int64(issuedAt.timeIntervalSince1970.rounded(.down))
+        let iat = Int64(issuedAt.timeIntervalSince1970.rounded(.down)) - Self.clockSkewAllowance.components.seconds
         let exp = iat + lifetime.components.seconds
         let header =
             #"{"alg":"RS256","typ":"JWT","kid":"# + Payload.jsonStringLiteral(account.privateKeyID) + "}"

@@ -10,6 +10,7 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
         case invalidTokenURI
         case signingFailed
         case exchangeFailed
+        case exchangeRefused
         case malformedGrant
     }
 
@@ -37,8 +38,12 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
     public static let invalidTokenURI = Self(.invalidTokenURI, field: "token_uri")
     /// The assertion could not be signed.
     public static let signingFailed = Self(.signingFailed)
-    /// The token endpoint could not be reached or refused the assertion.
+    /// The token endpoint could not be reached, or answered without refusing the credentials (5xx, 429,
+    /// a timeout, a dropped connection, an answer that is not OAuth's): an outage, tried again later.
     public static let exchangeFailed = Self(.exchangeFailed)
+    /// The token endpoint refused the credentials for good (400/401 with an OAuth error such as
+    /// `invalid_grant` or `invalid_client`: a revoked or unknown key, a deleted account).
+    public static let exchangeRefused = Self(.exchangeRefused)
     /// The token endpoint answered 200 without a usable `access_token` and `expires_in`.
     public static let malformedGrant = Self(.malformedGrant)
 
@@ -54,6 +59,21 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
     static func signingFailed(detail: String) -> Self { Self(.signingFailed, detail: detail) }
     /// The exchange failed; `detail` must be safe to log (a status, an error type, an OAuth error code).
     public static func exchangeFailed(detail: String) -> Self { Self(.exchangeFailed, detail: detail) }
+    /// The endpoint refused the credentials; `detail` must be safe to log (the status and OAuth error code).
+    public static func exchangeRefused(detail: String) -> Self { Self(.exchangeRefused, detail: detail) }
+
+    /// Whether trying again cannot help until the configuration changes: the endpoint refused the
+    /// credentials, or they cannot be read or signed with. False for an outage (``exchangeFailed``, and a
+    /// 200 without a usable grant, which a proxy in the way may answer): that only delays.
+    public var isDefinitive: Bool {
+        switch code {
+        case .exchangeFailed, .malformedGrant: false
+        default: true
+        }
+    }
+
+    /// The safe detail (status and OAuth error code, error type), when there is one.
+    public var safeDetail: String? { detail }
 
     public var description: String {
         switch code {
@@ -66,6 +86,7 @@ public struct FCMCredentialError: Error, Hashable, Sendable, CustomStringConvert
         case .invalidTokenURI: "service-account field token_uri must be an absolute https URL (http only on loopback)"
         case .signingFailed: "FCM token assertion could not be signed"
         case .exchangeFailed: "FCM access token could not be obtained from token_uri"
+        case .exchangeRefused: "token_uri refused the service account's credentials"
         case .malformedGrant: "token endpoint answered without a usable access_token and expires_in"
         }
     }

@@ -13,11 +13,17 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
     /// The device's token is dead: invalidate the device (UNREGISTERED, or INVALID_ARGUMENT about the
     /// registration token).
     public var invalidatesDevice: Bool
-    /// A configuration problem (THIRD_PARTY_AUTH_ERROR, an access token refused twice): alarm, never prune.
+    /// A configuration problem (THIRD_PARTY_AUTH_ERROR, an access token refused twice, credentials the token
+    /// endpoint refuses): alarm, never prune. Rejected (THIRD_PARTY_AUTH_ERROR) it fails the device;
+    /// retryable (the credentials) the device waits.
     public var isConfigurationAlarm: Bool
     /// 401 without an FCM error code: the access token was refused. Refresh it once and resend once.
     public var accessTokenRejected: Bool
-    /// `Retry-After`, when the answer carried one.
+    /// The token endpoint refused the service account's credentials (`invalid_grant`...): nothing was
+    /// sent. A configuration alarm; the device waits (no earlier than ``retryAfter``, the next token fetch)
+    /// within its request's expiration.
+    public var credentialsRefused: Bool
+    /// `Retry-After`, when the answer carried one (or, with ``credentialsRefused``, the next token fetch).
     public var retryAfter: Duration?
     /// Set when there was no answer.
     public var transportFailure: APNsTransportFailure?
@@ -31,6 +37,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         isConfigurationAlarm: Bool = false,
         accessTokenRejected: Bool = false,
         retryAfter: Duration? = nil,
+        credentialsRefused: Bool = false,
         transportFailure: APNsTransportFailure? = nil
     ) {
         self.outcomeClass = outcomeClass
@@ -41,6 +48,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         self.isConfigurationAlarm = isConfigurationAlarm
         self.accessTokenRejected = accessTokenRejected
         self.retryAfter = retryAfter
+        self.credentialsRefused = credentialsRefused
         self.transportFailure = transportFailure
     }
 
@@ -89,9 +97,13 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
 
     public var isAccepted: Bool { outcomeClass == .accepted }
 
+    /// The reason recorded when the token endpoint refused the credentials.
+    public static let credentialsRefusedLabel = "fcm_credentials_refused"
+
     /// A bounded label for metrics and reports.
     public var reasonLabel: String {
         if let errorCode { return errorCode.rawValue }
+        if credentialsRefused { return Self.credentialsRefusedLabel }
         if let transportFailure { return transportFailure.label }
         if accessTokenRejected { return "UNAUTHENTICATED" }
         if let status { return status == 200 ? "" : "status_\(status)" }
@@ -104,6 +116,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         if let errorCode { parts.append("error=\(errorCode)") }
         if invalidatesDevice { parts.append("invalidates") }
         if isConfigurationAlarm { parts.append("alarm") }
+        if credentialsRefused { parts.append("credentials-refused") }
         if let retryAfter { parts.append("retry-after=\(retryAfter)") }
         if let transportFailure { parts.append("failure=\(transportFailure)") }
         return parts.joined(separator: " ")

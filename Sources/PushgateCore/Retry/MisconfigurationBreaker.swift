@@ -5,8 +5,9 @@ public import Foundation
 ///
 /// A production token sent to the sandbox (or the reverse) makes APNs answer `BadDeviceToken` for every
 /// device; a service account of another Firebase project makes FCM answer `SENDER_ID_MISMATCH` for every
-/// device. Those answers are *suspect*: each alone may be a dead device, but most of an app's answers at
-/// once mean its configuration is wrong.
+/// device; a revoked APNs key makes APNs answer `InvalidProviderToken` to every request. Those answers are
+/// *suspect*: each alone may be a dead device (or a passing fault), but most of an app's answers at once
+/// mean its configuration is wrong.
 ///
 /// - **The sample**: the last ``Configuration/minimumAnswers`` answers of the app on the service (accepted
 ///   or rejected; retryable answers and transport failures say nothing about the configuration and are not
@@ -77,6 +78,10 @@ public struct MisconfigurationBreaker: Sendable {
         case topic
         /// FCM `SENDER_ID_MISMATCH`: tokens of another Firebase project.
         case project
+        /// APNs `InvalidProviderToken` from Apple: the provider token's key, key id or team id is refused
+        /// (a revoked key, a key of another team). Every request carries the same token, so a storm of it
+        /// is the configuration; the devices are held, not failed, until a probe finds it accepted.
+        case credentials
 
         /// What an operator should check first.
         public var likelyCause: String {
@@ -84,6 +89,7 @@ public struct MisconfigurationBreaker: Sendable {
             case .environment: "sandbox token sent to production (or the reverse)? check the app's environment"
             case .topic: "device tokens of another app, or a topic these credentials may not use? check the app's topic"
             case .project: "service account of another Firebase project? check the app's FCM service account"
+            case .credentials: "APNs refuses the provider token? check the app's key (.p8), key id and team id"
             }
         }
     }
