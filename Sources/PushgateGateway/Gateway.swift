@@ -78,6 +78,10 @@ public struct Gateway: Sendable {
         private var storeLocation: StoreLocation? = nil
         /// The SQLite store's settings (`store.minimumFreeBytes`, the WAL's limit); unused with PostgreSQL.
         public var sqlite = SQLiteStore.Configuration()
+        /// Retention of finished requests (`store.retention`; nil: every request is kept).
+        public var retention: LedgerRetention.Configuration? = nil
+        /// How often a retention pass runs.
+        public var retentionInterval: Duration = .seconds(60)
         /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
         /// for PostgreSQL.
         public var instanceIDIsDefault = false
@@ -300,6 +304,19 @@ public struct Gateway: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
             transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
         if !expiryWatch.isEmpty { services.append(.init(service: expiryWatch)) }
+        if let retention = configuration.retention, let pruning = store as? any LedgerPruning {
+            services.append(
+                .init(
+                    service: RetentionService(
+                        pruner: LedgerPruner(store: pruning, configuration: retention),
+                        interval: configuration.retentionInterval,
+                        clock: clock,
+                        metricsFactory: metricsFactory,
+                        logger: Logger(label: "pushgate.store")
+                    )
+                )
+            )
+        }
         let systemd = SystemdNotifier()
         if systemd.isActive { services.append(.init(service: systemd.service())) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.

@@ -1,0 +1,258 @@
+public import Foundation
+
+/// What a store provides for retention: three SQL primitives, each one short statement or transaction.
+/// Which requests go, in which batches and in which order is decided once, by ``LedgerRetention`` (run
+/// by ``LedgerPruner``), for every store.
+///
+/// Only finished requests (`done` or `expired`) are ever deleted: both delete primitives leave alone a
+/// request that is not finished, whatever they are given.
+public protocol LedgerPruning: Sendable {
+    /// Up to `limit` requests after sequence number `seq`, in sequence (storage) order: a read, no lock.
+    func retentionScan(after seq: Int64, limit: Int) async throws -> [RetentionCandidate]
+
+    /// Deletes at most `limit` rows kept per device or per direct token (failures, direct tokens,
+    /// leftover retries and removed targets) of these finished requests, in one transaction, and answers
+    /// how many it deleted. The requests' reports do not read these rows (their counts live elsewhere),
+    /// so a report stays whole while a large request is deleted in several transactions.
+    func deleteRetainedDetails(of requests: [Int64], limit: Int) async throws -> Int
+
+    /// Deletes these finished requests with everything else that is theirs (chunks, groups, unknown
+    /// groups, failure counts, the idempotency key on the row), in one transaction. From its commit on the
+    /// requests are unknown: their reports answer nil.
+    func deleteRetainedRequests(_ requests: [Int64]) async throws -> PrunedRows
+}
+
+/// One request as a retention pass sees it.
+public struct RetentionCandidate: Hashable, Sendable {
+    /// The store's sequence number (storage and FIFO order).
+    public var seq: Int64
+    public var createdAt: Date
+    /// When it finished (`done` or `expired`); nil while it is not finished.
+    public var finishedAt: Date?
+
+    public init(seq: Int64, createdAt: Date, finishedAt: Date?) {
+        self.seq = seq
+        self.createdAt = createdAt
+        self.finishedAt = finishedAt
+    }
+}
+
+/// What ``LedgerPruning/deleteRetainedRequests(_:)`` deleted.
+public struct PrunedRows: Hashable, Sendable {
+    public var requests: Int
+    /// Every row, the request rows included.
+    public var rows: Int
+
+    public init(requests: Int, rows: Int) {
+        self.requests = requests
+        self.rows = rows
+    }
+}
+
+/// One retention pass as a state machine: it decides which finished requests are past the retention
+/// period and in which batches they are deleted. Pure: the driver (``LedgerPruner``) carries out each
+/// ``Action`` against a ``LedgerPruning`` store and reports the answer with the next event.
+///
+/// The pass walks the requests in sequence order from the first. A request created at or after the cutoff
+/// cannot have finished before it, so the walk stops at the first one: what it reads is what it deletes,
+/// plus the few older requests that are unfinished or finished recently (kept, and read again by the next
+/// pass). No index is needed for it, and nothing is written per request for it on the hot path.
+///
+/// Each batch is at most ``Configuration/requestsPerBatch`` requests. Their per-device rows go first, at
+/// most ``Configuration/rowsPerBatch`` a transaction, so that a broadcast with a million failures does not
+/// hold the writer for long; then the requests with the rest of their rows in one transaction.
+public struct LedgerRetention: Sendable {
+    public struct Configuration: Sendable, Hashable {
+        /// How long a finished request is kept (`store.retention`).
+        public var retention: Duration
+        /// Requests read per scan (a read, outside any write transaction).
+        public var scanLimit: Int = 500
+        /// Requests deleted per transaction.
+        public var requestsPerBatch: Int = 100
+        /// Per-device rows (failures, direct tokens) deleted per transaction.
+        public var rowsPerBatch: Int = 500
+
+        public init(retention: Duration) {
+            self.retention = retention
+        }
+
+        /// The default `store.retention`: a week.
+        public static let defaultRetention: Duration = .seconds(7 * 24 * 60 * 60)
+    }
+
+    /// What a pass did.
+    public struct Summary: Hashable, Sendable {
+        public var requests = 0
+        /// Every row deleted, request rows included.
+        public var rows = 0
+        /// Write transactions run.
+        public var transactions = 0
+        /// Requests read by the scans.
+        public var scanned = 0
+
+        public init() {}
+    }
+
+    public enum Action: Hashable, Sendable {
+        /// Read requests after this sequence number (``LedgerPruning/retentionScan(after:limit:)``).
+        case scan(after: Int64, limit: Int)
+        /// Delete per-device rows of this batch (``LedgerPruning/deleteRetainedDetails(of:limit:)``).
+        case deleteDetails([Int64], limit: Int)
+        /// Delete the batch's requests (``LedgerPruning/deleteRetainedRequests(_:)``).
+        case deleteRequests([Int64])
+        /// The pass is over.
+        case finished(Summary)
+    }
+
+    private enum State: Sendable {
+        case idle
+        case scanning
+        case deletingDetails([Int64])
+        case deletingRequests([Int64])
+        case finished
+    }
+
+    public let configuration: Configuration
+    /// Requests that finished before this are deleted.
+    public let cutoff: Date
+    private var state = State.idle
+    private var cursor: Int64 = 0
+    private var scanIsOver = false
+    private var due: [Int64] = []
+    private var summary = Summary()
+
+    public init(configuration: Configuration, now: Date) {
+        self.configuration = configuration
+        let seconds = configuration.retention.components
+        cutoff = now.addingTimeInterval(
+            -(TimeInterval(seconds.seconds) + TimeInterval(seconds.attoseconds) / 1e18)
+        )
+    }
+
+    /// Whether a request is past retention at `cutoff`: finished before it.
+    public static func isDue(_ candidate: RetentionCandidate, cutoff: Date) -> Bool {
+        guard let finished = candidate.finishedAt else { return false }
+        return finished < cutoff
+    }
+
+    public mutating func start() -> Action {
+        guard case .idle = state else { preconditionFailure("a retention pass starts once") }
+        return next()
+    }
+
+    /// The answer to ``Action/scan(after:limit:)``.
+    public mutating func scanned(_ candidates: [RetentionCandidate]) -> Action {
+        guard case .scanning = state else { preconditionFailure("scanned without a scan") }
+        summary.scanned += candidates.count
+        if candidates.count < configuration.scanLimit { scanIsOver = true }
+        for candidate in candidates {
+            cursor = max(cursor, candidate.seq)
+            // Nothing created from the cutoff on can have finished before it: the walk ends here.
+            if candidate.createdAt >= cutoff {
+                scanIsOver = true
+                break
+            }
+            if Self.isDue(candidate, cutoff: cutoff) { due.append(candidate.seq) }
+        }
+        return next()
+    }
+
+    /// The answer to ``Action/deleteDetails(_:limit:)``: how many rows it deleted.
+    public mutating func detailsDeleted(_ count: Int) -> Action {
+        guard case .deletingDetails(let batch) = state else { preconditionFailure("details deleted unasked") }
+        summary.rows += count
+        summary.transactions += 1
+        // A full batch may have left more: ask again until one comes back short.
+        if count >= configuration.rowsPerBatch {
+            return .deleteDetails(batch, limit: configuration.rowsPerBatch)
+        }
+        state = .deletingRequests(batch)
+        return .deleteRequests(batch)
+    }
+
+    /// The answer to ``Action/deleteRequests(_:)``.
+    public mutating func requestsDeleted(_ pruned: PrunedRows) -> Action {
+        guard case .deletingRequests = state else { preconditionFailure("requests deleted unasked") }
+        summary.requests += pruned.requests
+        summary.rows += pruned.rows
+        summary.transactions += 1
+        return next()
+    }
+
+    /// What the pass did until now (for a pass ended early).
+    public var summarySoFar: Summary { summary }
+
+    /// A full batch if there is one, else another scan, else the last short batch, else the end.
+    private mutating func next() -> Action {
+        if due.count >= configuration.requestsPerBatch || (scanIsOver && !due.isEmpty) {
+            let batch = Array(due.prefix(configuration.requestsPerBatch))
+            due.removeFirst(batch.count)
+            state = .deletingDetails(batch)
+            return .deleteDetails(batch, limit: configuration.rowsPerBatch)
+        }
+        if !scanIsOver {
+            state = .scanning
+            return .scan(after: cursor, limit: configuration.scanLimit)
+        }
+        state = .finished
+        return .finished(summary)
+    }
+}
+
+/// Runs ``LedgerRetention`` passes against a store: the one implementation of retention, whatever the
+/// store.
+public struct LedgerPruner: Sendable {
+    /// A pass's figures, with the longest of its write transactions as the driver timed it.
+    public struct Pass: Sendable, Hashable {
+        public var summary: LedgerRetention.Summary
+        public var longestTransaction: Duration
+        /// All write transactions together (their mean: this over `summary.transactions`).
+        public var transactionTime: Duration
+    }
+
+    public let store: any LedgerPruning
+    public let configuration: LedgerRetention.Configuration
+
+    public init(store: any LedgerPruning, configuration: LedgerRetention.Configuration) {
+        self.store = store
+        self.configuration = configuration
+    }
+
+    /// Deletes every request that finished more than the retention period before `now`, batch by batch.
+    /// Between batches other writers get their turn (each batch is its own transaction). A store error
+    /// ends the pass (what was committed stays deleted; the next pass goes on from there), and so does
+    /// `shouldContinue` answering false before a batch (a graceful shutdown).
+    public func prune(now: Date, while shouldContinue: @Sendable () -> Bool = { true }) async throws -> Pass {
+        var machine = LedgerRetention(configuration: configuration, now: now)
+        var longest = Duration.zero
+        var total = Duration.zero
+        let clock = ContinuousClock()
+        var action = machine.start()
+        while true {
+            switch action {
+            case .scan(let after, let limit):
+                action = machine.scanned(try await store.retentionScan(after: after, limit: limit))
+            case .deleteDetails(let batch, let limit):
+                guard shouldContinue() else {
+                    return Pass(summary: machine.summarySoFar, longestTransaction: longest, transactionTime: total)
+                }
+                var count = 0
+                let took = try await clock.measure {
+                    count = try await store.deleteRetainedDetails(of: batch, limit: limit)
+                }
+                longest = max(longest, took)
+                total += took
+                action = machine.detailsDeleted(count)
+            case .deleteRequests(let batch):
+                var pruned = PrunedRows(requests: 0, rows: 0)
+                let took = try await clock.measure { pruned = try await store.deleteRetainedRequests(batch) }
+                longest = max(longest, took)
+                total += took
+                action = machine.requestsDeleted(pruned)
+                await Task.yield()
+            case .finished(let summary):
+                return Pass(summary: summary, longestTransaction: longest, transactionTime: total)
+            }
+        }
+    }
+}
