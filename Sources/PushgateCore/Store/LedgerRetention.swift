@@ -67,10 +67,11 @@ public struct LedgerRetention: Sendable {
         public var retention: Duration
         /// Requests read per scan (a read, outside any write transaction).
         public var scanLimit: Int = 500
-        /// Requests deleted per transaction.
-        public var requestsPerBatch: Int = 100
+        /// Requests deleted per transaction: 25 one-device requests are about 100 rows, a few milliseconds
+        /// of the writer in a debug build (pushgate-bench retention).
+        public var requestsPerBatch: Int = 25
         /// Per-device rows (failures, direct tokens) deleted per transaction.
-        public var rowsPerBatch: Int = 500
+        public var rowsPerBatch: Int = 250
 
         public init(retention: Duration) {
             self.retention = retention
