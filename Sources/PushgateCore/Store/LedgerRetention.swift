@@ -1,54 +1,5 @@
 public import Foundation
 
-/// What a store provides for retention: three SQL primitives, each one short statement or transaction.
-/// Which requests go, in which batches and in which order is decided once, by ``LedgerRetention`` (run
-/// by ``LedgerPruner``), for every store.
-///
-/// Only finished requests (`done` or `expired`) are ever deleted: both delete primitives leave alone a
-/// request that is not finished, whatever they are given.
-public protocol LedgerPruning: Sendable {
-    /// Up to `limit` requests after sequence number `seq`, in sequence (storage) order: a read, no lock.
-    func retentionScan(after seq: Int64, limit: Int) async throws -> [RetentionCandidate]
-
-    /// Deletes at most `limit` rows kept per device or per direct token (failures, direct tokens,
-    /// leftover retries and removed targets) of these finished requests, in one transaction, and answers
-    /// how many it deleted. The requests' reports do not read these rows (their counts live elsewhere),
-    /// so a report stays whole while a large request is deleted in several transactions.
-    func deleteRetainedDetails(of requests: [Int64], limit: Int) async throws -> Int
-
-    /// Deletes these finished requests with everything else that is theirs (chunks, groups, unknown
-    /// groups, failure counts, the idempotency key on the row), in one transaction. From its commit on the
-    /// requests are unknown: their reports answer nil.
-    func deleteRetainedRequests(_ requests: [Int64]) async throws -> PrunedRows
-}
-
-/// One request as a retention pass sees it.
-public struct RetentionCandidate: Hashable, Sendable {
-    /// The store's sequence number (storage and FIFO order).
-    public var seq: Int64
-    public var createdAt: Date
-    /// When it finished (`done` or `expired`); nil while it is not finished.
-    public var finishedAt: Date?
-
-    public init(seq: Int64, createdAt: Date, finishedAt: Date?) {
-        self.seq = seq
-        self.createdAt = createdAt
-        self.finishedAt = finishedAt
-    }
-}
-
-/// What ``LedgerPruning/deleteRetainedRequests(_:)`` deleted.
-public struct PrunedRows: Hashable, Sendable {
-    public var requests: Int
-    /// Every row, the request rows included.
-    public var rows: Int
-
-    public init(requests: Int, rows: Int) {
-        self.requests = requests
-        self.rows = rows
-    }
-}
-
 /// One retention pass as a state machine: it decides which finished requests are past the retention
 /// period and in which batches they are deleted. Pure: the driver (``LedgerPruner``) carries out each
 /// ``Action`` against a ``LedgerPruning`` store and reports the answer with the next event.
@@ -197,63 +148,5 @@ public struct LedgerRetention: Sendable {
         }
         state = .finished
         return .finished(summary)
-    }
-}
-
-/// Runs ``LedgerRetention`` passes against a store: the one implementation of retention, whatever the
-/// store.
-public struct LedgerPruner: Sendable {
-    /// A pass's figures, with the longest of its write transactions as the driver timed it.
-    public struct Pass: Sendable, Hashable {
-        public var summary: LedgerRetention.Summary
-        public var longestTransaction: Duration
-        /// All write transactions together (their mean: this over `summary.transactions`).
-        public var transactionTime: Duration
-    }
-
-    public let store: any LedgerPruning
-    public let configuration: LedgerRetention.Configuration
-
-    public init(store: any LedgerPruning, configuration: LedgerRetention.Configuration) {
-        self.store = store
-        self.configuration = configuration
-    }
-
-    /// Deletes every request that finished more than the retention period before `now`, batch by batch.
-    /// Between batches other writers get their turn (each batch is its own transaction). A store error
-    /// ends the pass (what was committed stays deleted; the next pass goes on from there), and so does
-    /// `shouldContinue` answering false before a batch (a graceful shutdown).
-    public func prune(now: Date, while shouldContinue: @Sendable () -> Bool = { true }) async throws -> Pass {
-        var machine = LedgerRetention(configuration: configuration, now: now)
-        var longest = Duration.zero
-        var total = Duration.zero
-        let clock = ContinuousClock()
-        var action = machine.start()
-        while true {
-            switch action {
-            case .scan(let after, let limit):
-                action = machine.scanned(try await store.retentionScan(after: after, limit: limit))
-            case .deleteDetails(let batch, let limit):
-                guard shouldContinue() else {
-                    return Pass(summary: machine.summarySoFar, longestTransaction: longest, transactionTime: total)
-                }
-                var count = 0
-                let took = try await clock.measure {
-                    count = try await store.deleteRetainedDetails(of: batch, limit: limit)
-                }
-                longest = max(longest, took)
-                total += took
-                action = machine.detailsDeleted(count)
-            case .deleteRequests(let batch):
-                var pruned = PrunedRows(requests: 0, rows: 0)
-                let took = try await clock.measure { pruned = try await store.deleteRetainedRequests(batch) }
-                longest = max(longest, took)
-                total += took
-                action = machine.requestsDeleted(pruned)
-                await Task.yield()
-            case .finished(let summary):
-                return Pass(summary: summary, longestTransaction: longest, transactionTime: total)
-            }
-        }
     }
 }
