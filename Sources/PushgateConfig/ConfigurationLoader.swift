@@ -142,6 +142,8 @@ public struct ConfigurationLoader: Sendable {
         configuration.store.path = values.string("store.path") ?? defaults.store.path
         configuration.store.url = values.string("store.url")
         configuration.store.minimumFreeBytes = try values.int("store.minimumFreeBytes").map(Int64.init)
+        configuration.store.retentionSeconds =
+            try values.durationSeconds("store.retention", offMeansZero: true) ?? defaults.store.retentionSeconds
         configuration.instanceID = values.string("instanceId")
         configuration.logLevel = values.string("logLevel") ?? defaults.logLevel
         configuration.logFormat = values.string("logFormat") ?? defaults.logFormat
@@ -316,7 +318,7 @@ public struct ConfigurationLoader: Sendable {
         var keys: Set<String> = [
             "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
-            "store.minimumFreeBytes", "instanceId", "logLevel", "logFormat", "shutdown.timeout",
+            "store.minimumFreeBytes", "store.retention", "instanceId", "logLevel", "logFormat", "shutdown.timeout",
         ]
         keys.formUnion(misconfigurationKeys.map { "misconfiguration.\($0)" })
         for app in apps {
@@ -398,6 +400,29 @@ struct Values {
             throw problem(key, "must be a whole number (got \"\(raw.prefix(40))\")")
         }
         return value
+    }
+
+    /// A duration in whole seconds: a number of seconds, or a number and a unit (`s`, `m`, `h`, `d`:
+    /// `7d`, `36h`); with `offMeansZero`, `off` is 0.
+    func durationSeconds(_ key: String, offMeansZero: Bool = false) throws(ConfigurationProblem) -> Int? {
+        guard let raw = string(key) else { return nil }
+        let text = raw.trimmingCharacters(in: .whitespaces).lowercased()
+        if offMeansZero && text == "off" { return 0 }
+        let units: [Character: Int] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        var digits = Substring(text)
+        var unit = 1
+        if let last = text.last, let multiplier = units[last] {
+            digits = text.dropLast()
+            unit = multiplier
+        }
+        guard let value = Int(digits), value >= 0, value <= Int(Int32.max) else {
+            throw problem(
+                key,
+                "must be a duration: seconds, or a number with s, m, h or d, e.g. 7d"
+                    + (offMeansZero ? ", or off" : "") + " (got \"\(raw.prefix(40))\")"
+            )
+        }
+        return value * unit
     }
 
     func double(_ key: String) throws(ConfigurationProblem) -> Double? {

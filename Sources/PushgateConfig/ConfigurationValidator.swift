@@ -46,6 +46,12 @@ extension GatewayConfiguration {
         if let minimum = store.minimumFreeBytes, minimum < 0 {
             throw fail("store.minimumFreeBytes", "must be 0 or more bytes (0: no disk-space alarm)")
         }
+        if store.retentionSeconds != 0 && store.retentionSeconds < Store.minimumRetentionSeconds {
+            throw fail(
+                "store.retention",
+                "at least 1d (a request's idempotency key lasts a day), or off to keep every request"
+            )
+        }
         if let chunkSize = store.chunkSize, chunkSize < 1 { throw fail("store.chunkSize", "at least 1") }
         if let lease = store.lease, lease < Store.minimumLease {
             throw fail("store.lease", "at least \(Store.minimumLease.components.seconds) seconds")

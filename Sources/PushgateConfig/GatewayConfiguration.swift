@@ -126,7 +126,15 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// `store.minimumFreeBytes`: below this much free space on the SQLite database's volume the gateway
         /// warns and `/readyz` answers 503 `disk_low`. nil: the store's default (32 MiB).
         public var minimumFreeBytes: Int64? = nil
+        /// `store.retention`: how long a finished request (its report, failures and idempotency key) is
+        /// kept before it is deleted; 0 (`off`) keeps every request for ever. Written `7d`, `36h`, `90m`
+        /// or in seconds. At least ``minimumRetentionSeconds``.
+        public var retentionSeconds: Int = 7 * 24 * 60 * 60
         public init() {}
+
+        /// The shortest retention: a day, the idempotency keys' window (`IdempotencyKey.window`), so that a
+        /// client's retry within the window never finds its request deleted and sends it again.
+        public static let minimumRetentionSeconds = 24 * 60 * 60
 
         /// The shortest lease: work held renews its lease before half of it is gone.
         public static let minimumLease: Duration = .seconds(3)

@@ -75,6 +75,9 @@ extension Gateway.Configuration {
             use(.postgres(postgres))
         }
         if let minimum = configuration.store.minimumFreeBytes { sqlite.minimumFreeBytes = minimum }
+        retention =
+            configuration.store.retentionSeconds > 0
+            ? LedgerRetention.Configuration(retention: .seconds(configuration.store.retentionSeconds)) : nil
         if let chunkSize = configuration.store.chunkSize { dispatcher.chunkSize = chunkSize }
         if let lease = configuration.store.lease { dispatcher.leaseDuration = lease }
         let guardKeys = configuration.misconfiguration

@@ -84,6 +84,10 @@ public struct Gateway: Sendable {
         /// The configuration this one was built from (set by ``init(_:environment:clock:)``): a reload
         /// compares the configuration it reads with it. A reload source without it is ignored.
         public var source: GatewayConfiguration? = nil
+        /// Retention of finished requests (`store.retention`; nil: every request is kept).
+        public var retention: LedgerRetention.Configuration? = nil
+        /// How often a retention pass runs.
+        public var retentionInterval: Duration = .seconds(60)
         /// True when nobody chose `dispatcher.instanceID`: ``use(_:)`` then makes it unique to the process
         /// for PostgreSQL.
         public var instanceIDIsDefault = false
@@ -322,6 +326,19 @@ public struct Gateway: Sendable {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
             transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
         if !expiryWatch.isEmpty { services.append(.init(service: expiryWatch)) }
+        if let retention = configuration.retention, let pruning = store as? any LedgerPruning {
+            services.append(
+                .init(
+                    service: RetentionService(
+                        pruner: LedgerPruner(store: pruning, configuration: retention),
+                        interval: configuration.retentionInterval,
+                        clock: clock,
+                        metricsFactory: metricsFactory,
+                        logger: Logger(label: "pushgate.store")
+                    )
+                )
+            )
+        }
         let systemd = SystemdNotifier()
         if systemd.isActive { services.append(.init(service: systemd.service())) }
         // What runs under this instance's id: the dispatcher, and the intake that feeds it.

@@ -33,6 +33,28 @@ extension SQLiteStore {
         }
     }
 
+    /// The database's pages as SQLite counts them (the WAL's newer pages included): what retention keeps
+    /// flat. Free pages are in the file, waiting to be reused.
+    package struct PageUse: Equatable, Sendable {
+        package var pageSize: Int64
+        package var pages: Int64
+        package var freePages: Int64
+        /// Bytes of pages in use: `(page_count - freelist_count) * page_size`.
+        package var usedBytes: Int64 { (pages - freePages) * pageSize }
+        /// The file's size once checkpointed: `page_count * page_size`.
+        package var fileBytes: Int64 { pages * pageSize }
+    }
+
+    package func pageUse() async throws -> PageUse {
+        try await read { db in
+            PageUse(
+                pageSize: try Int64.fetchOne(db, sql: "PRAGMA page_size") ?? 0,
+                pages: try Int64.fetchOne(db, sql: "PRAGMA page_count") ?? 0,
+                freePages: try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            )
+        }
+    }
+
     /// SQLite's plan for one group's page of fan-out targets (the query every page runs once per group).
     func fanOutPageQueryPlan() async throws -> [String] {
         try await read { db in

@@ -16,6 +16,19 @@ public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
+        + retentionChecks
+
+    static let retentionChecks: [StoreCheck] = [
+        StoreCheck(
+            "finishedRequestsAreDeletedAfterTheRetentionPeriod",
+            RetentionChecks.finishedRequestsAreDeletedAfterTheRetentionPeriod
+        ),
+        StoreCheck("unfinishedRequestsAreNeverDeleted", RetentionChecks.unfinishedRequestsAreNeverDeleted),
+        StoreCheck(
+            "largeRequestsAreDeletedInBoundedTransactions",
+            RetentionChecks.largeRequestsAreDeletedInBoundedTransactions
+        ),
+    ]
 
     static let idempotencyChecks: [StoreCheck] = [
         StoreCheck(

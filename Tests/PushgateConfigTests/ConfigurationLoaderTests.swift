@@ -60,6 +60,29 @@ struct ConfigurationLoaderTests {
         #expect(notANumber?.message.contains("must be a whole number") == true, "\(String(describing: notANumber))")
     }
 
+    @Test("store.retention: a week unless given; seconds or a number with s, m, h or d; off keeps every request")
+    func retention() async throws {
+        #expect(try await load().store.retentionSeconds == 7 * 86400, "a week")
+        let spellings = ["7d": 7 * 86400, "36h": 36 * 3600, "1440m": 86400, "90000": 90000, "86400s": 86400]
+        for (text, seconds) in spellings {
+            let given = try await load(environment: ["PUSHGATE_STORE_RETENTION": text])
+            #expect(given.store.retentionSeconds == seconds, "\(text)")
+        }
+        #expect(try await load(environment: ["PUSHGATE_STORE_RETENTION": "off"]).store.retentionSeconds == 0)
+        #expect(try await load(environment: ["PUSHGATE_STORE_RETENTION": "0"]).store.retentionSeconds == 0)
+        #expect(try await load(arguments: ["--store-retention", "30d"]).store.retentionSeconds == 30 * 86400)
+        let tooShort = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(environment: ["PUSHGATE_STORE_RETENTION": "12h"])
+        }
+        #expect(tooShort?.key == "store.retention")
+        #expect(tooShort?.message.contains("at least 1d") == true, "\(String(describing: tooShort))")
+        let notADuration = await problem { () async throws(ConfigurationProblem) in
+            _ = try await load(environment: ["PUSHGATE_STORE_RETENTION": "a week"])
+        }
+        #expect(notADuration?.key == "store.retention")
+        #expect(notADuration?.message.contains("must be a duration") == true, "\(String(describing: notADuration))")
+    }
+
     @Test("max streams: a cap from the file, the environment or a flag; validated when given")
     func maximumStreamsCap() async throws {
         let fromEnvironment = try await load(environment: ["PUSHGATE_APP_DEFAULT_POOL_MAX_STREAMS": "500"])
