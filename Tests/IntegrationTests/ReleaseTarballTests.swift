@@ -276,7 +276,9 @@ final class DebianRoot: Sendable {
             guard made.status == 0 else {
                 throw ExternalTools.ToolError("debootstrap failed (\(made.status)):\n\(made.output.suffix(4000))")
             }
-            FileManager.default.createFile(atPath: building + "/.complete", contents: Data())
+            guard FileManager.default.createFile(atPath: building + "/.complete", contents: Data()) else {
+                throw ExternalTools.ToolError("cannot write \(building)/.complete")
+            }
             _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", cached])
             try FileManager.default.moveItem(atPath: building, toPath: cached)
         }
