@@ -8,7 +8,8 @@ import PackageDescription
 //                  that its validation, written from Apple's documentation, cannot share a bug
 //                  with the client's
 //   pushgate       the executable composing them
-// Only tests and benchmarks join the client to the simulator.
+// Only tests and benchmarks join the client to the simulator. The benchmark tool, pushgate-bench,
+// is the sibling package Benchmarks/ (building or testing pushgate does not build it).
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -21,8 +22,9 @@ let swiftSettings: [SwiftSetting] = [
 // dispatcher): in release builds, no run-time exclusivity checks. Each access to a stored property of
 // a class (the connection handler's streams, windows, encoder...) otherwise calls into the runtime,
 // about a twentieth of the gateway's CPU per notification. The checks stay on in debug builds, which
-// is what the tests run. (unsafeFlags: SwiftPM builds this package only as a root package, which is
-// how pushgate is built and deployed; another package cannot depend on these four targets.)
+// is what the tests run. (unsafeFlags: SwiftPM accepts them in a root package, which is how pushgate
+// is built and deployed, and in a local one such as Benchmarks/'s `.package(path: "..")`; a package
+// depending on this one by URL cannot use these four targets.)
 let hotPathSettings: [SwiftSetting] =
     swiftSettings + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
@@ -36,6 +38,10 @@ let package = Package(
         .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
+        // For the sibling package Benchmarks/ (pushgate-bench), which depends on this one by path.
+        .library(name: "PushgateSQLite", targets: ["PushgateSQLite"]),
+        .library(name: "PushgateUDP", targets: ["PushgateUDP"]),
+        .library(name: "APNsLegacy", targets: ["APNsLegacy"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.3"),
@@ -277,27 +283,6 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .executableTarget(
-            name: "pushgate-bench",
-            dependencies: [
-                "PushgateCore",
-                "APNsHTTP2", "PushTransport",
-                "APNsSimulator",
-                "PushgateSQLite",
-                "PushgatePostgres",
-                // `soak`: reads the gateway's store at the end (skipped targets).
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                // `micro`: the real codecs and the HTTP/2 connection handler on an EmbeddedChannel.
-                "PushgateUDP", "APNsLegacy",
-                .product(name: "NIOEmbedded", package: "swift-nio"),
-                .product(name: "NIOHPACK", package: "swift-nio-http2"),
-            ],
-            swiftSettings: swiftSettings
-        ),
-        .executableTarget(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
@@ -322,11 +307,6 @@ let package = Package(
         .testTarget(
             name: "PushgateCoreTests",
             dependencies: ["PushgateCore"],
-            swiftSettings: swiftSettings
-        ),
-        .testTarget(
-            name: "PushgateBenchTests",
-            dependencies: ["pushgate-bench", "PushgateSQLite", "PushgateCore"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -3,7 +3,7 @@
 
     scripts/sqlite-heap.py PID      prints memory_used, pagecache, malloc_count, max_memory_used (bytes)
 
-The same reading as pushgate-bench soak's SQLiteHeapReader (Sources/pushgate-bench/SoakProbes.swift):
+The same reading as pushgate-bench soak's SQLiteHeapReader (Benchmarks/Sources/pushgate-bench/SoakProbes.swift):
 the address of sqlite3Stat.nowValue is the first RIP-relative `lea` after the `sqlite3_mutex_enter` call
 in gdb's disassembly of sqlite3_status64 (the library file, no process). Calling sqlite3_memory_used()
 through gdb instead can deadlock the process on SQLite's malloc mutex. Used for docs/reliability.md's

@@ -301,7 +301,7 @@ struct GatewayCommand: AsyncParsableCommand {
 
     func run() async throws {
         if version {
-            print("pushgate \(BuildInfo.version)")
+            print(BuildCommit.versionLine)
             return
         }
         if !foreground && ProcessInfo.processInfo.environment[Self.detachedMarker] == nil {

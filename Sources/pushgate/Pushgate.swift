@@ -1,5 +1,4 @@
 import ArgumentParser
-import PushgateCore
 
 /// `pushgate`: the gateway (default), the APNs simulator, and a one-shot sender.
 @main
@@ -7,7 +6,7 @@ struct Pushgate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushgate",
         abstract: "A push-notification gateway for APNs, compatible with the C pushd.",
-        version: "pushgate \(BuildInfo.version)",
+        version: BuildCommit.versionLine,
         subcommands: [GatewayCommand.self, SimulateCommand.self, SendCommand.self],
         defaultSubcommand: GatewayCommand.self
     )

@@ -251,7 +251,7 @@ enum PushgateBinary {
             .path
         guard FileManager.default.isExecutableFile(atPath: candidate) else {
             throw BenchError(
-                "\(purpose) needs the pushgate executable at \(candidate): build it with `swift build -c release --product pushgate`, or pass --pushgate-binary"
+                "\(purpose) needs the pushgate executable at \(candidate): build it with `swift build -c release --package-path Benchmarks --product pushgate`, or pass --pushgate-binary"
             )
         }
         return candidate
