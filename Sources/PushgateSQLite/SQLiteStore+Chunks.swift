@@ -35,15 +35,15 @@ extension SQLiteStore {
             return try StoredForm.chunk(takenOver: taken, lease)
         }
 
-        // 2. Cut the next chunk of the oldest request with uncut targets.
-        while let row = try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
-                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
-                    """
+        // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``).
+        while let next = try Self.scheduledRequest(in: db),
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: "SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request WHERE seq = ?"
+                ),
+                arguments: [next]
             )
-        ) {
+        {
             let seq: Int64 = row[0]
             let requestID = try StoredForm.requestID(row[1])
             let groupIDs = try Int64.fetchAll(
@@ -89,6 +89,34 @@ extension SQLiteStore {
             return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
         }
         return nil
+    }
+
+    /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
+    /// targets (through `request_unfinished`), each with its newest chunk (through `chunk_by_request`),
+    /// and, only when there is more than one, the apps of the most recent chunks (a range of `chunk`'s
+    /// primary key).
+    static func scheduledRequest(in db: Database) throws -> Int64? {
+        let candidates = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT r.seq, r.app, r.priority, (SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq)
+                    FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0
+                    ORDER BY r.seq LIMIT \(ClaimScheduler.candidateLimit)
+                    """
+            )
+        ).map { ClaimScheduler.Candidate(seq: $0[0], app: $0[1], priority: $0[2], lastTurn: $0[3]) }
+        guard candidates.count > 1 else { return candidates.first?.seq }
+        let recent = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.id > (SELECT coalesce(max(id), 0) FROM chunk) - ? GROUP BY r.app
+                    """
+            ),
+            arguments: [ClaimScheduler.recentTurnWindow]
+        )
+        let turns = Dictionary(recent.map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: max)
+        return ClaimScheduler.next(candidates, recentAppTurns: turns)
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
