@@ -102,8 +102,8 @@ extension PostgresStore {
 
     /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
     /// targets (through `request_unfinished`), each with its newest chunk (through `chunk_by_request`),
-    /// and, only when there is more than one, the apps of the most recent chunks (a range of `chunk`'s
-    /// primary key).
+    /// and, only when there is more than one, the newest chunk overall and, when more than one app waits,
+    /// the apps of the most recent chunks (a range of `chunk`'s primary key).
     static func scheduledRequest(on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
         let candidates = try await connection.all(
             """
@@ -115,16 +115,25 @@ extension PostgresStore {
             logger: logger
         ).map { ClaimScheduler.Candidate(seq: $0.0, app: $0.1, priority: Int($0.2), lastTurn: $0.3) }
         guard candidates.count > 1 else { return candidates.first?.seq }
+        let newest: Int64? = try await connection.first(
+            "SELECT coalesce(max(id), 0) FROM chunk",
+            as: Int64.self,
+            logger: logger
+        )
+        let latest: Int64 = newest ?? 0
+        guard Set(candidates.map(\.app)).count > 1 else {
+            // One app: its turn does not matter, only the newest turn (for who is overdue).
+            return ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest])
+        }
         let recent = try await connection.all(
             """
             SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
-            WHERE c.id > (SELECT coalesce(max(id), 0) FROM chunk) - \(ClaimScheduler.recentTurnWindow)
-            GROUP BY r.app
+            WHERE c.id > \(latest - ClaimScheduler.recentTurnWindow) GROUP BY r.app
             """,
             as: (String, Int64).self,
             logger: logger
         )
-        let turns = Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: max)
+        let turns: [String: Int64] = Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: { max($0, $1) })
         return ClaimScheduler.next(candidates, recentAppTurns: turns)
     }
 

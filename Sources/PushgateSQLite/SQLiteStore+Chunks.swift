@@ -36,14 +36,7 @@ extension SQLiteStore {
         }
 
         // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``).
-        while let next = try Self.scheduledRequest(in: db),
-            let row = try Row.fetchOne(
-                db.cachedStatement(
-                    sql: "SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request WHERE seq = ?"
-                ),
-                arguments: [next]
-            )
-        {
+        while let row = try Self.scheduledRequest(in: db) {
             let seq: Int64 = row[0]
             let requestID = try StoredForm.requestID(row[1])
             let groupIDs = try Int64.fetchAll(
@@ -92,31 +85,45 @@ extension SQLiteStore {
     }
 
     /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
-    /// targets (through `request_unfinished`), each with its newest chunk (through `chunk_by_request`),
-    /// and, only when there is more than one, the apps of the most recent chunks (a range of `chunk`'s
-    /// primary key).
-    static func scheduledRequest(in db: Database) throws -> Int64? {
-        let candidates = try Row.fetchAll(
+    /// targets (through `request_unfinished`), each with its newest chunk (the larger of its newest open
+    /// and newest done chunk: two lookups at the end of `chunk_by_request`'s range, whatever the number of
+    /// chunks), and, only when there is more than one, the newest chunk overall and, when more than one
+    /// app waits, the apps of the most recent chunks (a range of `chunk`'s primary key).
+    /// Returns the request's row: seq, id, device_bound, group_cut, token_cut, token_count.
+    static func scheduledRequest(in db: Database) throws -> Row? {
+        let rows = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT r.seq, r.app, r.priority, (SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq)
+                    SELECT r.seq, r.id, r.device_bound, r.group_cut, r.token_cut, r.token_count, r.app, r.priority,
+                        nullif(max(
+                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 0), 0),
+                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0)
                     FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0
                     ORDER BY r.seq LIMIT \(ClaimScheduler.candidateLimit)
                     """
             )
-        ).map { ClaimScheduler.Candidate(seq: $0[0], app: $0[1], priority: $0[2], lastTurn: $0[3]) }
-        guard candidates.count > 1 else { return candidates.first?.seq }
+        )
+        guard rows.count > 1 else { return rows.first }
+        let candidates = rows.map {
+            ClaimScheduler.Candidate(seq: $0[0], app: $0[6], priority: $0[7], lastTurn: $0[8])
+        }
+        func row(_ seq: Int64?) -> Row? { rows.first { $0[0] == seq } }
+        let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk")) ?? 0
+        guard Set(candidates.map(\.app)).count > 1 else {
+            // One app: its turn does not matter, only the newest turn (for who is overdue).
+            return row(ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest]))
+        }
         let recent = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
-                    WHERE c.id > (SELECT coalesce(max(id), 0) FROM chunk) - ? GROUP BY r.app
+                    WHERE c.id > ? GROUP BY r.app
                     """
             ),
-            arguments: [ClaimScheduler.recentTurnWindow]
+            arguments: [latest - ClaimScheduler.recentTurnWindow]
         )
         let turns = Dictionary(recent.map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: max)
-        return ClaimScheduler.next(candidates, recentAppTurns: turns)
+        return row(ClaimScheduler.next(candidates, recentAppTurns: turns))
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
