@@ -32,17 +32,11 @@ extension PostgresStore {
                 return try StoredForm.chunk(takenOver: row, lease)
             }
 
-            // 2. Cut the next chunk of the oldest request with uncut targets. Instances cutting the same
+            // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``:
+            //    every instance reads the same turns, so they follow one order). Instances cutting the same
             //    broadcast take turns on its row lock (a cut takes milliseconds).
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-            while let candidate = try await connection.first(
-                """
-                SELECT seq FROM request WHERE state < \(unescaped: Self.sql(Code.done)) AND NOT cut_done
-                ORDER BY seq LIMIT 1
-                """,
-                as: Int64.self,
-                logger: logger
-            ) {
+            while let candidate = try await Self.scheduledRequest(on: connection, logger: logger) {
                 guard
                     let row = try await connection.first(
                         """
@@ -104,6 +98,43 @@ extension PostgresStore {
             }
             return nil
         }
+    }
+
+    /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
+    /// targets (through `request_unfinished`), each with its newest chunk (through `chunk_by_request`),
+    /// and, only when there is more than one, the newest chunk overall and, when more than one app waits,
+    /// the apps of the most recent chunks (a range of `chunk`'s primary key).
+    static func scheduledRequest(on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
+        let candidates = try await connection.all(
+            """
+            SELECT r.seq, r.app, r.priority::BIGINT, (SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq)
+            FROM request r WHERE r.state < \(unescaped: Self.sql(Code.done)) AND NOT r.cut_done
+            ORDER BY r.seq LIMIT \(unescaped: String(ClaimScheduler.candidateLimit))
+            """,
+            as: (Int64, String, Int64, Int64?).self,
+            logger: logger
+        ).map { ClaimScheduler.Candidate(seq: $0.0, app: $0.1, priority: Int($0.2), lastTurn: $0.3) }
+        guard candidates.count > 1 else { return candidates.first?.seq }
+        let newest: Int64? = try await connection.first(
+            "SELECT coalesce(max(id), 0) FROM chunk",
+            as: Int64.self,
+            logger: logger
+        )
+        let latest: Int64 = newest ?? 0
+        guard Set(candidates.map(\.app)).count > 1 else {
+            // One app: its turn does not matter, only the newest turn (for who is overdue).
+            return ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest])
+        }
+        let recent = try await connection.all(
+            """
+            SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
+            WHERE c.id > \(latest - ClaimScheduler.recentTurnWindow) GROUP BY r.app
+            """,
+            as: (String, Int64).self,
+            logger: logger
+        )
+        let turns: [String: Int64] = Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: { max($0, $1) })
+        return ClaimScheduler.next(candidates, recentAppTurns: turns)
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {

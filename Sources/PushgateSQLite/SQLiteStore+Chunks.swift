@@ -35,15 +35,8 @@ extension SQLiteStore {
             return try StoredForm.chunk(takenOver: taken, lease)
         }
 
-        // 2. Cut the next chunk of the oldest request with uncut targets.
-        while let row = try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request
-                    WHERE state < \(Code.done.rawValue) AND cut_done = 0 ORDER BY seq LIMIT 1
-                    """
-            )
-        ) {
+        // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``).
+        while let row = try Self.scheduledRequest(in: db) {
             let seq: Int64 = row[0]
             let requestID = try StoredForm.requestID(row[1])
             let groupIDs = try Int64.fetchAll(
@@ -89,6 +82,48 @@ extension SQLiteStore {
             return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
         }
         return nil
+    }
+
+    /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
+    /// targets (through `request_unfinished`), each with its newest chunk (the larger of its newest open
+    /// and newest done chunk: two lookups at the end of `chunk_by_request`'s range, whatever the number of
+    /// chunks), and, only when there is more than one, the newest chunk overall and, when more than one
+    /// app waits, the apps of the most recent chunks (a range of `chunk`'s primary key).
+    /// Returns the request's row: seq, id, device_bound, group_cut, token_cut, token_count.
+    static func scheduledRequest(in db: Database) throws -> Row? {
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT r.seq, r.id, r.device_bound, r.group_cut, r.token_cut, r.token_count, r.app, r.priority,
+                        nullif(max(
+                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 0), 0),
+                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0)
+                    FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0
+                    ORDER BY r.seq LIMIT \(ClaimScheduler.candidateLimit)
+                    """
+            )
+        )
+        guard rows.count > 1 else { return rows.first }
+        let candidates = rows.map {
+            ClaimScheduler.Candidate(seq: $0[0], app: $0[6], priority: $0[7], lastTurn: $0[8])
+        }
+        func row(_ seq: Int64?) -> Row? { rows.first { $0[0] == seq } }
+        let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk")) ?? 0
+        guard Set(candidates.map(\.app)).count > 1 else {
+            // One app: its turn does not matter, only the newest turn (for who is overdue).
+            return row(ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest]))
+        }
+        let recent = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
+                    WHERE c.id > ? GROUP BY r.app
+                    """
+            ),
+            arguments: [latest - ClaimScheduler.recentTurnWindow]
+        )
+        let turns = Dictionary(recent.map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: max)
+        return row(ClaimScheduler.next(candidates, recentAppTurns: turns))
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {

@@ -51,7 +51,9 @@ enum Fixture {
         groups: [String] = [],
         devices: [DeviceToken] = [],
         expiration: Expiration = .immediately,
-        at seconds: Int = 0
+        at seconds: Int = 0,
+        app: String = app,
+        priority: Priority = .immediate
     ) -> NotificationRequest {
         NotificationRequest(
             id: requestID(name),
@@ -59,7 +61,7 @@ enum Fixture {
             groups: groups,
             devices: devices,
             pushType: .alert,
-            priority: .immediate,
+            priority: priority,
             expiration: expiration,
             payload: Payload.alert("hello"),
             createdAt: at(seconds)

@@ -125,7 +125,13 @@ public enum StoreConformance {
         StoreCheck("duplicateRequestIDIsRejected", RequestChecks.duplicateRequestIDIsRejected),
         StoreCheck("storedRequestReadsBackUnchanged", RequestChecks.storedRequestReadsBackUnchanged),
         StoreCheck("requestWithNoValidTargetIsDoneAtOnce", RequestChecks.requestWithNoValidTargetIsDoneAtOnce),
-        StoreCheck("oldestRequestIsServedFirst", RequestChecks.oldestRequestIsServedFirst),
+        StoreCheck("requestsTakeTurnsByChunkOldestFirst", RequestChecks.requestsTakeTurnsByChunkOldestFirst),
+        StoreCheck(
+            "aOneChunkRequestPassesABroadcastsRemainingChunks",
+            SchedulingChecks.aOneChunkRequestPassesABroadcastsRemainingChunks
+        ),
+        StoreCheck("urgentRequestsOfAnAppAreCutFirst", SchedulingChecks.urgentRequestsOfAnAppAreCutFirst),
+        StoreCheck("appsTakeTurns", SchedulingChecks.appsTakeTurns),
     ]
 
     static let fanOutChecks: [StoreCheck] = [

@@ -13,6 +13,8 @@ final class HeldAnswersTransport: NotificationTransport {
     private struct State {
         var held: [APNsRequest] = []
         var submitted = 0
+        /// Every device submitted to, in the order of submission.
+        var tokens: [DeviceToken] = []
         var nextID: UInt64 = 0
     }
     private let state = Mutex(State())
@@ -37,6 +39,7 @@ final class HeldAnswersTransport: NotificationTransport {
             state.held.append(contentsOf: requests)
             if state.held.count > inFlightCapacity { exceeded.store(true, ordering: .relaxed) }
             state.submitted += requests.count
+            state.tokens += requests.map(\.deviceToken)
             defer { state.nextID += UInt64(requests.count) }
             return (0..<UInt64(requests.count)).map { state.nextID + $0 }
         }
@@ -46,6 +49,7 @@ final class HeldAnswersTransport: NotificationTransport {
 
     var submitted: Int { state.withLock { $0.submitted } }
     var held: Int { state.withLock { $0.held.count } }
+    var submittedTokens: [DeviceToken] { state.withLock { $0.tokens } }
 
     /// Answers every held request with 200, outside the lock (receivers may call back in).
     func answerAll() {

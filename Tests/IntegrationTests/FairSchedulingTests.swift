@@ -1,0 +1,68 @@
+import Foundation
+import PushgateCore
+import PushgateDispatch
+import PushgateSQLite
+import Testing
+
+/// Head of line: a one-device request sent during a broadcast is delivered before the broadcast's
+/// remaining chunks (``ClaimScheduler``), judged by the order the transport saw, not by time.
+@Suite("Dispatcher: a small request passes a broadcast's remaining chunks", .timeLimit(.minutes(2)))
+struct FairSchedulingTests {
+    @Test(
+        "a one-device request submitted while a broadcast's answers are held is sent before the broadcast's next chunks"
+    )
+    func oneDeviceRequestPassesABroadcast() async throws {
+        let directory = try TemporaryDirectory()
+        let sqlite = try SQLiteStore(path: directory.path("fair.db"))
+        defer { try? sqlite.close() }
+        let now = Date()
+        let token = DispatcherPipelineTests.token
+        _ = try await sqlite.register(batch: (1...60).map { Registration(token: token($0), group: "all", at: now) })
+        _ = try await sqlite.register(Registration(token: token(1_000), group: "one", at: now))
+        // Chunks of 10 and room for 10 unanswered: the broadcast's first chunk fills the budget.
+        let transport = HeldAnswersTransport(capacity: 10)
+        var configuration = Dispatcher.Configuration(instanceID: InstanceID("fair"))
+        configuration.chunkSize = 10
+        configuration.pageSize = 10
+        configuration.idleInterval = .milliseconds(50)
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        let dispatcher = Dispatcher(
+            store: sqlite,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.fair"))
+            ],
+            configuration: configuration,
+            logger: TestLogger.make("dispatch")
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await dispatcher.run() }
+            let payload = try Payload(jsonString: #"{"aps":{"alert":"hi"}}"#)
+            let broadcast = try RequestID("broadcast")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: broadcast, groups: ["all"], payload: payload, createdAt: now)
+            )
+            try await eventually("the broadcast's first chunk fills the budget") { transport.submitted == 10 }
+            let single = try RequestID("single")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: single, groups: ["one"], payload: payload, createdAt: now)
+            )
+            while transport.submitted < 61 {
+                let before = transport.submitted
+                transport.answerAll()
+                try await eventually("more sent") { transport.submitted > before }
+            }
+            transport.answerAll()
+            try await eventually("both done") {
+                let states = [try await sqlite.report(broadcast)?.state, try await sqlite.report(single)?.state]
+                return states == [.done, .done]
+            }
+            let order = transport.submittedTokens
+            let position = try #require(order.firstIndex(of: token(1_000)))
+            // Claimed when it arrived: the broadcast's first chunk, perhaps its second. Claiming in request
+            // order, the single would come after all 60 broadcast devices.
+            #expect(position <= 20, "sent at \(position) of \(order.count)")
+            #expect(Set(order).count == 61, "every device once")
+            group.cancelAll()
+        }
+    }
+}
