@@ -143,7 +143,7 @@ struct ReleaseTarballTests {
     /// The README's walkthrough: a device registered over UDP, its group notified, the simulator has it;
     /// the gateway also serves its OpenAPI document from the bundle beside the binary.
     static func walkthrough(in root: DebianRoot, apns: [String], simulator: RunningAPNsSimulator) async throws {
-        let gateway = Process()
+        let gateway = SpawnedProcess()
         gateway.executableURL = URL(fileURLWithPath: "/usr/sbin/chroot")
         gateway.arguments =
             [
@@ -301,7 +301,7 @@ final class DebianRoot: Sendable {
     }
 
     func run(_ command: [String]) async throws -> (status: Int32, output: String) {
-        let process = Process()
+        let process = SpawnedProcess()
         process.executableURL = URL(fileURLWithPath: "/usr/sbin/chroot")
         process.arguments = [path] + command
         process.environment = Self.environment

@@ -87,6 +87,18 @@ struct SpawnedProcessTests {
         #expect(process.terminationReason == .uncaughtSignal)
     }
 
+    @Test("no test starts a program with Foundation's Process (its crash needs only enough descriptors)")
+    func noFoundationProcessInTests() throws {
+        let tests = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        let files =
+            FileManager.default.enumerator(at: tests, includingPropertiesForKeys: nil)?
+            .compactMap { $0 as? URL }.filter { $0.pathExtension == "swift" } ?? []
+        #expect(files.count > 50, "found the test sources at \(tests.path)")
+        let pattern = try Regex(#"(^|[^A-Za-z])Process\(\)"#)
+        let offenders = try files.filter { try String(contentsOf: $0, encoding: .utf8).contains(pattern) }
+        #expect(offenders.isEmpty, "use SpawnedProcess: \(offenders.map(\.lastPathComponent))")
+    }
+
     @Test("a missing executable is an error from run(), not a child")
     func missingExecutable() {
         let process = SpawnedProcess()
