@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the release tarball: pushgate-VERSION-linux-x86_64.tar.gz, with the binary (Swift runtime
 # linked in), its resource bundles, the systemd unit, the logrotate snippet, the example
-# configuration, INSTALL (and LICENSE, once the repository has one).
+# configuration, INSTALL, the licences of the packages linked in (licenses/), and LICENSE once the
+# repository has one.
 #
 #   scripts/release.sh            # writes .build-release/dist/pushgate-VERSION-linux-x86_64.tar.gz
 #   PUSHGATE_DIST=DIR scripts/release.sh
@@ -84,6 +85,21 @@ if [ -f LICENSE ]; then
 else
     echo "release.sh: warning: the repository has no LICENSE file; the tarball ships without one" >&2
 fi
+# The packages linked into the binary are redistributed with it: their licences and NOTICE files
+# (Apache-2.0 section 4, MIT, BSD) go in the tarball, one folder per package as resolved for this build.
+mkdir -p "$root/licenses"
+for checkout in "$scratch"/checkouts/*/; do
+    package=$(basename "$checkout")
+    found=0
+    while IFS= read -r file; do
+        relative=${file#"$checkout"}
+        mkdir -p "$root/licenses/$package/$(dirname "$relative")"
+        cp "$file" "$root/licenses/$package/$relative"
+        found=1
+    done < <(find "$checkout" -path "$checkout.git" -prune -o -path '*/Tests/*' -prune -o -type f \
+        \( -iname 'LICENSE*' -o -iname 'NOTICE*' -o -iname 'COPYING*' \) -print | sort)
+    [ "$found" = 1 ] || { echo "release.sh: $package has no licence file in $checkout" >&2; exit 1; }
+done
 printf 'pushgate %s (commit %s)\n\nldd bin/pushgate:\n%s\n' "$version" "$commit" "$(ldd "$bin/pushgate")" >"$root/BUILD"
 
 tarball=$dist/$name.tar.gz

@@ -106,6 +106,14 @@ struct ReleaseTarballTests {
         let builtAs = build.split(separator: "\n").first.map(String.init) ?? ""
         #expect(builtAs.hasPrefix("pushgate \(version) (commit "), "BUILD: \(build)")
         #expect(versionLine.output.trimmingCharacters(in: .whitespacesAndNewlines) == builtAs)
+        // The licences of what is linked in travel with the binary: NIO's (Apache-2.0, with its NOTICE) and
+        // GRDB's (MIT) stand for the rest, which release.sh refuses to leave out.
+        for licence in ["swift-nio/LICENSE.txt", "swift-nio/NOTICE.txt", "GRDB.swift/LICENSE"] {
+            #expect(
+                FileManager.default.fileExists(atPath: root.path + "/tmp/\(unpacked)/licenses/\(licence)"),
+                "the tarball has no licenses/\(licence)"
+            )
+        }
 
         let key = P256.Signing.PrivateKey()
         try key.pemRepresentation.write(
