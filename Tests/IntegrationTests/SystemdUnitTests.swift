@@ -97,6 +97,8 @@ struct SystemdUnitTests {
         "systemctl enable --now pushgate",
         "systemctl status pushgate",
     ]
+    /// The check of a configuration before the service runs, which ends at once (exit 78) on a bad one.
+    static let checkStep = "pushgate -f --config /etc/pushgate/pushgate.yaml -d /tmp/pushgate-check.db"
     static let detachedSteps = [
         "install -d /var/log/pushgate /run/pushgate",
         "pushgate -o /var/log/pushgate/pushgate.log --pid-file /run/pushgate/pushgate.pid --config /etc/pushgate/pushgate.yaml",
@@ -121,7 +123,7 @@ struct SystemdUnitTests {
         // Every step is a line of docs/operations.md, or the test would check something nobody reads.
         let document = try Self.operationsDocument
         let documented = Set(Self.commandLines(of: document))
-        for step in Self.installSteps + Self.userSteps + Self.serviceSteps + Self.detachedSteps {
+        for step in Self.installSteps + Self.userSteps + Self.serviceSteps + [Self.checkStep] + Self.detachedSteps {
             #expect(documented.contains(step), "docs/operations.md no longer has the command `\(step)`")
         }
 
@@ -304,6 +306,10 @@ struct SystemdUnitTests {
         #expect(failed["ActiveState"] == "failed", "\(failed): restarted after a configuration error")
         #expect(failed["ExecMainStatus"] == "78")
         #expect(try await container.journal().contains("apiKey.backend.file: /etc/pushgate/backend.keys line 1"))
+        // The docs' check before a start says the same, with the same status.
+        let checked = try await container.run(["/bin/sh", "-c", SystemdUnitTests.checkStep])
+        #expect(checked.status == 78, "\(checked.output)")
+        #expect(checked.output.contains("pushgate: apiKey.backend.file: /etc/pushgate/backend.keys line 1"))
         let restored = try await container.shell(
             "printf '%s\\n' \(SystemdUnitTests.secondKey) > /etc/pushgate/backend.keys\nsystemctl reset-failed pushgate"
         )
