@@ -61,7 +61,8 @@ extension WebPushSimulatorCore {
                 return .refusal(400, "cannot decrypt: \(error.description)")
             }
         }
-        if let scripted = takeScripted(subscriptionID: id, originIndex: request.originIndex) {
+        let scripted = takeScripted(subscriptionID: id, originIndex: request.originIndex)
+        if let scripted {
             if scripted.dropsConnection {
                 var dropped = WebPushSimulatorResponse(status: 0, dropsConnection: true)
                 dropped.extraLatencyMilliseconds = scripted.latencyMilliseconds
@@ -101,7 +102,9 @@ extension WebPushSimulatorCore {
             }
             return state.nextMessage
         }
-        return WebPushSimulatorResponse(status: 201, headers: [("location", "\(origin)/message/m\(messageID)")])
+        var created = WebPushSimulatorResponse(status: 201, headers: [("location", "\(origin)/message/m\(messageID)")])
+        created.extraLatencyMilliseconds = scripted?.latencyMilliseconds ?? 0
+        return created
     }
 
     private func takeScripted(subscriptionID: String, originIndex: Int) -> WebPushScriptedAnswer? {
