@@ -319,6 +319,7 @@ let package = Package(
                 "APNsHTTP2", "PushTransport",
                 "FCMTransport",
                 "APNsSimulator", "FCMSimulator",
+                "WebPush", "WebPushSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
                 "PushgateDispatch",
@@ -342,7 +343,7 @@ let package = Package(
         .testTarget(
             name: "PushgateCommandTests",
             dependencies: [
-                "pushgate", "PushgateConfig", "PushgateGateway", "PushgatePostgres",
+                "pushgate", "PushgateConfig", "PushgateGateway", "PushgatePostgres", "WebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
