@@ -157,6 +157,7 @@ let package = Package(
             name: "WebPushSimulator",
             dependencies: [
                 "APNsSimulator",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

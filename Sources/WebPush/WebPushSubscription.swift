@@ -32,11 +32,9 @@ public struct WebPushSubscription: Hashable, Sendable {
     /// `keys.auth` decoded (16 bytes).
     public let authSecret: [UInt8]
 
-    /// The browser's ECDH public key (checked to be on the curve at validation).
-    public var userAgentPublicKey: P256.KeyAgreement.PublicKey {
-        // Checked in init: the bytes parse.
-        try! P256.KeyAgreement.PublicKey(x963Representation: userAgentPublicKeyBytes)
-    }
+    /// The browser's ECDH public key (checked to be on the curve at validation; kept parsed, as every
+    /// message to the subscription needs it).
+    public let userAgentPublicKey: P256.KeyAgreement.PublicKey
 
     /// A subscription from the JSON object a browser gives (`field` names it in errors).
     public init(jsonBytes bytes: [UInt8], field: String = "subscription") throws(ValidationError) {
@@ -88,7 +86,7 @@ public struct WebPushSubscription: Hashable, Sendable {
                 "must be a 65-byte uncompressed P-256 public key (0x04, X, Y); got \(key.count) bytes"
             )
         }
-        guard (try? P256.KeyAgreement.PublicKey(x963Representation: key)) != nil else {
+        guard let publicKey = try? P256.KeyAgreement.PublicKey(x963Representation: key) else {
             throw Self.invalid("\(field).keys.p256dh", "is not a point on the P-256 curve")
         }
         guard let secret = Base64URL.decode(auth) else {
@@ -104,6 +102,7 @@ public struct WebPushSubscription: Hashable, Sendable {
         self.origin = origin
         self.path = path
         self.userAgentPublicKeyBytes = key
+        self.userAgentPublicKey = publicKey
         self.authSecret = secret
     }
 
@@ -152,6 +151,20 @@ public struct WebPushSubscription: Hashable, Sendable {
     private static func invalid(_ field: String, _ problem: String) -> ValidationError {
         let name = field.split(separator: ".").last.map(String.init) ?? field
         return ValidationError(code: .invalidSubscription, field: field, message: "\(name) \(problem)")
+    }
+}
+
+extension WebPushSubscription {
+    /// Equal when the endpoint and both keys are (the parsed key is derived from its bytes).
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.endpoint == rhs.endpoint && lhs.userAgentPublicKeyBytes == rhs.userAgentPublicKeyBytes
+            && lhs.authSecret == rhs.authSecret
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(endpoint)
+        hasher.combine(userAgentPublicKeyBytes)
+        hasher.combine(authSecret)
     }
 }
 

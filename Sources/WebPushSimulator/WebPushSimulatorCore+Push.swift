@@ -97,9 +97,7 @@ extension WebPushSimulatorCore {
                     receivedAt: now()
                 )
             )
-            if state.received.count > recordLimit {
-                state.received.removeFirst(state.received.count - recordLimit)
-            }
+            while state.received.count > recordLimit { state.received.removeFirst() }
             return state.nextMessage
         }
         var created = WebPushSimulatorResponse(status: 201, headers: [("location", "\(origin)/message/m\(messageID)")])

@@ -1,4 +1,5 @@
 import Crypto
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -17,7 +18,8 @@ final class WebPushSimulatorCore: Sendable {
         var origins: [String] = []
         var subscriptions: [String: Subscription] = [:]
         var scripted: [WebPushScriptedAnswer] = []
-        var received: [WebPushReceivedMessage] = []
+        /// Oldest first; at most the record limit (a deque: dropping the oldest is O(1) in a long run).
+        var received: Deque<WebPushReceivedMessage> = []
         var droppedRecords = 0
         var stats = WebPushSimulatorStats()
         var latencyMilliseconds = 0
@@ -103,7 +105,7 @@ final class WebPushSimulatorCore: Sendable {
 
     func received(subscriptionID: String?) -> [WebPushReceivedMessage] {
         state.withLock { state in
-            guard let subscriptionID else { return state.received }
+            guard let subscriptionID else { return Array(state.received) }
             return state.received.filter { $0.subscriptionID == subscriptionID }
         }
     }

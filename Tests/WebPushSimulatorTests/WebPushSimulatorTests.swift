@@ -248,3 +248,37 @@ struct WebPushSimulatorTests {
         }
     }
 }
+
+@Suite("Web Push simulator: settings")
+struct WebPushSimulatorSettingsTests {
+    @Test("without decryption a message is recorded without plaintext; the log keeps the newest recordLimit")
+    func noDecryptionAndRecordLimit() async throws {
+        var configuration = WebPushSimulator.Configuration()
+        configuration.decryptsMessages = false
+        configuration.recordLimit = 2
+        configuration.origins = [.init()]
+        configuration.controlPort = nil
+        try await WebPushSimulator.withRunning(configuration) { simulator in
+            #expect(simulator.controlPort == nil && simulator.origins.count == 1)
+            try await withClient(trusting: simulator) { client in
+                var sender = Sender()
+                let subscription = try simulator.createSubscription()
+                for index in 1...3 {
+                    let message = try sender.message("m\(index)", to: subscription, key: "k\(index)")
+                    #expect(
+                        try await post(client, message.url, headers: message.headers, body: message.body).status == 201
+                    )
+                }
+                let received = simulator.received()
+                #expect(received.map(\.topic) == ["k2", "k3"])
+                #expect(received.allSatisfy { $0.plaintext == nil && $0.bodyBytes == 2 + 103 })
+                #expect(simulator.stats().delivered == 3)
+            }
+        }
+        await #expect(throws: (any Error).self) {
+            var none = WebPushSimulator.Configuration()
+            none.origins = []
+            try await WebPushSimulator.withRunning(none) { _ in }
+        }
+    }
+}
