@@ -52,6 +52,34 @@ struct WebPushSimulatorTests {
         }
     }
 
+    @Test("200 messages at once to 50 subscriptions on both origins: each decrypted once, for the right browser")
+    func concurrent() async throws {
+        try await WebPushSimulator.withRunning { simulator in
+            try await withClient(trusting: simulator) { client in
+                var sender = Sender()
+                let subscriptions = try (0..<50).map { try simulator.createSubscription(originIndex: $0 % 2) }
+                var messages: [(url: String, headers: [(String, String)], body: [UInt8])] = []
+                for index in 0..<200 {
+                    messages.append(try sender.message("m\(index)", to: subscriptions[index % 50]))
+                }
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for message in messages {
+                        group.addTask {
+                            try await post(client, message.url, headers: message.headers, body: message.body).status
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(statuses.count == 200 && statuses.allSatisfy { $0 == 201 })
+                for (index, subscription) in subscriptions.enumerated() {
+                    let texts = Set(simulator.received(subscriptionID: subscription.id).compactMap(\.text))
+                    #expect(texts == Set(stride(from: index, to: 200, by: 50).map { "m\($0)" }))
+                }
+                #expect(simulator.stats().delivered == 200)
+            }
+        }
+    }
+
     @Test("a 3,993-byte message reaches the browser whole (the 4,096-byte encrypted limit)")
     func largest() async throws {
         try await WebPushSimulator.withRunning { simulator in
@@ -204,7 +232,12 @@ struct WebPushSimulatorTests {
                 #expect(clock.now - started >= .milliseconds(300))
                 try simulator.script(WebPushScriptedAnswer(subscriptionID: slow.id, dropsConnection: true))
                 await #expect(throws: (any Error).self) { _ = try await send(slow) }
-                #expect(try await send(slow) == .delivered)
+                // Then a new connection (a fresh client: this one may not have seen the close yet) delivers.
+                let message = try sender.message("after the drop", to: slow)
+                let answer = try await withClient(trusting: simulator) { fresh in
+                    try await post(fresh, message.url, headers: message.headers, body: message.body)
+                }
+                #expect(answer.status == 201)
                 #expect(simulator.received(subscriptionID: slow.id).count == 2)
                 #expect(simulator.stats().answeredByStatus[0] == 1)
             }
