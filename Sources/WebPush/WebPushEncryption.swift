@@ -22,7 +22,8 @@ public enum WebPushEncryption {
     public static let recordSize = 4096
     public static let tagByteCount = 16
     public static let saltByteCount = 16
-    /// 4,096 - 86 (header) - 1 (delimiter) - 16 (tag).
+    /// 4,096 - 86 (header) - 1 (delimiter) - 16 (tag): `WebPushMessage.maximumBytes`, which the request
+    /// schema checks before storing (a test keeps the two equal).
     public static let maximumPlaintextBytes = recordSize - headerByteCount - 1 - tagByteCount
 
     /// Encrypts `plaintext` for `subscription` with a fresh key pair and salt.

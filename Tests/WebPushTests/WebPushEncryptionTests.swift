@@ -46,6 +46,7 @@ struct WebPushEncryptionTests {
     func limit() throws {
         let subscription = try WebPushSubscription(jsonBytes: subscriptionJSON())
         #expect(WebPushEncryption.maximumPlaintextBytes == 3993)
+        #expect(WebPushMessage.maximumBytes == WebPushEncryption.maximumPlaintextBytes)
         let body = try WebPushEncryption.encrypt([UInt8](repeating: 0x61, count: 3993), for: subscription)
         #expect(body.count == 4096)
         #expect(throws: ValidationError(code: .payloadTooLarge, field: "webpush", message: "")) {
