@@ -78,15 +78,15 @@ public enum WebPushEncryption {
                 sharedInfo: keyInfo,
                 outputByteCount: 32
             )
-            let contentKey = HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: inputKeyMaterial,
-                salt: salt,
+            // One extract (PRK = HMAC(salt, IKM)) for both expansions, CEK and NONCE.
+            let pseudoRandomKey = HKDF<SHA256>.extract(inputKeyMaterial: inputKeyMaterial, salt: salt)
+            let contentKey = HKDF<SHA256>.expand(
+                pseudoRandomKey: pseudoRandomKey,
                 info: Self.contentKeyInfo,
                 outputByteCount: 16
             )
-            let nonceBytes = HKDF<SHA256>.deriveKey(
-                inputKeyMaterial: inputKeyMaterial,
-                salt: salt,
+            let nonceBytes = HKDF<SHA256>.expand(
+                pseudoRandomKey: pseudoRandomKey,
                 info: Self.nonceInfo,
                 outputByteCount: 12
             ).withUnsafeBytes { Array($0) }
