@@ -38,6 +38,8 @@ let package = Package(
         .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
+        .library(name: "WebPush", targets: ["WebPush"]),
+        .library(name: "WebPushSimulator", targets: ["WebPushSimulator"]),
         // For the sibling package Benchmarks/ (pushgate-bench), which depends on this one by path.
         .library(name: "PushgateSQLite", targets: ["PushgateSQLite"]),
         .library(name: "PushgateUDP", targets: ["PushgateUDP"]),
@@ -148,6 +150,25 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // An independent Web Push service on loopback (several origins, VAPID checks, decryption with the
+        // subscriptions' keys, scripted answers, control API); like the other simulators it does NOT import
+        // the client's code (WebPush, PushgateCore). It borrows only APNsSimulator's test CA and listeners.
+        .target(
+            name: "WebPushSimulator",
+            dependencies: [
+                "APNsSimulator",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         // FCM's side of the transport: `FCMClient`, the HTTP/2 send plug-in, and the access-token
         // exchange (AsyncHTTPClient, used for nothing else).
         .target(
@@ -163,6 +184,16 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: hotPathSettings
+        ),
+        // Web Push's own parts (RFC 8030, 8291, 8292), pure: subscriptions, aes128gcm encryption, VAPID
+        // tokens and their per-origin cache, the request headers and payload, the answer mapping.
+        .target(
+            name: "WebPush",
+            dependencies: [
+                "PushgateCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
         ),
         .target(
             name: "PushgateSQLite",
@@ -289,6 +320,7 @@ let package = Package(
                 "APNsHTTP2", "PushTransport",
                 "FCMTransport",
                 "APNsSimulator", "FCMSimulator",
+                "WebPush", "WebPushSimulator",
                 "PushgateSQLite",
                 "PushgateUDP",
                 "PushgateDispatch",
@@ -312,7 +344,7 @@ let package = Package(
         .testTarget(
             name: "PushgateCommandTests",
             dependencies: [
-                "pushgate", "PushgateConfig", "PushgateGateway", "PushgatePostgres",
+                "pushgate", "PushgateConfig", "PushgateGateway", "PushgatePostgres", "WebPush",
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
@@ -368,6 +400,28 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "WebPushTests",
+            dependencies: [
+                "WebPush", "PushgateCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The WebPush module against the simulator over loopback, and both against Python's http_ece,
+        // py_vapid and pywebpush (installed by .ci/run).
+        .testTarget(
+            name: "WebPushSimulatorTests",
+            dependencies: [
+                "WebPushSimulator", "WebPush", "PushgateCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

@@ -64,6 +64,8 @@ let package = Package(
                 .product(name: "APNsLegacy", package: pushgateFolder),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                // `micro`: Web Push's per-message encryption and VAPID signing.
+                .product(name: "WebPush", package: pushgateFolder),
             ],
             packageAccess: false,
             swiftSettings: swiftSettings

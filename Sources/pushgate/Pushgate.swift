@@ -7,7 +7,7 @@ struct Pushgate: AsyncParsableCommand {
         commandName: "pushgate",
         abstract: "A push-notification gateway for APNs, compatible with the C pushd.",
         version: BuildCommit.versionLine,
-        subcommands: [GatewayCommand.self, SimulateCommand.self, SendCommand.self],
+        subcommands: [GatewayCommand.self, SimulateCommand.self, SendCommand.self, WebPushCommand.self],
         defaultSubcommand: GatewayCommand.self
     )
 }

@@ -4,12 +4,14 @@ import FCMSimulator
 import Foundation
 import Logging
 import ServiceLifecycle
+import WebPushSimulator
 
-/// `pushgate simulate`: the APNs and FCM simulators on their own, until SIGINT or SIGTERM.
+/// `pushgate simulate`: the APNs, FCM and (with --webpush-port) Web Push simulators on their own, until
+/// SIGINT or SIGTERM.
 struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
-        abstract: "Run the APNs and FCM simulators.",
+        abstract: "Run the APNs, FCM and Web Push simulators.",
         discussion: """
             An APNs on loopback: HTTP/2 over TLS answering POST /3/device/<token> with Apple's statuses \
             and reasons, with a control API (/notifications, /stats, /devices/{token}/unregister, \
@@ -18,7 +20,10 @@ struct SimulateCommand: AsyncParsableCommand {
             a server certificate for localhost, 127.0.0.1 and ::1 and writes the CA to --ca-out (or a \
             temporary file); point the gateway's --ca at it. The FCM simulator (--fcm-port) answers \
             POST /token and /v1/projects/{project}/messages:send; it writes a throwaway service-account file \
-            (--fcm-account-out) for the gateway's --fcm-service-account, and its CA for --fcm-ca.
+            (--fcm-account-out) for the gateway's --fcm-service-account, and its CA for --fcm-ca. The Web Push \
+            simulator (--webpush-port; off by default) is a push service with two origins, one offering HTTP/2 \
+            and HTTP/1.1 (--webpush-port), one HTTP/1.1 only (--webpush-http1-port); its control API makes \
+            subscriptions (POST /subscriptions), scripts answers and lists what each subscription received.
             """
     )
 
@@ -110,7 +115,35 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var fcmLatencyMilliseconds: Int = 0
 
+    @Option(
+        name: .customLong("webpush-port"),
+        help:
+            "Web Push simulator's first origin (HTTP/2 and HTTP/1.1, TLS); 0 picks a free one, -1 (default) disables it."
+    )
+    var webPushPort: Int = -1
+
+    @Option(
+        name: .customLong("webpush-http1-port"),
+        help: "Web Push simulator's second origin (HTTP/1.1 only); 0 (default) picks a free one, -1 leaves it out."
+    )
+    var webPushHTTP1Port: Int = 0
+
+    @Option(
+        name: .customLong("webpush-control-port"),
+        help: "Web Push simulator's control API port; 0 picks a free one."
+    )
+    var webPushControlPort: Int = 0
+
     func validate() throws {
+        guard (-1...65_535).contains(self.webPushPort) else {
+            throw ValidationError("--webpush-port must be -1 (off) or 0...65535")
+        }
+        guard (-1...65_535).contains(self.webPushHTTP1Port) else {
+            throw ValidationError("--webpush-http1-port must be -1 (none) or 0...65535")
+        }
+        guard (0...65_535).contains(self.webPushControlPort) else {
+            throw ValidationError("--webpush-control-port must be 0...65535")
+        }
         guard (0...65_535).contains(self.port) else { throw ValidationError("--port must be 0...65535") }
         guard (0...65_535).contains(self.controlPort) else { throw ValidationError("--control-port must be 0...65535") }
         guard (-1...65_535).contains(self.legacyPort) else {
@@ -178,6 +211,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: simulator)]
         if fcmPort >= 0 { services.append(.init(service: makeFCMSimulator())) }
+        if let webPush = webPushConfiguration() { services.append(.init(service: makeWebPushSimulator(webPush))) }
         let group = ServiceGroup(
             configuration: .init(
                 services: services,
@@ -217,6 +251,37 @@ struct SimulateCommand: AsyncParsableCommand {
             }
             lines.append("FCM CA certificate written to \(running.caCertificatePath)")
             lines.append("FCM service account written to \(accountPath)")
+            FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+        }
+    }
+
+    /// The Web Push simulator's configuration, or nil when --webpush-port is -1.
+    func webPushConfiguration() -> WebPushSimulator.Configuration? {
+        guard webPushPort >= 0 else { return nil }
+        var configuration = WebPushSimulator.Configuration()
+        configuration.host = host
+        configuration.origins = [.init(port: webPushPort, offersHTTP2: true)]
+        if webPushHTTP1Port >= 0 { configuration.origins.append(.init(port: webPushHTTP1Port, offersHTTP2: false)) }
+        configuration.controlPort = webPushControlPort
+        configuration.eventLoopThreads = threads
+        configuration.recordLimit = recordLimit
+        configuration.logger = Logger(label: "pushgate.webpush-simulator")
+        return configuration
+    }
+
+    /// The Web Push simulator, which prints its origins, control API and CA.
+    private func makeWebPushSimulator(_ configuration: WebPushSimulator.Configuration) -> WebPushSimulator {
+        WebPushSimulator(configuration: configuration) { running in
+            var lines: [String] = []
+            for (index, origin) in running.origins.enumerated() {
+                let protocols = configuration.origins[index].offersHTTP2 ? "HTTP/2 and HTTP/1.1" : "HTTP/1.1"
+                lines.append("Web Push simulator origin \(index) (\(protocols), TLS) listening on \(origin)")
+            }
+            if let controlPort = running.controlPort {
+                let host = running.host.contains(":") ? "[\(running.host)]" : running.host
+                lines.append("Web Push control API (HTTP/1.1) listening on http://\(host):\(controlPort)")
+            }
+            lines.append("Web Push CA certificate written to \(running.caCertificatePath)")
             FileHandle.standardOutput.write(Data((lines.joined(separator: "\n") + "\n").utf8))
         }
     }

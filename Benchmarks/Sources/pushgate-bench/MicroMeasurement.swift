@@ -16,7 +16,7 @@ struct MicroCase: Sendable {
     let prepare: @Sendable () throws -> MicroWorkload
 
     /// Every case, in the order they run.
-    static var all: [MicroCase] { apns + ingress + codecs }
+    static var all: [MicroCase] { apns + ingress + codecs + webPush }
 }
 
 /// What is timed: each call runs a few operations and returns how many (a batch of 100 requests counts

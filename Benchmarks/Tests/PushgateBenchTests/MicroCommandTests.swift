@@ -17,11 +17,11 @@ import Testing
         #expect(try command.selectedCases().map(\.name) == MicroCase.all.map(\.name))
     }
 
-    @Test func theCasesCoverTheHTTP2PathIngressFCMAndTheLegacyCodec() {
+    @Test func theCasesCoverTheHTTP2PathIngressFCMTheLegacyCodecAndWebPush() {
         let names = Set(MicroCase.all.map(\.name))
         let expected: Set = [
             "apns-exchange", "apns-headers", "h2-answers", "udp-notification", "json-payload", "fcm-message",
-            "fcm-body", "jwt-sign", "legacy-encode", "legacy-decode",
+            "fcm-body", "jwt-sign", "legacy-encode", "legacy-decode", "webpush-encrypt", "webpush-vapid",
         ]
         #expect(names == expected)
         #expect(names.count == MicroCase.all.count, "case names are unique")

@@ -61,7 +61,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
     /// or an HTTP date, read against `now`).
     public static func answered(status: Int, body: [UInt8], retryAfter: String? = nil, now: Date) -> FCMOutcome {
         let parsed = FCMErrorBody(jsonBytes: body)
-        let delay = retryAfter.flatMap { parseRetryAfter($0, now: now) }
+        let delay = retryAfter.flatMap { RetryAfterHeader.parse($0, now: now) }
         if status == 200 {
             return FCMOutcome(outcomeClass: .accepted, status: status, messageName: parsed.name)
         }
@@ -126,18 +126,6 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
     static func isAboutRegistrationToken(_ message: String?) -> Bool {
         guard let message = message?.lowercased(), message.contains("registration token") else { return false }
         return message.contains("not a valid") || message.contains("invalid")
-    }
-
-    /// `Retry-After`: delay-seconds or an HTTP-date (RFC 9110 §10.2.3). Dates in the past mean now.
-    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
-        let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Int64(trimmed) { return seconds >= 0 ? .seconds(seconds) : nil }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        guard let date = formatter.date(from: trimmed) else { return nil }
-        return .seconds(max(0, Int64(date.timeIntervalSince(now).rounded(.up))))
     }
 }
 

@@ -1,0 +1,115 @@
+public import Crypto
+import Foundation
+public import PushgateCore
+
+/// Message encryption for Web Push (RFC 8291) in the `aes128gcm` content coding (RFC 8188): the body
+/// of every push message.
+///
+/// Per message: a fresh ECDH P-256 key pair (the application server's, `as`) and a random 16-byte salt.
+///
+///     ecdh_secret = ECDH(as_private, ua_public)
+///     IKM   = HKDF-SHA-256(salt: auth_secret, ikm: ecdh_secret,
+///                          info: "WebPush: info" 0x00 ‖ ua_public ‖ as_public, 32 bytes)
+///     CEK   = HKDF-SHA-256(salt: salt, ikm: IKM, info: "Content-Encoding: aes128gcm" 0x00, 16 bytes)
+///     NONCE = HKDF-SHA-256(salt: salt, ikm: IKM, info: "Content-Encoding: nonce" 0x00, 12 bytes)
+///     body  = salt ‖ rs (4096, 4 bytes) ‖ idlen (65) ‖ as_public ‖ AES-128-GCM(CEK, NONCE, plaintext ‖ 0x02)
+///
+/// One record only (the last, hence the delimiter 0x02 and no padding), so the body is the 86-byte
+/// header, the plaintext, one byte and the 16-byte tag: at most 4,096 bytes, the most a push service
+/// must accept (RFC 8030 §7.2), for at most 3,993 bytes of plaintext.
+public enum WebPushEncryption {
+    public static let headerByteCount = 86
+    public static let recordSize = 4096
+    public static let tagByteCount = 16
+    public static let saltByteCount = 16
+    /// 4,096 - 86 (header) - 1 (delimiter) - 16 (tag): `WebPushMessage.maximumBytes`, which the request
+    /// schema checks before storing (a test keeps the two equal).
+    public static let maximumPlaintextBytes = recordSize - headerByteCount - 1 - tagByteCount
+
+    /// Encrypts `plaintext` for `subscription` with a fresh key pair and salt.
+    public static func encrypt(
+        _ plaintext: [UInt8],
+        for subscription: WebPushSubscription,
+        field: String = "payload"
+    ) throws(ValidationError) -> [UInt8] {
+        var salt = [UInt8](repeating: 0, count: saltByteCount)
+        var generator = SystemRandomNumberGenerator()
+        for index in salt.indices { salt[index] = generator.next() }
+        return try encrypt(
+            plaintext,
+            userAgentPublicKey: subscription.userAgentPublicKey,
+            authSecret: subscription.authSecret,
+            serverKey: P256.KeyAgreement.PrivateKey(),
+            salt: salt,
+            field: field
+        )
+    }
+
+    /// Encrypts with the given server key pair and salt: for test vectors (RFC 8291 §5) only; a real
+    /// message must never reuse either.
+    public static func encrypt(
+        _ plaintext: [UInt8],
+        userAgentPublicKey: P256.KeyAgreement.PublicKey,
+        authSecret: [UInt8],
+        serverKey: P256.KeyAgreement.PrivateKey,
+        salt: [UInt8],
+        field: String = "payload"
+    ) throws(ValidationError) -> [UInt8] {
+        guard plaintext.count <= maximumPlaintextBytes else {
+            throw ValidationError(
+                code: .payloadTooLarge,
+                field: field,
+                message:
+                    "the Web Push message is \(plaintext.count) bytes; at most \(maximumPlaintextBytes) fit in"
+                    + " the \(recordSize) bytes a push service accepts once encrypted"
+            )
+        }
+        precondition(salt.count == saltByteCount, "the aes128gcm salt is 16 bytes")
+        let userAgentPublic = userAgentPublicKey.x963Representation
+        let serverPublic = serverKey.publicKey.x963Representation
+        do {
+            let shared = try serverKey.sharedSecretFromKeyAgreement(with: userAgentPublicKey)
+            var keyInfo = Array("WebPush: info".utf8) + [0]
+            keyInfo += userAgentPublic
+            keyInfo += serverPublic
+            let inputKeyMaterial = shared.hkdfDerivedSymmetricKey(
+                using: SHA256.self,
+                salt: authSecret,
+                sharedInfo: keyInfo,
+                outputByteCount: 32
+            )
+            // One extract (PRK = HMAC(salt, IKM)) for both expansions, CEK and NONCE.
+            let pseudoRandomKey = HKDF<SHA256>.extract(inputKeyMaterial: inputKeyMaterial, salt: salt)
+            let contentKey = HKDF<SHA256>.expand(
+                pseudoRandomKey: pseudoRandomKey,
+                info: Self.contentKeyInfo,
+                outputByteCount: 16
+            )
+            let nonceBytes = HKDF<SHA256>.expand(
+                pseudoRandomKey: pseudoRandomKey,
+                info: Self.nonceInfo,
+                outputByteCount: 12
+            ).withUnsafeBytes { Array($0) }
+            var record = plaintext
+            record.append(0x02)  // the last record's delimiter, no padding after it
+            let sealed = try AES.GCM.seal(record, using: contentKey, nonce: AES.GCM.Nonce(data: nonceBytes))
+
+            var body: [UInt8] = []
+            body.reserveCapacity(headerByteCount + record.count + tagByteCount)
+            body += salt
+            body += [UInt8(recordSize >> 24 & 0xff), UInt8(recordSize >> 16 & 0xff)]
+            body += [UInt8(recordSize >> 8 & 0xff), UInt8(recordSize & 0xff)]
+            body.append(UInt8(serverPublic.count))
+            body += serverPublic
+            body += sealed.ciphertext
+            body += sealed.tag
+            return body
+        } catch {
+            // ECDH with a validated point, HKDF and AES-GCM with valid sizes do not fail.
+            preconditionFailure("aes128gcm encryption failed: \(error)")
+        }
+    }
+
+    private static let contentKeyInfo = Array("Content-Encoding: aes128gcm".utf8) + [0]
+    private static let nonceInfo = Array("Content-Encoding: nonce".utf8) + [0]
+}

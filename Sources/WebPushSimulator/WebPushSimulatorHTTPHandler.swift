@@ -1,0 +1,108 @@
+import NIOCore
+import NIOHTTP1
+
+/// Collects one request at a time (an HTTP/2 stream through NIO's HTTP/1 codec, or an HTTP/1.1
+/// connection) and answers it with `route`, held `latencyMilliseconds()` first when above 0 (scheduled
+/// on the event loop: a held answer costs no thread).
+final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    /// Far above the 4,096 bytes a push message may have, so that an oversized one is read and answered
+    /// 413 rather than cut off.
+    static let maximumBodyBytes = 1 << 20
+
+    private let route: @Sendable (WebPushSimulatorRequest) -> WebPushSimulatorResponse
+    private let latencyMilliseconds: @Sendable () -> Int
+    private let originIndex: Int
+    private let isHTTP2: Bool
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var tooLarge = false
+
+    init(
+        originIndex: Int,
+        isHTTP2: Bool,
+        route: @escaping @Sendable (WebPushSimulatorRequest) -> WebPushSimulatorResponse,
+        latencyMilliseconds: @escaping @Sendable () -> Int = { 0 }
+    ) {
+        self.originIndex = originIndex
+        self.isHTTP2 = isHTTP2
+        self.route = route
+        self.latencyMilliseconds = latencyMilliseconds
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body = []
+            tooLarge = false
+        case .body(let buffer):
+            if body.count + buffer.readableBytes > Self.maximumBodyBytes {
+                tooLarge = true
+            } else {
+                body += buffer.readableBytesView
+            }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let response =
+                tooLarge
+                ? WebPushSimulatorResponse.refusal(413, "body too large")
+                : route(
+                    WebPushSimulatorRequest(
+                        method: head.method.rawValue,
+                        uri: head.uri,
+                        headers: head.headers.map { ($0.name, $0.value) },
+                        body: body,
+                        httpVersion: isHTTP2 ? 2 : 1,
+                        originIndex: originIndex
+                    )
+                )
+            let latency = latencyMilliseconds() + response.extraLatencyMilliseconds
+            guard latency > 0 else { return write(response, head: head, context: context) }
+            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
+                guard context.channel.isActive else { return }
+                self.write(response, head: head, context: context)
+            }
+        }
+    }
+
+    private func write(
+        _ response: WebPushSimulatorResponse,
+        head request: HTTPRequestHead,
+        context: ChannelHandlerContext
+    ) {
+        if response.dropsConnection {
+            // The whole connection, not only an HTTP/2 stream: as a load balancer dropping it would.
+            (context.channel.parent ?? context.channel).close(promise: nil)
+            return
+        }
+        var headers = HTTPHeaders()
+        if !response.body.isEmpty { headers.add(name: "content-type", value: response.contentType) }
+        headers.add(name: "content-length", value: String(response.body.count))
+        for (name, value) in response.headers { headers.add(name: name, value: value) }
+        let keepAlive = isHTTP2 || request.isKeepAlive
+        if !isHTTP2 && !keepAlive { headers.add(name: "connection", value: "close") }
+        let head = HTTPResponseHead(
+            version: request.version,
+            status: HTTPResponseStatus(statusCode: response.status),
+            headers: headers
+        )
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if !response.body.isEmpty {
+            context.write(
+                wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: response.body)))),
+                promise: nil
+            )
+        }
+        if keepAlive {
+            context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                context.close(promise: nil)
+            }
+        }
+    }
+}

@@ -1,0 +1,12 @@
+/// Counters of what the simulator saw.
+public struct WebPushSimulatorStats: Sendable, Hashable {
+    /// Push requests, all answers included.
+    public var requests = 0
+    /// Answered 201.
+    public var delivered = 0
+    /// Answered otherwise (refused by a check, or scripted), by status; dropped connections count as 0.
+    public var answeredByStatus: [Int: Int] = [:]
+    /// Requests that came over HTTP/2 and HTTP/1.1.
+    public var http2Requests = 0
+    public var http1Requests = 0
+}
