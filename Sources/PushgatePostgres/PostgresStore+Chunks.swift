@@ -181,53 +181,66 @@ extension PostgresStore {
         return chunkID
     }
 
+    /// The steps of ``TargetPageRead``, each with its statements.
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        // One snapshot for the page and the removed targets of its range (see `addingRemoved`).
-        return try await transaction(isolation: "REPEATABLE READ") { connection in
+        var start = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        let first = try start.start()
+        if case .finished(let page) = first { return page }
+        // One snapshot for the page and the removed targets of its range: a removal committed meanwhile
+        // is either in the page or in its removed targets.
+        return try await transaction(isolation: "REPEATABLE READ") { [start] connection in
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-            guard
-                let (requestSeq, app, groupIDs, created) = try await connection.first(
-                    """
-                    SELECT c.request_seq, r.app,
-                        ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
-                        r.created_at
-                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id)
-                    """,
-                    as: (Int64, String, [Int64], Int64).self,
-                    logger: logger
-                )
-            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
-            switch chunk.kind {
-            case .deviceRange:
-                let page = try scan.page(
-                    rows: try await Self.deviceTargets(
-                        groupIDs: groupIDs,
-                        scan,
-                        invalidatedSince: created,
-                        on: connection,
+            var read = start
+            var action = first
+            while true {
+                switch action {
+                case .readRequest(let chunkID, _):
+                    // The groups come with the request in any case: one round trip.
+                    let request = try await connection.first(
+                        """
+                        SELECT c.request_seq, r.app,
+                            ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
+                            r.created_at
+                        FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunkID)
+                        """,
+                        as: (Int64, String, [Int64], Int64).self,
                         logger: logger
+                    ).map { TargetPageRead.Request(seq: $0.0, app: $0.1, createdAt: $0.3, groupIDs: $0.2) }
+                    action = try read.requestRead(request)
+                case .readDeviceTargets(let groupIDs, let scan, let since):
+                    action = try read.rowsRead(
+                        try await Self.deviceTargets(
+                            groupIDs: groupIDs,
+                            scan,
+                            invalidatedSince: since,
+                            on: connection,
+                            logger: logger
+                        )
                     )
-                )
-                return try await Self.addingRemoved(
-                    to: page,
-                    requestSeq: requestSeq,
-                    after: scan.after,
-                    on: connection,
-                    logger: logger
-                )
-            case .directTokens:
-                return try scan.page(
-                    rows: try await Self.tokenTargets(
-                        requestSeq: requestSeq,
-                        app: app,
-                        scan,
-                        invalidatedSince: created,
-                        on: connection,
-                        logger: logger
+                case .readTokenTargets(let seq, let app, let scan, let since):
+                    action = try read.rowsRead(
+                        try await Self.tokenTargets(
+                            requestSeq: seq,
+                            app: app,
+                            scan,
+                            invalidatedSince: since,
+                            on: connection,
+                            logger: logger
+                        )
                     )
-                )
+                case .readRemovedTargets(let seq, let after, let through):
+                    action = read.removedRead(
+                        try await Self.removedTargets(
+                            requestSeq: seq,
+                            after: after,
+                            through: through,
+                            on: connection,
+                            logger: logger
+                        )
+                    )
+                case .finished(let page):
+                    return page
+                }
             }
         }
     }

@@ -359,14 +359,14 @@ extension PostgresStore {
                     SELECT (SELECT MIN(GREATEST(next_attempt_at, lease_expires_at)) FROM retry),
                            (SELECT MIN(lease_expires_at) FROM chunk
                             WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
-                           (SELECT MIN(expiration) * 1000 + 1 FROM request
+                           (SELECT MIN(expiration) FROM request
                             WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
                     """,
                     as: (Int64?, Int64?, Int64?).self,
                     logger: logger
                 )
             else { return nil }
-            return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
+            return LedgerArithmetic.nextWakeUp(retryDue: row.0, leaseEnd: row.1, expiration: row.2)
         }
     }
 

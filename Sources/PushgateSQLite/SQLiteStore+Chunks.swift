@@ -156,20 +156,49 @@ extension SQLiteStore {
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        return try await read { db in try Self.targetPage(scan, of: chunk, in: db) }
+        var read = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        let first = try read.start()
+        if case .finished(let page) = first { return page }
+        return try await self.read { [read] db in
+            var read = read
+            return try Self.targetPage(&read, first, in: db)
+        }
     }
 
     /// ``targets(of:after:limit:)`` on a connection of the caller's (a read, or the writer in the middle
     /// of its transaction).
     static func targetPage(of chunk: WorkChunk, after cursor: Int64, limit: Int, in db: Database) throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        return try targetPage(scan, of: chunk, in: db)
+        var read = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        return try targetPage(&read, try read.start(), in: db)
     }
 
-    private static func targetPage(_ scan: TargetScan, of chunk: WorkChunk, in db: Database) throws -> TargetPage {
+    /// The steps of ``TargetPageRead`` from `action` on, each with its statements.
+    private static func targetPage(
+        _ read: inout TargetPageRead,
+        _ action: TargetPageRead.Action,
+        in db: Database
+    ) throws -> TargetPage {
+        var action = action
+        while true {
+            switch action {
+            case .readRequest(let chunkID, let groups):
+                action = try read.requestRead(try pageRequest(chunkID: chunkID, groups: groups, in: db))
+            case .readDeviceTargets(let groupIDs, let scan, let since):
+                action = try read.rowsRead(try deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: since, in: db))
+            case .readTokenTargets(let seq, let app, let scan, let since):
+                action = try read.rowsRead(
+                    try tokenTargets(requestSeq: seq, app: app, scan, invalidatedSince: since, in: db)
+                )
+            case .readRemovedTargets(let seq, let after, let through):
+                action = read.removedRead(try removedTargets(requestSeq: seq, after: after, through: through, in: db))
+            case .finished(let page):
+                return page
+            }
+        }
+    }
+
+    /// The request of a chunk, as a page reads it; nil for an unknown chunk.
+    private static func pageRequest(chunkID: Int64, groups: Bool, in db: Database) throws -> TargetPageRead.Request? {
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(
@@ -178,26 +207,17 @@ extension SQLiteStore {
                         WHERE c.id = ?
                         """
                 ),
-                arguments: [chunk.id]
+                arguments: [chunkID]
             )
-        else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+        else { return nil }
         let seq: Int64 = row[0]
-        let created: Int64 = row[2]
-        switch chunk.kind {
-        case .deviceRange:
-            let groupIDs = try Int64.fetchAll(
+        let groupIDs =
+            groups
+            ? try Int64.fetchAll(
                 try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
                 arguments: [seq]
-            )
-            let page = try scan.page(
-                rows: Self.deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: created, in: db)
-            )
-            return try Self.addingRemoved(to: page, requestSeq: seq, after: scan.after, in: db)
-        case .directTokens:
-            return try scan.page(
-                rows: Self.tokenTargets(requestSeq: seq, app: row[1], scan, invalidatedSince: created, in: db)
-            )
-        }
+            ) : []
+        return TargetPageRead.Request(seq: seq, app: row[1], createdAt: row[2], groupIDs: groupIDs)
     }
 
     public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {

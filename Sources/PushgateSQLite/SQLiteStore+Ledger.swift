@@ -479,16 +479,15 @@ extension SQLiteStore {
                     sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)"
                 )
             )
-            // Expiry happens once `now` is past the expiration: 1 ms after it.
-            let expiry = try Int64.fetchOne(
+            let expiration = try Int64.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT MIN(expiration) * 1000 + 1 FROM request
+                        SELECT MIN(expiration) FROM request
                         WHERE state < \(Code.done.rawValue) AND expiration > 0
                         """
                 )
             )
-            return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
+            return LedgerArithmetic.nextWakeUp(retryDue: retry, leaseEnd: lease, expiration: expiration)
         }
     }
 
