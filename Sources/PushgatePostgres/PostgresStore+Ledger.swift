@@ -438,45 +438,56 @@ extension PostgresStore {
         return try await connection.first(sql, as: Int64.self, logger: logger) != nil
     }
 
-    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
+    /// steps of ``RequestFinish``, each with its statements.
     ///
-    /// The caller holds the request row `FOR UPDATE` (taken before any chunk or retry row): two instances
-    /// completing its last two chunks at once then take turns, and the second one's check (a new
-    /// snapshot, READ COMMITTED) sees the first one's chunk done.
+    /// The request row is locked `FOR UPDATE` before it is read (the caller took it before any chunk or
+    /// retry row): two instances completing its last two chunks at once then take turns, and the second
+    /// one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done.
     static func finishIfDone(
         requestSeq: Int64,
         nowMs: Int64,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws {
-        _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
-        guard
-            let (state, cutDone, hasOpenChunks, hasPendingRetries) = try await connection.first(
-                """
-                SELECT state::BIGINT, cut_done,
-                    EXISTS (
-                        SELECT 1 FROM chunk
-                        WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
-                    EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
-                FROM request WHERE seq = \(requestSeq)
-                """,
-                as: (Int64, Bool, Bool, Bool).self,
-                logger: logger
-            ),
-            let final = RequestCompletion(
-                state: state,
-                cutDone: cutDone,
-                hasOpenChunks: hasOpenChunks,
-                hasPendingRetries: hasPendingRetries
-            ).finalState
-        else { return }
-        try await connection.run(
-            """
-            UPDATE request SET state = \(unescaped: Self.sql(final)), finished_at = \(nowMs) WHERE seq = \(requestSeq)
-            """,
-            logger: logger
-        )
-        try await forgetRemovedTargets(requestSeq: requestSeq, on: connection, logger: logger)
+        var finish = RequestFinish(seq: requestSeq, nowMillis: nowMs)
+        var action = finish.start()
+        while true {
+            switch action {
+            case .readCompletion(let seq):
+                _ = try await lockRequest(seq, exclusive: true, on: connection, logger: logger)
+                let row = try await connection.first(
+                    """
+                    SELECT state::BIGINT, cut_done,
+                        EXISTS (
+                            SELECT 1 FROM chunk
+                            WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
+                        EXISTS (SELECT 1 FROM retry WHERE request_seq = \(seq))
+                    FROM request WHERE seq = \(seq)
+                    """,
+                    as: (Int64, Bool, Bool, Bool).self,
+                    logger: logger
+                )
+                action = finish.completionRead(
+                    row.map {
+                        RequestCompletion(state: $0.0, cutDone: $0.1, hasOpenChunks: $0.2, hasPendingRetries: $0.3)
+                    }
+                )
+            case .markFinished(let seq, let final, let nowMs):
+                try await connection.run(
+                    """
+                    UPDATE request SET state = \(unescaped: Self.sql(final)), finished_at = \(nowMs) WHERE seq = \(seq)
+                    """,
+                    logger: logger
+                )
+                action = finish.marked()
+            case .forgetRemovedTargets(let seq):
+                try await forgetRemovedTargets(requestSeq: seq, on: connection, logger: logger)
+                action = finish.forgotten()
+            case .finished:
+                return
+            }
+        }
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`: the steps of ``LedgerExpiry``,

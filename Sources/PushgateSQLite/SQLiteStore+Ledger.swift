@@ -529,32 +529,43 @@ extension SQLiteStore {
         ).execute(arguments: [requestSeq, reason, count])
     }
 
-    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
+    /// steps of ``RequestFinish``, each with its statements.
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, in db: Database) throws {
-        guard
-            let row = try Row.fetchOne(
-                try db.cachedStatement(
-                    sql: """
-                        SELECT r.state, r.cut_done,
-                            EXISTS (
-                                SELECT 1 FROM chunk c
-                                WHERE c.request_seq = r.seq AND c.state = \(ChunkCode.open.rawValue)),
-                            EXISTS (SELECT 1 FROM retry WHERE request_seq = r.seq)
-                        FROM request r WHERE r.seq = ?
-                        """
-                ),
-                arguments: [requestSeq]
-            ),
-            let final = RequestCompletion(
-                state: row[0],
-                cutDone: row[1],
-                hasOpenChunks: row[2],
-                hasPendingRetries: row[3]
-            ).finalState
-        else { return }
-        try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
-            .execute(arguments: [final.rawValue, nowMs, requestSeq])
-        try forgetRemovedTargets(requestSeq: requestSeq, in: db)
+        var finish = RequestFinish(seq: requestSeq, nowMillis: nowMs)
+        var action = finish.start()
+        while true {
+            switch action {
+            case .readCompletion(let seq):
+                let row = try Row.fetchOne(
+                    try db.cachedStatement(
+                        sql: """
+                            SELECT r.state, r.cut_done,
+                                EXISTS (
+                                    SELECT 1 FROM chunk c
+                                    WHERE c.request_seq = r.seq AND c.state = \(ChunkCode.open.rawValue)),
+                                EXISTS (SELECT 1 FROM retry WHERE request_seq = r.seq)
+                            FROM request r WHERE r.seq = ?
+                            """
+                    ),
+                    arguments: [seq]
+                )
+                action = finish.completionRead(
+                    row.map {
+                        RequestCompletion(state: $0[0], cutDone: $0[1], hasOpenChunks: $0[2], hasPendingRetries: $0[3])
+                    }
+                )
+            case .markFinished(let seq, let final, let nowMs):
+                try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
+                    .execute(arguments: [final.rawValue, nowMs, seq])
+                action = finish.marked()
+            case .forgetRemovedTargets(let seq):
+                try forgetRemovedTargets(requestSeq: seq, in: db)
+                action = finish.forgotten()
+            case .finished:
+                return
+            }
+        }
     }
 
     /// Expires every unfinished request whose expiration is before `nowMs`: the steps of
