@@ -7,15 +7,68 @@ public import PushgateCore
 extension PostgresStore {
     // MARK: - Chunks
 
+    /// The steps of ``ChunkClaim``, each with its statements, in one transaction.
     public func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
         let chunkSize = try StoreError.positive(chunkSize, "chunk size")
-        let (owner, nowMs, leaseUntil) = (lease.owner.value, lease.nowMillis, lease.expiresAtMillis)
         return try await transaction { connection in
-            _ = try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger)
+            var claim = ChunkClaim(lease, chunkSize: chunkSize)
+            var orderedIndexScans = false
+            var action = claim.start()
+            while true {
+                switch action {
+                case .expireOverdue:
+                    _ = try await Self.expireOverdue(nowMs: lease.nowMillis, on: connection, logger: logger)
+                    action = claim.overdueExpired()
+                case .takeOverExpiredLease:
+                    action = claim.tookOver(try await takeOverExpiredLease(lease, on: connection))
+                case .readCandidates(let limit):
+                    // Every instance reads the same turns, so they follow one order.
+                    if !orderedIndexScans {
+                        try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+                        orderedIndexScans = true
+                    }
+                    action = claim.candidatesRead(try await candidates(limit: limit, on: connection))
+                case .readLatestTurn:
+                    let latest = try await connection.first(
+                        "SELECT coalesce(max(id), 0) FROM chunk",
+                        as: Int64.self,
+                        logger: logger
+                    )
+                    action = claim.latestTurnRead(latest ?? 0)
+                case .readRecentTurns(let after):
+                    action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
+                case .readRequest(let seq):
+                    action = claim.requestRead(try await lockCutRequest(seq, on: connection))
+                case .scanMembers(let groupIDs, let scan):
+                    action = claim.membersScanned(
+                        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
+                    )
+                case .markCutDone(let seq):
+                    try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                    action = claim.cutMarkedDone()
+                case .finishIfDone(let seq):
+                    try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
+                    action = claim.completionChecked()
+                case .insertChunk(let seq, let cut):
+                    action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
+                case .claimed(let chunk):
+                    return chunk
+                }
+            }
+        }
+    }
 
-            // 1. Take over a chunk whose holder stopped renewing its lease; rows another instance is
-            //    writing right now are skipped, not waited for.
-            if let row = try await connection.first(
+    /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`; rows another
+    /// instance is writing right now are skipped, not waited for.
+    private func takeOverExpiredLease(
+        _ lease: LeaseWindow,
+        on connection: PostgresConnection
+    ) async throws
+        -> WorkChunk?
+    {
+        let (owner, nowMs, leaseUntil) = (lease.owner.value, lease.nowMillis, lease.expiresAtMillis)
+        guard
+            let row = try await connection.first(
                 """
                 WITH t AS (
                     SELECT id FROM chunk
@@ -28,162 +81,166 @@ extension PostgresStore {
                 """,
                 as: (Int64, String, Int64, Int64, Int64, Int64, Int64).self,
                 logger: logger
-            ) {
-                return try StoredForm.chunk(takenOver: row, lease)
-            }
-
-            // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``:
-            //    every instance reads the same turns, so they follow one order). Instances cutting the same
-            //    broadcast take turns on its row lock (a cut takes milliseconds).
-            try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-            while let candidate = try await Self.scheduledRequest(on: connection, logger: logger) {
-                guard
-                    let row = try await connection.first(
-                        """
-                        SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
-                        FROM request WHERE seq = \(candidate) FOR UPDATE
-                        """,
-                        as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self,
-                        logger: logger
-                    ),
-                    !row.5, row.6 < Code.done.rawValue
-                else { continue }  // another instance finished cutting it meanwhile
-                let requestID = try StoredForm.requestID(row.0)
-                let groupIDs = try await connection.all(
-                    "SELECT group_id FROM request_group WHERE request_seq = \(candidate) ORDER BY group_id",
-                    as: Int64.self,
-                    logger: logger
-                )
-                let stored = (row.1, row.2, row.3, row.4)
-                let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
-                let cut: LedgerArithmetic.Cut
-                switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
-                case .tokens(let tokens): cut = tokens
-                case .members(let scan):
-                    let found = try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
-                    guard let members = scan.cut(found: found)
-                    else {
-                        try await connection.run(
-                            "UPDATE request SET cut_done = TRUE WHERE seq = \(candidate)",
-                            logger: logger
-                        )
-                        try await Self.finishIfDone(requestSeq: candidate, nowMs: nowMs, on: connection, logger: logger)
-                        continue
-                    }
-                    cut = members
-                }
-                try await connection.run(
-                    """
-                    UPDATE request SET \(unescaped: StoredForm.cutCursorColumn(cut.kind)) = \(cut.through),
-                        cut_done = \(cut.cutDone), state = GREATEST(state, \(unescaped: Self.sql(Code.sending)))
-                    WHERE seq = \(candidate)
-                    """,
-                    logger: logger
-                )
-                guard
-                    let chunkID = try await connection.first(
-                        """
-                        INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
-                        VALUES (\(candidate), \(Int16(StoredForm.ChunkKindCode(cut.kind).rawValue)), \(cut.after),
-                                \(cut.through), \(cut.after),
-                                \(unescaped: Self.sql(ChunkCode.open)),
-                                \(owner), \(leaseUntil), 1)
-                        RETURNING id
-                        """,
-                        as: Int64.self,
-                        logger: logger
-                    )
-                else { throw StoreError.backend("inserting a chunk returned no id") }
-                return WorkChunk.cut(id: chunkID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
-            }
-            return nil
-        }
+            )
+        else { return nil }
+        return try StoredForm.chunk(takenOver: row, lease)
     }
 
-    /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
-    /// targets (through `request_unfinished`), each with its newest chunk (through `chunk_by_request`),
-    /// and, only when there is more than one, the newest chunk overall and, when more than one app waits,
-    /// the apps of the most recent chunks (a range of `chunk`'s primary key).
-    static func scheduledRequest(on connection: PostgresConnection, logger: Logger) async throws -> Int64? {
-        let candidates = try await connection.all(
+    /// The oldest unfinished requests with uncut targets (through `request_unfinished`), each with its
+    /// newest chunk (through `chunk_by_request`).
+    private func candidates(limit: Int, on connection: PostgresConnection) async throws -> [ClaimScheduler.Candidate] {
+        try await connection.all(
             """
             SELECT r.seq, r.app, r.priority::BIGINT, (SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq)
             FROM request r WHERE r.state < \(unescaped: Self.sql(Code.done)) AND NOT r.cut_done
-            ORDER BY r.seq LIMIT \(unescaped: String(ClaimScheduler.candidateLimit))
+            ORDER BY r.seq LIMIT \(unescaped: String(limit))
             """,
             as: (Int64, String, Int64, Int64?).self,
             logger: logger
         ).map { ClaimScheduler.Candidate(seq: $0.0, app: $0.1, priority: Int($0.2), lastTurn: $0.3) }
-        guard candidates.count > 1 else { return candidates.first?.seq }
-        let newest: Int64? = try await connection.first(
-            "SELECT coalesce(max(id), 0) FROM chunk",
-            as: Int64.self,
-            logger: logger
-        )
-        let latest: Int64 = newest ?? 0
-        guard Set(candidates.map(\.app)).count > 1 else {
-            // One app: its turn does not matter, only the newest turn (for who is overdue).
-            return ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest])
-        }
+    }
+
+    /// The apps of the chunks after `after` (a range of `chunk`'s primary key), each with its newest.
+    private func recentTurns(after: Int64, on connection: PostgresConnection) async throws -> [String: Int64] {
         let recent = try await connection.all(
             """
             SELECT r.app, max(c.id) FROM chunk c JOIN request r ON r.seq = c.request_seq
-            WHERE c.id > \(latest - ClaimScheduler.recentTurnWindow) GROUP BY r.app
+            WHERE c.id > \(after) GROUP BY r.app
             """,
             as: (String, Int64).self,
             logger: logger
         )
-        let turns: [String: Int64] = Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: { max($0, $1) })
-        return ClaimScheduler.next(candidates, recentAppTurns: turns)
+        return Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: { max($0, $1) })
     }
 
+    /// Locks the request picked for a cut and reads its cursors and groups; nil when another instance
+    /// finished cutting it meanwhile. Instances cutting the same broadcast take turns on its row lock (a
+    /// cut takes milliseconds).
+    private func lockCutRequest(
+        _ seq: Int64,
+        on connection: PostgresConnection
+    ) async throws
+        -> ChunkClaim.CutRequest?
+    {
+        guard
+            let row = try await connection.first(
+                """
+                SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
+                FROM request WHERE seq = \(seq) FOR UPDATE
+                """,
+                as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self,
+                logger: logger
+            ),
+            !row.5, row.6 < Code.done.rawValue
+        else { return nil }
+        let requestID = try StoredForm.requestID(row.0)
+        let groupIDs = try await connection.all(
+            "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id",
+            as: Int64.self,
+            logger: logger
+        )
+        return ChunkClaim.CutRequest(
+            id: requestID,
+            bound: row.1,
+            groupCut: row.2,
+            tokenCut: row.3,
+            tokenCount: row.4,
+            groupIDs: groupIDs
+        )
+    }
+
+    /// Step 2's write: the request's cursor moved past the cut, and the chunk, leased. Answers its id.
+    private func insertChunk(
+        _ cut: LedgerArithmetic.Cut,
+        of seq: Int64,
+        _ lease: LeaseWindow,
+        on connection: PostgresConnection
+    ) async throws -> Int64 {
+        try await connection.run(
+            """
+            UPDATE request SET \(unescaped: StoredForm.cutCursorColumn(cut.kind)) = \(cut.through),
+                cut_done = \(cut.cutDone), state = GREATEST(state, \(unescaped: Self.sql(Code.sending)))
+            WHERE seq = \(seq)
+            """,
+            logger: logger
+        )
+        guard
+            let chunkID = try await connection.first(
+                """
+                INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
+                VALUES (\(seq), \(Int16(StoredForm.ChunkKindCode(cut.kind).rawValue)), \(cut.after),
+                        \(cut.through), \(cut.after),
+                        \(unescaped: Self.sql(ChunkCode.open)),
+                        \(lease.owner.value), \(lease.expiresAtMillis), 1)
+                RETURNING id
+                """,
+                as: Int64.self,
+                logger: logger
+            )
+        else { throw StoreError.backend("inserting a chunk returned no id") }
+        return chunkID
+    }
+
+    /// The steps of ``TargetPageRead``, each with its statements.
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        // One snapshot for the page and the removed targets of its range (see `addingRemoved`).
-        return try await transaction(isolation: "REPEATABLE READ") { connection in
+        var start = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        let first = try start.start()
+        if case .finished(let page) = first { return page }
+        // One snapshot for the page and the removed targets of its range: a removal committed meanwhile
+        // is either in the page or in its removed targets.
+        return try await transaction(isolation: "REPEATABLE READ") { [start] connection in
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-            guard
-                let (requestSeq, app, groupIDs, created) = try await connection.first(
-                    """
-                    SELECT c.request_seq, r.app,
-                        ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
-                        r.created_at
-                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id)
-                    """,
-                    as: (Int64, String, [Int64], Int64).self,
-                    logger: logger
-                )
-            else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
-            switch chunk.kind {
-            case .deviceRange:
-                let page = try scan.page(
-                    rows: try await Self.deviceTargets(
-                        groupIDs: groupIDs,
-                        scan,
-                        invalidatedSince: created,
-                        on: connection,
+            var read = start
+            var action = first
+            while true {
+                switch action {
+                case .readRequest(let chunkID, _):
+                    // The groups come with the request in any case: one round trip.
+                    let request = try await connection.first(
+                        """
+                        SELECT c.request_seq, r.app,
+                            ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
+                            r.created_at
+                        FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunkID)
+                        """,
+                        as: (Int64, String, [Int64], Int64).self,
                         logger: logger
+                    ).map { TargetPageRead.Request(seq: $0.0, app: $0.1, createdAt: $0.3, groupIDs: $0.2) }
+                    action = try read.requestRead(request)
+                case .readDeviceTargets(let groupIDs, let scan, let since):
+                    action = try read.rowsRead(
+                        try await Self.deviceTargets(
+                            groupIDs: groupIDs,
+                            scan,
+                            invalidatedSince: since,
+                            on: connection,
+                            logger: logger
+                        )
                     )
-                )
-                return try await Self.addingRemoved(
-                    to: page,
-                    requestSeq: requestSeq,
-                    after: scan.after,
-                    on: connection,
-                    logger: logger
-                )
-            case .directTokens:
-                return try scan.page(
-                    rows: try await Self.tokenTargets(
-                        requestSeq: requestSeq,
-                        app: app,
-                        scan,
-                        invalidatedSince: created,
-                        on: connection,
-                        logger: logger
+                case .readTokenTargets(let seq, let app, let scan, let since):
+                    action = try read.rowsRead(
+                        try await Self.tokenTargets(
+                            requestSeq: seq,
+                            app: app,
+                            scan,
+                            invalidatedSince: since,
+                            on: connection,
+                            logger: logger
+                        )
                     )
-                )
+                case .readRemovedTargets(let seq, let after, let through):
+                    action = read.removedRead(
+                        try await Self.removedTargets(
+                            requestSeq: seq,
+                            after: after,
+                            through: through,
+                            on: connection,
+                            logger: logger
+                        )
+                    )
+                case .finished(let page):
+                    return page
+                }
             }
         }
     }

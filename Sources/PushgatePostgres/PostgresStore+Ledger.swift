@@ -359,14 +359,14 @@ extension PostgresStore {
                     SELECT (SELECT MIN(GREATEST(next_attempt_at, lease_expires_at)) FROM retry),
                            (SELECT MIN(lease_expires_at) FROM chunk
                             WHERE state = \(unescaped: Self.sql(ChunkCode.open))),
-                           (SELECT MIN(expiration) * 1000 + 1 FROM request
+                           (SELECT MIN(expiration) FROM request
                             WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0)
                     """,
                     as: (Int64?, Int64?, Int64?).self,
                     logger: logger
                 )
             else { return nil }
-            return [row.0, row.1, row.2].compactMap { $0 }.min().map(Millis.date)
+            return LedgerArithmetic.nextWakeUp(retryDue: row.0, leaseEnd: row.1, expiration: row.2)
         }
     }
 
@@ -438,154 +438,55 @@ extension PostgresStore {
         return try await connection.first(sql, as: Int64.self, logger: logger) != nil
     }
 
-    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
+    /// steps of ``RequestFinish``, each with its statements.
     ///
-    /// The caller holds the request row `FOR UPDATE` (taken before any chunk or retry row): two instances
-    /// completing its last two chunks at once then take turns, and the second one's check (a new
-    /// snapshot, READ COMMITTED) sees the first one's chunk done.
+    /// The request row is locked `FOR UPDATE` before it is read (the caller took it before any chunk or
+    /// retry row): two instances completing its last two chunks at once then take turns, and the second
+    /// one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done.
     static func finishIfDone(
         requestSeq: Int64,
         nowMs: Int64,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws {
-        _ = try await lockRequest(requestSeq, exclusive: true, on: connection, logger: logger)
-        guard
-            let (state, cutDone, hasOpenChunks, hasPendingRetries) = try await connection.first(
-                """
-                SELECT state::BIGINT, cut_done,
-                    EXISTS (
-                        SELECT 1 FROM chunk
-                        WHERE request_seq = \(requestSeq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
-                    EXISTS (SELECT 1 FROM retry WHERE request_seq = \(requestSeq))
-                FROM request WHERE seq = \(requestSeq)
-                """,
-                as: (Int64, Bool, Bool, Bool).self,
-                logger: logger
-            ),
-            let final = RequestCompletion(
-                state: state,
-                cutDone: cutDone,
-                hasOpenChunks: hasOpenChunks,
-                hasPendingRetries: hasPendingRetries
-            ).finalState
-        else { return }
-        try await connection.run(
-            """
-            UPDATE request SET state = \(unescaped: Self.sql(final)), finished_at = \(nowMs) WHERE seq = \(requestSeq)
-            """,
-            logger: logger
-        )
-        try await forgetRemovedTargets(requestSeq: requestSeq, on: connection, logger: logger)
-    }
-
-    /// Expires every unfinished request whose expiration is before `nowMs`. Requests another instance is
-    /// working on right now (row locked) are left for the next call.
-    static func expireOverdue(
-        nowMs: Int64,
-        on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> [RequestID] {
-        let overdue = try await connection.all(
-            """
-            SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done, created_at FROM request
-            WHERE state < \(unescaped: Self.sql(Code.done)) AND expiration > 0 AND expiration * 1000 < \(nowMs)
-            ORDER BY seq FOR UPDATE SKIP LOCKED
-            """,
-            as: (Int64, String, String, Int64, Int64, Int64, Int64, Bool, Int64).self,
-            logger: logger
-        )
-        var expired = [RequestID]()
-        for (seq, id, app, bound, groupCut, tokenCut, tokenCount, cutDone, created) in overdue {
-            // Pending retries: a failure row each.
-            var expiredCount = try await connection.all(
-                """
-                INSERT INTO failure (request_seq, token, reason, status, failed_at)
-                SELECT request_seq, token, \(FailureEntry.expiredReason), NULL, \(nowMs) FROM retry WHERE request_seq = \(seq)
-                ON CONFLICT (request_seq, token) DO NOTHING
-                RETURNING token
-                """,
-                as: String.self,
-                logger: logger
-            ).count
-            try await connection.run("DELETE FROM retry WHERE request_seq = \(seq)", logger: logger)
-
-            // Targets never sent: counted, without a row each. No page read them, so those invalidated
-            // since the request was stored count here too (its target count includes them).
-            let groupIDs = try await connection.all(
-                "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id",
-                as: Int64.self,
-                logger: logger
-            )
-            let openChunks = try await connection.all(
-                """
-                SELECT kind::BIGINT, progress, range_through FROM chunk
-                WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
-                """,
-                as: (Int64, Int64, Int64).self,
-                logger: logger
-            ).map { (kind: StoredForm.chunkKind($0.0), progress: $0.1, through: $0.2) }
-            let cursor = LedgerArithmetic.CutCursor(
-                tokenCut: tokenCut,
-                tokenCount: tokenCount,
-                groupCut: groupCut,
-                bound: bound,
-                hasGroups: !groupIDs.isEmpty
-            )
-            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
-                if range.kind == .deviceRange {
-                    expiredCount += try await removedTargets(
-                        requestSeq: seq,
-                        after: range.after,
-                        through: range.through,
-                        on: connection,
-                        logger: logger
-                    ).count
-                }
-                expiredCount +=
-                    range.kind == .deviceRange
-                    ? try await countDeviceTargets(
-                        groupIDs: groupIDs,
-                        after: range.after,
-                        through: range.through,
-                        invalidatedSince: created,
-                        on: connection,
-                        logger: logger
-                    )
-                    : try await countTokenTargets(
-                        requestSeq: seq,
-                        app: app,
-                        after: range.after,
-                        through: range.through,
-                        invalidatedSince: created,
-                        on: connection,
-                        logger: logger
-                    )
+        var finish = RequestFinish(seq: requestSeq, nowMillis: nowMs)
+        var action = finish.start()
+        while true {
+            switch action {
+            case .readCompletion(let seq):
+                _ = try await lockRequest(seq, exclusive: true, on: connection, logger: logger)
+                let row = try await connection.first(
+                    """
+                    SELECT state::BIGINT, cut_done,
+                        EXISTS (
+                            SELECT 1 FROM chunk
+                            WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
+                        EXISTS (SELECT 1 FROM retry WHERE request_seq = \(seq))
+                    FROM request WHERE seq = \(seq)
+                    """,
+                    as: (Int64, Bool, Bool, Bool).self,
+                    logger: logger
+                )
+                action = finish.completionRead(
+                    row.map {
+                        RequestCompletion(state: $0.0, cutDone: $0.1, hasOpenChunks: $0.2, hasPendingRetries: $0.3)
+                    }
+                )
+            case .markFinished(let seq, let final, let nowMs):
+                try await connection.run(
+                    """
+                    UPDATE request SET state = \(unescaped: Self.sql(final)), finished_at = \(nowMs) WHERE seq = \(seq)
+                    """,
+                    logger: logger
+                )
+                action = finish.marked()
+            case .forgetRemovedTargets(let seq):
+                try await forgetRemovedTargets(requestSeq: seq, on: connection, logger: logger)
+                action = finish.forgotten()
+            case .finished:
+                return
             }
-            try await addFailureCount(
-                expiredCount,
-                reason: FailureEntry.expiredReason,
-                requestSeq: seq,
-                on: connection,
-                logger: logger
-            )
-            try await connection.run(
-                """
-                UPDATE chunk SET state = \(unescaped: Self.sql(ChunkCode.done)), generation = generation + 1
-                WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))
-                """,
-                logger: logger
-            )
-            try await connection.run(
-                """
-                UPDATE request SET state = \(unescaped: Self.sql(Code.expired)), finished_at = \(nowMs), cut_done = TRUE
-                WHERE seq = \(seq)
-                """,
-                logger: logger
-            )
-            try await forgetRemovedTargets(requestSeq: seq, on: connection, logger: logger)
-            expired.append(try StoredForm.requestID(id))
         }
-        return expired
     }
 }

@@ -6,31 +6,52 @@ public import PushgateCore
 /// Retries: rows claimed with `FOR UPDATE SKIP LOCKED`, earliest first, and their outcomes written with one
 /// statement per kind (removed, rescheduled, failed) for the whole batch.
 extension PostgresStore {
+    /// The steps of ``RetryLeasing``, each with its statements.
     public func claimRetries(_ lease: LeaseWindow, limit: Int) async throws -> [RetryClaim] {
-        let limit = Int64(try StoreError.positive(limit))
-        let (owner, nowMs, leaseUntil) = (lease.owner.value, lease.nowMillis, lease.expiresAtMillis)
+        let limit = try StoreError.positive(limit)
         return try await transaction { connection in
-            _ = try await Self.expireOverdue(nowMs: nowMs, on: connection, logger: logger)
-            let rows = try await connection.all(
-                """
-                WITH due AS (
-                    SELECT request_seq, token FROM retry
-                    WHERE next_attempt_at <= \(nowMs) AND lease_expires_at <= \(nowMs)
-                    ORDER BY next_attempt_at, request_seq, token LIMIT \(limit)
-                    FOR UPDATE SKIP LOCKED
-                )
-                UPDATE retry t SET owner = \(owner), lease_expires_at = \(leaseUntil), generation = t.generation + 1
-                FROM due, request r
-                WHERE t.request_seq = due.request_seq AND t.token = due.token AND r.seq = t.request_seq
-                RETURNING t.next_attempt_at, t.request_seq, t.token, r.id, t.attempt, t.last_reason, t.generation
-                """,
-                as: (Int64, Int64, String, String, Int64, String, Int64).self,
-                logger: logger
-            )
-            return try rows.sorted { ($0.0, $0.1, $0.2) < ($1.0, $1.1, $1.2) }.map { row in
-                try StoredForm.retryClaim((row.3, row.2, row.4, row.5, row.6), lease)
+            var claim = RetryLeasing(lease, limit: limit)
+            var action = claim.start()
+            while true {
+                switch action {
+                case .expireOverdue:
+                    _ = try await Self.expireOverdue(nowMs: lease.nowMillis, on: connection, logger: logger)
+                    action = claim.overdueExpired()
+                case .leaseDue(let limit):
+                    action = try claim.leased(try await leaseDueRetries(lease, limit: limit, on: connection))
+                case .claimed(let claims):
+                    return claims
+                }
             }
         }
+    }
+
+    /// The due retry rows, leased to `lease.owner`, skipping rows locked; in no particular order
+    /// (`UPDATE … RETURNING` keeps none).
+    private func leaseDueRetries(
+        _ lease: LeaseWindow,
+        limit: Int,
+        on connection: PostgresConnection
+    ) async throws
+        -> [RetryLeasing.Leased]
+    {
+        let (owner, nowMs, leaseUntil) = (lease.owner.value, lease.nowMillis, lease.expiresAtMillis)
+        return try await connection.all(
+            """
+            WITH due AS (
+                SELECT request_seq, token FROM retry
+                WHERE next_attempt_at <= \(nowMs) AND lease_expires_at <= \(nowMs)
+                ORDER BY next_attempt_at, request_seq, token LIMIT \(Int64(limit))
+                FOR UPDATE SKIP LOCKED
+            )
+            UPDATE retry t SET owner = \(owner), lease_expires_at = \(leaseUntil), generation = t.generation + 1
+            FROM due, request r
+            WHERE t.request_seq = due.request_seq AND t.token = due.token AND r.seq = t.request_seq
+            RETURNING t.next_attempt_at, t.request_seq, t.token, r.id, t.attempt, t.last_reason, t.generation
+            """,
+            as: (Int64, Int64, String, String, Int64, String, Int64).self,
+            logger: logger
+        ).map { row in (nextAttemptAt: row.0, seq: row.1, row: (row.3, row.2, row.4, row.5, row.6)) }
     }
 
     /// Locks the batch's requests, then its retry rows, and writes what ``RetryOutcomePlan`` lists with

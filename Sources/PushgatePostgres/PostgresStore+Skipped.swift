@@ -31,28 +31,6 @@ extension PostgresStore {
         )
     }
 
-    /// The page with the removed targets of its range added to its skipped ones. Read in the page's
-    /// snapshot (`REPEATABLE READ`), so that a removal committed meanwhile is either in the page or here.
-    static func addingRemoved(
-        to page: TargetPage,
-        requestSeq: Int64,
-        after: Int64,
-        on connection: PostgresConnection,
-        logger: Logger
-    ) async throws -> TargetPage {
-        let removed = try await removedTargets(
-            requestSeq: requestSeq,
-            after: after,
-            through: page.scannedThrough,
-            on: connection,
-            logger: logger
-        )
-        guard !removed.isEmpty else { return page }
-        var page = page
-        page.skipped = (page.skipped + removed).sorted()
-        return page
-    }
-
     /// A finished request's records of removed targets are no longer read.
     static func forgetRemovedTargets(requestSeq: Int64, on connection: PostgresConnection, logger: Logger) async throws
     {

@@ -11,87 +11,77 @@ extension SQLiteStore {
         return try await writeUnsynced { db in try Self.claimChunk(lease, chunkSize: chunkSize, in: db) }
     }
 
-    /// ``claimChunk(_:chunkSize:)`` in a write transaction of the caller's.
+    /// ``claimChunk(_:chunkSize:)`` in a write transaction of the caller's: the steps of ``ChunkClaim``,
+    /// each with its statements.
     static func claimChunk(_ lease: LeaseWindow, chunkSize: Int, in db: Database) throws -> WorkChunk? {
-        let (nowMs, leaseUntil) = (lease.nowMillis, lease.expiresAtMillis)
-        _ = try Self.expireOverdue(nowMs: nowMs, in: db)
-
-        // 1. Take over a chunk whose holder stopped renewing its lease.
-        if let row = try Row.fetchOne(
-            db.cachedStatement(
-                sql: """
-                    SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
-                    FROM chunk c JOIN request r ON r.seq = c.request_seq
-                    WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
-                    ORDER BY c.request_seq, c.id LIMIT 1
-                    """
-            ),
-            arguments: [nowMs]
-        ) {
-            let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
-            try db.cachedStatement(
-                sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?"
-            ).execute(arguments: [lease.owner.value, leaseUntil, taken.generation, taken.id])
-            return try StoredForm.chunk(takenOver: taken, lease)
-        }
-
-        // 2. Cut the next chunk of the most deserving request with uncut targets (``ClaimScheduler``).
-        while let row = try Self.scheduledRequest(in: db) {
-            let seq: Int64 = row[0]
-            let requestID = try StoredForm.requestID(row[1])
-            let groupIDs = try Int64.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id"
-                ),
-                arguments: [seq]
-            )
-            let stored: (Int64, Int64, Int64, Int64) = (row[2], row[3], row[4], row[5])
-            let cursor = LedgerArithmetic.CutCursor(stored: stored, hasGroups: !groupIDs.isEmpty)
-            let cut: LedgerArithmetic.Cut
-            switch LedgerArithmetic.nextCut(cursor, chunkSize: chunkSize) {
-            case .tokens(let tokens): cut = tokens
-            case .members(let scan):
-                guard let members = scan.cut(found: try Self.cutMembers(groupIDs: groupIDs, scan, in: db))
-                else {
-                    try db.cachedStatement(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?").execute(arguments: [
-                        seq
-                    ])
-                    try Self.finishIfDone(requestSeq: seq, nowMs: nowMs, in: db)
-                    continue
-                }
-                cut = members
+        var claim = ChunkClaim(lease, chunkSize: chunkSize)
+        // The candidates' rows carry their cut cursors: the request picked is cut from its row.
+        var candidates = [Int64: Row]()
+        var action = claim.start()
+        while true {
+            switch action {
+            case .expireOverdue:
+                _ = try expireOverdue(nowMs: lease.nowMillis, in: db)
+                action = claim.overdueExpired()
+            case .takeOverExpiredLease:
+                action = claim.tookOver(try takeOverExpiredLease(lease, in: db))
+            case .readCandidates(let limit):
+                let rows = try candidateRows(limit: limit, in: db)
+                candidates = Dictionary(rows.map { ($0[0] as Int64, $0) }, uniquingKeysWith: { first, _ in first })
+                action = claim.candidatesRead(
+                    rows.map { ClaimScheduler.Candidate(seq: $0[0], app: $0[6], priority: $0[7], lastTurn: $0[8]) }
+                )
+            case .readLatestTurn:
+                let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk"))
+                action = claim.latestTurnRead(latest ?? 0)
+            case .readRecentTurns(let after):
+                action = claim.recentTurnsRead(try recentTurns(after: after, in: db))
+            case .readRequest(let seq):
+                action = claim.requestRead(try candidates[seq].map { try cutRequest($0, in: db) })
+            case .scanMembers(let groupIDs, let scan):
+                action = claim.membersScanned(try cutMembers(groupIDs: groupIDs, scan, in: db))
+            case .markCutDone(let seq):
+                try db.cachedStatement(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?").execute(arguments: [seq])
+                action = claim.cutMarkedDone()
+            case .finishIfDone(let seq):
+                try finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
+                action = claim.completionChecked()
+            case .insertChunk(let seq, let cut):
+                action = claim.chunkInserted(id: try insertChunk(cut, of: seq, lease, in: db))
+            case .claimed(let chunk):
+                return chunk
             }
-            try db.execute(
-                sql: """
-                    UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
-                        state = max(state, ?)
-                    WHERE seq = ?
-                    """,
-                arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
-            )
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
-                                       lease_expires_at, generation)
-                    VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
-                    """
-            ).execute(arguments: [
-                seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
-                lease.owner.value, leaseUntil,
-            ])
-            return WorkChunk.cut(id: db.lastInsertedRowID, of: requestID, cut, leaseExpiresAt: lease.expiresAt)
         }
-        return nil
     }
 
-    /// The request whose next chunk ``ClaimScheduler`` cuts: the oldest unfinished requests with uncut
-    /// targets (through `request_unfinished`), each with its newest chunk (the larger of its newest open
-    /// and newest done chunk: two lookups at the end of `chunk_by_request`'s range, whatever the number of
-    /// chunks), and, only when there is more than one, the newest chunk overall and, when more than one
-    /// app waits, the apps of the most recent chunks (a range of `chunk`'s primary key).
-    /// Returns the request's row: seq, id, device_bound, group_cut, token_cut, token_count.
-    static func scheduledRequest(in db: Database) throws -> Row? {
-        let rows = try Row.fetchAll(
+    /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`.
+    private static func takeOverExpiredLease(_ lease: LeaseWindow, in db: Database) throws -> WorkChunk? {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
+                        FROM chunk c JOIN request r ON r.seq = c.request_seq
+                        WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
+                        ORDER BY c.request_seq, c.id LIMIT 1
+                        """
+                ),
+                arguments: [lease.nowMillis]
+            )
+        else { return nil }
+        let taken: StoredForm.TakenOverChunk = (row[0], row[1], row[2], row[3], row[4], row[5], row[6] + 1)
+        try db.cachedStatement(
+            sql: "UPDATE chunk SET owner = ?, lease_expires_at = ?, generation = ? WHERE id = ?"
+        ).execute(arguments: [lease.owner.value, lease.expiresAtMillis, taken.generation, taken.id])
+        return try StoredForm.chunk(takenOver: taken, lease)
+    }
+
+    /// The oldest unfinished requests with uncut targets (through `request_unfinished`), each with its
+    /// newest chunk (the larger of its newest open and newest done chunk: two lookups at the end of
+    /// `chunk_by_request`'s range, whatever the number of chunks). Columns: seq, id, device_bound,
+    /// group_cut, token_cut, token_count, app, priority, newest chunk.
+    private static func candidateRows(limit: Int, in db: Database) throws -> [Row] {
+        try Row.fetchAll(
             db.cachedStatement(
                 sql: """
                     SELECT r.seq, r.id, r.device_bound, r.group_cut, r.token_cut, r.token_count, r.app, r.priority,
@@ -99,20 +89,14 @@ extension SQLiteStore {
                         coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 0), 0),
                         coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0)
                     FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0
-                    ORDER BY r.seq LIMIT \(ClaimScheduler.candidateLimit)
+                    ORDER BY r.seq LIMIT \(limit)
                     """
             )
         )
-        guard rows.count > 1 else { return rows.first }
-        let candidates = rows.map {
-            ClaimScheduler.Candidate(seq: $0[0], app: $0[6], priority: $0[7], lastTurn: $0[8])
-        }
-        func row(_ seq: Int64?) -> Row? { rows.first { $0[0] == seq } }
-        let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk")) ?? 0
-        guard Set(candidates.map(\.app)).count > 1 else {
-            // One app: its turn does not matter, only the newest turn (for who is overdue).
-            return row(ClaimScheduler.next(candidates, recentAppTurns: [candidates[0].app: latest]))
-        }
+    }
+
+    /// The apps of the chunks after `after` (a range of `chunk`'s primary key), each with its newest.
+    private static func recentTurns(after: Int64, in db: Database) throws -> [String: Int64] {
         let recent = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -120,27 +104,101 @@ extension SQLiteStore {
                     WHERE c.id > ? GROUP BY r.app
                     """
             ),
-            arguments: [latest - ClaimScheduler.recentTurnWindow]
+            arguments: [after]
         )
-        let turns = Dictionary(recent.map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: max)
-        return row(ClaimScheduler.next(candidates, recentAppTurns: turns))
+        return Dictionary(recent.map { ($0[0] as String, $0[1] as Int64) }, uniquingKeysWith: max)
+    }
+
+    /// A candidate's row (``candidateRows(limit:in:)``) with its groups: what its cut reads.
+    private static func cutRequest(_ row: Row, in db: Database) throws -> ChunkClaim.CutRequest {
+        let seq: Int64 = row[0]
+        let requestID = try StoredForm.requestID(row[1])
+        let groupIDs = try Int64.fetchAll(
+            db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id"),
+            arguments: [seq]
+        )
+        return ChunkClaim.CutRequest(
+            id: requestID,
+            bound: row[2],
+            groupCut: row[3],
+            tokenCut: row[4],
+            tokenCount: row[5],
+            groupIDs: groupIDs
+        )
+    }
+
+    /// Step 2's write: the request's cursor moved past the cut, and the chunk, leased. Answers its id.
+    private static func insertChunk(
+        _ cut: LedgerArithmetic.Cut,
+        of seq: Int64,
+        _ lease: LeaseWindow,
+        in db: Database
+    ) throws -> Int64 {
+        try db.execute(
+            sql: """
+                UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
+                    state = max(state, ?)
+                WHERE seq = ?
+                """,
+            arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
+        )
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
+                                   lease_expires_at, generation)
+                VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
+                """
+        ).execute(arguments: [
+            seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
+            lease.owner.value, lease.expiresAtMillis,
+        ])
+        return db.lastInsertedRowID
     }
 
     public func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        return try await read { db in try Self.targetPage(scan, of: chunk, in: db) }
+        var read = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        let first = try read.start()
+        if case .finished(let page) = first { return page }
+        return try await self.read { [read] db in
+            var read = read
+            return try Self.targetPage(&read, first, in: db)
+        }
     }
 
     /// ``targets(of:after:limit:)`` on a connection of the caller's (a read, or the writer in the middle
     /// of its transaction).
     static func targetPage(of chunk: WorkChunk, after cursor: Int64, limit: Int, in db: Database) throws -> TargetPage {
-        let scan = try TargetScan(chunk: chunk, after: cursor, limit: limit)
-        if scan.isDone { return try scan.page(found: []) }
-        return try targetPage(scan, of: chunk, in: db)
+        var read = try TargetPageRead(chunk: chunk, after: cursor, limit: limit)
+        return try targetPage(&read, try read.start(), in: db)
     }
 
-    private static func targetPage(_ scan: TargetScan, of chunk: WorkChunk, in db: Database) throws -> TargetPage {
+    /// The steps of ``TargetPageRead`` from `action` on, each with its statements.
+    private static func targetPage(
+        _ read: inout TargetPageRead,
+        _ action: TargetPageRead.Action,
+        in db: Database
+    ) throws -> TargetPage {
+        var action = action
+        while true {
+            switch action {
+            case .readRequest(let chunkID, let groups):
+                action = try read.requestRead(try pageRequest(chunkID: chunkID, groups: groups, in: db))
+            case .readDeviceTargets(let groupIDs, let scan, let since):
+                action = try read.rowsRead(try deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: since, in: db))
+            case .readTokenTargets(let seq, let app, let scan, let since):
+                action = try read.rowsRead(
+                    try tokenTargets(requestSeq: seq, app: app, scan, invalidatedSince: since, in: db)
+                )
+            case .readRemovedTargets(let seq, let after, let through):
+                action = read.removedRead(try removedTargets(requestSeq: seq, after: after, through: through, in: db))
+            case .finished(let page):
+                return page
+            }
+        }
+    }
+
+    /// The request of a chunk, as a page reads it; nil for an unknown chunk.
+    private static func pageRequest(chunkID: Int64, groups: Bool, in db: Database) throws -> TargetPageRead.Request? {
         guard
             let row = try Row.fetchOne(
                 db.cachedStatement(
@@ -149,26 +207,17 @@ extension SQLiteStore {
                         WHERE c.id = ?
                         """
                 ),
-                arguments: [chunk.id]
+                arguments: [chunkID]
             )
-        else { throw StoreError.invalidArgument("unknown chunk \(chunk.id)") }
+        else { return nil }
         let seq: Int64 = row[0]
-        let created: Int64 = row[2]
-        switch chunk.kind {
-        case .deviceRange:
-            let groupIDs = try Int64.fetchAll(
+        let groupIDs =
+            groups
+            ? try Int64.fetchAll(
                 try db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ?"),
                 arguments: [seq]
-            )
-            let page = try scan.page(
-                rows: Self.deviceTargets(groupIDs: groupIDs, scan, invalidatedSince: created, in: db)
-            )
-            return try Self.addingRemoved(to: page, requestSeq: seq, after: scan.after, in: db)
-        case .directTokens:
-            return try scan.page(
-                rows: Self.tokenTargets(requestSeq: seq, app: row[1], scan, invalidatedSince: created, in: db)
-            )
-        }
+            ) : []
+        return TargetPageRead.Request(seq: seq, app: row[1], createdAt: row[2], groupIDs: groupIDs)
     }
 
     public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {

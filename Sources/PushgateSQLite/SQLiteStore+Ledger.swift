@@ -479,16 +479,15 @@ extension SQLiteStore {
                     sql: "SELECT MIN(lease_expires_at) FROM chunk WHERE state = \(ChunkCode.open.rawValue)"
                 )
             )
-            // Expiry happens once `now` is past the expiration: 1 ms after it.
-            let expiry = try Int64.fetchOne(
+            let expiration = try Int64.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT MIN(expiration) * 1000 + 1 FROM request
+                        SELECT MIN(expiration) FROM request
                         WHERE state < \(Code.done.rawValue) AND expiration > 0
                         """
                 )
             )
-            return [retry, lease, expiry].compactMap { $0 }.min().map(Millis.date)
+            return LedgerArithmetic.nextWakeUp(retryDue: retry, leaseEnd: lease, expiration: expiration)
         }
     }
 
@@ -530,129 +529,42 @@ extension SQLiteStore {
         ).execute(arguments: [requestSeq, reason, count])
     }
 
-    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending.
+    /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
+    /// steps of ``RequestFinish``, each with its statements.
     static func finishIfDone(requestSeq: Int64, nowMs: Int64, in db: Database) throws {
-        guard
-            let row = try Row.fetchOne(
-                try db.cachedStatement(
-                    sql: """
-                        SELECT r.state, r.cut_done,
-                            EXISTS (
-                                SELECT 1 FROM chunk c
-                                WHERE c.request_seq = r.seq AND c.state = \(ChunkCode.open.rawValue)),
-                            EXISTS (SELECT 1 FROM retry WHERE request_seq = r.seq)
-                        FROM request r WHERE r.seq = ?
-                        """
-                ),
-                arguments: [requestSeq]
-            ),
-            let final = RequestCompletion(
-                state: row[0],
-                cutDone: row[1],
-                hasOpenChunks: row[2],
-                hasPendingRetries: row[3]
-            ).finalState
-        else { return }
-        try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
-            .execute(arguments: [final.rawValue, nowMs, requestSeq])
-        try forgetRemovedTargets(requestSeq: requestSeq, in: db)
-    }
-
-    /// Expires every unfinished request whose expiration is before `nowMs`.
-    static func expireOverdue(nowMs: Int64, in db: Database) throws -> [RequestID] {
-        let overdue = try Row.fetchAll(
-            try db.cachedStatement(
-                sql: """
-                    SELECT seq, id, app, device_bound, group_cut, token_cut, token_count, cut_done, created_at
-                    FROM request
-                    WHERE state < \(Code.done.rawValue) AND expiration > 0 AND expiration * 1000 < ?
-                    """
-            ),
-            arguments: [nowMs]
-        )
-        var expired = [RequestID]()
-        for row in overdue {
-            let seq: Int64 = row[0]
-            let app: String = row[2]
-            // Pending retries: a failure row each.
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO failure (request_seq, token, reason, status, failed_at)
-                    SELECT request_seq, token, ?, NULL, ? FROM retry WHERE request_seq = ?
-                    ON CONFLICT (request_seq, token) DO NOTHING
-                    """
-            ).execute(arguments: [FailureEntry.expiredReason, nowMs, seq])
-            var expiredCount = db.changesCount
-            try db.cachedStatement(sql: "DELETE FROM retry WHERE request_seq = ?").execute(arguments: [seq])
-
-            // Targets never sent: counted, without a row each. No page read them, so those invalidated
-            // since the request was stored count here too (its target count includes them).
-            let created: Int64 = row[8]
-            let groupIDs = try Int64.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT group_id FROM request_group WHERE request_seq = ?"
-                ),
-                arguments: [seq]
-            )
-            let openChunks = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT kind, progress, range_through FROM chunk
-                        WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
-                        """
-                ),
-                arguments: [seq]
-            ).map { chunk in
-                (kind: StoredForm.chunkKind(chunk[0]), progress: chunk[1] as Int64, through: chunk[2] as Int64)
+        var finish = RequestFinish(seq: requestSeq, nowMillis: nowMs)
+        var action = finish.start()
+        while true {
+            switch action {
+            case .readCompletion(let seq):
+                let row = try Row.fetchOne(
+                    try db.cachedStatement(
+                        sql: """
+                            SELECT r.state, r.cut_done,
+                                EXISTS (
+                                    SELECT 1 FROM chunk c
+                                    WHERE c.request_seq = r.seq AND c.state = \(ChunkCode.open.rawValue)),
+                                EXISTS (SELECT 1 FROM retry WHERE request_seq = r.seq)
+                            FROM request r WHERE r.seq = ?
+                            """
+                    ),
+                    arguments: [seq]
+                )
+                action = finish.completionRead(
+                    row.map {
+                        RequestCompletion(state: $0[0], cutDone: $0[1], hasOpenChunks: $0[2], hasPendingRetries: $0[3])
+                    }
+                )
+            case .markFinished(let seq, let final, let nowMs):
+                try db.cachedStatement(sql: "UPDATE request SET state = ?, finished_at = ? WHERE seq = ?")
+                    .execute(arguments: [final.rawValue, nowMs, seq])
+                action = finish.marked()
+            case .forgetRemovedTargets(let seq):
+                try forgetRemovedTargets(requestSeq: seq, in: db)
+                action = finish.forgotten()
+            case .finished:
+                return
             }
-            let cursor = LedgerArithmetic.CutCursor(
-                tokenCut: row[5],
-                tokenCount: row[6],
-                groupCut: row[4],
-                bound: row[3],
-                hasGroups: !groupIDs.isEmpty
-            )
-            let cutDone = row[7] as Int64 != 0
-            for range in LedgerArithmetic.unsentRanges(openChunks: openChunks, cursor: cursor, cutDone: cutDone) {
-                if range.kind == .deviceRange {
-                    expiredCount += try removedTargets(
-                        requestSeq: seq,
-                        after: range.after,
-                        through: range.through,
-                        in: db
-                    ).count
-                }
-                expiredCount +=
-                    range.kind == .deviceRange
-                    ? try countDeviceTargets(
-                        groupIDs: groupIDs,
-                        after: range.after,
-                        through: range.through,
-                        invalidatedSince: created,
-                        in: db
-                    )
-                    : try countTokenTargets(
-                        requestSeq: seq,
-                        app: app,
-                        after: range.after,
-                        through: range.through,
-                        invalidatedSince: created,
-                        in: db
-                    )
-            }
-            try addFailureCount(expiredCount, reason: FailureEntry.expiredReason, requestSeq: seq, in: db)
-            try db.cachedStatement(
-                sql: """
-                    UPDATE chunk SET state = \(ChunkCode.done.rawValue), generation = generation + 1
-                    WHERE request_seq = ? AND state = \(ChunkCode.open.rawValue)
-                    """
-            ).execute(arguments: [seq])
-            try db.cachedStatement(
-                sql: "UPDATE request SET state = \(Code.expired.rawValue), finished_at = ?, cut_done = 1 WHERE seq = ?"
-            ).execute(arguments: [nowMs, seq])
-            try forgetRemovedTargets(requestSeq: seq, in: db)
-            expired.append(try StoredForm.requestID(row[1]))
         }
-        return expired
     }
 }

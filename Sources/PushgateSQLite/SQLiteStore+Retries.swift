@@ -4,32 +4,54 @@ public import PushgateCore
 
 /// Retries: due rows leased earliest first, and their outcomes written in one transaction.
 extension SQLiteStore {
+    /// The steps of ``RetryLeasing``, each with its statements.
     public func claimRetries(_ lease: LeaseWindow, limit: Int) async throws -> [RetryClaim] {
         let limit = try StoreError.positive(limit)
         return try await write { db in
-            _ = try Self.expireOverdue(nowMs: lease.nowMillis, in: db)
-            let rows = try Row.fetchAll(
-                db.cachedStatement(
-                    sql: """
-                        SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation
-                        FROM retry t JOIN request r ON r.seq = t.request_seq
-                        WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
-                        ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
-                        """
-                ),
-                arguments: [lease.nowMillis, lease.nowMillis, limit]
-            )
-            let take = try db.cachedStatement(
-                sql:
-                    "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?"
-            )
-            return try rows.map { row in
-                let claimed: StoredForm.ClaimedRetry = (row[1], row[2], row[3], row[4], row[5] + 1)
-                try take.execute(arguments: [
-                    lease.owner.value, lease.expiresAtMillis, claimed.generation, row[0] as Int64, claimed.token,
-                ])
-                return try StoredForm.retryClaim(claimed, lease)
+            var claim = RetryLeasing(lease, limit: limit)
+            var action = claim.start()
+            while true {
+                switch action {
+                case .expireOverdue:
+                    _ = try Self.expireOverdue(nowMs: lease.nowMillis, in: db)
+                    action = claim.overdueExpired()
+                case .leaseDue(let limit):
+                    action = try claim.leased(try Self.leaseDueRetries(lease, limit: limit, in: db))
+                case .claimed(let claims):
+                    return claims
+                }
             }
+        }
+    }
+
+    /// The due retry rows, earliest first, leased to `lease.owner`.
+    private static func leaseDueRetries(
+        _ lease: LeaseWindow,
+        limit: Int,
+        in db: Database
+    ) throws
+        -> [RetryLeasing.Leased]
+    {
+        let rows = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT t.request_seq, r.id, t.token, t.attempt, t.last_reason, t.generation, t.next_attempt_at
+                    FROM retry t JOIN request r ON r.seq = t.request_seq
+                    WHERE t.next_attempt_at <= ? AND t.lease_expires_at <= ?
+                    ORDER BY t.next_attempt_at, t.request_seq, t.token LIMIT ?
+                    """
+            ),
+            arguments: [lease.nowMillis, lease.nowMillis, limit]
+        )
+        let take = try db.cachedStatement(
+            sql: "UPDATE retry SET owner = ?, lease_expires_at = ?, generation = ? WHERE request_seq = ? AND token = ?"
+        )
+        return try rows.map { row in
+            let claimed: StoredForm.ClaimedRetry = (row[1], row[2], row[3], row[4], row[5] + 1)
+            try take.execute(arguments: [
+                lease.owner.value, lease.expiresAtMillis, claimed.generation, row[0] as Int64, claimed.token,
+            ])
+            return (nextAttemptAt: row[6], seq: row[0], row: claimed)
         }
     }
 

@@ -26,22 +26,6 @@ extension SQLiteStore {
         )
     }
 
-    /// The page with the removed targets of its range added to its skipped ones.
-    static func addingRemoved(
-        to page: TargetPage,
-        requestSeq: Int64,
-        after: Int64,
-        in db: Database
-    ) throws
-        -> TargetPage
-    {
-        let removed = try removedTargets(requestSeq: requestSeq, after: after, through: page.scannedThrough, in: db)
-        guard !removed.isEmpty else { return page }
-        var page = page
-        page.skipped = (page.skipped + removed).sorted()
-        return page
-    }
-
     /// A finished request's records of removed targets are no longer read.
     static func forgetRemovedTargets(requestSeq: Int64, in db: Database) throws {
         let statement = try db.cachedStatement(sql: "DELETE FROM request_removed WHERE request_seq = ?")

@@ -1,3 +1,5 @@
+package import Foundation
+
 /// The ledger's arithmetic, pure: the stores read rows, ask these functions, and write what they answer,
 /// so that SQLite and PostgreSQL cut chunks and count expired targets the same way.
 public enum LedgerArithmetic {
@@ -102,5 +104,14 @@ public enum LedgerArithmetic {
             ranges.append(UnsentRange(kind: .deviceRange, after: cursor.groupCut, through: cursor.bound))
         }
         return ranges.filter { $0.after < $0.through }
+    }
+
+    /// ``DeliveryLedger/nextWakeUp(after:)`` from what the store read (stored milliseconds, nil where
+    /// there is none): the earliest retry due (`max(next_attempt_at, lease_expires_at)`: a leased retry
+    /// is due when its lease ends), the earliest end of an open chunk's lease, and the earliest expiration
+    /// of an unfinished request (`expiration`, epoch seconds). Expiry happens once `now` is past the
+    /// expiration: 1 ms after it.
+    package static func nextWakeUp(retryDue: Int64?, leaseEnd: Int64?, expiration: Int64?) -> Date? {
+        [retryDue, leaseEnd, expiration.map { $0 * 1000 + 1 }].compactMap { $0 }.min().map(Millis.date)
     }
 }
