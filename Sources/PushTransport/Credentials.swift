@@ -120,6 +120,7 @@ public struct ClientCertificate: Sendable {
 public struct TransportSetupError: Error, Hashable, CustomStringConvertible {
     private enum Code: Hashable {
         case unreadableFile(path: String, what: String)
+        case systemTrustRootsUnavailable
     }
     private let code: Code
 
@@ -127,9 +128,16 @@ public struct TransportSetupError: Error, Hashable, CustomStringConvertible {
         TransportSetupError(code: .unreadableFile(path: path, what: what))
     }
 
+    /// No CA store where the platform keeps one (Debian: /etc/ssl/certs, from the ca-certificates package),
+    /// so no server can be verified. Said in words: the TLS library's own error is an empty error stack.
+    public static let systemTrustRootsUnavailable = TransportSetupError(code: .systemTrustRootsUnavailable)
+
     public var description: String {
         switch code {
         case .unreadableFile(let path, let what): "cannot read \(what) from \(path)"
+        case .systemTrustRootsUnavailable:
+            "the system's CA certificates cannot be loaded (no /etc/ssl/certs/ca-certificates.crt): install the "
+                + "ca-certificates package, or name the CA that signs the server's certificate (app.NAME.ca, --ca)"
         }
     }
 }

@@ -437,6 +437,8 @@ struct GatewayCommand: AsyncParsableCommand {
             try await gateway.run(logger: logger, reloadHook: reloadHook) { _ in onReady() }
         } catch let error as Gateway.StartupError {
             throw ConfigurationError(error.description)
+        } catch let error as APNsClientError {
+            throw ConfigurationError(error.description)
         }
     }
 

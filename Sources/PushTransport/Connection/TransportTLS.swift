@@ -9,13 +9,23 @@ package enum TransportTLS {
         certificate: ClientCertificate?,
         applicationProtocols: [String]
     ) throws -> NIOSSLContext {
-        try NIOSSLContext(
-            configuration: makeConfiguration(
-                trustRoots: trustRoots,
-                certificate: certificate,
-                applicationProtocols: applicationProtocols
-            )
+        let configuration = try makeConfiguration(
+            trustRoots: trustRoots,
+            certificate: certificate,
+            applicationProtocols: applicationProtocols
         )
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            // The system store is loaded here, when the context is made: without one, BoringSSL says only
+            // "unknownError([])", which names neither the cause nor the fix. The same set-up with no trust
+            // roots at all tells whether the store was the cause (and not, say, the client certificate).
+            guard case .system = trustRoots else { throw error }
+            var withoutStore = configuration
+            withoutStore.trustRoots = .certificates([])
+            guard (try? NIOSSLContext(configuration: withoutStore)) != nil else { throw error }
+            throw TransportSetupError.systemTrustRootsUnavailable
+        }
     }
 
     /// The same set-up as a configuration, for a client that builds its own context (AsyncHTTPClient).
