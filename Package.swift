@@ -3,6 +3,10 @@ import PackageDescription
 
 // Targets are split by purity and dependency (STYLE.md §13):
 //   PushgateCore   pure domain + APNs vocabulary + JWT + retry policy (swift-crypto only)
+//   PushTransport  the neutral transport layer (pool, TLS, HTTP/2 engine) and `PushService`, the one
+//                  protocol through which the dispatcher knows a push service
+//   APNsTransport  what APNs's two transports share (`APNsRequest`, `PreparedNotification`) and APNs's
+//                  `PushService` plug-in (`APNsPushService`)
 //   APNsHTTP2      the APNs HTTP/2 plug-in of PushTransport (main type `APNsClient`), depends on PushgateCore
 //   APNsSimulator  an independent APNs on loopback; deliberately does NOT import PushgateCore so
 //                  that its validation, written from Apple's documentation, cannot share a bug
@@ -24,7 +28,7 @@ let swiftSettings: [SwiftSetting] = [
 // about a twentieth of the gateway's CPU per notification. The checks stay on in debug builds, which
 // is what the tests run. (unsafeFlags: SwiftPM accepts them in a root package, which is how pushgate
 // is built and deployed, and in a local one such as Benchmarks/'s `.package(path: "..")`; a package
-// depending on this one by URL cannot use these four targets.)
+// depending on this one by URL cannot use these targets.)
 let hotPathSettings: [SwiftSetting] =
     swiftSettings + [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
 
@@ -35,6 +39,7 @@ let package = Package(
         .executable(name: "pushgate", targets: ["pushgate"]),
         .library(name: "PushgateCore", targets: ["PushgateCore"]),
         .library(name: "PushTransport", targets: ["PushTransport"]),
+        .library(name: "APNsTransport", targets: ["APNsTransport"]),
         .library(name: "APNsHTTP2", targets: ["APNsHTTP2"]),
         .library(name: "APNsSimulator", targets: ["APNsSimulator"]),
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
@@ -73,9 +78,10 @@ let package = Package(
             ],
             swiftSettings: hotPathSettings
         ),
-        // The transport layer: the neutral types (NotificationTransport, APNsRequest, Endpoint, TrustRoots,
-        // ClientCertificate), the pool state machine and its one driver, one TLS set-up, one bootstrap.
-        // APNsHTTP2 and APNsLegacy (binary) are plug-ins owning only their codec and handler.
+        // The transport layer: the neutral types (PushNotificationTransport, PushTransportFailure, Endpoint,
+        // TrustRoots, ClientCertificate), the pool state machine and its one driver, one TLS set-up, one
+        // bootstrap; and `PushService`, a push service as the dispatcher knows it. APNsHTTP2, APNsLegacy
+        // (binary) and FCMTransport are plug-ins owning only their codec and handler.
         .target(
             name: "PushTransport",
             dependencies: [
@@ -94,11 +100,25 @@ let package = Package(
             ],
             swiftSettings: hotPathSettings
         ),
+        // APNs's side of the transport shared by its HTTP/2 and legacy clients (`APNsRequest`,
+        // `PreparedNotification`, `APNsNotificationTransport`), and APNs's plug-in of the dispatcher
+        // (`APNsPushService`).
+        .target(
+            name: "APNsTransport",
+            dependencies: [
+                "PushgateCore",
+                "PushTransport",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: hotPathSettings
+        ),
         .target(
             name: "APNsHTTP2",
             dependencies: [
                 "PushgateCore",
                 "PushTransport",
+                "APNsTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -169,8 +189,8 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // FCM's side of the transport: `FCMClient`, the HTTP/2 send plug-in, and the access-token
-        // exchange (AsyncHTTPClient, used for nothing else).
+        // FCM's side of the transport: `FCMClient`, the HTTP/2 send plug-in, the access-token exchange
+        // (AsyncHTTPClient, used for nothing else), and FCM's plug-in of the dispatcher (`FCMPushService`).
         .target(
             name: "FCMTransport",
             dependencies: [
@@ -230,6 +250,7 @@ let package = Package(
             dependencies: [
                 "PushgateCore",
                 "PushTransport",
+                "APNsTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -272,12 +293,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The dispatcher: ledger work (chunks, retries) streamed into the APNs client.
+        // The dispatcher: ledger work (chunks, retries) streamed into the push services, which it knows only
+        // as `PushService`s (it imports no service's target).
         .target(
             name: "PushgateDispatch",
             dependencies: [
                 "PushgateCore",
-                "APNsHTTP2", "PushTransport", "FCMTransport",
+                "PushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -302,7 +324,7 @@ let package = Package(
         .target(
             name: "PushgateGateway",
             dependencies: [
-                "PushgateCore", "APNsHTTP2", "PushTransport", "FCMTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "APNsTransport", "FCMTransport", "APNsLegacy", "PushgateSQLite", "PushgatePostgres", "PushgateUDP", "PushgateDispatch",
                 "PushgateHTTP", "PushgateConfig",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -317,7 +339,7 @@ let package = Package(
             name: "pushgate",
             dependencies: [
                 "PushgateCore",
-                "APNsHTTP2", "PushTransport",
+                "APNsHTTP2", "PushTransport", "APNsTransport",
                 "FCMTransport",
                 "APNsSimulator", "FCMSimulator",
                 "WebPush", "WebPushSimulator",
@@ -352,7 +374,7 @@ let package = Package(
         .testTarget(
             name: "APNsHTTP2Tests",
             dependencies: [
-                "APNsHTTP2", "PushTransport", "PushgateCore",
+                "APNsHTTP2", "PushTransport", "APNsTransport", "PushgateCore",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOHTTP2", package: "swift-nio-http2"),
@@ -364,6 +386,8 @@ let package = Package(
             name: "PushTransportTests",
             dependencies: [
                 "PushTransport", "PushgateCore",
+                // The pool's tests carry APNs requests, the pool's first kind.
+                "APNsTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
@@ -454,7 +478,7 @@ let package = Package(
         .testTarget(
             name: "APNsLegacyTests",
             dependencies: [
-                "APNsLegacy", "PushgateCore", "PushTransport",
+                "APNsLegacy", "PushgateCore", "PushTransport", "APNsTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOTestUtils", package: "swift-nio"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),
@@ -483,7 +507,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsHTTP2", "PushTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "APNsHTTP2", "PushTransport", "APNsTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
                 "FCMTransport", "FCMSimulator",

@@ -51,6 +51,7 @@ let package = Package(
                 .product(name: "PushgateCore", package: pushgateFolder),
                 .product(name: "APNsHTTP2", package: pushgateFolder),
                 .product(name: "PushTransport", package: pushgateFolder),
+                .product(name: "APNsTransport", package: pushgateFolder),
                 .product(name: "APNsSimulator", package: pushgateFolder),
                 .product(name: "PushgateSQLite", package: pushgateFolder),
                 // `soak`: reads the gateway's store at the end (skipped targets).

@@ -1,3 +1,4 @@
+public import APNsTransport
 public import Logging
 public import NIOCore
 import NIOSSL
@@ -129,7 +130,7 @@ public final class APNsClient: PushTransportClient {
     public var isAPNsReachable: Bool { transportFront.isReachable }
 }
 
-extension APNsClient: NotificationTransport {}
+extension APNsClient: APNsNotificationTransport {}
 
 /// Hands one request's outcome to the task awaiting it.
 private final class SingleOutcomeReceiver: APNsOutcomeReceiver {

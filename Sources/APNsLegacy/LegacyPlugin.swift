@@ -1,3 +1,4 @@
+import APNsTransport
 import Logging
 import NIOCore
 import PushTransport

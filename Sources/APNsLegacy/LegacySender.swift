@@ -1,3 +1,4 @@
+public import APNsTransport
 import Foundation
 public import Logging
 public import NIOCore
@@ -16,7 +17,7 @@ public import PushgateCore
 /// connection numbers what it writes and keeps a window of it; an error response reports the failed
 /// notification and resends what followed it on another connection. When a notification counts as
 /// delivered is `LegacyConnectionStateMachine`'s rule (see `docs/legacy.md`).
-public final class LegacySender: NotificationTransport, PushTransportClient {
+public final class LegacySender: APNsNotificationTransport, PushTransportClient {
     public struct Configuration: Sendable {
         /// `host:port` of the legacy gateway.
         public var gateway: Endpoint

@@ -119,7 +119,7 @@ struct FCMExchange: HTTP2PushExchange {
             if !pooled.resentAfterRefusedAccessToken {
                 var retry = copy pooled
                 retry.resentAfterRefusedAccessToken = true
-                return (.requeue(retry, because: .expiredProviderToken), nil)
+                return (.requeue(retry, because: .credentialRefused), nil)
             }
             // Refused twice, with two tokens: the credentials are wrong, not the device.
             outcome.isConfigurationAlarm = true

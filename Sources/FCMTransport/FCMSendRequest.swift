@@ -38,7 +38,7 @@ public struct FCMSendRequest: Sendable, TransportSubmission {
 
 extension FCMSendRequest {
     /// No answer: classed as for APNs (GOAWAY and connect failures are connection-fatal).
-    public func fail(_ failure: APNsTransportFailure) {
+    public func fail(_ failure: PushTransportFailure) {
         receiver.receive(.failed(failure), for: self)
     }
 }

@@ -1,4 +1,3 @@
-import APNsHTTP2
 import Foundation
 import PushTransport
 import PushgateCore
@@ -34,7 +33,6 @@ final class ChunkDelivery {
     let chunk: WorkChunk
     let request: NotificationRequest
     private let prepared: PreparedRequest
-    private let route: DeliveryRoute
     private unowned let dispatcher: Dispatcher
     private let collector: OutcomeCollector
 
@@ -57,9 +55,8 @@ final class ChunkDelivery {
     /// The progress record under way; records of one chunk are strictly one after another.
     private var recording:
         (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
-    /// The clients' ids of what this chunk submitted, to withdraw the unsent ones on a stop.
-    private var submittedAPNsIDs: [UInt64] = []
-    private var submittedFCMIDs: [UInt64] = []
+    /// The services' ids of what this chunk submitted, to withdraw the unsent ones on a stop.
+    private var submitted: [SubmittedSends] = []
     private var stopDeadline: Date?
     /// Suspect answers the misconfiguration breaker has not decided yet: neither recorded nor counted as
     /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
@@ -71,14 +68,12 @@ final class ChunkDelivery {
     init(
         chunk: WorkChunk,
         prepared: PreparedRequest,
-        route: DeliveryRoute,
         dispatcher: Dispatcher,
         signal: WakeSignal
     ) {
         self.chunk = chunk
         self.request = prepared.request
         self.prepared = prepared
-        self.route = route
         self.dispatcher = dispatcher
         self.collector = OutcomeCollector(signal: signal)
         self.pageCursor = chunk.progress
@@ -104,8 +99,7 @@ final class ChunkDelivery {
     func stop(deadline: Date) {
         guard stopDeadline == nil else { return }
         stopDeadline = deadline
-        var withdrawn = route.transport.withdraw(submittedAPNsIDs)
-        if let fcm = route.fcm { withdrawn += fcm.withdraw(submittedFCMIDs) }
+        let withdrawn = submitted.withdraw()
         dispatcher.logger.debug("stopping: withdrew unsent notifications", metadata: ["push.withdrawn": "\(withdrawn)"])
     }
 
@@ -200,7 +194,7 @@ final class ChunkDelivery {
         let stopping = stopDeadline != nil
         dispatcher.random.withLock { generator in
             for outcome in completed {
-                if stopping, outcome.outcome.transportFailure == .cancelled {
+                if stopping, outcome.outcome.failure == .cancelled {
                     // Withdrawn before it was sent: it stays pending, so progress stops before it and
                     // the next run sends it.
                     continue
@@ -287,26 +281,27 @@ final class ChunkDelivery {
                 tally.addHeld(service: target.token.platform, request: request, now: now)
                 continue
             }
-            sends.add(target.token, tag: sequence, prepared: prepared, route: route, receiver: collector, now: now)
+            sends.add(target.token, tag: sequence, prepared: prepared)
         }
         bufferedHead += count
+        // Announced before they are submitted: an answer may come before `submit` returns.
         collector.willSend(sends.sendCount)
-        let ids = sends.submit(to: route)
-        submittedAPNsIDs.append(contentsOf: ids.apns)
-        submittedFCMIDs.append(contentsOf: ids.fcm)
+        let unsendableBefore = sends.unsendable.count
+        submitted.merge(sends.submit(sentAt: now, to: collector))
+        collector.willNotSend(sends.unsendable.count - unsendableBefore)
         sentThrough = bufferedHead == buffered.count ? pageCursor : buffered[bufferedHead].cursor - 1
-        room -= sends.sendCount
+        room -= sends.sendCount - (sends.unsendable.count - unsendableBefore)
         failUnsendable(sends.unsendable)
     }
 
     /// Devices that cannot be sent fail for good at once, recorded with the next progress.
-    private func failUnsendable(_ unsendable: [RoutedSends.Unsendable]) {
+    private func failUnsendable(_ unsendable: [UnsendablePush]) {
         guard !unsendable.isEmpty else { return }
         let now = dispatcher.clock.now()
         for device in unsendable {
-            order.complete(sequence: device.tag)
+            order.complete(sequence: device.send.tag)
             let disposition = dispatcher.failUnsendable(device, request: request, now: now, tally: &tally)
-            batch.add(disposition, token: device.token, at: now)
+            batch.add(disposition, token: device.send.token, at: now)
         }
     }
 

@@ -39,14 +39,15 @@ extension Dispatcher {
     private func deliver(_ claims: [RetryClaim], claimedAt: Date) async {
         let collector = OutcomeCollector()
         var byTag: [UInt64: (RetryClaim, NotificationRequest)] = [:]
-        var sendsByApp: [String: RoutedSends] = [:]
+        // One batch per request: a batch's sends share their request's prepared forms.
+        var sendsByRequest: [RequestID: RoutedSends] = [:]
         var outcomes: [RetryOutcome] = []
         var tally = metrics.tally()
         /// Records one device's outcome (an answer, or one decided without sending).
         func settle(
             _ claim: RetryClaim,
             _ request: NotificationRequest,
-            _ outcome: DeliveryOutcome,
+            _ outcome: PushOutcome,
             _ disposition: OutcomeDisposition,
             now: Date
         ) {
@@ -58,7 +59,7 @@ extension Dispatcher {
             // A store error leaves the claim leased: it is claimed again when its lease runs out.
             guard let found = await storeHealth.attempt(.readRequest, { try await preparedRequest(claim.requestID) })
             else { continue }
-            guard let prepared = found, let route = routes[prepared.request.app] else {
+            guard let prepared = found, routes[prepared.request.app] != nil else {
                 outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: "unknown_app", status: nil)))
                 continue
             }
@@ -80,27 +81,28 @@ extension Dispatcher {
                 continue
             }
             byTag[UInt64(index)] = (claim, request)
-            sendsByApp[request.app, default: RoutedSends()].add(
-                claim.token,
-                tag: UInt64(index),
-                prepared: prepared,
-                route: route,
-                receiver: collector,
-                now: claimedAt
-            )
+            sendsByRequest[request.id, default: RoutedSends()].add(claim.token, tag: UInt64(index), prepared: prepared)
         }
-        for sends in sendsByApp.values {
-            for device in sends.unsendable {
-                guard let (claim, request) = byTag.removeValue(forKey: device.tag) else { continue }
-                let disposition = failUnsendable(device, request: request, now: clock.now(), tally: &tally)
+        /// Devices that cannot be sent fail for good at once.
+        func failSetApart(_ unsendable: [UnsendablePush]) {
+            for device in unsendable {
+                guard let (claim, request) = byTag.removeValue(forKey: device.send.tag) else { continue }
+                let disposition = self.failUnsendable(device, request: request, now: clock.now(), tally: &tally)
                 outcomes.append(RetryOutcome(claim: claim, disposition: disposition))
             }
         }
+        for sends in sendsByRequest.values { failSetApart(sends.unsendable) }
+        // Announced before they are submitted: an answer may come before `submit` returns.
         collector.willSend(byTag.count)
         retriesInFlightCount.add(byTag.count, ordering: .relaxed)
-        var submitted: [(route: DeliveryRoute, ids: (apns: [UInt64], fcm: [UInt64]))] = []
-        for (app, sends) in sendsByApp {
-            if let route = routes[app] { submitted.append((route, sends.submit(to: route))) }
+        var submitted: [SubmittedSends] = []
+        for var sends in sendsByRequest.values {
+            let unsendableBefore = sends.unsendable.count
+            submitted.merge(sends.submit(sentAt: claimedAt, to: collector))
+            let setApart = Array(sends.unsendable.dropFirst(unsendableBefore))
+            collector.willNotSend(setApart.count)
+            retriesInFlightCount.subtract(setApart.count, ordering: .relaxed)
+            failSetApart(setApart)
         }
         let holdUntil = claimedAt.addingTimeInterval(configuration.leaseDuration.seconds / 2)
         var unanswered = byTag
@@ -116,16 +118,13 @@ extension Dispatcher {
                 // Takes back what no connection has written: each completes at once as `cancelled`,
                 // gathered below, then the loop ends.
                 withdrawn = true
-                for (route, ids) in submitted {
-                    _ = route.transport.withdraw(ids.apns)
-                    if let fcm = route.fcm { _ = fcm.withdraw(ids.fcm) }
-                }
+                _ = submitted.withdraw()
             }
             for completed in collector.drain() {
                 guard let (claim, request) = unanswered.removeValue(forKey: completed.tag) else { continue }
                 retriesInFlightCount.subtract(1, ordering: .relaxed)
                 let now = clock.now()
-                if withdrawn, completed.outcome.transportFailure == .cancelled {
+                if withdrawn, completed.outcome.failure == .cancelled {
                     // Never written: due again at once, as if it had not been claimed.
                     outcomes.append(
                         RetryOutcome(claim: claim, result: .retry(nextAttemptAt: now, reason: "unanswered"))
@@ -177,7 +176,7 @@ extension Dispatcher {
         retriesInFlightCount.subtract(unanswered.count, ordering: .relaxed)
         // Written, no answer yet: the service may have it. Recorded as failed, never resent; its late
         // answer is dropped.
-        let unconfirmed = APNsTransportFailure.answerTimeout.label
+        let unconfirmed = PushTransportFailure.answerTimeout.label
         for (claim, _) in unanswered.values {
             outcomes.append(RetryOutcome(claim: claim, result: .failed(reason: unconfirmed, status: nil)))
         }

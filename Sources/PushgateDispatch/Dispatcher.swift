@@ -1,5 +1,3 @@
-import APNsHTTP2
-public import FCMTransport
 import Foundation
 public import Logging
 public import PushTransport
@@ -7,24 +5,30 @@ public import PushgateCore
 public import ServiceLifecycle
 import Synchronization
 
-/// Where an app's notifications go: its transport to APNs (the HTTP/2 client with the app's
-/// credentials, environment and pool, or the legacy binary interface) and its topic.
+/// Where an app's notifications go: its services (``PushService``), registered by the platform of the
+/// devices each serves. The gateway registers each service an app is configured for in one line
+/// (`APNsPushService(transport:topic:)`, `FCMPushService(transport:)`...); a device whose platform has no
+/// service here fails (``OutcomeDisposition/notConfigured(_:)``) instead of waiting for one.
 public struct DeliveryRoute: Sendable {
-    public var transport: any NotificationTransport
-    public var topic: Topic
-    /// Where the app's FCM devices go; nil when the app has no FCM credentials (its FCM devices then
-    /// fail with a recorded reason instead of waiting for a service that is not configured).
-    public var fcm: (any FCMNotificationTransport)?
+    /// In registration order, one per platform.
+    public let services: [any PushService]
 
-    public init(transport: any NotificationTransport, topic: Topic, fcm: (any FCMNotificationTransport)? = nil) {
-        self.transport = transport
-        self.topic = topic
-        self.fcm = fcm
+    public init(services: [any PushService]) {
+        var seen = Set<PushPlatform>()
+        for service in services {
+            precondition(seen.insert(service.platform).inserted, "two services for \(service.platform)")
+        }
+        self.services = services
+    }
+
+    /// The service of `platform`'s devices; nil when the app has none.
+    public func service(for platform: PushPlatform) -> (any PushService)? {
+        services.first { $0.platform == platform }
     }
 }
 
-/// Turns the ledger's work into requests to APNs and FCM: claims chunks of a request's targets, streams
-/// each device into its own service's client (``RoutedSends``) with one bounded in-flight budget, and
+/// Turns the ledger's work into requests to the push services: claims chunks of a request's targets, streams
+/// each device into its own service (``RoutedSends``, through ``PushService``) with one bounded in-flight budget, and
 /// records outcomes in batches (progress,
 /// retries, failures, invalidations in one transaction per batch). Also sends retries when they fall
 /// due. Nothing about a notification lives only in memory: a crash loses at most the outcomes of the
@@ -94,8 +98,8 @@ public final class Dispatcher: Service, NotificationIntake {
     let retriesInFlightCount = Atomic<Int>(0)
     /// Prepared notifications per request: a request is immutable, so its wire forms are built once.
     private let prepared = Mutex<[RequestID: PreparedRequest]>([:])
-    /// Devices failed or held for their app's configuration (FCM devices without FCM credentials, FCM
-    /// refusing the credentials): one warning per app and kind a minute, with a count.
+    /// Devices failed or held for their app's configuration (devices of a service the app has no
+    /// credentials for, a service refusing the credentials): one warning per app and kind a minute, with a count.
     private let alarms: SharedFailureStorm<AlarmKey>
     /// Tells a wrong configuration from dead devices: answers are judged and sends admitted through it.
     let misconfiguration: MisconfigurationMonitor
@@ -131,18 +135,15 @@ public final class Dispatcher: Service, NotificationIntake {
         )
     }
 
-    /// Notifications that may be sent and not yet answered: the sum of what the routes' transports, APNs
-    /// and FCM, can carry now (connections x streams), within the configured cap. Read on every loop
-    /// turn, so it follows the transports as their capacity changes.
+    /// Notifications that may be sent and not yet answered: the sum of what the routes' services' transports
+    /// can carry now (connections x streams; a transport shared by several apps once), within the configured
+    /// cap. Read on every loop turn, so it follows the transports as their capacity changes.
     public var inFlightBudget: Int {
         var seen = Set<ObjectIdentifier>()
         var capacity = 0
         for route in routes.values {
-            if seen.insert(ObjectIdentifier(route.transport)).inserted {
-                capacity += route.transport.inFlightCapacity
-            }
-            if let fcm = route.fcm, seen.insert(ObjectIdentifier(fcm)).inserted {
-                capacity += fcm.inFlightCapacity
+            for service in route.services where seen.insert(service.transportID).inserted {
+                capacity += service.inFlightCapacity
             }
         }
         return max(1, min(capacity, configuration.maximumInFlight ?? .max))
@@ -358,7 +359,7 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Prepares a claimed chunk for delivery, or fails its targets at once when it cannot be sent (an
     /// app no longer configured).
     private func startDelivery(of chunk: WorkChunk, firstPage: TargetPage?) async throws -> ChunkDelivery? {
-        guard let prepared = try await preparedRequest(chunk.requestID), let route = routes[prepared.request.app] else {
+        guard let prepared = try await preparedRequest(chunk.requestID), routes[prepared.request.app] != nil else {
             try await failWholeChunk(chunk, reason: "unknown_app")
             return nil
         }
@@ -371,7 +372,6 @@ public final class Dispatcher: Service, NotificationIntake {
         let delivery = ChunkDelivery(
             chunk: chunk,
             prepared: prepared,
-            route: route,
             dispatcher: self,
             signal: wake
         )
@@ -411,35 +411,13 @@ public final class Dispatcher: Service, NotificationIntake {
         }
     }
 
-    /// Builds a request's wire forms once and keeps them for the chunks and retries that follow. Done at
-    /// intake too, so that the first chunk does not read back the request it was just given. The FCM
-    /// message is derived only for an app with an FCM transport.
+    /// Builds a request's wire forms once, one per service of its app, and keeps them for the chunks and
+    /// retries that follow. Done at intake too, so that the first chunk does not read back the request it
+    /// was just given.
     @discardableResult
     func prepare(_ request: NotificationRequest) throws -> PreparedRequest? {
         guard let route = routes[request.app] else { return nil }
-        let content = try NotificationContent(
-            topic: route.topic,
-            pushType: request.pushType,
-            priority: request.priority,
-            expiration: request.expiration,
-            collapseID: request.collapseID,
-            payload: request.payload
-        )
-        var fcmMessage: Result<FCMMessage, ValidationError>? = nil
-        if route.fcm != nil {
-            fcmMessage = Result { () throws(ValidationError) in try FCMMessage(request: request) }
-            if case .failure(let error) = fcmMessage {
-                logger.error(
-                    "stored request has no valid FCM message; its FCM devices fail",
-                    metadata: ["push.request_id": "\(request.id)", "error": "\(error)"]
-                )
-            }
-        }
-        let entry = PreparedRequest(
-            request: request,
-            notification: PreparedNotification(content),
-            fcmMessage: fcmMessage
-        )
+        let entry = try PreparedRequest(request, route: route, logger: logger)
         prepared.withLock { cache in
             if cache.count > 1_000 { cache.removeAll() }
             cache[request.id] = entry
@@ -448,21 +426,22 @@ public final class Dispatcher: Service, NotificationIntake {
     }
 
     /// A device failed for its app's configuration, not for itself: a warning, at most one per app and
-    /// kind a minute (with how many devices since the last one); counted in the metrics by the tally.
+    /// kind a minute (with how many devices since the last one), worded by its service; counted in the
+    /// metrics by the tally.
     func raiseAlarm(_ key: AlarmKey, requestID: RequestID) {
         guard let count = alarms.record(key) else { return }
-        let message: Logger.Message
-        switch key.reason {
-        case OutcomeDisposition.fcmNotConfigured:
-            message = "FCM devices of an app without FCM credentials fail; configure app.NAME.fcm"
-        case FCMOutcome.credentialsRefusedLabel, "UNAUTHENTICATED":
+        let message: String
+        if key.reason == OutcomeDisposition.notConfigured(key.service) {
+            let name = key.service.rawValue.uppercased()
             message =
-                "FCM refused the app's credentials; its devices wait (until their request expires) and are not pruned"
-        default:
-            message = "FCM refused the app's configuration; its devices fail and are not pruned"
+                "\(name) devices of an app without \(name) credentials fail; configure app.NAME.\(key.service.rawValue)"
+        } else if let service = routes[key.app]?.service(for: key.service) {
+            message = service.alarmMessage(reason: key.reason)
+        } else {
+            message = "the service refused the app's configuration; its devices are not pruned"
         }
         logger.warning(
-            message,
+            "\(message)",
             metadata: [
                 "push.app": "\(key.app)", "push.request_id": "\(requestID)", "push.reason": "\(key.reason)",
                 "push.devices": "\(count)",
@@ -470,22 +449,22 @@ public final class Dispatcher: Service, NotificationIntake {
         )
     }
 
-    /// A device that cannot be sent (``RoutedSends/Unsendable``) fails for good: counted in `tally` as a
+    /// A device that cannot be sent (``RoutedSends``'s unsendable) fails for good: counted in `tally` as a
     /// failure and an alarm, and warned about.
     func failUnsendable(
-        _ device: RoutedSends.Unsendable,
+        _ device: UnsendablePush,
         request: NotificationRequest,
         now: Date,
         tally: inout OutcomeTally
     ) -> OutcomeDisposition {
-        tally.addUnsendable(service: device.token.platform, reason: device.reason, request: request, now: now)
-        let alarm = AlarmKey(app: request.app, service: device.token.platform, reason: device.reason)
-        raiseAlarm(alarm, requestID: request.id)
+        let platform = device.send.token.platform
+        tally.addUnsendable(service: platform, reason: device.reason, request: request, now: now)
+        raiseAlarm(AlarmKey(app: request.app, service: platform, reason: device.reason), requestID: request.id)
         return .failed(reason: device.reason, status: nil, invalidation: nil)
     }
 
     /// An outcome that is an alarm of the app's configuration is warned about (it is counted by the tally).
-    func raiseAlarmIfAny(_ outcome: DeliveryOutcome, request: NotificationRequest) {
+    func raiseAlarmIfAny(_ outcome: PushOutcome, request: NotificationRequest) {
         guard outcome.isConfigurationAlarm else { return }
         let alarm = AlarmKey(app: request.app, service: outcome.service, reason: outcome.metricsReason)
         raiseAlarm(alarm, requestID: request.id)

@@ -4,7 +4,7 @@ import Logging
 public import PushgateCore
 import Synchronization
 
-/// The dispatcher's ``MisconfigurationBreaker``, behind a lock: fed every answer of either service,
+/// The dispatcher's ``MisconfigurationBreaker``, behind a lock: fed every answer of every service,
 /// asked before each send, and the alarm's log lines, metrics and readiness (`/readyz`).
 ///
 /// Metrics: `pushgate_misconfiguration_alarm{app,service}` (1 while an alarm holds the app's sending on the
@@ -38,35 +38,14 @@ final class MisconfigurationMonitor: Sendable {
     var window: Duration { breaker.withLock { $0.configuration.window } }
 
     /// What an outcome says about its app's configuration; nil when nothing (no answer from the service, a
-    /// retryable answer, an FCM credential alarm that has its own handling).
-    static func answer(_ outcome: DeliveryOutcome) -> Breaker.Answer? {
-        switch outcome {
-        case .apns(let apns):
-            guard apns.transportFailure == nil, apns.status != nil else { return nil }
-            switch apns.outcomeClass {
-            case .accepted: return .sane
-            case .retryable, .connectionFatal: return nil
-            case .rejected: break
-            }
-            switch apns.reason {
-            case .badDeviceToken, .badCertificateEnvironment: return .suspect(.environment)
-            case .deviceTokenNotForTopic, .topicDisallowed: return .suspect(.topic)
-            // Apple's answer only (a token we could not sign has no status and was excluded above).
-            case .invalidProviderToken: return .suspect(.credentials)
-            default: return .sane
-            }
-        case .fcm(let fcm):
-            guard fcm.transportFailure == nil, fcm.status != nil, !fcm.isConfigurationAlarm else { return nil }
-            switch fcm.outcomeClass {
-            case .accepted: return .sane
-            case .retryable, .connectionFatal: return nil
-            case .rejected: return fcm.errorCode == .senderIDMismatch ? .suspect(.project) : .sane
-            }
-        }
+    /// retryable answer, a credential alarm that has its own handling). Read by each service's plug-in
+    /// (``PushOutcome/configurationSignal``).
+    static func answer(_ outcome: PushOutcome) -> Breaker.Answer? {
+        outcome.configurationSignal
     }
 
     /// An answer of `app`'s notification: proceed, defer or hold.
-    func judge(_ outcome: DeliveryOutcome, app: String, now: Date) -> Breaker.Verdict {
+    func judge(_ outcome: PushOutcome, app: String, now: Date) -> Breaker.Verdict {
         guard enabled, let answer = Self.answer(outcome) else { return .proceed }
         let key = Breaker.Key(app: app, service: outcome.service)
         let decision = breaker.withLock { breaker in

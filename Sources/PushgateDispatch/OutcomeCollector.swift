@@ -1,12 +1,11 @@
-import APNsHTTP2
-import FCMTransport
 import PushTransport
 import PushgateCore
 import Synchronization
 
-/// Receives the outcomes of a batch of sends (on event-loop threads), from APNs and FCM alike, and
-/// hands them to the dispatcher's task in bulk. One collector serves a whole chunk: no per-notification
-/// task or closure. Its in-flight count covers both services, so one budget bounds them together.
+/// Receives the outcomes of a batch of sends (on event-loop threads), from every service alike (each
+/// service's plug-in hands them over as ``PushOutcome``s), and hands them to the dispatcher's task in
+/// bulk. One collector serves a whole chunk: no per-notification task or closure. Its in-flight count
+/// covers every service, so one budget bounds them together.
 ///
 /// It wakes the dispatcher once per batch of outcomes, not once per outcome: when the outcomes waiting
 /// reach an eighth of what was in flight (at most ``maximumWakeBatch``), or when nothing is left in
@@ -14,11 +13,11 @@ import Synchronization
 /// those hand-offs (and sends of one request at a time) cost more than the rest of the dispatch. A
 /// notification to a few devices still wakes it on its last answer, and a trickle of answers below the
 /// batch waits at most for the dispatcher's own progress interval.
-final class OutcomeCollector: APNsOutcomeReceiver, FCMOutcomeReceiver {
+final class OutcomeCollector: PushOutcomeReceiver {
     struct Completed: Sendable {
         var tag: UInt64
         var token: DeviceToken
-        var outcome: DeliveryOutcome
+        var outcome: PushOutcome
     }
 
     /// The most outcomes that wait for the dispatcher before it is woken.
@@ -46,19 +45,8 @@ final class OutcomeCollector: APNsOutcomeReceiver, FCMOutcomeReceiver {
         self.signal = signal
     }
 
-    func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
-        complete(Completed(tag: request.tag, token: request.deviceToken, outcome: .apns(outcome)))
-    }
-
-    func receive(_ outcome: FCMOutcome, for request: FCMSendRequest) {
-        let token: DeviceToken
-        do {
-            token = try DeviceToken(fcm: request.token)
-        } catch {
-            // The transport hands back the string it was given, which came from a valid DeviceToken.
-            preconditionFailure("FCM transport answered for a token it was not given")
-        }
-        complete(Completed(tag: request.tag, token: token, outcome: .fcm(outcome)))
+    func receive(_ outcome: PushOutcome, token: DeviceToken, tag: UInt64) {
+        complete(Completed(tag: tag, token: token, outcome: outcome))
     }
 
     private func complete(_ completed: Completed) {
@@ -80,6 +68,22 @@ final class OutcomeCollector: APNsOutcomeReceiver, FCMOutcomeReceiver {
             state.inFlight += count
             state.updateWakeThreshold()
         }
+    }
+
+    /// `count` sends announced by ``willSend(_:)`` that were not handed to any transport after all (their
+    /// service set them apart as unsendable): no outcome will come for them. Wakes the dispatcher when
+    /// what is left in flight has all been answered.
+    func willNotSend(_ count: Int) {
+        guard count > 0 else { return }
+        let wake = state.withLock { state -> Bool in
+            state.inFlight -= count
+            state.updateWakeThreshold()
+            guard !state.woken, state.inFlight == 0, !state.completed.isEmpty else { return false }
+            state.woken = true
+            state.wakes += 1
+            return true
+        }
+        if wake { signal.signal() }
     }
 
     /// Takes what has completed so far.

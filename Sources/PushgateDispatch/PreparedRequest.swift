@@ -1,104 +1,104 @@
-import APNsHTTP2
-import FCMTransport
 import Foundation
+import Logging
 import PushTransport
 import PushgateCore
-import Synchronization
 
-/// A stored request in the forms its services take, built once (a request is immutable) and kept for
-/// the chunks and retries that follow.
+/// A stored request in the forms its app's services take, built once (a request is immutable) and kept
+/// for the chunks and retries that follow: one ``PreparedPush`` per service of the app.
 struct PreparedRequest: Sendable {
+    /// One service of the app and the request in its form.
+    struct Service: Sendable {
+        let service: any PushService
+        let prepared: any PreparedPush
+        /// `service.platform`, read once.
+        let platform: PushPlatform
+    }
+
     let request: NotificationRequest
-    /// The APNs notification: headers and payload, encoded once.
-    let notification: PreparedNotification
-    /// The FCM message, derived once; nil when the app has no FCM transport (nothing to derive it for).
-    /// A request whose FCM message cannot be built fails its FCM devices only.
-    let fcmMessage: Result<FCMMessage, ValidationError>?
-    /// ``fcmMessage(sentAt:)``'s last message, for the second it was derived for.
-    private let sendTimeMessage = SendTimeMessage()
+    let services: [Service]
 
-    init(
-        request: NotificationRequest,
-        notification: PreparedNotification,
-        fcmMessage: Result<FCMMessage, ValidationError>?
-    ) {
+    /// Prepares `request` for each of the route's services. Throws when a service cannot carry it at all
+    /// (``PushService/prepare(_:logger:)``): nothing of it is sent.
+    init(_ request: NotificationRequest, route: DeliveryRoute, logger: Logger) throws {
         self.request = request
-        self.notification = notification
-        self.fcmMessage = fcmMessage
-    }
-
-    /// The FCM message to send at `now`. With an expiration time, its `android.ttl` is what is left
-    /// then (floored at 0, like APNs treating a past `apns-expiration` as "now or never"): a retry sent
-    /// late does not carry the TTL the request started with. Derived again at most once a second.
-    /// Expired requests are stopped by the store's sweep (`expireOverdue`, due 1 ms after the
-    /// expiration), as for APNs; a send racing the sweep goes out with `0s`.
-    func fcmMessage(sentAt now: Date) -> Result<FCMMessage, ValidationError>? {
-        guard case .success? = fcmMessage, case .at = request.expiration else { return fcmMessage }
-        let second = Int64(now.timeIntervalSince1970.rounded(.down))
-        if let cached = sendTimeMessage.last.withLock({ $0 }), cached.second == second { return cached.message }
-        let request = self.request
-        let message = Result { () throws(ValidationError) in try FCMMessage(request: request, sentAt: now) }
-        sendTimeMessage.last.withLock { $0 = (second, message) }
-        return message
-    }
-
-    private final class SendTimeMessage: Sendable {
-        let last = Mutex<(second: Int64, message: Result<FCMMessage, ValidationError>)?>(nil)
+        self.services = try route.services.map { service in
+            Service(
+                service: service,
+                prepared: try service.prepare(request, logger: logger),
+                platform: service.platform
+            )
+        }
     }
 }
 
-/// One batch of sends through one app's route, split by each device's service: APNs devices become
-/// `APNsRequest`s for `route.transport`, FCM devices `FCMSendRequest`s for `route.fcm`. Devices that
-/// cannot be sent (FCM devices of an app without FCM credentials, or of a request whose FCM message
-/// cannot be built) are set apart with the reason they fail for, so that they never wait for a
-/// service that is not there and never hold up the others.
+/// One batch of sends of one request, split by each device's service (the registry's platform): each
+/// service's devices go to it in one submission. Devices of a platform the app has no service for fail
+/// (``OutcomeDisposition/notConfigured(_:)``) without waiting for a service that is not there and without
+/// holding up the others; so do those a service sets apart when it submits (``PushSubmission/unsendable``).
 struct RoutedSends {
-    struct Unsendable {
-        var tag: UInt64
-        var token: DeviceToken
-        var reason: String
-    }
-
-    private(set) var apns: [APNsRequest] = []
-    private(set) var fcm: [FCMSendRequest] = []
-    private(set) var unsendable: [Unsendable] = []
+    private var groups: [(service: PreparedRequest.Service, sends: [PushSend])] = []
+    private(set) var unsendable: [UnsendablePush] = []
+    /// Devices put in ``groups``: announced to the collector before they are submitted.
+    private(set) var sendCount = 0
+    private let capacity: Int
 
     init(reservingCapacity count: Int = 0) {
-        apns.reserveCapacity(count)
+        capacity = count
     }
 
-    /// Requests handed to transports by ``submit(to:)``: their outcomes are awaited.
-    var sendCount: Int { apns.count + fcm.count }
+    mutating func add(_ token: DeviceToken, tag: UInt64, prepared: PreparedRequest) {
+        let send = PushSend(token: token, tag: tag)
+        // A linear search: an app has a service or three.
+        if let index = groups.firstIndex(where: { $0.service.platform == token.platform }) {
+            groups[index].sends.append(send)
+        } else if let service = prepared.services.first(where: { $0.platform == token.platform }) {
+            var sends: [PushSend] = []
+            sends.reserveCapacity(capacity)
+            sends.append(send)
+            groups.append((service, sends))
+        } else {
+            unsendable.append(UnsendablePush(send: send, reason: OutcomeDisposition.notConfigured(token.platform)))
+            return
+        }
+        sendCount += 1
+    }
 
-    mutating func add(
-        _ token: DeviceToken,
-        tag: UInt64,
-        prepared: PreparedRequest,
-        route: DeliveryRoute,
-        receiver: OutcomeCollector,
-        now: Date
-    ) {
-        switch token.platform {
-        case .apns:
-            apns.append(
-                APNsRequest(notification: prepared.notification, deviceToken: token, tag: tag, receiver: receiver)
-            )
-        case .fcm:
-            switch (route.fcm, prepared.fcmMessage(sentAt: now)) {
-            case (.some, .success(let message)?):
-                fcm.append(FCMSendRequest(message: message, token: token.value, tag: tag, receiver: receiver))
-            case (.some, .failure?):
-                unsendable.append(Unsendable(tag: tag, token: token, reason: OutcomeDisposition.fcmInvalidMessage))
-            case (.none, _), (.some, .none):
-                unsendable.append(Unsendable(tag: tag, token: token, reason: OutcomeDisposition.fcmNotConfigured))
+    /// Hands each service its devices. Returns what each service took (its ids, for `withdraw`); the
+    /// devices a service set apart are added to ``unsendable``.
+    mutating func submit(sentAt now: Date, to receiver: any PushOutcomeReceiver) -> [SubmittedSends] {
+        var submitted: [SubmittedSends] = []
+        submitted.reserveCapacity(groups.count)
+        for (service, sends) in groups where !sends.isEmpty {
+            let submission = service.prepared.submit(sends, sentAt: now, to: receiver)
+            unsendable += submission.unsendable
+            submitted.append(SubmittedSends(service: service.service, ids: submission.ids, count: submission.submitted))
+        }
+        return submitted
+    }
+}
+
+/// What one service took of a batch: its transport's ids (for ``PushService/withdraw(_:)``) and how many.
+struct SubmittedSends {
+    let service: any PushService
+    var ids: [UInt64]
+    var count: Int
+}
+
+extension [SubmittedSends] {
+    /// Adds `more` to the ids kept per service (a chunk keeps them to withdraw the unsent ones on a stop).
+    mutating func merge(_ more: [SubmittedSends]) {
+        for entry in more {
+            if let index = firstIndex(where: { $0.service === entry.service }) {
+                self[index].ids += entry.ids
+                self[index].count += entry.count
+            } else {
+                append(entry)
             }
         }
     }
 
-    /// Hands the requests to the route's transports. Returns each transport's ids, for `withdraw`.
-    func submit(to route: DeliveryRoute) -> (apns: [UInt64], fcm: [UInt64]) {
-        let apnsIDs = apns.isEmpty ? [] : route.transport.submit(apns)
-        let fcmIDs = fcm.isEmpty ? [] : (route.fcm?.submit(fcm) ?? [])
-        return (apnsIDs, fcmIDs)
+    /// Takes back from each service what it has not written yet. Returns how many.
+    func withdraw() -> Int {
+        reduce(0) { $0 + $1.service.withdraw($1.ids) }
     }
 }

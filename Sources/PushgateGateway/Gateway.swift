@@ -1,5 +1,6 @@
 public import APNsHTTP2
 import APNsLegacy
+import APNsTransport
 import CoreMetrics
 public import FCMTransport
 import Foundation
@@ -198,7 +199,7 @@ public struct Gateway: Sendable {
         }
         let httpPort = BoundPort()
         var apnsClients: [APNsClient] = []
-        var transports: [any NotificationTransport & Service] = []
+        var transports: [any APNsNotificationTransport & Service] = []
         var feedbackPollers: [FeedbackPoller] = []
         var fcmClients: [FCMClient] = []
         var fcmByApp: [(app: String, client: FCMClient)] = []
@@ -210,7 +211,7 @@ public struct Gateway: Sendable {
             guard routes[app.name] == nil else {
                 throw StartupError(description: "apps: app \"\(app.name)\" is listed twice")
             }
-            let transport: any NotificationTransport & Service
+            let transport: any APNsNotificationTransport & Service
             if let legacy = app.legacy {
                 var appLogger = Logger(label: "pushgate.legacy")
                 appLogger[metadataKey: "push.app"] = "\(app.name)"
@@ -248,7 +249,10 @@ public struct Gateway: Sendable {
                 fcmByApp.append((app.name, fcm))
             }
             fcmClientsByApp.append(fcm)
-            routes[app.name] = DeliveryRoute(transport: transport, topic: app.topic, fcm: fcm)
+            // The app's services, one registration line each, by the platform of the devices they serve.
+            var services: [any PushService] = [APNsPushService(transport: transport, topic: app.topic)]
+            if let fcm { services.append(FCMPushService(transport: fcm)) }
+            routes[app.name] = DeliveryRoute(services: services)
         }
         // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz. Read
         // from the clients, whose credentials a reload may replace.

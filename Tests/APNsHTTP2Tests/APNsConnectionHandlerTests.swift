@@ -1,3 +1,4 @@
+import APNsTransport
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -26,8 +27,8 @@ struct APNsConnectionHandlerTests {
             work.removeFirst(taken.count)
             return taken
         }
-        var requeued: [APNsTransportFailure] = []
-        func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) {
+        var requeued: [PushTransportFailure] = []
+        func requeue(_ requests: [PooledRequest], because failure: PushTransportFailure) {
             requeued += requests.map { _ in failure }
         }
         func providerToken() throws -> ProviderToken? { nil }
@@ -243,7 +244,7 @@ struct APNsConnectionHandlerTests {
         _ = try channel.finish(acceptAlreadyClosed: true)
     }
 
-    @Test("ExpiredProviderToken: the request is sent again once, labelled expiredProviderToken (not streamRefused)")
+    @Test("ExpiredProviderToken: the request is sent again once, labelled credentialRefused (not streamRefused)")
     func expiredProviderTokenResendHasItsOwnLabel() throws {
         let (channel, delegate, handler) = try connectedHandler()
         var parser = HTTP2FrameParser()
@@ -276,7 +277,7 @@ struct APNsConnectionHandlerTests {
         try channel.writeInbound(
             serverFrame(0x0, flags: 0x1, stream: 1, Array(#"{"reason":"ExpiredProviderToken"}"#.utf8))
         )
-        #expect(delegate.requeued == [.expiredProviderToken])
+        #expect(delegate.requeued == [.credentialRefused])
         #expect(outcomes.received.isEmpty, "resent, not answered")
         _ = try channel.finish(acceptAlreadyClosed: true)
     }

@@ -1,3 +1,4 @@
+import APNsTransport
 import NIOCore
 import NIOEmbedded
 import PushTransport

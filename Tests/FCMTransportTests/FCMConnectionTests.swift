@@ -17,7 +17,7 @@ struct FCMConnectionTests {
     final class Pool: HTTP2PushConnectionDelegate, @unchecked Sendable {
         var work: [FCMPooledRequest] = []
         var capacity: Int?
-        var requeued: [(token: String, failure: APNsTransportFailure)] = []
+        var requeued: [(token: String, failure: PushTransportFailure)] = []
         func connectionReady(_ id: Int, capacity: Int) { self.capacity = capacity }
         func connectionCapacityChanged(_ id: Int, capacity: Int) { self.capacity = capacity }
         func connectionRetiring(_ id: Int) {}
@@ -26,7 +26,7 @@ struct FCMConnectionTests {
             defer { work.removeFirst(min(maximum, work.count)) }
             return Array(work.prefix(maximum))
         }
-        func requeue(_ requests: [FCMPooledRequest], because failure: APNsTransportFailure) {
+        func requeue(_ requests: [FCMPooledRequest], because failure: PushTransportFailure) {
             requeued += requests.map { ($0.request.token, failure) }
         }
     }

@@ -33,7 +33,7 @@ struct FCMSendRequestTests {
         let recorder = Recorder()
         let request = FCMSendRequest(message: try Self.message(), token: "t1", tag: 7, receiver: recorder)
         let pooled = FCMPooledRequest(request: request, poolRequestID: 1, deadline: .now())
-        pooled.fail(APNsTransportFailure.goAway)
+        pooled.fail(PushTransportFailure.goAway)
         FCMPooledRequest(request: request, poolRequestID: 2, deadline: .now()).fail(.deadlineExceeded)
         let outcomes = recorder.outcomes.withLock { $0 }
         #expect(outcomes.map(\.tag) == [7, 7])

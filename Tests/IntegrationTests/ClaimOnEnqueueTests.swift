@@ -1,4 +1,5 @@
 import APNsHTTP2
+import APNsTransport
 import Foundation
 import PushTransport
 import PushgateCore
@@ -17,7 +18,7 @@ struct ClaimOnEnqueueTests {
 
     /// Holds every answer until the test releases it, and notes the store's claim and page-read counts
     /// when each request was handed to it.
-    final class ProbeTransport: NotificationTransport {
+    final class ProbeTransport: APNsNotificationTransport {
         let held = HeldAnswersTransport()
         let store: FaultInjectingStore
         private let seen = Mutex<[(claims: Int, pageReads: Int)]>([])

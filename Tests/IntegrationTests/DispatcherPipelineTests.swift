@@ -1,4 +1,5 @@
 import APNsHTTP2
+import APNsTransport
 import Foundation
 import PushTransport
 import PushgateCore
@@ -9,7 +10,7 @@ import Testing
 
 /// A transport that keeps every request until the test answers it, so that a test sees exactly what
 /// the dispatcher had handed over while earlier answers were still outstanding.
-final class HeldAnswersTransport: NotificationTransport {
+final class HeldAnswersTransport: APNsNotificationTransport {
     private struct State {
         var held: [APNsRequest] = []
         var submitted = 0
@@ -101,7 +102,7 @@ struct DispatcherPipelineTests {
     /// A dispatcher on a fresh SQLite store whose group `all` holds `devices` devices, sending to
     /// `transport`; `body` gets the store and the request once a request to `all` was submitted.
     static func withBroadcast(
-        to transport: any NotificationTransport,
+        to transport: any APNsNotificationTransport,
         devices: Int,
         chunkSize: Int,
         pageSize: Int,

@@ -27,7 +27,7 @@ struct FCMOutcomeDispositionTests {
     static func decide(_ outcome: FCMOutcome, expiration: Expiration = .storagePolicy) -> OutcomeDisposition {
         var generator = Ceiling()
         return OutcomeDisposition.decide(
-            outcome,
+            PushOutcome(fcm: outcome),
             token: token,
             attempt: 1,
             request: request(expiration: expiration),
@@ -174,10 +174,10 @@ struct FCMOutcomeDispositionTests {
     @Test(
         "no answer to an attempt that never reached FCM is retried with back-off, as for APNs",
         arguments: [
-            APNsTransportFailure.connectFailed("refused"), .deadlineExceeded, .streamRefused, .goAway, .queueFull,
+            PushTransportFailure.connectFailed("refused"), .deadlineExceeded, .streamRefused, .goAway, .queueFull,
         ]
     )
-    func transportFailure(failure: APNsTransportFailure) {
+    func transportFailure(failure: PushTransportFailure) {
         #expect(
             Self.decide(.failed(failure)) == .retry(at: Self.now.addingTimeInterval(1), reason: failure.label)
         )
@@ -187,16 +187,16 @@ struct FCMOutcomeDispositionTests {
     @Test(
         "no answer to an attempt that may have reached FCM fails the device for good, never resent nor pruned",
         arguments: [
-            APNsTransportFailure.answerTimeout, .connectionLost, .streamReset("INTERNAL_ERROR"),
+            PushTransportFailure.answerTimeout, .connectionLost, .streamReset("INTERNAL_ERROR"),
             .malformedResponse("no :status"),
         ]
     )
-    func unconfirmedAttempt(failure: APNsTransportFailure) {
+    func unconfirmedAttempt(failure: PushTransportFailure) {
         #expect(failure.mayHaveReachedService)
         #expect(Self.decide(.failed(failure)) == .failed(reason: failure.label, status: nil, invalidation: nil))
         var generator = Ceiling()
         let apns = OutcomeDisposition.decide(
-            APNsOutcome.failed(failure),
+            PushOutcome(apns: APNsOutcome.failed(failure)),
             token: try! DeviceToken(hex: String(repeating: "ab", count: 32)),
             attempt: 1,
             request: Self.request(),

@@ -1,4 +1,5 @@
 import APNsHTTP2
+import APNsTransport
 import Foundation
 import PushTransport
 import PushgateCore

@@ -1,6 +1,7 @@
 import APNsHTTP2
 import APNsLegacy
 import APNsSimulator
+import APNsTransport
 import Foundation
 import Logging
 import PushTransport

@@ -9,25 +9,10 @@ import Testing
 @Suite("Outcome collector: the dispatcher is woken once per batch of answers")
 struct OutcomeCollectorWakeTests {
     let collector = OutcomeCollector()
-    let requests: [APNsRequest]
+    let tokens: [DeviceToken]
 
     init() throws {
-        let notification = PreparedNotification(
-            try NotificationContent(
-                topic: Topic("com.example.app"),
-                pushType: .alert,
-                priority: .immediate,
-                payload: Payload(jsonString: #"{"aps":{"alert":"hi"}}"#)
-            )
-        )
-        requests = try (0..<1_000).map { [collector] index in
-            APNsRequest(
-                notification: notification,
-                deviceToken: try DeviceToken(hex: String(format: "%064x", index + 1)),
-                tag: UInt64(index),
-                receiver: collector
-            )
-        }
+        tokens = try (0..<1_000).map { index in try DeviceToken(hex: String(format: "%064x", index + 1)) }
     }
 
     func answer(_ range: Range<Int>) {
@@ -39,7 +24,7 @@ struct OutcomeCollectorWakeTests {
                 apnsUniqueID: nil,
                 invalidatedAtMilliseconds: nil
             )
-            collector.receive(accepted, for: requests[index])
+            collector.receive(PushOutcome(apns: accepted), token: tokens[index], tag: UInt64(index))
         }
     }
 

@@ -19,13 +19,13 @@ struct ProviderTokenStormTests {
             apnsUniqueID: nil,
             invalidatedAtMilliseconds: nil
         )
-        #expect(MisconfigurationMonitor.answer(.apns(refused)) == .suspect(.credentials))
+        #expect(MisconfigurationMonitor.answer(PushOutcome(apns: refused)) == .suspect(.credentials))
         let unsigned = APNsOutcome(
             outcomeClass: .rejected,
             reason: .invalidProviderToken,
             transportFailure: .malformedResponse("provider token could not be signed")
         )
-        #expect(MisconfigurationMonitor.answer(.apns(unsigned)) == nil)
+        #expect(MisconfigurationMonitor.answer(PushOutcome(apns: unsigned)) == nil)
     }
 
     @Test("100 InvalidProviderToken answers within a minute trip the breaker: the alarm names the key, devices held")

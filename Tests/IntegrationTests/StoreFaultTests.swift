@@ -1,3 +1,4 @@
+import APNsTransport
 import Foundation
 import Prometheus
 import PushTransport
@@ -10,7 +11,7 @@ import Testing
 
 /// A transport that answers every request at once (from another task): 503 to the first attempt of
 /// every tenth device, 200 otherwise; it counts the sends per device.
-final class CountingTransport: NotificationTransport {
+final class CountingTransport: APNsNotificationTransport {
     private let sends = Mutex<[DeviceToken: Int]>([:])
     private let accepted = Mutex<Set<DeviceToken>>([])
 

@@ -1,3 +1,4 @@
+import APNsTransport
 import Logging
 import NIOCore
 import NIOEmbedded
@@ -18,13 +19,13 @@ struct ConnectionPoolSubmissionTests {
         let deadline: NIODeadline?
         let recorder: Recorder
 
-        func fail(_ failure: APNsTransportFailure) {
+        func fail(_ failure: PushTransportFailure) {
             recorder.failures.withLock { $0.append((number, failure)) }
         }
     }
 
     final class Recorder: Sendable {
-        let failures = Mutex<[(number: Int, failure: APNsTransportFailure)]>([])
+        let failures = Mutex<[(number: Int, failure: PushTransportFailure)]>([])
     }
 
     typealias PooledMessage = PoolEntry<Message, NoMarks>

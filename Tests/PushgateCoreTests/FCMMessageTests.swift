@@ -30,12 +30,26 @@ struct FCMMessageTests {
         return inner
     }
 
-    @Test("aps.alert as a string becomes notification.body; custom keys become data as JSON text")
+    @Test("aps.alert as a string becomes notification.body; custom keys become data, strings as they are")
     func alertString() throws {
         let message = try derive(#"{"aps":{"alert":"Hello","badge":3},"n":1,"s":"x","o":{"a":[true,null]}}"#)
         #expect(message["notification"] as? [String: String] == ["body": "Hello"])
-        #expect(message["data"] as? [String: String] == ["n": "1", "s": #""x""#, "o": #"{"a":[true,null]}"#])
+        #expect(message["data"] as? [String: String] == ["n": "1", "s": "x", "o": #"{"a":[true,null]}"#])
         #expect((message["android"] as? [String: Any])?["priority"] as? String == "HIGH")
+    }
+
+    @Test("a string data value arrives as written; numbers, booleans, null, objects and arrays as JSON text")
+    func dataStringsAsTheyAre() throws {
+        let message = try derive(
+            #"{"aps":{"alert":"Goal!"},"team":"Lyon","quoted":"\"x\"","empty":"","match":42,"ratio":0.5,"#
+                + #""live":true,"none":null,"score":[2,1],"o":{"k":"v"}}"#
+        )
+        #expect(
+            message["data"] as? [String: String] == [
+                "team": "Lyon", "quoted": #""x""#, "empty": "", "match": "42", "ratio": "0.5", "live": "true",
+                "none": "null", "score": "[2,1]", "o": #"{"k":"v"}"#,
+            ]
+        )
     }
 
     @Test("aps.alert with title and body becomes notification title and body")
@@ -55,7 +69,7 @@ struct FCMMessageTests {
             priority: .conservePower
         )
         #expect(background["notification"] == nil)
-        #expect(background["data"] as? [String: String] == ["k": #""v""#])
+        #expect(background["data"] as? [String: String] == ["k": "v"])
         #expect((background["android"] as? [String: Any])?["priority"] as? String == "NORMAL")
     }
 

@@ -1,4 +1,5 @@
 import APNsHTTP2
+import APNsTransport
 import NIOCore
 import NIOEmbedded
 import NIOHPACK
@@ -56,7 +57,7 @@ final class MicroAPNsPool: APNsConnectionDelegate, @unchecked Sendable {
     func connectionCapacityChanged(_ id: Int, capacity: Int) {}
     func connectionRetiring(_ id: Int) {}
     func connectionClosed(_ id: Int, everReady: Bool, error: String?) { closed = error ?? "closed" }
-    func requeue(_ requests: [PooledRequest], because failure: APNsTransportFailure) { requeued += requests.count }
+    func requeue(_ requests: [PooledRequest], because failure: PushTransportFailure) { requeued += requests.count }
     func providerToken() throws -> ProviderToken? { token }
     func providerTokenRejectedAsExpired(_ token: ProviderToken) {}
     func streamAnswered(roundTrip: TimeAmount) {}

@@ -1,3 +1,4 @@
+import APNsTransport
 import Logging
 package import NIOCore
 package import PushTransport

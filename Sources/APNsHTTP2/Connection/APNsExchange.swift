@@ -1,3 +1,4 @@
+import APNsTransport
 package import NIOCore
 package import NIOHPACK
 package import PushTransport
@@ -202,7 +203,7 @@ package struct APNsExchange: HTTP2PushExchange {
             if !pooled.retriedAfterExpiredToken {
                 var retry = copy pooled
                 retry.retriedAfterExpiredToken = true
-                return (.requeue(retry, because: .expiredProviderToken), nil)
+                return (.requeue(retry, because: .credentialRefused), nil)
             }
         case .shutdown?, .idleTimeout?, .tooManyProviderTokenUpdates?:
             // The connection is the problem: stop using it, and resend this request once elsewhere.

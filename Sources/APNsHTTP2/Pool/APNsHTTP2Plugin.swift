@@ -1,3 +1,4 @@
+package import APNsTransport
 import Logging
 package import NIOCore
 package import PushTransport

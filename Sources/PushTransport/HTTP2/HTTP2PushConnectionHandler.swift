@@ -270,7 +270,7 @@ public final class HTTP2PushConnectionHandler<Exchange: HTTP2PushExchange> {
                 sendQueuedWork()
                 flushOutbound(context: context)
                 // Written: the service may have processed them, so the caller must not take this as
-                // "not sent" (``APNsTransportFailure/mayHaveReachedService``).
+                // "not sent" (``PushTransportFailure/mayHaveReachedService``).
                 for entry in expired { entry.request.fail(.answerTimeout) }
             }
         }

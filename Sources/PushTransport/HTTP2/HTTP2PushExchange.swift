@@ -98,7 +98,7 @@ public enum HTTP2PushStreamDisposition<Request, Outcome> {
     /// Hand the outcome to the caller.
     case complete(Outcome)
     /// Send it again (on any connection), counted against its resends.
-    case requeue(Request, because: APNsTransportFailure)
+    case requeue(Request, because: PushTransportFailure)
 }
 
 /// What a connection handler needs from its pool. `ConnectionPool` implements it; tests can too.
@@ -114,7 +114,7 @@ public protocol HTTP2PushConnectionDelegate<Request>: AnyObject, Sendable {
     /// Hands back `released` finished requests and takes up to `maximum` new ones.
     func pull(connection id: Int, released: Int, maximum: Int) -> [Request]
     /// Requests the service never processed: queue them again (or fail them when their budget is spent).
-    func requeue(_ requests: [Request], because failure: APNsTransportFailure)
+    func requeue(_ requests: [Request], because failure: PushTransportFailure)
 }
 
 extension ConnectionPool: HTTP2PushConnectionDelegate {}

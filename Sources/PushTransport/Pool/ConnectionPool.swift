@@ -247,7 +247,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     }
 
     /// Requests that went back unanswered: queued again, or failed with `failure` once their resends are spent.
-    package func requeue(_ requests: [Request], because failure: APNsTransportFailure) {
+    package func requeue(_ requests: [Request], because failure: PushTransportFailure) {
         var again: [Request] = []
         again.reserveCapacity(requests.count)
         for var request in requests {

@@ -31,7 +31,7 @@ public struct PoolEntry<Submission: TransportSubmission, Marks: PoolEntryMarks>:
     }
 
     @inlinable
-    public func fail(_ failure: APNsTransportFailure) {
+    public func fail(_ failure: PushTransportFailure) {
         request.fail(failure)
     }
 }

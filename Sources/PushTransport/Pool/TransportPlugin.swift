@@ -63,7 +63,7 @@ public protocol TransportSubmission: Sendable {
     var deadline: NIODeadline? { get }
     /// Completes it without an answer (cancelled, shut down, deadline, connect failure...) through its
     /// own receiver.
-    func fail(_ failure: APNsTransportFailure)
+    func fail(_ failure: PushTransportFailure)
 }
 
 /// A request inside a transport's pool: the caller's submission plus the plug-in's bookkeeping. The
@@ -76,18 +76,5 @@ public protocol TransportPooledRequest: PoolableRequest {
     /// Times it went back to the queue unanswered (never processed, or its fate unknown).
     var resends: Int { get set }
     /// Completes the request without an answer (cancelled, shut down, deadline, connect failure...).
-    func fail(_ failure: APNsTransportFailure)
-}
-
-extension APNsRequest: TransportSubmission {
-    public func fail(_ failure: APNsTransportFailure) {
-        receiver.receive(.failed(failure), for: self)
-    }
-}
-
-extension TransportPooledRequest where Submission == APNsRequest {
-    @inlinable
-    public func complete(_ outcome: APNsOutcome) {
-        request.receiver.receive(outcome, for: request)
-    }
+    func fail(_ failure: PushTransportFailure)
 }

@@ -1,69 +1,3 @@
-/// Why a request got no answer from APNs. These never come from APNs itself; they describe what
-/// happened on our side of the wire.
-public enum APNsTransportFailure: Hashable, Sendable, CustomStringConvertible {
-    /// APNs sent GOAWAY and the stream was above its last stream id: APNs never processed it.
-    case goAway
-    /// The stream was reset with REFUSED_STREAM: APNs never processed it.
-    case streamRefused
-    /// APNs answered `ExpiredProviderToken`: the request was resent with a fresh token (and failed with
-    /// this when its resends were spent).
-    case expiredProviderToken
-    /// The stream was reset by the server for another reason (HTTP/2 error code name).
-    case streamReset(String)
-    /// The connection closed before the answer arrived. APNs may or may not have processed it.
-    case connectionLost
-    /// No connection could be established (DNS, TCP or TLS). The message is safe to log.
-    case connectFailed(String)
-    /// The request's deadline passed while it waited to be written: it was never sent.
-    case deadlineExceeded
-    /// The request was written but its answer did not come within its deadline; its stream was reset
-    /// and freed. The service may or may not have processed it.
-    case answerTimeout
-    /// The caller cancelled the request.
-    case cancelled
-    /// The client is shutting down.
-    case shutdown
-    /// The transport's queue was full: not sent; submit it again later (push-back, never queued).
-    case queueFull
-    /// The answer was not a valid APNs response (no `:status`, unparseable body).
-    case malformedResponse(String)
-
-    public var description: String {
-        switch self {
-        case .goAway: "goaway"
-        case .streamRefused: "stream_refused"
-        case .expiredProviderToken: "expired_provider_token"
-        case .streamReset(let code): "stream_reset(\(code))"
-        case .connectionLost: "connection_lost"
-        case .connectFailed(let why): "connect_failed(\(why))"
-        case .deadlineExceeded: "deadline_exceeded"
-        case .answerTimeout: "answer_timeout"
-        case .cancelled: "cancelled"
-        case .shutdown: "shutdown"
-        case .queueFull: "queue_full"
-        case .malformedResponse(let why): "malformed_response(\(why))"
-        }
-    }
-
-    /// A short bounded label for metrics and reports (no free text).
-    public var label: String {
-        switch self {
-        case .goAway: "goaway"
-        case .streamRefused: "stream_refused"
-        case .expiredProviderToken: "expired_provider_token"
-        case .streamReset: "stream_reset"
-        case .connectionLost: "connection_lost"
-        case .connectFailed: "connect_failed"
-        case .deadlineExceeded: "deadline_exceeded"
-        case .answerTimeout: "answer_timeout"
-        case .cancelled: "cancelled"
-        case .shutdown: "shutdown"
-        case .queueFull: "queue_full"
-        case .malformedResponse: "malformed_response"
-        }
-    }
-}
-
 /// What became of one notification sent to one device: APNs' answer, or why there was none.
 public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
     public var outcomeClass: OutcomeClass
@@ -77,7 +11,7 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
     /// For 410: when APNs confirmed the token was no longer valid, in milliseconds since 1970.
     public var invalidatedAtMilliseconds: Int64?
     /// Set when there was no answer from APNs.
-    public var transportFailure: APNsTransportFailure?
+    public var transportFailure: PushTransportFailure?
 
     public init(
         outcomeClass: OutcomeClass,
@@ -86,7 +20,7 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
         apnsID: String? = nil,
         apnsUniqueID: String? = nil,
         invalidatedAtMilliseconds: Int64? = nil,
-        transportFailure: APNsTransportFailure? = nil
+        transportFailure: PushTransportFailure? = nil
     ) {
         self.outcomeClass = outcomeClass
         self.status = status
@@ -117,7 +51,7 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
 
     /// No answer. Cancellation is final for the caller (rejected from its point of view is wrong, so it
     /// is classed retryable like the rest: the caller decides whether to try again).
-    public static func failed(_ failure: APNsTransportFailure) -> APNsOutcome {
+    public static func failed(_ failure: PushTransportFailure) -> APNsOutcome {
         APNsOutcome(outcomeClass: failure.isConnectionFatal ? .connectionFatal : .retryable, transportFailure: failure)
     }
 
@@ -126,7 +60,7 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
     /// A bounded label for metrics and reports: the reason string, the transport failure label, or the status.
     public var reasonLabel: String {
         if let reason { return reason.rawValue }
-        if let transportFailure { return transportFailure.label }
+        if let transportFailure { return Self.label(transportFailure) }
         if let status { return status == 200 ? "" : "status_\(status)" }
         return "unknown"
     }
@@ -138,33 +72,19 @@ public struct APNsOutcome: Hashable, Sendable, CustomStringConvertible {
         if let apnsID { parts.append("apns-id=\(apnsID)") }
         if let apnsUniqueID { parts.append("apns-unique-id=\(apnsUniqueID)") }
         if let invalidatedAtMilliseconds { parts.append("timestamp=\(invalidatedAtMilliseconds)") }
-        if let transportFailure { parts.append("failure=\(transportFailure)") }
+        if let transportFailure {
+            parts.append(
+                "failure=\(transportFailure == .credentialRefused ? Self.label(transportFailure) : "\(transportFailure)")"
+            )
+        }
         return parts.joined(separator: " ")
     }
 }
 
-extension APNsTransportFailure {
-    /// Whether the request may have reached the service and been processed although no answer says so:
-    /// it was written, and nothing proves it was not processed (RFC 9113 §8.7: only REFUSED_STREAM and
-    /// GOAWAY above the last stream id prove that). Sending it again may deliver it twice, so the
-    /// dispatcher records it as failed instead of resending it. Everything else never left us (queued,
-    /// withdrawn, no connection), or the service said it did not process it. (`cancelled` also ends a
-    /// written request whose caller gave up on it, `send` cancelled; the dispatcher only ever withdraws
-    /// queued ones, so for it `cancelled` means "never sent".)
-    public var mayHaveReachedService: Bool {
-        switch self {
-        case .connectionLost, .answerTimeout, .streamReset, .malformedResponse: true
-        case .goAway, .streamRefused, .expiredProviderToken, .connectFailed, .deadlineExceeded, .cancelled,
-            .shutdown, .queueFull:
-            false
-        }
-    }
-
-    /// GOAWAY and connect failures mean the connection, not the notification, is the problem.
-    public var isConnectionFatal: Bool {
-        switch self {
-        case .goAway, .connectFailed: true
-        default: false
-        }
+extension APNsOutcome {
+    /// A transport failure in APNs's words: a token refused on every resend is `expired_provider_token`
+    /// (Apple's `ExpiredProviderToken`, which is what refused it).
+    public static func label(_ failure: PushTransportFailure) -> String {
+        failure == .credentialRefused ? "expired_provider_token" : failure.label
     }
 }

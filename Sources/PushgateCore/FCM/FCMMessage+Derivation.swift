@@ -4,8 +4,8 @@ extension FCMMessage {
     /// Derives the FCM message of a notification request, by the rules of `docs/fcm.md`:
     ///
     /// - `aps.alert` (a string, or an object with `title` and/or `body`) becomes `notification`;
-    /// - every top-level key other than `aps` becomes a `data` entry whose value is the JSON text of
-    ///   the key's value (`"n":1` → `"n":"1"`, `"s":"x"` → `"s":"\"x\""`);
+    /// - every top-level key other than `aps` becomes a `data` entry: a string as it is (`"s":"x"` →
+    ///   `"s":"x"`), any other value as its JSON text (`"n":1` → `"n":"1"`, `"o":{"a":1}` → `"o":"{\"a\":1}"`);
     /// - `background` notifications are data-only (no `notification`) with `android.priority` NORMAL;
     ///   priority 10 becomes HIGH, anything else NORMAL;
     /// - `expiration` becomes `android.ttl` (`immediately` → `0s`, a time → the seconds left after
@@ -32,7 +32,9 @@ extension FCMMessage {
             message["notification"] = notification
         }
         var data: [String: Any] = [:]
-        for (key, value) in body where key != "aps" { data[key] = FCMJSON.text(value) }
+        // FCM's `data` maps strings to strings: a string needs no encoding (an Android app reads
+        // `data["team"]` as `Lyon`, not `"Lyon"`); numbers, booleans, objects and arrays become JSON text.
+        for (key, value) in body where key != "aps" { data[key] = (value as? String) ?? FCMJSON.text(value) }
         if !data.isEmpty { message["data"] = data }
         var android: [String: Any] = [
             "priority": pushType != .background && priority == .immediate ? "HIGH" : "NORMAL"

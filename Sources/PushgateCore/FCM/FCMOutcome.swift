@@ -26,7 +26,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
     /// `Retry-After`, when the answer carried one (or, with ``credentialsRefused``, the next token fetch).
     public var retryAfter: Duration?
     /// Set when there was no answer.
-    public var transportFailure: APNsTransportFailure?
+    public var transportFailure: PushTransportFailure?
 
     public init(
         outcomeClass: OutcomeClass,
@@ -38,7 +38,7 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         accessTokenRejected: Bool = false,
         retryAfter: Duration? = nil,
         credentialsRefused: Bool = false,
-        transportFailure: APNsTransportFailure? = nil
+        transportFailure: PushTransportFailure? = nil
     ) {
         self.outcomeClass = outcomeClass
         self.status = status
@@ -52,9 +52,18 @@ public struct FCMOutcome: Hashable, Sendable, CustomStringConvertible {
         self.transportFailure = transportFailure
     }
 
-    /// No answer: classed as for APNs (GOAWAY and connect failures retire the connection).
-    public static func failed(_ failure: APNsTransportFailure) -> FCMOutcome {
-        FCMOutcome(outcomeClass: failure.isConnectionFatal ? .connectionFatal : .retryable, transportFailure: failure)
+    /// No answer: classed as for APNs (GOAWAY and connect failures retire the connection). An access
+    /// token refused on every resend (``PushTransportFailure/credentialRefused``) is FCM's own credential
+    /// outcome, as when FCM refuses a second token (`UNAUTHENTICATED`, a configuration alarm: the device
+    /// waits, it is never pruned), not a transport failure.
+    public static func failed(_ failure: PushTransportFailure) -> FCMOutcome {
+        guard failure != .credentialRefused else {
+            return FCMOutcome(outcomeClass: .retryable, isConfigurationAlarm: true, accessTokenRejected: true)
+        }
+        return FCMOutcome(
+            outcomeClass: failure.isConnectionFatal ? .connectionFatal : .retryable,
+            transportFailure: failure
+        )
     }
 
     /// Classifies an answer from `messages:send`: its status, body and `Retry-After` header (seconds

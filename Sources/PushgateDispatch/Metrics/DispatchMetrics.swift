@@ -190,7 +190,7 @@ struct OutcomeTally {
     var isEmpty: Bool { outcomes.isEmpty }
 
     mutating func add(
-        _ outcome: DeliveryOutcome,
+        _ outcome: PushOutcome,
         disposition: OutcomeDisposition,
         request: NotificationRequest,
         now: Date
@@ -208,7 +208,7 @@ struct OutcomeTally {
         skipped[app, default: 0] += Int64(count)
     }
 
-    /// A device that could not be sent at all (`reason`: ``OutcomeDisposition/fcmNotConfigured``...):
+    /// A device that could not be sent at all (`reason`: ``OutcomeDisposition/notConfigured(_:)``...):
     /// counted as a failure without a status, and as an alarm of its app's configuration.
     mutating func addUnsendable(service: PushPlatform, reason: String, request: NotificationRequest, now: Date) {
         add(
@@ -282,15 +282,7 @@ struct OutcomeTally {
         latencies.removeAll(keepingCapacity: true)
     }
 
-    /// `none` for an accepted answer, the APNs reason, the transport failure, or `status_N`; reasons
-    /// this build does not know are `unknown`.
-    static func reasonLabel(_ outcome: APNsOutcome) -> String {
-        if let reason = outcome.reason { return label(reason) }
-        if let failure = outcome.transportFailure { return failure.label }
-        if outcome.status == 200 { return "none" }
-        return outcome.status.map { "status_\($0)" } ?? "unknown"
-    }
-
+    /// An invalidation reason as a metrics label; reasons this build does not know are `unknown`.
     static func label(_ reason: APNsReason) -> String {
         if case .unknown = reason { return "unknown" }
         return reason.rawValue

@@ -1,3 +1,4 @@
+import APNsTransport
 import FCMTransport
 import Foundation
 import PushTransport
@@ -79,7 +80,7 @@ final class ScriptedFCMTransport: FCMNotificationTransport {
 }
 
 /// An APNs transport that accepts every notification at once and records the device tokens it was given.
-final class RecordingAPNsTransport: NotificationTransport {
+final class RecordingAPNsTransport: APNsNotificationTransport {
     private let tokens = Mutex<[DeviceToken]>([])
     let inFlightCapacity: Int
 

@@ -1,5 +1,6 @@
 import APNsHTTP2
 import APNsSimulator
+import APNsTransport
 import Crypto
 import Foundation
 import NIOCore

@@ -18,7 +18,7 @@ public final class PreparedNotification: Sendable {
     }
 }
 
-/// Receives the outcome of each request submitted to a `NotificationTransport`.
+/// Receives the outcome of each request submitted to a `APNsNotificationTransport`.
 ///
 /// Called exactly once per request, on an event-loop thread: it must not block. A dispatcher sending
 /// a million notifications uses one receiver for all of them and tells them apart by `tag`, so that

@@ -1,5 +1,5 @@
-/// What a dispatcher hands one push service's messages to: a client of the transport layer (APNs over
-/// HTTP/2, the legacy binary interface, FCM), or a test's stand-in.
+/// What a service plug-in (``PushService``) hands its messages to: a client of the transport layer (APNs
+/// over HTTP/2, the legacy binary interface, FCM), or a test's stand-in.
 ///
 /// The contract is the clients': `submit` never blocks and each request's receiver is called exactly
 /// once; `withdraw` takes back what was not yet written to any connection (its receivers get a
@@ -20,7 +20,3 @@ public protocol PushNotificationTransport<Submission>: AnyObject, Sendable {
     /// the streams each may carry (the server's SETTINGS_MAX_CONCURRENT_STREAMS, capped by configuration).
     var inFlightCapacity: Int { get }
 }
-
-/// A transport to Apple: the HTTP/2 `APNsClient`, or the legacy binary interface, which answers in the
-/// same vocabulary.
-public protocol NotificationTransport: PushNotificationTransport where Submission == APNsRequest {}
