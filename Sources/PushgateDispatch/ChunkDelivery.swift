@@ -65,6 +65,9 @@ final class ChunkDelivery {
     /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
     private var deferred: [DeferredOutcome] = []
     private(set) var isDone = false
+    /// Every target came in the first page read (a one-device request's chunk, say): nothing more to read.
+    private(set) var fitsOnePage = false
+    private var pagesAccepted = 0
     /// The store said this chunk's last record completed it (the request may be finished too).
     private(set) var completedChunk = false
 
@@ -179,6 +182,8 @@ final class ChunkDelivery {
 
     /// Appends a page of targets to what waits to be sent.
     func accept(_ page: TargetPage) {
+        pagesAccepted += 1
+        if pagesAccepted == 1 { fitsOnePage = page.isEnd }
         if bufferedHead == buffered.count {
             buffered.removeAll(keepingCapacity: true)
             bufferedHead = 0
@@ -347,13 +352,9 @@ final class ChunkDelivery {
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
         lastRecord = now
-        let (store, owner, clock, lease) = (
-            dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration
-        )
+        let dispatcher = self.dispatcher
         recording = (
-            BackgroundResult(in: &group, signal: signal) {
-                try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
-            },
+            BackgroundResult(in: &group, signal: signal) { try await dispatcher.recordProgress(progress) },
             finished || stoppedWaiting,
             recordedBatch,
             recordedTally
