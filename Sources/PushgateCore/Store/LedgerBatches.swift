@@ -50,7 +50,9 @@ extension StoreError {
 extension DeliveryLedger {
     /// Stores the requests one transaction each (for stores without a batch of their own): the first one
     /// with the claim of one chunk (``enqueue(_:claiming:chunkSize:pageLimit:)``), the others plainly. A
-    /// store failure is that request's answer; it never throws.
+    /// store failure is that request's answer and the answer of every request after it, which are not
+    /// tried (as in one failed transaction, so that a caller trying them again keeps their order); it
+    /// never throws.
     public func enqueue(
         batch requests: [NotificationRequest],
         claiming: BatchClaim?
@@ -75,10 +77,14 @@ extension DeliveryLedger {
                 } else {
                     outcome.results.append(.success(try await enqueue(request)))
                 }
-            } catch let error as StoreError {
-                outcome.results.append(.failure(error))
             } catch {
-                outcome.results.append(.failure(StoreError.backend("\(error)")))
+                let failure = (error as? StoreError) ?? StoreError.backend("\(error)")
+                outcome.results.append(.failure(failure))
+                if !failure.refusesOnlyItsRequest {
+                    let rest = requests.count - outcome.results.count
+                    outcome.results += Array(repeating: .failure(failure), count: rest)
+                    break
+                }
             }
         }
         return outcome

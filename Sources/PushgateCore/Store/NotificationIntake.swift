@@ -12,12 +12,22 @@ public protocol NotificationIntake: Sendable {
 }
 
 extension NotificationIntake {
-    /// One ``submit(_:)`` after the other.
+    /// One ``submit(_:)`` after the other. After a failure that may pass when tried again
+    /// (``StoreFailureKind/transient``) the rest are not tried and answer that failure, as in one failed
+    /// transaction: a caller that tries them again in order keeps their order.
     public func submit(batch requests: [NotificationRequest]) async -> [Result<EnqueueResult, any Error>] {
         var answers: [Result<EnqueueResult, any Error>] = []
         answers.reserveCapacity(requests.count)
         for request in requests {
-            do { answers.append(.success(try await submit(request))) } catch { answers.append(.failure(error)) }
+            do {
+                answers.append(.success(try await submit(request)))
+            } catch {
+                answers.append(.failure(error))
+                if StoreFailureKind(classifying: error) == .transient {
+                    answers += Array(repeating: .failure(error), count: requests.count - answers.count)
+                    break
+                }
+            }
         }
         return answers
     }
