@@ -55,8 +55,7 @@ final class ChunkDelivery {
     /// When the lease was last taken or renewed: renewals are due from it.
     private var lastRecord: Date
     /// The progress record under way; records of one chunk are strictly one after another.
-    private var recording:
-        (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
+    private var recording: (ticket: RecordTicket, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
     /// The clients' ids of what this chunk submitted, to withdraw the unsent ones on a stop.
     private var submittedAPNsIDs: [UInt64] = []
     private var submittedFCMIDs: [UInt64] = []
@@ -113,9 +112,16 @@ final class ChunkDelivery {
     }
 
     /// Does whatever can be done now without waiting: picks up finished background work, gathers
-    /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
-    /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
-    func advance(room: inout Int, budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
+    /// outcomes, sends up to `room` more, starts the next page read, and adds the next progress record to
+    /// `records` (the loop writes a turn's records together). `isDone` turns true once the chunk is
+    /// finished (its last record written, or its lease lost).
+    func advance(
+        room: inout Int,
+        budget: Int,
+        records: inout ProgressRecords,
+        group: inout DiscardingTaskGroup,
+        signal: WakeSignal
+    ) {
         guard !isDone else { return }
         collectBackgroundWork()
         if isDone { return }
@@ -125,7 +131,7 @@ final class ChunkDelivery {
             send(room: &room)
             readAhead(keeping: budget, group: &group, signal: signal)
         }
-        startRecordIfDue(group: &group, signal: signal)
+        startRecordIfDue(records: &records)
     }
 
     /// A store error is counted and backed off; a failed read is read again, and the outcomes of a
@@ -142,7 +148,7 @@ final class ChunkDelivery {
                 health.failed(.readTargets, error)
             }
         }
-        if let (record, last, recordedBatch, recordedTally) = recording, let result = record.result {
+        if let (ticket, last, recordedBatch, recordedTally) = recording, let result = ticket.result {
             recording = nil
             let outcome: ProgressResult
             switch result {
@@ -327,7 +333,7 @@ final class ChunkDelivery {
         }
     }
 
-    private func startRecordIfDue(group: inout DiscardingTaskGroup, signal: WakeSignal) {
+    private func startRecordIfDue(records: inout ProgressRecords) {
         guard recording == nil, dispatcher.storeHealth.mayTry() else { return }
         let inFlight = collector.inFlight
         let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
@@ -352,9 +358,8 @@ final class ChunkDelivery {
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
         lastRecord = now
-        let dispatcher = self.dispatcher
         recording = (
-            BackgroundResult(in: &group, signal: signal) { try await dispatcher.recordProgress(progress) },
+            records.add(progress),
             finished || stoppedWaiting,
             recordedBatch,
             recordedTally

@@ -326,9 +326,11 @@ public final class Dispatcher: Service, NotificationIntake {
             case .advance:
                 let budget = inFlightBudget
                 var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+                var records = ProgressRecords()
                 for delivery in active {
-                    delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
+                    delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
                 }
+                records.start(in: &group, dispatcher: self, signal: wake)
                 for delivery in active where delivery.isDone && delivery.completedChunk {
                     let id = delivery.request.id
                     group.addTask { await self.logCompletion(of: id) }
