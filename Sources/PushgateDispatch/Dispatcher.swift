@@ -331,9 +331,10 @@ public final class Dispatcher: Service, NotificationIntake {
                     delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
-                for delivery in active where delivery.isDone && delivery.completedChunk {
-                    let id = delivery.request.id
-                    group.addTask { await self.logCompletion(of: id) }
+                // One task for the turn's completions, not one per chunk (one-device requests end many at once).
+                let completed = active.filter { $0.isDone && $0.completedChunk }.map(\.request.id)
+                if !completed.isEmpty {
+                    group.addTask { for id in completed { await self.logCompletion(of: id) } }
                 }
                 active.removeAll(where: \.isDone)
             case .again:
