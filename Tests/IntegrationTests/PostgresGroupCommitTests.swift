@@ -65,7 +65,7 @@ struct PostgresGroupCommitTests {
                     )
                     terminated += Int(count ?? "0") ?? 0
                     // Now and then, so that some batches commit between terminations and others are cut.
-                    try? await Task.sleep(for: .milliseconds(150))
+                    try? await Task.sleep(for: .milliseconds(400))
                 }
                 return terminated
             }
@@ -102,6 +102,9 @@ struct PostgresGroupCommitTests {
             }
             var failed = 0
             var storedAfterAll = 0
+            if let firstFailure = answers.first(where: { if case .failure = $0 { true } else { false } }) {
+                print("group commit under terminated connections: first failure: \(firstFailure)")
+            }
             for (request, answer) in zip(requests, answers) {
                 switch answer {
                 case .success:
