@@ -53,8 +53,7 @@ final class ChunkDelivery {
     /// When the lease was last taken or renewed: renewals are due from it.
     private var lastRecord: Date
     /// The progress record under way; records of one chunk are strictly one after another.
-    private var recording:
-        (result: BackgroundResult<ProgressResult>, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
+    private var recording: (ticket: RecordTicket, last: Bool, batch: ProgressBatch, tally: OutcomeTally)?
     /// The services' ids of what this chunk submitted, to withdraw the unsent ones on a stop.
     private var submitted: [SubmittedSends] = []
     private var stopDeadline: Date?
@@ -62,6 +61,9 @@ final class ChunkDelivery {
     /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
     private var deferred: [DeferredOutcome] = []
     private(set) var isDone = false
+    /// Every target came in the first page read (a one-device request's chunk, say): nothing more to read.
+    private(set) var fitsOnePage = false
+    private var pagesAccepted = 0
     /// The store said this chunk's last record completed it (the request may be finished too).
     private(set) var completedChunk = false
 
@@ -104,9 +106,16 @@ final class ChunkDelivery {
     }
 
     /// Does whatever can be done now without waiting: picks up finished background work, gathers
-    /// outcomes, sends up to `room` more, starts the next page read and the next progress record.
-    /// `isDone` turns true once the chunk is finished (its last record written, or its lease lost).
-    func advance(room: inout Int, budget: Int, group: inout DiscardingTaskGroup, signal: WakeSignal) {
+    /// outcomes, sends up to `room` more, starts the next page read, and adds the next progress record to
+    /// `records` (the loop writes a turn's records together). `isDone` turns true once the chunk is
+    /// finished (its last record written, or its lease lost).
+    func advance(
+        room: inout Int,
+        budget: Int,
+        records: inout ProgressRecords,
+        group: inout DiscardingTaskGroup,
+        signal: WakeSignal
+    ) {
         guard !isDone else { return }
         collectBackgroundWork()
         if isDone { return }
@@ -116,7 +125,7 @@ final class ChunkDelivery {
             send(room: &room)
             readAhead(keeping: budget, group: &group, signal: signal)
         }
-        startRecordIfDue(group: &group, signal: signal)
+        startRecordIfDue(records: &records)
     }
 
     /// A store error is counted and backed off; a failed read is read again, and the outcomes of a
@@ -133,7 +142,7 @@ final class ChunkDelivery {
                 health.failed(.readTargets, error)
             }
         }
-        if let (record, last, recordedBatch, recordedTally) = recording, let result = record.result {
+        if let (ticket, last, recordedBatch, recordedTally) = recording, let result = ticket.result {
             recording = nil
             let outcome: ProgressResult
             switch result {
@@ -173,6 +182,8 @@ final class ChunkDelivery {
 
     /// Appends a page of targets to what waits to be sent.
     func accept(_ page: TargetPage) {
+        pagesAccepted += 1
+        if pagesAccepted == 1 { fitsOnePage = page.isEnd }
         if bufferedHead == buffered.count {
             buffered.removeAll(keepingCapacity: true)
             bufferedHead = 0
@@ -317,7 +328,7 @@ final class ChunkDelivery {
         }
     }
 
-    private func startRecordIfDue(group: inout DiscardingTaskGroup, signal: WakeSignal) {
+    private func startRecordIfDue(records: inout ProgressRecords) {
         guard recording == nil, dispatcher.storeHealth.mayTry() else { return }
         let inFlight = collector.inFlight
         let finished = stopDeadline == nil && isAllSent && inFlight == 0 && order.isEmpty
@@ -342,13 +353,8 @@ final class ChunkDelivery {
         tally = dispatcher.metrics.tally()
         batch = ProgressBatch()
         lastRecord = now
-        let (store, owner, clock, lease) = (
-            dispatcher.store, configuration.instanceID, dispatcher.clock, configuration.leaseDuration
-        )
         recording = (
-            BackgroundResult(in: &group, signal: signal) {
-                try await store.recordProgress(progress, owner: owner, now: clock.now(), leaseDuration: lease)
-            },
+            records.add(progress),
             finished || stoppedWaiting,
             recordedBatch,
             recordedTally

@@ -14,7 +14,8 @@ package struct DispatchLoop: Sendable {
     package struct Snapshot: Sendable, Equatable {
         package var now: Date
         package var stopRequested = false
-        /// Chunks under way, and whether every target of them has been sent.
+        /// Chunks under way, and whether every target of them has been sent. The dispatcher counts the
+        /// chunks whose targets all came in their first page (one-device requests) as one together.
         package var active = 0
         package var allSent = true
         /// Claimed chunks whose start failed (a store error): they start before anything new is claimed.

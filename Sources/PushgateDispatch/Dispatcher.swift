@@ -48,6 +48,15 @@ public final class Dispatcher: Service, NotificationIntake {
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
         public var progressInterval: Duration = .milliseconds(100)
+        /// Group commit: at most this many requests stored, and chunks' progress records written, in one
+        /// store transaction (those that arrived while the previous one was written); also the most
+        /// chunks claimed with a batch of requests.
+        public var intakeBatch: Int = 256
+        /// Chunks under way at most. ``DispatchLoop`` allows three, counting the chunks whose targets all
+        /// came in their first page (one-device requests, each a chunk of its own, claimed by a group
+        /// commit) as one together: this bounds how many of those share the in-flight budget and the
+        /// group-committed records.
+        public var maximumChunksUnderWay: Int = 256
         public var leaseDuration: Duration = .seconds(60)
         /// When there is nothing to do and nobody wakes us, look again this often.
         public var idleInterval: Duration = .seconds(1)
@@ -106,6 +115,9 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Retries whose last answer waits for the breaker's verdict (``UndecidedRetries``).
     let undecidedRetries = UndecidedRetries()
     let random = Mutex(SystemRandomNumberGenerator())
+    /// Group commit of submitted requests (``submit(_:)``) and of chunks' progress records.
+    let intake: GroupCommit<NotificationRequest, Result<EnqueueResult, any Error>>
+    let progressRecords: GroupCommit<ProgressRecord, Result<ProgressResult, StoreError>>
 
     public init(
         store: any PushStore,
@@ -122,6 +134,8 @@ public final class Dispatcher: Service, NotificationIntake {
         self.clock = clock
         self.logger = logger
         self.alarms = SharedFailureStorm(clock: clock, interval: 60)
+        self.intake = GroupCommit(maximumBatch: max(1, configuration.intakeBatch))
+        self.progressRecords = GroupCommit(maximumBatch: max(1, configuration.intakeBatch))
         self.misconfiguration = MisconfigurationMonitor(
             configuration: configuration.misconfiguration,
             logger: logger,
@@ -235,15 +249,28 @@ public final class Dispatcher: Service, NotificationIntake {
                 return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
             }
             let submissionsClaiming = claimsInFlight.load(ordering: .sequentiallyConsistent)
+            // Chunks read in one page count as one together, up to ``Configuration/maximumChunksUnderWay``
+            // in all: a stream of one-device requests is many of those, and a broadcast's chunks keep the
+            // loop's limit of three.
+            let fitOnePage = active.count(where: \.fitsOnePage)
+            let counted =
+                active.count >= configuration.maximumChunksUnderWay
+                ? active.count : active.count - fitOnePage + (fitOnePage > 0 ? 1 : 0)
+            let allSent = active.allSatisfy(\.isAllSent)
+            // Open whenever the loop itself could claim: everything under way sent, and room for more.
+            let mayClaim =
+                active.isEmpty
+                || (allSent && counted < machine.maximumActiveChunks
+                    && active.count < configuration.maximumChunksUnderWay)
             handOffOpen.store(
-                active.isEmpty && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
+                mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
                 ordering: .sequentiallyConsistent
             )
             let snapshot = DispatchLoop.Snapshot(
                 now: clock.now(),
                 stopRequested: isStopping,
-                active: active.count,
-                allSent: active.allSatisfy(\.isAllSent),
+                active: counted,
+                allSent: allSent,
                 unstarted: unstarted.count,
                 storeAvailable: storeHealth.mayTry(),
                 storeRetryAt: storeHealth.retryAt
@@ -257,14 +284,25 @@ public final class Dispatcher: Service, NotificationIntake {
             case .expireOverdue:
                 await expireOverdueRequests(now: snapshot.now)
             case .startUnstarted:
-                let claimed = unstarted.removeFirst()
-                guard claimed.chunk.leaseExpiresAt > snapshot.now else {
-                    // Its lease ran out while it waited: it is anyone's to take over now, ours included,
-                    // through a claim (which renews the generation, so no one else's progress is disturbed).
-                    workAdded.store(true, ordering: .releasing)
-                    continue
+                // A batch per wake-up: after the first, the chunks whose first page holds all their targets
+                // (one-device requests handed over by a group commit) start in the same turn. One whose
+                // start fails goes back to the end of `unstarted`, so it is not tried again in this turn.
+                let waiting = unstarted.count
+                var taken = 0
+                while taken < waiting, let claimed = unstarted.first,
+                    taken == 0
+                        || (claimed.firstPage?.isEnd == true && active.count < configuration.maximumChunksUnderWay)
+                {
+                    unstarted.removeFirst()
+                    taken += 1
+                    guard claimed.chunk.leaseExpiresAt > snapshot.now else {
+                        // Its lease ran out while it waited: it is anyone's to take over now, ours included,
+                        // through a claim (which renews the generation, so no one else's progress is disturbed).
+                        workAdded.store(true, ordering: .releasing)
+                        continue
+                    }
+                    await start(claimed, active: &active, unstarted: &unstarted)
                 }
-                await start(claimed, active: &active, unstarted: &unstarted)
             case .claimChunk where submissionsClaiming > 0:
                 // That submission's claim is the next one; it wakes the loop when it is done.
                 machine.claimed(.nothing)
@@ -289,12 +327,15 @@ public final class Dispatcher: Service, NotificationIntake {
             case .advance:
                 let budget = inFlightBudget
                 var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+                var records = ProgressRecords()
                 for delivery in active {
-                    delivery.advance(room: &room, budget: budget, group: &group, signal: wake)
+                    delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
                 }
-                for delivery in active where delivery.isDone && delivery.completedChunk {
-                    let id = delivery.request.id
-                    group.addTask { await self.logCompletion(of: id) }
+                records.start(in: &group, dispatcher: self, signal: wake)
+                // One task for the turn's completions, not one per chunk (one-device requests end many at once).
+                let completed = active.filter { $0.isDone && $0.completedChunk }.map(\.request.id)
+                if !completed.isEmpty {
+                    group.addTask { for id in completed { await self.logCompletion(of: id) } }
                 }
                 active.removeAll(where: \.isDone)
             case .again:

@@ -43,8 +43,16 @@ struct SingleAppIntake: NotificationIntake {
     let app: String
 
     func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
+        try await base.submit(resolve(request))
+    }
+
+    func submit(batch requests: [NotificationRequest]) async -> [Result<EnqueueResult, any Error>] {
+        await base.submit(batch: requests.map(resolve))
+    }
+
+    private func resolve(_ request: NotificationRequest) -> NotificationRequest {
         var request = request
         if request.app == Registration.defaultApp { request.app = app }
-        return try await base.submit(request)
+        return request
     }
 }

@@ -256,57 +256,64 @@ extension PostgresStore {
     /// of the shared lock each waiting to upgrade. `expireOverdue` (request `FOR UPDATE`, then chunks)
     /// waits for, or skips, such a transaction instead of deadlocking with it.
     public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {
+        try await transaction { connection in try await recordProgress(progress, renewing: lease, on: connection) }
+    }
+
+    /// ``recordProgress(_:renewing:)`` in a transaction of the caller's.
+    func recordProgress(
+        _ progress: ChunkProgress,
+        renewing lease: LeaseWindow,
+        on connection: PostgresConnection
+    ) async throws -> ProgressResult {
         let (chunk, nowMs) = (progress.chunk, lease.nowMillis)
-        return try await transaction { connection in
-            // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
-            guard
-                let requestSeq = try await connection.first(
-                    "SELECT request_seq FROM chunk WHERE id = \(chunk.id)",
-                    as: Int64.self,
-                    logger: logger
-                ),
-                try await Self.lockRequest(
-                    requestSeq,
-                    exclusive: progress.completesChunk,
-                    on: connection,
-                    logger: logger
-                ),
-                let row = try await connection.first(
-                    """
-                    SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
-                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id) FOR UPDATE OF c
-                    """,
-                    as: (Int64, String?, Int64, Int64, Int64, String).self,
-                    logger: logger
-                )
-            else { return .leaseLost }
-            let (seq, app) = (row.0, row.5)
-            guard let newProgress = progress.progressToStore(over: (row.1, row.2, row.3, row.4), owner: lease.owner)
-            else { return .leaseLost }
-            try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
-            if !progress.retries.isEmpty {
-                try await Self.scheduleRetries(progress.retries, requestSeq: seq, on: connection, logger: logger)
-                try await notifyWork(on: connection)
-            }
-            for invalidation in progress.invalidations {
-                _ = try await Self.invalidate(app: app, invalidation, at: lease.now, on: connection, logger: logger)
-            }
-            try await connection.run(
+        // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
+        guard
+            let requestSeq = try await connection.first(
+                "SELECT request_seq FROM chunk WHERE id = \(chunk.id)",
+                as: Int64.self,
+                logger: logger
+            ),
+            try await Self.lockRequest(
+                requestSeq,
+                exclusive: progress.completesChunk,
+                on: connection,
+                logger: logger
+            ),
+            let row = try await connection.first(
                 """
-                UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
-                    state = \(Int16(progress.chunkState.rawValue)),
-                    accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
-                    last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
-                    last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
-                WHERE id = \(chunk.id)
+                SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
+                FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunk.id) FOR UPDATE OF c
                 """,
+                as: (Int64, String?, Int64, Int64, Int64, String).self,
                 logger: logger
             )
-            if progress.completesChunk {
-                try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
-                return .chunkCompleted
-            }
-            return .recorded(leaseExpiresAt: lease.expiresAt)
+        else { return .leaseLost }
+        let (seq, app) = (row.0, row.5)
+        guard let newProgress = progress.progressToStore(over: (row.1, row.2, row.3, row.4), owner: lease.owner)
+        else { return .leaseLost }
+        try await Self.recordFailures(progress.failures, requestSeq: seq, on: connection, logger: logger)
+        if !progress.retries.isEmpty {
+            try await Self.scheduleRetries(progress.retries, requestSeq: seq, on: connection, logger: logger)
+            try await notifyWork(on: connection)
         }
+        for invalidation in progress.invalidations {
+            _ = try await Self.invalidate(app: app, invalidation, at: lease.now, on: connection, logger: logger)
+        }
+        try await connection.run(
+            """
+            UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
+                state = \(Int16(progress.chunkState.rawValue)),
+                accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
+                last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
+                last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
+            WHERE id = \(chunk.id)
+            """,
+            logger: logger
+        )
+        if progress.completesChunk {
+            try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
+            return .chunkCompleted
+        }
+        return .recorded(leaseExpiresAt: lease.expiresAt)
     }
 }

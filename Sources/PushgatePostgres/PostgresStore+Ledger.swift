@@ -24,119 +24,135 @@ extension PostgresStore {
     /// failure (the row it conflicts with is not in its snapshot). ``transaction(isolation:_:)`` runs it
     /// again, and its new snapshot finds the first request: it answers that one and stores nothing.
     public func enqueue(_ request: NotificationRequest) async throws -> EnqueueResult {
+        let (groups, tokens) = try Self.checkedTargets(request)
+        return try await transaction(isolation: "REPEATABLE READ") { connection in
+            try await store(request, groups: groups, tokens: tokens, on: connection)
+        }
+    }
+
+    /// The request's distinct groups and tokens; throws if it has no app or no target at all.
+    static func checkedTargets(_ request: NotificationRequest) throws(StoreError) -> ([String], [DeviceToken]) {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
         guard !groups.isEmpty || !tokens.isEmpty else { throw StoreError.noTargets() }
-        return try await transaction(isolation: "REPEATABLE READ") { connection in
-            if let earlier = try await earlierRequest(answering: request, on: connection) { return earlier }
-            if try await connection.first(
-                "SELECT seq FROM request WHERE id = \(request.id.value)",
+        return (groups, tokens)
+    }
+
+    /// ``enqueue(_:)`` in a REPEATABLE READ transaction of the caller's.
+    func store(
+        _ request: NotificationRequest,
+        groups: [String],
+        tokens: [DeviceToken],
+        on connection: PostgresConnection
+    ) async throws -> EnqueueResult {
+        if let earlier = try await earlierRequest(answering: request, on: connection) { return earlier }
+        if try await connection.first(
+            "SELECT seq FROM request WHERE id = \(request.id.value)",
+            as: Int64.self,
+            logger: logger
+        ) != nil {
+            throw StoreError.duplicateRequestID(request.id)
+        }
+        var known = [String: Int64]()
+        for (name, id) in try await connection.all(
+            "SELECT name, id FROM device_group WHERE app = \(request.app) AND name = ANY(\(groups)::TEXT[])",
+            as: (String, Int64).self,
+            logger: logger
+        ) {
+            known[name] = id
+        }
+        let resolved = try TargetGroups.resolve(
+            app: request.app,
+            groups: groups,
+            known: known,
+            hasDevices: !tokens.isEmpty
+        )
+        let groupIDs = resolved.ids
+        let bound =
+            try await connection.first(
+                "SELECT COALESCE(MAX(id), 0)::BIGINT FROM device",
                 as: Int64.self,
                 logger: logger
-            ) != nil {
-                throw StoreError.duplicateRequestID(request.id)
-            }
-            var known = [String: Int64]()
-            for (name, id) in try await connection.all(
-                "SELECT name, id FROM device_group WHERE app = \(request.app) AND name = ANY(\(groups)::TEXT[])",
-                as: (String, Int64).self,
+            ) ?? Int64(0)
+        var targetCount = try await Self.countDeviceTargets(
+            groupIDs: groupIDs,
+            after: 0,
+            through: bound,
+            on: connection,
+            logger: logger
+        )
+        var covered = [Bool]()
+        covered.reserveCapacity(tokens.count)
+        if !tokens.isEmpty {
+            for (_, deviceState, isCovered) in try await connection.all(
+                """
+                SELECT t.position, d.state::BIGINT,
+                    COALESCE(d.id <= \(bound) AND EXISTS (
+                        SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[])), FALSE)
+                FROM unnest(\(tokens.map(\.storageKey))::TEXT[]) WITH ORDINALITY AS t(token, position)
+                LEFT JOIN device d ON d.app = \(request.app) AND d.token = t.token
+                ORDER BY t.position
+                """,
+                as: (Int64, Int64?, Bool).self,
                 logger: logger
             ) {
-                known[name] = id
+                covered.append(isCovered)
+                // A member of a target group is counted with its group; a known invalid device is skipped.
+                if !isCovered && deviceState != 1 { targetCount += 1 }
             }
-            let resolved = try TargetGroups.resolve(
-                app: request.app,
-                groups: groups,
-                known: known,
-                hasDevices: !tokens.isEmpty
-            )
-            let groupIDs = resolved.ids
-            let bound =
-                try await connection.first(
-                    "SELECT COALESCE(MAX(id), 0)::BIGINT FROM device",
-                    as: Int64.self,
-                    logger: logger
-                ) ?? Int64(0)
-            var targetCount = try await Self.countDeviceTargets(
-                groupIDs: groupIDs,
-                after: 0,
-                through: bound,
-                on: connection,
+        }
+        let created = Millis.from(request.createdAt)
+        let done = targetCount == 0
+        let state = (done ? Code.done : Code.queued).rawValue
+        let fcm = request.fcm.map { Data($0.bytes) }
+        guard
+            let seq = try await connection.first(
+                """
+                INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
+                                     device_bound, token_count, target_count, state, finished_at, cut_done,
+                                     idempotency_key, idempotency_fingerprint)
+                VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
+                        \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
+                        \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
+                        \(Int16(state)), \(done ? created : nil), \(done),
+                        \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }))
+                ON CONFLICT DO NOTHING
+                RETURNING seq
+                """,
+                as: Int64.self,
                 logger: logger
             )
-            var covered = [Bool]()
-            covered.reserveCapacity(tokens.count)
-            if !tokens.isEmpty {
-                for (_, deviceState, isCovered) in try await connection.all(
-                    """
-                    SELECT t.position, d.state::BIGINT,
-                        COALESCE(d.id <= \(bound) AND EXISTS (
-                            SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[])), FALSE)
-                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[]) WITH ORDINALITY AS t(token, position)
-                    LEFT JOIN device d ON d.app = \(request.app) AND d.token = t.token
-                    ORDER BY t.position
-                    """,
-                    as: (Int64, Int64?, Bool).self,
-                    logger: logger
-                ) {
-                    covered.append(isCovered)
-                    // A member of a target group is counted with its group; a known invalid device is skipped.
-                    if !isCovered && deviceState != 1 { targetCount += 1 }
-                }
-            }
-            let created = Millis.from(request.createdAt)
-            let done = targetCount == 0
-            let state = (done ? Code.done : Code.queued).rawValue
-            let fcm = request.fcm.map { Data($0.bytes) }
-            guard
-                let seq = try await connection.first(
-                    """
-                    INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
-                                         device_bound, token_count, target_count, state, finished_at, cut_done,
-                                         idempotency_key, idempotency_fingerprint)
-                    VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
-                            \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
-                            \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
-                            \(Int16(state)), \(done ? created : nil), \(done),
-                            \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }))
-                    ON CONFLICT DO NOTHING
-                    RETURNING seq
-                    """,
-                    as: Int64.self,
-                    logger: logger
-                )
-            else { throw StoreError.duplicateRequestID(request.id) }
-            if !groupIDs.isEmpty {
-                try await connection.run(
-                    "INSERT INTO request_group (request_seq, group_id) SELECT \(seq), g FROM unnest(\(groupIDs)::BIGINT[]) AS g",
-                    logger: logger
-                )
-            }
-            if !tokens.isEmpty {
-                try await connection.run(
-                    """
-                    INSERT INTO request_token (request_seq, position, token, covered)
-                    SELECT \(seq), t.position, t.token, t.covered
-                    FROM unnest(\(tokens.map(\.storageKey))::TEXT[], \(covered)::BOOLEAN[])
-                        WITH ORDINALITY AS t(token, covered, position)
-                    """,
-                    logger: logger
-                )
-            }
-            if !resolved.unknown.isEmpty {
-                try await connection.run(
-                    """
-                    INSERT INTO request_unknown_group (request_seq, position, name)
-                    SELECT \(seq), t.position, t.name
-                    FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
-                    """,
-                    logger: logger
-                )
-            }
-            if !done { try await notifyWork(on: connection) }
-            return EnqueueResult(id: request.id, targetCount: targetCount, unknownGroups: resolved.unknown)
+        else { throw StoreError.duplicateRequestID(request.id) }
+        if !groupIDs.isEmpty {
+            try await connection.run(
+                "INSERT INTO request_group (request_seq, group_id) SELECT \(seq), g FROM unnest(\(groupIDs)::BIGINT[]) AS g",
+                logger: logger
+            )
         }
+        if !tokens.isEmpty {
+            try await connection.run(
+                """
+                INSERT INTO request_token (request_seq, position, token, covered)
+                SELECT \(seq), t.position, t.token, t.covered
+                FROM unnest(\(tokens.map(\.storageKey))::TEXT[], \(covered)::BOOLEAN[])
+                    WITH ORDINALITY AS t(token, covered, position)
+                """,
+                logger: logger
+            )
+        }
+        if !resolved.unknown.isEmpty {
+            try await connection.run(
+                """
+                INSERT INTO request_unknown_group (request_seq, position, name)
+                SELECT \(seq), t.position, t.name
+                FROM unnest(\(resolved.unknown)::TEXT[]) WITH ORDINALITY AS t(name, position)
+                """,
+                logger: logger
+            )
+        }
+        if !done { try await notifyWork(on: connection) }
+        return EnqueueResult(id: request.id, targetCount: targetCount, unknownGroups: resolved.unknown)
     }
 
     /// The answer to a request whose idempotency key names a request stored for the same app within

@@ -221,58 +221,65 @@ extension SQLiteStore {
     }
 
     public func recordProgress(_ progress: ChunkProgress, renewing lease: LeaseWindow) async throws -> ProgressResult {
-        let chunk = progress.chunk
-        return try await write { db in
-            guard
-                let row = try Row.fetchOne(
-                    try db.cachedStatement(
-                        sql: """
-                            SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
-                            FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
-                            """
-                    ),
-                    arguments: [chunk.id]
-                )
-            else { return .leaseLost }
-            let held: StoredForm.ChunkLease = (row[1], row[2], row[3], row[4])
-            guard let newProgress = progress.progressToStore(over: held, owner: lease.owner) else { return .leaseLost }
-            let seq: Int64 = row[0]
-            let app: String = row[5]
+        try await write { db in try Self.recordProgress(progress, renewing: lease, in: db) }
+    }
 
-            try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
-            try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
-            let upsertRetry = try db.cachedStatement(
-                sql: """
-                    INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
-                    VALUES (?, ?, ?, ?, ?)
-                    ON CONFLICT (request_seq, token) DO UPDATE SET
-                        attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
-                        last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
-                    """
+    /// ``recordProgress(_:renewing:)`` in a write transaction of the caller's.
+    static func recordProgress(
+        _ progress: ChunkProgress,
+        renewing lease: LeaseWindow,
+        in db: Database
+    ) throws -> ProgressResult {
+        let chunk = progress.chunk
+        guard
+            let row = try Row.fetchOne(
+                try db.cachedStatement(
+                    sql: """
+                        SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
+                        FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
+                        """
+                ),
+                arguments: [chunk.id]
             )
-            for retry in progress.retries {
-                try upsertRetry.execute(arguments: [
-                    seq, retry.token.storageKey, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
-                ])
-            }
-            for invalidation in progress.invalidations {
-                _ = try Self.invalidate(app: app, invalidation, at: lease.now, in: db)
-            }
-            try db.cachedStatement(
-                sql: """
-                    UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?,
-                        skipped = skipped + ?
-                    WHERE id = ?
-                    """
-            ).execute(arguments: [
-                newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
-                chunk.id,
+        else { return .leaseLost }
+        let held: StoredForm.ChunkLease = (row[1], row[2], row[3], row[4])
+        guard let newProgress = progress.progressToStore(over: held, owner: lease.owner) else { return .leaseLost }
+        let seq: Int64 = row[0]
+        let app: String = row[5]
+
+        try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+        try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
+        let upsertRetry = try db.cachedStatement(
+            sql: """
+                INSERT INTO retry (request_seq, token, attempt, next_attempt_at, last_reason)
+                VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (request_seq, token) DO UPDATE SET
+                    attempt = excluded.attempt, next_attempt_at = excluded.next_attempt_at,
+                    last_reason = excluded.last_reason, owner = NULL, lease_expires_at = 0
+                """
+        )
+        for retry in progress.retries {
+            try upsertRetry.execute(arguments: [
+                seq, retry.token.storageKey, retry.attempt, Millis.from(retry.nextAttemptAt), retry.reason,
             ])
-            if progress.completesChunk {
-                try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
-                return .chunkCompleted
-            }
-            return .recorded(leaseExpiresAt: lease.expiresAt)
         }
+        for invalidation in progress.invalidations {
+            _ = try Self.invalidate(app: app, invalidation, at: lease.now, in: db)
+        }
+        try db.cachedStatement(
+            sql: """
+                UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?,
+                    skipped = skipped + ?
+                WHERE id = ?
+                """
+        ).execute(arguments: [
+            newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
+            chunk.id,
+        ])
+        if progress.completesChunk {
+            try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
+            return .chunkCompleted
+        }
+        return .recorded(leaseExpiresAt: lease.expiresAt)
     }
 }

@@ -81,7 +81,7 @@ extension SQLiteStore {
 
     /// True when the request's known groups have at most `limit` memberships in all, with its direct
     /// tokens counted too (an upper bound of its targets; every membership row is read at most once).
-    private static func targetsAtMost(
+    static func targetsAtMost(
         _ limit: Int,
         app: String,
         groups: [String],
@@ -179,7 +179,7 @@ extension SQLiteStore {
     }
 
     /// The request's distinct groups and tokens; throws if it has no app or no target at all.
-    private static func checkedTargets(_ request: NotificationRequest) throws -> ([String], [DeviceToken]) {
+    static func checkedTargets(_ request: NotificationRequest) throws -> ([String], [DeviceToken]) {
         guard !request.app.isEmpty else { throw StoreError.invalidArgument("app name must not be empty") }
         let groups = StoredForm.distinct(request.groups)
         let tokens = StoredForm.distinct(request.devices)
@@ -190,7 +190,7 @@ extension SQLiteStore {
     /// Writes a planned request: its row (with its idempotency key, which the caller looked up in the
     /// same transaction: ``earlierRequest(answering:releasingExpired:in:)``), its groups (known and
     /// unknown) and its direct tokens.
-    private static func insert(
+    static func insert(
         _ request: NotificationRequest,
         _ plan: TargetPlan,
         in db: Database

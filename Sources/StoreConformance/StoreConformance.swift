@@ -16,7 +16,13 @@ public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
-        + retentionChecks
+        + retentionChecks + batchChecks
+
+    static let batchChecks: [StoreCheck] = [
+        StoreCheck("batchAnswersEachRequestAsAloneWould", BatchChecks.batchAnswersEachRequestAsAloneWould),
+        StoreCheck("batchClaimsAtMostOneChunkPerNewRequest", BatchChecks.batchClaimsAtMostOneChunkPerNewRequest),
+        StoreCheck("batchOfProgressChecksEachLease", BatchChecks.batchOfProgressChecksEachLease),
+    ]
 
     static let retentionChecks: [StoreCheck] = [
         StoreCheck(

@@ -133,6 +133,21 @@ public protocol DeliveryLedger: Sendable {
         pageLimit: Int
     ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?)
 
+    /// Group commit: stores many requests in one transaction (one fsync), each as ``enqueue(_:)`` would,
+    /// and with them claims up to `claiming.maximumChunks` chunks (each ``claimChunk(_:chunkSize:)``'s
+    /// choice, so the scheduler decides which) and reads each one's first page. A request's own refusal
+    /// (unknown groups, no targets, a duplicate id, a reused idempotency key) is its answer in
+    /// ``EnqueueBatchResult/results`` and writes nothing of it; the others are stored. A replay answers
+    /// the earlier request, and so does a second request of the batch with the first one's key. Throws
+    /// only when the transaction fails: then nothing of the batch is stored. The default implementation
+    /// stores each request in a transaction of its own and claims with the first.
+    func enqueue(batch requests: [NotificationRequest], claiming: BatchClaim?) async throws -> EnqueueBatchResult
+
+    /// Group commit of progress: the records of many chunks in one transaction, each with its own lease
+    /// check (``recordProgress(_:renewing:)``), answered in order. A store failure fails every record of
+    /// the batch (none is written); the default implementation writes each in a transaction of its own.
+    func recordProgress(batch records: [ProgressRecord]) async -> [Result<ProgressResult, StoreError>]
+
     /// The stored request (nil if unknown).
     func request(_ id: RequestID) async throws -> NotificationRequest?
 

@@ -21,7 +21,8 @@ import Musl
 /// into the next (up to ``Configuration/registrationBatchLimit``), and when too many wait
 /// (``Configuration/pendingRegistrationLimit``) the sockets are not read, so the burst waits in the
 /// kernel's receive buffer instead of being dropped. Notification requests go to the
-/// ``NotificationIntake`` one at a time, in arrival order.
+/// ``NotificationIntake`` in arrival order, what was read together as one batch
+/// (``NotificationIntake/submit(batch:)``: the dispatcher stores it in one transaction).
 ///
 /// A `Service`: ``run()`` binds, serves until a graceful shutdown or cancellation, then stops reading,
 /// applies what was already read, and returns. Nothing starts in `init`.
@@ -473,57 +474,69 @@ public final class UDPIngress: Service, Sendable {
     }
 
     private func submitNotifications(from queue: IngressQueue<NotificationRequest>) async {
-        while let batch = await queue.nextBatch() {
-            for request in batch { await submit(request, queue: queue) }
-        }
+        while let batch = await queue.nextBatch() { await submit(batch, queue: queue) }
     }
 
-    /// Submits one request, retrying a transient store error (`StoreFailureKind`) with back-off until it
-    /// is stored; meanwhile the sockets are not read. Gives up only when the ingress task is cancelled.
-    private func submit(_ request: NotificationRequest, queue: IngressQueue<NotificationRequest>) async {
-        var metadata: Logger.Metadata = [
-            PushLogKey.requestID: "\(request.id)", PushLogKey.app: "\(request.app)",
-            "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
-        ]
+    /// Submits what was read together as one batch (the intake may store it in one transaction), in
+    /// arrival order. Requests that failed for a transient store error (`StoreFailureKind`) are submitted
+    /// again, with back-off, until stored; meanwhile the sockets are not read. Gives up only when the
+    /// ingress task is cancelled.
+    private func submit(_ batch: [NotificationRequest], queue: IngressQueue<NotificationRequest>) async {
+        var pending = batch
         var retries = 0
         var generator = SystemRandomNumberGenerator()
         defer { if retries > 0 { queue.storeRecovered() } }
         while true {
-            let failure: any Error
-            do {
-                let result = try await intake.submit(request)
-                counters.applied(on: .notification, count: 1)
-                metadata["push.targets"] = "\(result.targetCount)"
-                logger.debug("Notification request stored", metadata: metadata)
-                return
-            } catch {
-                failure = error
+            let answers = await intake.submit(batch: pending)
+            var failed: [(request: NotificationRequest, failure: any Error)] = []
+            for (request, answer) in zip(pending, answers) {
+                var metadata = Self.metadata(of: request)
+                switch answer {
+                case .success(let result):
+                    counters.applied(on: .notification, count: 1)
+                    metadata["push.targets"] = "\(result.targetCount)"
+                    logger.debug("Notification request stored", metadata: metadata)
+                case .failure(let failure):
+                    if retries > 0, (failure as? StoreError)?.code == .duplicateRequestID {
+                        // An earlier attempt was stored, though its answer was lost.
+                        counters.applied(on: .notification, count: 1)
+                    } else if StoreFailureKind(classifying: failure) == .transient {
+                        failed.append((request, failure))
+                    } else {
+                        storeRejected(failure, port: .notification, metadata: metadata)
+                    }
+                }
             }
-            if retries > 0, (failure as? StoreError)?.code == .duplicateRequestID {
-                // An earlier attempt was stored, though its answer was lost.
-                counters.applied(on: .notification, count: 1)
-                return
-            }
-            guard StoreFailureKind(classifying: failure) == .transient else {
-                storeRejected(failure, port: .notification, metadata: metadata)
-                return
-            }
+            guard let first = failed.first else { return }
             retries += 1
             if retries == 1 { queue.storeFailed() }
             logStoreFailure(
                 "Store failed; the notification request will be retried, socket reads are held meanwhile",
                 kind: "notification-retry",
-                metadata: metadata.merging(
-                    [UDPIngressMetadata.error: "\(failure)", "udp.retries": "\(retries)"]
+                metadata: Self.metadata(of: first.request).merging(
+                    [
+                        UDPIngressMetadata.error: "\(first.failure)", "udp.retries": "\(retries)",
+                        "udp.requests": "\(failed.count)",
+                    ]
                 ) { $1 }
             )
             do {
                 try await Task.sleep(for: configuration.storeRetryBackoff.delay(forAttempt: retries, using: &generator))
             } catch {
-                storeRejected(failure, port: .notification, metadata: metadata)
+                for (request, failure) in failed {
+                    storeRejected(failure, port: .notification, metadata: Self.metadata(of: request))
+                }
                 return
             }
+            pending = failed.map(\.request)
         }
+    }
+
+    private static func metadata(of request: NotificationRequest) -> Logger.Metadata {
+        [
+            PushLogKey.requestID: "\(request.id)", PushLogKey.app: "\(request.app)",
+            "push.groups": "\(request.groups.count)", "push.devices": "\(request.devices.count)",
+        ]
     }
 
     private func storeRejected(_ error: any Error, port: UDPIngressPort, metadata: Logger.Metadata) {

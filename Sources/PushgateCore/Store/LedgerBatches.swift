@@ -1,0 +1,109 @@
+/// The claim an ``DeliveryLedger/enqueue(batch:claiming:)`` makes in the transaction that stores the
+/// batch: up to `maximumChunks` chunks, each leased as by ``DeliveryLedger/claimChunk(_:chunkSize:)`` and
+/// with its first page read (at most `pageLimit` targets).
+public struct BatchClaim: Hashable, Sendable {
+    public var lease: LeaseWindow
+    public var chunkSize: Int
+    public var pageLimit: Int
+    public var maximumChunks: Int
+
+    public init(lease: LeaseWindow, chunkSize: Int, pageLimit: Int, maximumChunks: Int) {
+        self.lease = lease
+        self.chunkSize = chunkSize
+        self.pageLimit = pageLimit
+        self.maximumChunks = maximumChunks
+    }
+}
+
+/// What ``DeliveryLedger/enqueue(batch:claiming:)`` did: one answer per request, in the batch's order
+/// (each exactly what ``DeliveryLedger/enqueue(_:)`` alone would have answered or thrown), and the chunks
+/// claimed with them.
+public struct EnqueueBatchResult: Sendable {
+    public var results: [Result<EnqueueResult, StoreError>]
+    public var claimed: [ClaimedWork]
+
+    public init(results: [Result<EnqueueResult, StoreError>], claimed: [ClaimedWork] = []) {
+        self.results = results
+        self.claimed = claimed
+    }
+}
+
+/// One chunk's progress in a ``DeliveryLedger/recordProgress(batch:)``, with the lease it renews.
+public struct ProgressRecord: Hashable, Sendable {
+    public var progress: ChunkProgress
+    public var lease: LeaseWindow
+
+    public init(_ progress: ChunkProgress, renewing lease: LeaseWindow) {
+        self.progress = progress
+        self.lease = lease
+    }
+}
+
+extension StoreError {
+    /// A request's own refusal in a batch (it writes nothing, and the others go on) as opposed to a
+    /// failure of the store, which fails the batch's transaction.
+    package var refusesOnlyItsRequest: Bool {
+        [.unknownGroup, .noTargets, .duplicateRequestID, .idempotencyKeyReused, .invalidArgument].contains(code)
+    }
+}
+
+extension DeliveryLedger {
+    /// Stores the requests one transaction each (for stores without a batch of their own): the first one
+    /// with the claim of one chunk (``enqueue(_:claiming:chunkSize:pageLimit:)``), the others plainly. A
+    /// store failure is that request's answer and the answer of every request after it, which are not
+    /// tried (as in one failed transaction, so that a caller trying them again keeps their order); it
+    /// never throws.
+    public func enqueue(
+        batch requests: [NotificationRequest],
+        claiming: BatchClaim?
+    ) async throws
+        -> EnqueueBatchResult
+    {
+        var outcome = EnqueueBatchResult(results: [])
+        outcome.results.reserveCapacity(requests.count)
+        var claim = claiming
+        for request in requests {
+            do {
+                if let pending = claim, pending.maximumChunks > 0 {
+                    let (stored, claimed) = try await enqueue(
+                        request,
+                        claiming: pending.lease,
+                        chunkSize: pending.chunkSize,
+                        pageLimit: pending.pageLimit
+                    )
+                    if !stored.isReplay { claim = nil }
+                    if let claimed { outcome.claimed.append(claimed) }
+                    outcome.results.append(.success(stored))
+                } else {
+                    outcome.results.append(.success(try await enqueue(request)))
+                }
+            } catch {
+                let failure = (error as? StoreError) ?? StoreError.backend("\(error)")
+                outcome.results.append(.failure(failure))
+                if !failure.refusesOnlyItsRequest {
+                    let rest = requests.count - outcome.results.count
+                    outcome.results += Array(repeating: .failure(failure), count: rest)
+                    break
+                }
+            }
+        }
+        return outcome
+    }
+
+    /// Records each chunk's progress in a transaction of its own (for stores without a batch of their
+    /// own): a failure is that record's answer, the others are written.
+    public func recordProgress(batch records: [ProgressRecord]) async -> [Result<ProgressResult, StoreError>] {
+        var results: [Result<ProgressResult, StoreError>] = []
+        results.reserveCapacity(records.count)
+        for record in records {
+            do {
+                results.append(.success(try await recordProgress(record.progress, renewing: record.lease)))
+            } catch let error as StoreError {
+                results.append(.failure(error))
+            } catch {
+                results.append(.failure(StoreError.backend("\(error)")))
+            }
+        }
+        return results
+    }
+}

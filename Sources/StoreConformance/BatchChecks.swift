@@ -1,0 +1,174 @@
+import Foundation
+import PushgateCore
+
+/// Group commit: ``DeliveryLedger/enqueue(batch:claiming:)`` answers every request of a batch as
+/// ``DeliveryLedger/enqueue(_:)`` alone would (a refusal writes nothing of that request and nothing is
+/// lost of the others), claims at most one chunk per new request with their first pages; and
+/// ``DeliveryLedger/recordProgress(batch:)`` checks each chunk's lease on its own.
+enum BatchChecks {
+    typealias F = Fixture
+
+    static func batchAnswersEachRequestAsAloneWould(_ store: any PushStore) async throws {
+        try await F.register(store, 1...3, in: "g")
+        try await F.register(store, 4...4, in: "h")
+        _ = try await store.enqueue(F.request("taken", groups: ["g"], at: 1))
+        _ = try await store.enqueue(IdempotencyChecks.keyed("keyed", groups: ["g"], at: 1))
+        var conflicting = IdempotencyChecks.keyed("conflicting", groups: ["g"], at: 2)
+        conflicting.idempotency = Idempotency(key: IdempotencyChecks.key, requestBytes: IdempotencyChecks.otherBody)
+        let batch = [
+            F.request("ok1", groups: ["g"], at: 2),
+            F.request("allUnknown", groups: ["missing"], at: 2),
+            F.request("taken", groups: ["g"], at: 2),
+            IdempotencyChecks.keyed("replay", groups: ["g"], at: 2),
+            conflicting,
+            F.request("noTargets", at: 2),
+            F.request("ok2", groups: ["h", "missing"], at: 2),
+            F.request("ok1", groups: ["h"], at: 2),
+        ]
+        let outcome = try await store.enqueue(batch: batch, claiming: nil)
+        try expectEqual(outcome.results.count, batch.count, "one answer per request")
+        try expectEqual(outcome.claimed.isEmpty, true, "no claim asked, none made")
+        func answer(_ index: Int) -> EnqueueResult? { try? outcome.results[index].get() }
+        func code(_ index: Int) -> StoreError.Code? {
+            guard case .failure(let error) = outcome.results[index] else { return nil }
+            return error.code
+        }
+        try expectEqual(answer(0), EnqueueResult(id: F.requestID("ok1"), targetCount: 3), "ok1 is stored")
+        try expectEqual(code(1), .unknownGroup, "every group unknown")
+        try expectEqual(code(2), .duplicateRequestID, "an id stored before the batch")
+        try expectEqual(
+            answer(3),
+            EnqueueResult(id: F.requestID("keyed"), targetCount: 3, isReplay: true),
+            "a retry answers the stored request"
+        )
+        try expectEqual(code(4), .idempotencyKeyReused, "the key with another body")
+        try expectEqual(code(5), .noTargets, "no group and no device")
+        try expectEqual(
+            answer(6),
+            EnqueueResult(id: F.requestID("ok2"), targetCount: 1, unknownGroups: ["missing"]),
+            "ok2 is stored, its unknown group listed"
+        )
+        try expectEqual(code(7), .duplicateRequestID, "an id stored earlier in the same batch")
+        for name in ["allUnknown", "replay", "conflicting", "noTargets"] {
+            try expectEqual(try await store.report(F.requestID(name)) == nil, true, "\(name) wrote nothing")
+        }
+        let ok1 = try unwrap(try await store.request(F.requestID("ok1")), "ok1 is stored")
+        try expectEqual(ok1.groups, ["g"], "ok1 is the batch's first request with that id, not the last")
+        let sent = try await F.deliverAll(store, now: F.at(3))
+        try expectEqual(sent.count, 3 + 3 + 3 + 1, "taken, keyed, ok1 and ok2 reach their devices once each")
+        for name in ["taken", "keyed", "ok1", "ok2"] {
+            try expectEqual(try await store.report(F.requestID(name))?.state, .done, "\(name) is done")
+        }
+    }
+
+    static func batchClaimsAtMostOneChunkPerNewRequest(_ store: any PushStore) async throws {
+        for number in 1...4 { try await F.register(store, number...number, in: "u\(number)") }
+        _ = try await store.enqueue(F.request("stored", groups: ["u4"], at: 1))
+        let lease = LeaseWindow(owner: F.instanceA, now: F.at(2), duration: F.lease)
+        let batch = (1...3).map { F.request("r\($0)", groups: ["u\($0)"], at: 2) }
+        let outcome = try await store.enqueue(
+            batch: batch + [F.request("refused", groups: ["missing"], at: 2)],
+            claiming: BatchClaim(lease: lease, chunkSize: 10, pageLimit: 10, maximumChunks: 8)
+        )
+        for (index, name) in ["r1", "r2", "r3"].enumerated() {
+            try expectEqual(try? outcome.results[index].get().targetCount, 1, "\(name) is stored")
+        }
+        // A store may claim nothing; what it claims is leased as a claim, and at most one chunk per new request.
+        try expect(outcome.claimed.count <= 3, "at most one chunk per new request (\(outcome.claimed.count))")
+        var sent = [RequestID: [DeviceToken]]()
+        for claimed in outcome.claimed {
+            try expectEqual(claimed.chunk.leaseExpiresAt, F.at(32), "leased as a claim")
+            try expectEqual(claimed.chunk.isTakeover, false, "a fresh chunk")
+            let page = try await store.targets(of: claimed.chunk, after: claimed.chunk.progress, limit: 10)
+            try expectEqual(claimed.firstPage, page, "its first page, as read afterwards")
+            sent[claimed.chunk.requestID, default: []] += try await F.deliver(
+                claimed.chunk,
+                store: store,
+                now: F.at(3)
+            )
+        }
+        try expectEqual(
+            Set(outcome.claimed.map(\.chunk.requestID)).count,
+            outcome.claimed.count,
+            "one chunk each of different requests"
+        )
+        while let chunk = try await store.claimChunk(
+            owner: F.instanceB,
+            now: F.at(3),
+            leaseDuration: F.lease,
+            chunkSize: 10
+        ) {
+            sent[chunk.requestID, default: []] += try await F.deliver(
+                chunk,
+                store: store,
+                owner: F.instanceB,
+                now: F.at(3)
+            )
+        }
+        for number in 1...3 {
+            try expectEqual(sent[F.requestID("r\(number)")], [F.token(number)], "r\(number): its device, once")
+        }
+        try expectEqual(sent[F.requestID("stored")], [F.token(4)], "the request stored before: its device, once")
+
+        let limited = try await store.enqueue(
+            batch: (5...7).map { F.request("s\($0)", groups: ["u1"], at: 4) },
+            claiming: BatchClaim(
+                lease: LeaseWindow(owner: F.instanceA, now: F.at(4), duration: F.lease),
+                chunkSize: 10,
+                pageLimit: 10,
+                maximumChunks: 1
+            )
+        )
+        try expect(limited.claimed.count <= 1, "at most maximumChunks claimed (\(limited.claimed.count))")
+    }
+
+    static func batchOfProgressChecksEachLease(_ store: any PushStore) async throws {
+        try await F.register(store, 1...1, in: "a")
+        try await F.register(store, 2...2, in: "b")
+        _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
+        _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
+        var chunks = [RequestID: WorkChunk]()
+        while let chunk = try await store.claimChunk(
+            owner: F.instanceA,
+            now: F.at(1),
+            leaseDuration: F.lease,
+            chunkSize: 10
+        ) {
+            chunks[chunk.requestID] = chunk
+        }
+        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
+        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
+        // B's lease runs out and another instance takes its chunk over: A's records of it are refused.
+        _ = try await store.recordProgress(
+            ChunkProgress(chunk: chunkA, through: chunkA.progress),
+            owner: F.instanceA,
+            now: F.at(20),
+            leaseDuration: F.lease
+        )
+        let takenOver = try unwrap(
+            try await store.claimChunk(owner: F.instanceB, now: F.at(40), leaseDuration: F.lease, chunkSize: 10),
+            "rb's expired chunk is taken over"
+        )
+        try expectEqual(takenOver.id, chunkB.id, "the expired chunk is rb's")
+        let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
+        let results = await store.recordProgress(batch: [
+            ProgressRecord(
+                ChunkProgress(chunk: chunkB, through: chunkB.through, accepted: 1, completesChunk: true),
+                renewing: lease
+            ),
+            ProgressRecord(
+                ChunkProgress(chunk: chunkA, through: chunkA.through, accepted: 1, completesChunk: true),
+                renewing: lease
+            ),
+        ])
+        try expectEqual(results.count, 2, "one answer per record")
+        try expectEqual(try? results[0].get(), .leaseLost, "rb's chunk is another holder's now")
+        try expectEqual(try? results[1].get(), .chunkCompleted, "ra's chunk is recorded and completed")
+        try expectEqual(try await store.report(F.requestID("ra"))?.state, .done, "ra is done")
+        try expectEqual(try await store.report(F.requestID("ra"))?.accepted, 1, "ra's device counted")
+        let rb = try unwrap(try await store.report(F.requestID("rb")), "rb's report")
+        try expectEqual(rb.accepted, 0, "nothing of the refused record was written")
+        try expectEqual(rb.state == .done, false, "rb is not done")
+        try expectEqual(await store.recordProgress(batch: []).isEmpty, true, "an empty batch answers nothing")
+    }
+}

@@ -1,0 +1,172 @@
+import APNsHTTP2
+import Foundation
+import PushTransport
+import PushgateCore
+import PushgateDispatch
+import Synchronization
+import Testing
+
+@testable import PushgateSQLite
+
+/// Group commit: who writes next (a pure transcript), and through the dispatcher on a real SQLite file,
+/// that each caller is answered after the commit that holds its request, with its own answer.
+@Suite("Dispatcher: group commit of requests and progress", .timeLimit(.minutes(2)))
+struct GroupCommitTests {
+    @Test("an arrival on an idle writer leads alone; arrivals during a write wait and the oldest leads the next batch")
+    func queueTranscript() {
+        var queue = GroupCommitQueue<String>(maximumBatch: 3)
+        #expect(queue.arrived("a") == .lead)
+        #expect(queue.arrived("b") == .wait)
+        #expect(queue.arrived("c") == .wait)
+        #expect(queue.arrived("d") == .wait)
+        #expect(queue.arrived("e") == .wait)
+        guard case .lead(let leader, let followers) = queue.written() else {
+            Issue.record("b, c and d wait: b leads them")
+            return
+        }
+        #expect(leader == "b")
+        #expect(followers == ["c", "d"], "at most three in a batch, the leader included")
+        #expect(queue.isWriting)
+        guard case .lead(let next, let nextFollowers) = queue.written() else {
+            Issue.record("e waits: it leads")
+            return
+        }
+        #expect(next == "e")
+        #expect(nextFollowers.isEmpty)
+        guard case .idle = queue.written() else {
+            Issue.record("nothing waits: the writer is free")
+            return
+        }
+        #expect(!queue.isWriting)
+        #expect(queue.arrived("f") == .lead, "an idle writer: the next arrival writes at once")
+    }
+
+    static func token(_ number: Int) -> DeviceToken {
+        try! DeviceToken(hex: String(format: "%064x", 0x6C_0000 + number))
+    }
+
+    static func request(_ number: Int, group: String? = nil) -> NotificationRequest {
+        NotificationRequest(
+            id: try! RequestID("r\(number)"),
+            groups: [group ?? "u\(number % 50)"],
+            payload: Payload.alert("hi"),
+            createdAt: Date()
+        )
+    }
+
+    /// A dispatcher on a fresh SQLite file with 50 devices, each alone in its group `u0` ... `u49`,
+    /// answering every notification at once.
+    static func withDispatcher(
+        _ body: (Dispatcher, SQLiteStore, RecordingAPNsTransport) async throws -> Void
+    ) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("group-commit.db"))
+        defer { try? store.close() }
+        _ = try await store.register(
+            batch: (0..<50).map { Registration(token: token($0), group: "u\($0)", at: Date()) }
+        )
+        let transport = RecordingAPNsTransport()
+        var configuration = Dispatcher.Configuration(instanceID: InstanceID("group-commit"))
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        let dispatcher = Dispatcher(
+            store: store,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.group"))
+            ],
+            configuration: configuration,
+            logger: TestLogger.make("dispatch")
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await dispatcher.run() }
+            defer {
+                group.cancelAll()
+                dispatcher.wakeUp()
+            }
+            try await body(dispatcher, store, transport)
+        }
+    }
+
+    @Test("concurrent submissions share commits; refused ones get their own error and cost the others nothing")
+    func refusalsInABatchAreTheirOwn() async throws {
+        try await Self.withDispatcher { dispatcher, store, transport in
+            let answers = await withTaskGroup(of: (Int, Result<EnqueueResult, any Error>).self) { group in
+                for number in 0..<200 {
+                    // Every tenth names a group the app does not have; r5 is submitted twice.
+                    let request = Self.request(number == 7 ? 5 : number, group: number % 10 == 3 ? "missing" : nil)
+                    group.addTask { (number, await outcome { try await dispatcher.submit(request) }) }
+                }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            var stored = 0
+            for number in 0..<200 {
+                let answer = try #require(answers[number])
+                if number % 10 == 3 {
+                    #expect((answer.failure as? StoreError)?.code == .unknownGroup, "r\(number): its own refusal")
+                } else if number == 5 || number == 7 {
+                    continue
+                } else {
+                    #expect(try answer.get().targetCount == 1, "r\(number) is stored")
+                    stored += 1
+                }
+            }
+            let duplicates = [answers[5], answers[7]].compactMap { ($0?.failure as? StoreError)?.code }
+            #expect(duplicates == [.duplicateRequestID], "one of the two r5 is stored, the other refused")
+            let sent = stored + 1
+            try await eventually("every stored request sent") { transport.sent.count == sent }
+            for number in 0..<200 where number % 10 != 3 && number != 7 {
+                let id = try RequestID("r\(number)")
+                try await eventually("r\(number) done") { try await store.report(id)?.state == .done }
+            }
+        }
+    }
+
+    @Test(
+        "a batch whose transaction fails mid-way: nobody is answered success for a request not stored, nothing stored is answered failure"
+    )
+    func failedBatchAnswersEveryoneTruthfully() async throws {
+        try await Self.withDispatcher { dispatcher, store, _ in
+            // A real SQLite failure inside the batch's transaction, after earlier requests of the batch were
+            // inserted: the trigger aborts the insert of r13, which rolls back the whole transaction.
+            try await store.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER fail_r13 BEFORE INSERT ON request WHEN NEW.id = 'r13'
+                        BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                        """
+                )
+            }
+            let answers = await withTaskGroup(of: (Int, Result<EnqueueResult, any Error>).self) { group in
+                for number in 0..<100 {
+                    let request = Self.request(number)
+                    group.addTask { (number, await outcome { try await dispatcher.submit(request) }) }
+                }
+                return await group.reduce(into: [:]) { $0[$1.0] = $1.1 }
+            }
+            var failed = 0
+            for number in 0..<100 {
+                let answer = try #require(answers[number])
+                let isStored = try await store.request(try RequestID("r\(number)")) != nil
+                switch answer {
+                case .success: #expect(isStored, "r\(number) was answered stored: it is stored")
+                case .failure(let error):
+                    #expect(!isStored, "r\(number) was answered \(error): it is not stored")
+                    #expect((error as? StoreError)?.code == .backend, "r\(number): the store's failure")
+                    failed += 1
+                }
+            }
+            #expect(answers[13]?.failure != nil, "r13's batch failed")
+            #expect(failed >= 1)
+        }
+    }
+}
+
+extension Result {
+    fileprivate var failure: Failure? {
+        guard case .failure(let error) = self else { return nil }
+        return error
+    }
+}
+
+private func outcome<T>(_ body: () async throws -> T) async -> Result<T, any Error> {
+    do { return .success(try await body()) } catch { return .failure(error) }
+}
