@@ -264,32 +264,36 @@ final class DebianRoot: Sendable {
 
     private init(path: String) { self.path = path }
 
+    /// Makes the cached root with debootstrap if it is not there yet, into a folder beside it renamed when
+    /// complete: an interrupted run leaves no half root. Shared by the chroot and the booted-systemd tests.
+    static func makeCachedRoot(_ cached: String, packages: String) async throws {
+        if FileManager.default.fileExists(atPath: cached + "/.complete") { return }
+        guard let mirror = DebianMirror.configured() else {
+            throw ExternalTools.ToolError("no Debian mirror in the apt configuration")
+        }
+        let building = cached + ".partial"
+        _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", building])
+        try FileManager.default.createDirectory(
+            atPath: URL(fileURLWithPath: cached).deletingLastPathComponent().path,
+            withIntermediateDirectories: true
+        )
+        let made = try await ExternalTools.runOffPool(
+            "debootstrap",
+            ["--variant=minbase", "--include=\(packages)", "bookworm", building, mirror]
+        )
+        guard made.status == 0 else {
+            throw ExternalTools.ToolError("debootstrap failed (\(made.status)):\n\(made.output.suffix(4000))")
+        }
+        guard FileManager.default.createFile(atPath: building + "/.complete", contents: Data()) else {
+            throw ExternalTools.ToolError("cannot write \(building)/.complete")
+        }
+        _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", cached])
+        try FileManager.default.moveItem(atPath: building, toPath: cached)
+    }
+
     /// Makes the cached root if it is not there yet (debootstrap, once), then copies it.
     static func fresh(copyOf cached: String) async throws -> DebianRoot {
-        if !FileManager.default.fileExists(atPath: cached + "/.complete") {
-            guard let mirror = DebianMirror.configured() else {
-                throw ExternalTools.ToolError("no Debian mirror in the apt configuration")
-            }
-            // Into a fresh folder beside it, renamed when complete: an interrupted run leaves no half root.
-            let building = cached + ".partial"
-            _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", building])
-            try FileManager.default.createDirectory(
-                atPath: URL(fileURLWithPath: cached).deletingLastPathComponent().path,
-                withIntermediateDirectories: true
-            )
-            let made = try await ExternalTools.runOffPool(
-                "debootstrap",
-                ["--variant=minbase", "--include=libsqlite3-0", "bookworm", building, mirror]
-            )
-            guard made.status == 0 else {
-                throw ExternalTools.ToolError("debootstrap failed (\(made.status)):\n\(made.output.suffix(4000))")
-            }
-            guard FileManager.default.createFile(atPath: building + "/.complete", contents: Data()) else {
-                throw ExternalTools.ToolError("cannot write \(building)/.complete")
-            }
-            _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", cached])
-            try FileManager.default.moveItem(atPath: building, toPath: cached)
-        }
+        try await makeCachedRoot(cached, packages: "libsqlite3-0")
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent("pushgate-root-\(UUID().uuidString)")
             .path
         let copied = try await ExternalTools.runOffPool("cp", ["-a", cached, copy])

@@ -128,7 +128,7 @@ struct SystemdUnitTests {
         }
 
         let started = ContinuousClock.now
-        try await BootedContainer.makeCachedRoot(Self.cachedRoot, packages: Self.packages)
+        try await DebianRoot.makeCachedRoot(Self.cachedRoot, packages: Self.packages)
         // What the test hands in (the tarball, credentials, configuration) is read-only at
         // /mnt/pushgate-test inside; written here, seen there at once (a bind mount).
         let exchange = try TemporaryDirectory()

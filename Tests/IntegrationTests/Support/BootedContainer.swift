@@ -32,32 +32,6 @@ final class BootedContainer: Sendable {
     /// What the commands run inside see: none of the test run's environment.
     static let environment = ["PATH": "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"]
 
-    /// Makes the cached root with debootstrap if it is not there yet, into a folder renamed when complete.
-    static func makeCachedRoot(_ cached: String, packages: String) async throws {
-        if FileManager.default.fileExists(atPath: cached + "/.complete") { return }
-        guard let mirror = DebianMirror.configured() else {
-            throw ExternalTools.ToolError("no Debian mirror in the apt configuration")
-        }
-        let building = cached + ".partial"
-        _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", building])
-        try FileManager.default.createDirectory(
-            atPath: URL(fileURLWithPath: cached).deletingLastPathComponent().path,
-            withIntermediateDirectories: true
-        )
-        let made = try await ExternalTools.runOffPool(
-            "debootstrap",
-            ["--variant=minbase", "--include=\(packages)", "bookworm", building, mirror]
-        )
-        guard made.status == 0 else {
-            throw ExternalTools.ToolError("debootstrap failed (\(made.status)):\n\(made.output.suffix(4000))")
-        }
-        guard FileManager.default.createFile(atPath: building + "/.complete", contents: Data()) else {
-            throw ExternalTools.ToolError("cannot write \(building)/.complete")
-        }
-        _ = try await ExternalTools.runOffPool("rm", ["-rf", "--one-file-system", cached])
-        try FileManager.default.moveItem(atPath: building, toPath: cached)
-    }
-
     /// Boots the root with `exchange` at ``exchange`` inside; `.cannotBoot` with nspawn's words if systemd
     /// does not come up.
     static func boot(_ root: String, exchange: String) async throws -> Boot {
