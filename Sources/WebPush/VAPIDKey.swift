@@ -1,5 +1,6 @@
 public import Crypto
 import Foundation
+import PushgateCore
 
 /// An application server's VAPID key (RFC 8292): a P-256 key pair, kept as a PEM file
 /// (`app.NAME.webpush.vapidKey`). Its public half, base64url of the 65-byte uncompressed point, is what

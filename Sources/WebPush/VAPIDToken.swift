@@ -1,5 +1,6 @@
 import Crypto
 public import Foundation
+public import PushgateCore
 
 /// A signed VAPID token (RFC 8292 §2): an ES256 JWT
 /// `{"typ":"JWT","alg":"ES256"}.{"aud":"<origin>","exp":<s>,"sub":"<subject>"}`, valid for the push

@@ -1,4 +1,5 @@
 public import Foundation
+public import PushgateCore
 
 /// Which VAPID token each origin gets: one per origin, signed when first needed, used until
 /// `refreshMargin` before it expires, then replaced. Pure state: the caller passes the time and signs

@@ -42,4 +42,40 @@ struct DeviceTokenStorageKeyTests {
         #expect(throws: ValidationError.self) { try DeviceToken(storageKey: "fcm:short") }
         #expect(throws: ValidationError.self) { try DeviceToken(storageKey: "not-hex-" + hex32) }
     }
+
+    let endpoint = "https://push.example.net/wpush/v2/gAAAAABkXyZ"
+    let p256dh = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
+    let auth = "BTBZMqHH6r4Tts7J_aSIgg"
+
+    @Test("a Web Push subscription's key is webpush: and its endpoint and keys, and reads back whole")
+    func webPushKeyCarriesTheSubscription() throws {
+        let subscription = try WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth)
+        let token = subscription.deviceToken
+        #expect(token.platform == .webpush)
+        #expect(token.value == "\(endpoint) \(p256dh) \(auth)")
+        #expect(token.storageKey == "webpush:" + token.value)
+        #expect(token.webPushEndpoint == endpoint)
+        let back = try DeviceToken(storageKey: token.storageKey)
+        #expect(back == token)
+        #expect(try WebPushSubscription(deviceToken: back) == subscription)
+        #expect(try DeviceToken(platform: .webpush, value: token.value) == token)
+    }
+
+    @Test("a Web Push device shows only the end of its endpoint")
+    func webPushTokenIsShortenedInLogs() throws {
+        let token = try WebPushSubscription(endpoint: endpoint, p256dh: p256dh, auth: auth).deviceToken
+        #expect(token.description == "webpush:…" + endpoint.suffix(8))
+        #expect(!token.description.contains("push.example.net"))
+        #expect(!token.description.contains(auth))
+    }
+
+    @Test("a Web Push value without its keys, with a space in the endpoint, or off the curve is refused")
+    func malformedWebPushValueIsRefused() {
+        #expect(throws: ValidationError.self) { try DeviceToken(webPushValue: endpoint) }
+        #expect(throws: ValidationError.self) { try DeviceToken(webPushValue: "\(endpoint) \(p256dh)") }
+        #expect(throws: ValidationError.self) { try DeviceToken(webPushValue: "https://a b/x \(p256dh) \(auth)") }
+        let offCurve = "B" + String(repeating: "A", count: 86)
+        #expect(throws: ValidationError.self) { try DeviceToken(webPushValue: "\(endpoint) \(offCurve) \(auth)") }
+        #expect(throws: ValidationError.self) { try WebPushSubscription(deviceToken: DeviceToken(hex: hex32)) }
+    }
 }

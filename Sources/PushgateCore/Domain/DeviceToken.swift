@@ -3,6 +3,8 @@
 public enum PushPlatform: String, Hashable, Sendable, CaseIterable, Comparable, CustomStringConvertible {
     case apns
     case fcm
+    /// A browser's push subscription (RFC 8030): its token is ``DeviceToken/init(webPush:)``'s form.
+    case webpush
 
     public var description: String { rawValue }
 
@@ -36,6 +38,7 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
         switch platform {
         case .apns: try self.init(hex: value, field: field)
         case .fcm: try self.init(fcm: value, field: field)
+        case .webpush: try self.init(webPushValue: value, field: field)
         }
     }
 
@@ -137,6 +140,8 @@ public struct DeviceToken: Hashable, Sendable, Comparable, CustomStringConvertib
         switch platform {
         case .apns: String(value.prefix(8)) + "…"
         case .fcm: "fcm:" + String(value.prefix(8)) + "…"
+        // An endpoint with its keys lets anyone push to the browser: its end only, as WebPushSubscription shows it.
+        case .webpush: "webpush:…" + String(webPushEndpoint.suffix(8))
         }
     }
 
@@ -161,15 +166,49 @@ extension DeviceToken {
         switch platform {
         case .apns: value
         case .fcm: Self.fcmStoragePrefix + value
+        case .webpush: Self.webPushStoragePrefix + value
         }
     }
 
-    /// Reads a ``storageKey`` back: `fcm:` then an FCM registration token, else APNs hex.
+    /// What marks a Web Push subscription's ``storageKey``.
+    package static let webPushStoragePrefix = "webpush:"
+
+    /// Reads a ``storageKey`` back: `fcm:` then an FCM registration token, `webpush:` then a subscription
+    /// (trusted as stored: it was validated when registered), else APNs hex.
     package init(storageKey: String, field: String = "device") throws(ValidationError) {
-        if storageKey.hasPrefix(Self.fcmStoragePrefix) {
+        if storageKey.hasPrefix(Self.webPushStoragePrefix) {
+            self.init(storedWebPush: String(storageKey.dropFirst(Self.webPushStoragePrefix.count)))
+        } else if storageKey.hasPrefix(Self.fcmStoragePrefix) {
             try self.init(fcm: String(storageKey.dropFirst(Self.fcmStoragePrefix.count)), field: field)
         } else {
             try self.init(hex: storageKey, field: field)
         }
+    }
+}
+
+extension DeviceToken {
+    /// A browser's subscription as a device: `ENDPOINT P256DH AUTH` (the keys base64url, unpadded; a space
+    /// never occurs in an endpoint, which ``WebPushSubscription`` refuses with whitespace). One value then
+    /// carries all a message needs, so the stores keep it in the token column like any other device.
+    public init(webPush subscription: WebPushSubscription) {
+        self.platform = .webpush
+        self.value = subscription.endpoint + " " + subscription.p256dh + " " + subscription.auth
+    }
+
+    /// A subscription's value (``init(webPush:)``'s form), validated whole: endpoint, key on the curve, secret.
+    public init(webPushValue value: String, field: String = "device") throws(ValidationError) {
+        let subscription = try WebPushSubscription(tokenValue: value, field: field)
+        self.init(webPush: subscription)
+    }
+
+    /// A value read back from a store, not validated again.
+    init(storedWebPush value: String) {
+        self.platform = .webpush
+        self.value = value
+    }
+
+    /// The endpoint of a Web Push subscription's value (the whole value for other platforms).
+    public var webPushEndpoint: Substring {
+        value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: false).first ?? value[...]
     }
 }

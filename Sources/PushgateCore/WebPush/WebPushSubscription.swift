@@ -1,6 +1,5 @@
 public import Crypto
 import Foundation
-public import PushgateCore
 
 /// A browser's push subscription, as `PushSubscription.toJSON()` gives it:
 /// `{"endpoint": "https://…", "expirationTime": null, "keys": {"p256dh": "…", "auth": "…"}}`.
@@ -73,6 +72,27 @@ public struct WebPushSubscription: Hashable, Sendable {
         try self.init(endpoint: endpoint, p256dh: p256dh, auth: auth, field: field)
     }
 
+    /// A subscription from a Web Push device's token value (``DeviceToken/init(webPush:)``'s
+    /// `ENDPOINT P256DH AUTH`), validated whole.
+    public init(tokenValue value: String, field: String = "subscription") throws(ValidationError) {
+        let parts = value.split(separator: " ", omittingEmptySubsequences: false)
+        guard parts.count == 3 else {
+            throw Self.invalid(field, "must be a subscription's endpoint, p256dh and auth separated by spaces")
+        }
+        try self.init(endpoint: String(parts[0]), p256dh: String(parts[1]), auth: String(parts[2]), field: field)
+    }
+
+    /// The subscription of a Web Push device (``DeviceToken/init(webPush:)``).
+    public init(deviceToken token: DeviceToken, field: String = "device") throws(ValidationError) {
+        guard token.platform == .webpush else {
+            throw Self.invalid(field, "is a \(token.platform) device, not a Web Push subscription")
+        }
+        try self.init(tokenValue: token.value, field: field)
+    }
+
+    /// The subscription as a device of the registry.
+    public var deviceToken: DeviceToken { DeviceToken(webPush: self) }
+
     /// A subscription from its three values; `field` prefixes the names in errors.
     public init(endpoint: String, p256dh: String, auth: String, field: String = "subscription") throws(ValidationError)
     {
@@ -122,6 +142,10 @@ public struct WebPushSubscription: Hashable, Sendable {
     {
         guard !text.isEmpty, text.utf8.count <= maximumEndpointBytes else {
             throw invalid(field, "must be an https URL of 1 to \(maximumEndpointBytes) bytes")
+        }
+        // A space separates a device token's parts (DeviceToken(webPush:)); no URL holds whitespace anyway.
+        guard !text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7f }) else {
+            throw invalid(field, "must not contain spaces or control characters")
         }
         guard let components = URLComponents(string: text), let scheme = components.scheme else {
             throw invalid(field, "is not a URL")
