@@ -240,7 +240,7 @@ let package = Package(
         // (SQLite now, PostgreSQL later). Plain throwing functions, so it needs no test framework.
         .target(
             name: "StoreConformance",
-            dependencies: ["PushgateCore"],
+            dependencies: ["PushgateCore", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         // Apple's retired binary provider interface: frame codecs and the feedback tuple decoder (pure),
@@ -312,7 +312,7 @@ let package = Package(
         .target(
             name: "PushgateConfig",
             dependencies: [
-                "PushgateCore", "APNsHTTP2", "PushTransport", "PushgateHTTP",
+                "PushgateCore", "APNsHTTP2", "PushTransport", "PushgateHTTP", "WebPush",
                 .product(name: "Configuration", package: "swift-configuration"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

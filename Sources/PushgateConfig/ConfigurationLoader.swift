@@ -267,8 +267,40 @@ public struct ConfigurationLoader: Sendable {
         app.legacy.feedbackIntervalSeconds =
             try values.int("\(prefix).legacy.feedbackInterval") ?? app.legacy.feedbackIntervalSeconds
         app.fcm = try readFCM(prefix: "\(prefix).fcm", values)
+        app.webPush = try readWebPush(prefix: "\(prefix).webpush", values)
         return app
     }
+
+    /// `app.NAME.webpush.*`: nil when none of its keys is given; any of them needs `webpush.vapidKey` and
+    /// `webpush.subject`.
+    static func readWebPush(
+        prefix: String,
+        _ values: Values
+    ) throws(ConfigurationProblem) -> GatewayConfiguration.App.WebPush? {
+        let given = webPushKeys.filter { values.string("\(prefix).\($0)") != nil }
+        guard let first = given.first else { return nil }
+        guard let keyFile = values.string("\(prefix).vapidKey") else {
+            throw values.problem(
+                "\(prefix).\(first)",
+                "needs \(prefix).vapidKey (a PEM P-256 key file; pushgate webpush generate-vapid-key)"
+            )
+        }
+        guard let subject = values.string("\(prefix).subject") else {
+            throw values.problem(
+                "\(prefix).\(first)",
+                "needs \(prefix).subject (mailto:you@example.com or an https: URL the push services may contact)"
+            )
+        }
+        var webPush = GatewayConfiguration.App.WebPush(vapidKeyFile: keyFile, subject: subject)
+        webPush.caFile = values.string("\(prefix).ca")
+        webPush.maximumConnectionsPerOrigin =
+            try values.int("\(prefix).pool.maxConnectionsPerOrigin") ?? webPush.maximumConnectionsPerOrigin
+        webPush.maximumConnections = try values.int("\(prefix).pool.maxConnections") ?? webPush.maximumConnections
+        return webPush
+    }
+
+    /// The keys below `app.NAME.webpush.`.
+    public static let webPushKeys = ["vapidKey", "subject", "ca", "pool.maxConnectionsPerOrigin", "pool.maxConnections"]
 
     /// `app.NAME.fcm.*`: nil when none of its keys is given; any of them needs `fcm.serviceAccount`.
     static func readFCM(
@@ -341,7 +373,7 @@ public struct ConfigurationLoader: Sendable {
             "certificate.p12", "certificate.passphraseEnv", "token.keyFile", "token.keyId", "token.teamId",
             "pool.maxConnections", "pool.maxStreams", "pool.rate", "pool.pingMinutes", "pool.idleHours", "transport",
             "legacy.host", "legacy.feedbackHost", "legacy.feedbackInterval",
-        ] + fcmKeys.map { "fcm.\($0)" }
+        ] + fcmKeys.map { "fcm.\($0)" } + webPushKeys.map { "webpush.\($0)" }
 
     /// `--app-news-pool-max-streams` for `app.news.pool.maxStreams` (swift-configuration's spelling: a
     /// dash only where a lower-case letter meets an upper-case one, so `http.tls.clientCA` is

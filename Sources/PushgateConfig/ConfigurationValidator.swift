@@ -2,6 +2,7 @@ import APNsHTTP2
 import Foundation
 import PushTransport
 import PushgateCore
+import WebPush
 
 extension GatewayConfiguration {
     /// The checks that need no file: ranges, names, combinations. Throws the first problem, naming its
@@ -210,10 +211,11 @@ extension GatewayConfiguration.App {
         }
         if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
         switch authentication {
-        case nil where fcm != nil:
+        case nil where fcm != nil || webPush != nil:
+            let (key, name) = fcm != nil ? ("fcm", "FCM") : ("webpush", "Web Push")
             throw fail(
                 "certificate.file",
-                "no APNs credentials: an app with fcm.* needs APNs credentials too (FCM-only apps are not supported)"
+                "no APNs credentials: an app with \(key).* needs APNs credentials too (\(name)-only apps are not supported)"
             )
         case nil:
             throw fail(
@@ -243,6 +245,7 @@ extension GatewayConfiguration.App {
         guard pool.pingMinutes >= 0 else { throw fail("pool.pingMinutes", "must be 0 (off) or a number of minutes") }
         guard pool.idleHours >= 0 else { throw fail("pool.idleHours", "must be 0 (off) or a number of hours") }
         if let fcm { try fcm.validate(fail: { key, message in fail("fcm.\(key)", message) }) }
+        if let webPush { try webPush.validate(fail: { key, message in fail("webpush.\(key)", message) }) }
         switch transport {
         case .http2:
             if legacy != Legacy() {
@@ -264,6 +267,19 @@ extension GatewayConfiguration.App {
             guard legacy.feedbackIntervalSeconds >= 0 else {
                 throw fail("legacy.feedbackInterval", "must be 0 (off) or a number of seconds")
             }
+        }
+    }
+}
+
+extension GatewayConfiguration.App.WebPush {
+    /// `fail` takes the key below `app.NAME.webpush.`. The key file is read at load.
+    func validate(fail: (String, String) -> ConfigurationProblem) throws(ConfigurationProblem) {
+        guard !vapidKeyFile.isEmpty else { throw fail("vapidKey", "must not be empty") }
+        do { _ = try VAPIDSubject(subject, field: "subject") } catch { throw fail("subject", error.message) }
+        if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
+        guard maximumConnectionsPerOrigin >= 1 else { throw fail("pool.maxConnectionsPerOrigin", "must be at least 1") }
+        guard maximumConnections >= maximumConnectionsPerOrigin else {
+            throw fail("pool.maxConnections", "must be at least pool.maxConnectionsPerOrigin (\(maximumConnectionsPerOrigin))")
         }
     }
 }

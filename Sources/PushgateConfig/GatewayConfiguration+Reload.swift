@@ -75,6 +75,9 @@ extension GatewayConfiguration.App {
         default:
             keys.append("fcm")
         }
+        // The Web Push client keeps the VAPID key, subject and pool it started with (a new key would also
+        // need every browser to subscribe again with the new applicationServerKey).
+        check("webpush", webPush, fresh.webPush)
         return keys
     }
 }

@@ -237,6 +237,28 @@ public struct GatewayConfiguration: Sendable, Hashable {
             }
         }
 
+        /// The app's Web Push route (`webpush.*`): its VAPID key pair and contact, and the pool's caps.
+        public struct WebPush: Sendable, Hashable {
+            /// `webpush.vapidKey`: the VAPID private key, a PEM P-256 file (`pushgate webpush
+            /// generate-vapid-key`); its public key is the web page's `applicationServerKey`.
+            public var vapidKeyFile: String
+            /// `webpush.subject`: the VAPID `sub`, a `mailto:` address or an `https:` URL the push services
+            /// may contact.
+            public var subject: String
+            /// `webpush.ca`: trust this CA file (PEM) for the push services instead of the system store
+            /// (a simulator).
+            public var caFile: String? = nil
+            /// `webpush.pool.maxConnectionsPerOrigin`: connections to one push service at most.
+            public var maximumConnectionsPerOrigin: Int = 8
+            /// `webpush.pool.maxConnections`: connections over every push service at most.
+            public var maximumConnections: Int = 256
+
+            public init(vapidKeyFile: String, subject: String) {
+                self.vapidKeyFile = vapidKeyFile
+                self.subject = subject
+            }
+        }
+
         public var name: String
         /// `topic`: the bundle id (apns-topic). nil: the certificate subject's UID.
         public var topic: String? = nil
@@ -258,6 +280,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
         /// `fcm.*`: FCM credentials and endpoint; nil: the app has no FCM route (its FCM devices fail with
         /// a recorded reason). An app always has APNs credentials too: FCM-only apps are not supported.
         public var fcm: FCM? = nil
+        /// `webpush.*`: VAPID key and subject; nil: the app has no Web Push route (its browsers fail with
+        /// `webpush_not_configured`). Like FCM, beside APNs credentials.
+        public var webPush: WebPush? = nil
 
         public init(name: String, authentication: Authentication? = nil) {
             self.name = name

@@ -32,6 +32,8 @@ public struct LoadedApp: Sendable {
     public var legacyFeedbackInterval: Duration?
     /// The app's FCM route; nil: none configured.
     public var fcm: LoadedFCM? = nil
+    /// The app's Web Push route; nil: none configured.
+    public var webPush: LoadedWebPush? = nil
 }
 
 /// An API key as the HTTP API checks it: the SHA-256 of the key (the key itself is not kept).
@@ -184,7 +186,8 @@ extension GatewayConfiguration {
                     legacyFeedback: legacyFeedback,
                     legacyFeedbackInterval: app.legacy.feedbackIntervalSeconds == 0
                         ? nil : .seconds(app.legacy.feedbackIntervalSeconds),
-                    fcm: try app.fcm?.load(fail: { key, message in fail("\(prefix).fcm.\(key)", message) })
+                    fcm: try app.fcm?.load(fail: { key, message in fail("\(prefix).fcm.\(key)", message) }),
+                    webPush: try app.webPush?.load(fail: { key, message in fail("\(prefix).webpush.\(key)", message) })
                 )
             )
         }

@@ -25,6 +25,11 @@ import PushgateCore
 /// And `request_removed` with its triggers (``removedTargets``), as in SQLite.
 /// Version 6 adds `request.idempotency_key` and `request.idempotency_fingerprint` with the partial unique
 /// index `request_by_idempotency_key (app, idempotency_key)`, as SQLite's v8 (`LedgerSchema.idempotencyKeys`).
+/// Version 7 adds `request.webpush`, the request's `webpush` override, and the partial unique index
+/// `device_by_webpush_endpoint (app, split_part(token, ' ', 1)) WHERE token LIKE 'webpush:%'`: a Web Push
+/// device is `webpush:ENDPOINT P256DH AUTH`, and one endpoint is one device (a browser that subscribes
+/// again replaces its keys), also between instances registering at once (the loser's insert conflicts and
+/// its batch fails, to be sent again).
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -68,6 +73,17 @@ enum PostgresSchema {
             version: 6,
             name: "idempotency keys of requests",
             statements: LedgerSchema.idempotencyKeys(.postgres)
+        ),
+        Migration(
+            version: 7,
+            name: "Web Push, the request's webpush override and one device per endpoint",
+            statements: [
+                "ALTER TABLE request ADD COLUMN webpush BYTEA",
+                """
+                CREATE UNIQUE INDEX device_by_webpush_endpoint ON device (app, split_part(token, ' ', 1))
+                WHERE token LIKE 'webpush:%'
+                """,
+            ]
         ),
     ]
 

@@ -106,17 +106,19 @@ extension PostgresStore {
         let done = targetCount == 0
         let state = (done ? Code.done : Code.queued).rawValue
         let fcm = request.fcm.map { Data($0.bytes) }
+        let webPush = request.webPush.map { Data($0.bytes) }
         guard
             let seq = try await connection.first(
                 """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                      device_bound, token_count, target_count, state, finished_at, cut_done,
-                                     idempotency_key, idempotency_fingerprint)
+                                     idempotency_key, idempotency_fingerprint, webpush)
                 VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
                         \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
                         \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
                         \(Int16(state)), \(done ? created : nil), \(done),
-                        \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }))
+                        \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }),
+                        \(webPush))
                 ON CONFLICT DO NOTHING
                 RETURNING seq
                 """,
@@ -208,10 +210,10 @@ extension PostgresStore {
                 let row = try await connection.first(
                     """
                     SELECT seq, app, push_type, priority::BIGINT, expiration, collapse_id, payload, created_at, fcm,
-                           idempotency_key, idempotency_fingerprint
+                           idempotency_key, idempotency_fingerprint, webpush
                     FROM request WHERE id = \(id.value)
                     """,
-                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64, Data?, String?, Data?).self,
+                    as: (Int64, String, String, Int64, Int64?, String?, Data, Int64, Data?, String?, Data?, Data?).self,
                     logger: logger
                 )
             else { return nil }
@@ -240,6 +242,9 @@ extension PostgresStore {
                     collapseID: try row.5.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(row.6)),
                     fcm: try row.8.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
+                    webPush: try row.11.map { bytes throws(ValidationError) in
+                        try WebPushOverride(jsonBytes: Array(bytes))
+                    },
                     createdAt: Millis.date(row.7),
                     idempotency: try row.9.map { key throws(ValidationError) in
                         Idempotency(key: try IdempotencyKey(key), fingerprint: Array(row.10 ?? Data()))

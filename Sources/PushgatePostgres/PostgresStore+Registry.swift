@@ -24,11 +24,12 @@ extension PostgresStore {
 
     public func unassign(app: String, token: DeviceToken, group: String) async throws -> Bool {
         try await transaction { connection in
-            try await connection.first(
+            let stored = try await Self.storedKey(app: app, token: token, on: connection, logger: logger)
+            return try await connection.first(
                 """
                 DELETE FROM membership
                 WHERE group_id = (SELECT id FROM device_group WHERE app = \(app) AND name = \(group))
-                  AND device_id = (SELECT id FROM device WHERE app = \(app) AND token = \(token.storageKey))
+                  AND device_id = (SELECT id FROM device WHERE app = \(app) AND token = \(stored))
                 RETURNING device_id
                 """,
                 as: Int64.self,
@@ -40,8 +41,9 @@ extension PostgresStore {
     public func removeDevice(app: String, token: DeviceToken) async throws -> Bool {
         try await transaction { connection in
             // Memberships go by ON DELETE CASCADE.
-            try await connection.first(
-                "DELETE FROM device WHERE app = \(app) AND token = \(token.storageKey) RETURNING id",
+            let stored = try await Self.storedKey(app: app, token: token, on: connection, logger: logger)
+            return try await connection.first(
+                "DELETE FROM device WHERE app = \(app) AND token = \(stored) RETURNING id",
                 as: Int64.self,
                 logger: logger
             ) != nil
@@ -50,11 +52,13 @@ extension PostgresStore {
 
     public func device(app: String, token: DeviceToken) async throws -> DeviceRecord? {
         try await transaction(isolation: "REPEATABLE READ") { connection in
+            // The registered token: a browser looked up by its endpoint alone has its keys here.
+            let stored = try await Self.storedKey(app: app, token: token, on: connection, logger: logger)
             guard
                 let row = try await connection.first(
                     """
                     SELECT id, state::BIGINT, registered_at, last_registered_at, invalidated_at, invalid_reason
-                    FROM device WHERE app = \(app) AND token = \(token.storageKey)
+                    FROM device WHERE app = \(app) AND token = \(stored)
                     """,
                     as: (Int64, Int64, Int64, Int64, Int64?, String?).self,
                     logger: logger
@@ -70,7 +74,7 @@ extension PostgresStore {
             )
             return DeviceRecord(
                 app: app,
-                token: token,
+                token: try DeviceToken(storageKey: stored),
                 state: StoredForm.deviceState(row.1),
                 groups: groups,
                 registeredAt: Millis.date(row.2),
@@ -114,6 +118,27 @@ extension PostgresStore {
 
     // MARK: - Shared (inside a transaction)
 
+    /// The token column's text for `token`'s device: its ``DeviceToken/storageKey``, except that a Web Push
+    /// device is found by its endpoint (``DeviceToken/registryIdentity``), whatever keys it holds: one
+    /// look-up through the partial index `device_by_webpush_endpoint` (schema version 7). A browser that
+    /// is not registered gets its own storage key, which matches nothing.
+    static func storedKey(
+        app: String,
+        token: DeviceToken,
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> String {
+        guard token.platform == .webpush else { return token.storageKey }
+        return try await connection.first(
+            """
+            SELECT token FROM device
+            WHERE app = \(app) AND token LIKE 'webpush:%' AND split_part(token, ' ', 1) = \(token.registryIdentity)
+            """,
+            as: String.self,
+            logger: logger
+        ) ?? token.storageKey
+    }
+
     static func invalidate(
         app: String,
         _ invalidation: DeviceInvalidation,
@@ -121,11 +146,12 @@ extension PostgresStore {
         on connection: PostgresConnection,
         logger: Logger
     ) async throws -> InvalidationResult {
+        let stored = try await storedKey(app: app, token: invalidation.token, on: connection, logger: logger)
         guard
             let row = try await connection.first(
                 """
                 SELECT id, state::BIGINT, last_registered_at FROM device
-                WHERE app = \(app) AND token = \(invalidation.token.storageKey) FOR UPDATE
+                WHERE app = \(app) AND token = \(stored) FOR UPDATE
                 """,
                 as: (Int64, Int64, Int64).self,
                 logger: logger
@@ -167,9 +193,44 @@ private struct RegistrationBatch {
 
     private let batch: [Registration]
 
-    init(_ batch: [Registration]) { self.batch = batch }
+    /// A browser registered twice in the batch with different keys takes the last ones throughout: one
+    /// device per endpoint.
+    init(_ batch: [Registration]) {
+        var latest = [DeviceKey: DeviceToken]()
+        for registration in batch where registration.token.platform == .webpush {
+            latest[DeviceKey(app: registration.app, token: registration.token.registryIdentity)] = registration.token
+        }
+        self.batch =
+            latest.isEmpty
+            ? batch
+            : batch.map { registration in
+                var registration = registration
+                if let token = latest[DeviceKey(app: registration.app, token: registration.token.registryIdentity)] {
+                    registration.token = token
+                }
+                return registration
+            }
+    }
+
+    /// A browser that subscribed again (same endpoint, new keys) keeps its device: its token takes the new
+    /// keys before the insert, which then finds it.
+    private func replaceWebPushKeys(on connection: PostgresConnection, logger: Logger) async throws {
+        let renewed = batch.filter { $0.token.platform == .webpush }
+        guard !renewed.isEmpty else { return }
+        try await connection.run(
+            """
+            UPDATE device d SET token = k.token
+            FROM unnest(\(renewed.map(\.app))::TEXT[], \(renewed.map(\.token.registryIdentity))::TEXT[], \(renewed.map(\.token.storageKey))::TEXT[])
+                AS k(app, identity, token)
+            WHERE d.token LIKE 'webpush:%' AND d.app = k.app AND split_part(d.token, ' ', 1) = k.identity
+              AND d.token <> k.token
+            """,
+            logger: logger
+        )
+    }
 
     func apply(on connection: PostgresConnection, logger: Logger) async throws -> [RegistrationResult] {
+        try await replaceWebPushKeys(on: connection, logger: logger)
         // Groups: first registration time of each new group.
         var groupFirstSeen = [GroupKey: Int64]()
         var deviceFirstSeen = [DeviceKey: Int64]()
@@ -219,7 +280,7 @@ private struct RegistrationBatch {
             INSERT INTO device (app, token, state, registered_at, last_registered_at)
             SELECT k.app, k.token, 0, k.at, k.at
             FROM unnest(\(deviceOrder.map(\.app))::TEXT[], \(deviceOrder.map(\.token))::TEXT[], \(deviceOrder.map { deviceFirstSeen[$0]! })::BIGINT[]) AS k(app, token, at)
-            ON CONFLICT (app, token) DO NOTHING
+            ON CONFLICT DO NOTHING
             RETURNING app, token
             """,
             as: (String, String).self,

@@ -42,6 +42,7 @@ import PushgateCore
 /// request.idempotency_key, request.idempotency_fingerprint  the client's key and the SHA-256 of what it
 ///                 sent (v8); NULL without one. Index request_by_idempotency_key (app, idempotency_key) UNIQUE
 ///                 WHERE idempotency_key IS NOT NULL
+/// request.webpush the request's `webpush` override, its JSON bytes; NULL without one (v9)
 /// ```
 ///
 /// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
@@ -49,7 +50,10 @@ import PushgateCore
 /// hex). Files older than v5 hold only hex, so their devices read back as APNs devices with no data
 /// migration, and keys, indexes and orderings stay as they were. Before v7 an app's FCM devices were the
 /// key range `['fcm:', 'fcm;')` of `UNIQUE (app, token)`; from v7 they are the range `token_key < 0` of
-/// `device_by_token_key` (see `TokenKey`).
+/// `device_by_token_key` (see `TokenKey`). A Web Push subscription is `webpush:ENDPOINT P256DH AUTH`; its
+/// `token_key` is its endpoint's (`DeviceToken.registryIdentity`), so that one endpoint is one device and
+/// a new subscription of the same browser replaces its keys (v9 needs no data migration: no file before it
+/// holds one).
 enum SQLiteSchema {
     /// Version 6's table and triggers (see ``SQLiteStore/removedTargets(requestSeq:after:through:in:)``).
     /// A membership deleted while the device row exists, or a device deleted (its memberships go by
@@ -121,6 +125,9 @@ enum SQLiteSchema {
         }
         migrator.registerMigration("v8: idempotency keys of requests") { db in
             for statement in LedgerSchema.idempotencyKeys(.sqlite) { try db.execute(sql: statement) }
+        }
+        migrator.registerMigration("v9: Web Push, the request's webpush override") { db in
+            try db.execute(sql: "ALTER TABLE request ADD COLUMN webpush BLOB")
         }
         return migrator
     }

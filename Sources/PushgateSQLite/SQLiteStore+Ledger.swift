@@ -210,8 +210,8 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                      device_bound, token_count, target_count, state, finished_at, cut_done,
-                                     idempotency_key, idempotency_fingerprint)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     idempotency_key, idempotency_fingerprint, webpush)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
@@ -219,6 +219,7 @@ extension SQLiteStore {
             request.fcm.map { Data($0.bytes) }, created, plan.bound, tokens.count, plan.targetCount,
             (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
             request.idempotency?.key.value, request.idempotency.map { Data($0.fingerprint) },
+            request.webPush.map { Data($0.bytes) },
         ])
         let seq = db.lastInsertedRowID
         for groupID in plan.groupIDs {
@@ -304,7 +305,7 @@ extension SQLiteStore {
                     db.cachedStatement(
                         sql: """
                             SELECT seq, app, push_type, priority, expiration, collapse_id, payload, created_at, fcm,
-                                   idempotency_key, idempotency_fingerprint
+                                   idempotency_key, idempotency_fingerprint, webpush
                             FROM request WHERE id = ?
                             """
                     ),
@@ -334,6 +335,7 @@ extension SQLiteStore {
                 let fcm: Data? = row[8]
                 let key: String? = row[9]
                 let fingerprint: Data? = row[10]
+                let webPush: Data? = row[11]
                 return NotificationRequest(
                     id: id,
                     app: row[1],
@@ -345,6 +347,9 @@ extension SQLiteStore {
                     collapseID: try collapse.map { value throws(ValidationError) in try CollapseID(value) },
                     payload: try Payload(jsonBytes: Array(payload)),
                     fcm: try fcm.map { bytes throws(ValidationError) in try FCMOverride(jsonBytes: Array(bytes)) },
+                    webPush: try webPush.map { bytes throws(ValidationError) in
+                        try WebPushOverride(jsonBytes: Array(bytes))
+                    },
                     createdAt: Millis.date(row[7]),
                     idempotency: try key.map { value throws(ValidationError) in
                         Idempotency(key: try IdempotencyKey(value), fingerprint: Array(fingerprint ?? Data()))

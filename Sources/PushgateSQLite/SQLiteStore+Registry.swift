@@ -50,9 +50,9 @@ extension SQLiteStore {
                 sql: """
                     DELETE FROM membership
                     WHERE group_id = (SELECT id FROM device_group WHERE app = ? AND name = ?)
-                      AND device_id = (SELECT id FROM device WHERE \(Self.deviceByToken))
+                      AND device_id = (SELECT id FROM device WHERE \(Self.deviceMatch(token)))
                     """,
-                arguments: [app, group] + Self.deviceByTokenArguments(app: app, token: token)
+                arguments: [app, group] + Self.deviceMatchArguments(app: app, token: token)
             )
             return db.changesCount > 0
         }
@@ -62,8 +62,8 @@ extension SQLiteStore {
         try await write { db in
             // Memberships go by ON DELETE CASCADE.
             try db.execute(
-                sql: "DELETE FROM device WHERE \(Self.deviceByToken)",
-                arguments: Self.deviceByTokenArguments(app: app, token: token)
+                sql: "DELETE FROM device WHERE \(Self.deviceMatch(token))",
+                arguments: Self.deviceMatchArguments(app: app, token: token)
             )
             return db.changesCount > 0
         }
@@ -75,10 +75,10 @@ extension SQLiteStore {
                 let row = try Row.fetchOne(
                     db,
                     sql: """
-                        SELECT id, state, registered_at, last_registered_at, invalidated_at, invalid_reason
-                        FROM device WHERE \(Self.deviceByToken)
+                        SELECT id, state, registered_at, last_registered_at, invalidated_at, invalid_reason, token
+                        FROM device WHERE \(Self.deviceMatch(token))
                         """,
-                    arguments: Self.deviceByTokenArguments(app: app, token: token)
+                    arguments: Self.deviceMatchArguments(app: app, token: token)
                 )
             else { return nil }
             let deviceID: Int64 = row[0]
@@ -92,9 +92,11 @@ extension SQLiteStore {
             )
             let reason: String? = row[5]
             let invalidatedAt: Int64? = row[4]
+            // The registered token: a browser looked up by its endpoint alone has its keys here.
+            let stored: String = row[6]
             return DeviceRecord(
                 app: app,
-                token: token,
+                token: try DeviceToken(storageKey: stored),
                 state: StoredForm.deviceState(row[1]),
                 groups: groups,
                 registeredAt: Millis.date(row[2]),
@@ -216,6 +218,19 @@ extension SQLiteStore {
         return [app, key, app, key]
     }
 
+    /// The registry's device of `token` (``deviceMatchArguments(app:token:)``): ``deviceByToken``, except
+    /// that a Web Push device is found by its endpoint (`DeviceToken.registryIdentity`), whatever its keys:
+    /// its key is the endpoint's, and its tokens are a range of the token text.
+    static func deviceMatch(_ token: DeviceToken) -> String {
+        token.platform == .webpush
+            ? "token_key = \(TokenKey.sqlName)(?, ?) AND app = ? AND token > ? AND token < ?" : deviceByToken
+    }
+
+    static func deviceMatchArguments(app: String, token: DeviceToken) -> StatementArguments {
+        guard let range = token.webPushStorageKeyRange else { return deviceByTokenArguments(app: app, token: token) }
+        return [app, token.storageKey, app, range.lower, range.upper]
+    }
+
     static func invalidate(
         app: String,
         _ invalidation: DeviceInvalidation,
@@ -226,8 +241,10 @@ extension SQLiteStore {
     {
         guard
             let row = try Row.fetchOne(
-                try db.cachedStatement(sql: "SELECT id, state, last_registered_at FROM device WHERE \(deviceByToken)"),
-                arguments: deviceByTokenArguments(app: app, token: invalidation.token)
+                try db.cachedStatement(
+                    sql: "SELECT id, state, last_registered_at FROM device WHERE \(deviceMatch(invalidation.token))"
+                ),
+                arguments: deviceMatchArguments(app: app, token: invalidation.token)
             )
         else { return .unknownDevice }
         if let refusal = invalidation.refusal(stateCode: row[1], lastRegisteredAt: row[2]) { return refusal }
@@ -311,6 +328,8 @@ private struct RegistrationWriter {
     private let insertGroup: Statement
     private let insertDevice: Statement
     private let selectDevice: Statement
+    private let selectSubscription: Statement
+    private let replaceKeys: Statement
     private let revalidateDevice: Statement
     private let touchDevice: Statement
     private let insertMembership: Statement
@@ -328,6 +347,10 @@ private struct RegistrationWriter {
         selectDevice = try db.cachedStatement(
             sql: "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token = ?"
         )
+        selectSubscription = try db.cachedStatement(
+            sql: "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token > ? AND token < ?"
+        )
+        replaceKeys = try db.cachedStatement(sql: "UPDATE device SET token = ? WHERE id = ? AND token <> ?")
         revalidateDevice = try db.cachedStatement(
             sql: """
                 UPDATE device SET state = 0, registered_at = ?, last_registered_at = max(last_registered_at, ?),
@@ -356,7 +379,7 @@ private struct RegistrationWriter {
 
         let deviceID: Int64
         var result: RegistrationResult
-        if let row = try Row.fetchOne(selectDevice, arguments: [key, registration.app, token]) {
+        if let row = try existingDevice(registration, token: token, key: key) {
             deviceID = row[0]
             let lastRegistered: Int64 = row[2]
             if StoredForm.deviceState(row[1]) == .invalid {
@@ -374,6 +397,18 @@ private struct RegistrationWriter {
         try insertMembership.execute(arguments: [groupID, deviceID])
         if result == .alreadyMember, db.changesCount > 0 { result = .joinedGroup }
         return result
+    }
+
+    /// The device the registration names: by its token, or for a browser by its endpoint, whose keys it
+    /// then replaces (a browser that subscribed again: one device, the new keys).
+    private func existingDevice(_ registration: Registration, token: String, key: Int64) throws -> Row? {
+        guard let range = registration.token.webPushStorageKeyRange else {
+            return try Row.fetchOne(selectDevice, arguments: [key, registration.app, token])
+        }
+        guard let row = try Row.fetchOne(selectSubscription, arguments: [key, registration.app, range.lower, range.upper])
+        else { return nil }
+        try replaceKeys.execute(arguments: [token, row[0] as Int64, token])
+        return row
     }
 
     private mutating func groupID(app: String, name: String, at: Int64) throws -> Int64 {

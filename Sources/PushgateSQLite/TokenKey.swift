@@ -18,7 +18,9 @@ package import PushgateCore
 /// The function is fixed and written down here, because keys are stored: it must give the same number on
 /// every platform and in every process (not Swift's `Hasher`, which is seeded per process).
 /// 1. FNV-1a, 64 bits (offset basis 0xcbf29ce484222325, prime 0x100000001b3), over the UTF-8 bytes of the
-///    app, one 0 byte, and the token's `DeviceToken.storageKey` (hex for APNs, `fcm:` + token for FCM);
+///    app, one 0 byte, and the token's `DeviceToken.registryIdentity` (its `storageKey`: hex for APNs,
+///    `fcm:` + token for FCM; for Web Push `webpush:` + the endpoint, without the keys, so that a browser
+///    subscribing again with new keys finds its device by the key of its endpoint);
 /// 2. MurmurHash3's 64-bit finaliser (`fmix64`), so that every bit depends on every byte;
 /// 3. shifted right by one: 63 bits, then masked to ``bits`` (63 in production; fewer only in tests, to
 ///    force collisions);
@@ -52,7 +54,9 @@ package struct TokenKey: Sendable, Equatable {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in app.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
         hash = hash &* 0x100_0000_01b3  // the 0 byte between app and token: XOR with 0 changes nothing
-        for byte in storageKey.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        for byte in DeviceToken.registryIdentity(ofStorageKey: storageKey).utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
         hash ^= hash >> 33
         hash = hash &* 0xff51_afd7_ed55_8ccd
         hash ^= hash >> 33

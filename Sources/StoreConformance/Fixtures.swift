@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushgateCore
 
@@ -151,5 +152,31 @@ enum Fixture {
             }
         }
         return sent
+    }
+}
+
+extension Fixture {
+    /// A browser's subscription: endpoint `number` on a push service, with keys of generation `keys` (a
+    /// browser that subscribes again keeps its endpoint and gets new keys). Deterministic: the P-256 key
+    /// comes from the numbers.
+    static func subscription(_ number: Int, keys: Int = 0) -> DeviceToken {
+        var scalar = [UInt8](repeating: 0, count: 32)
+        scalar[0] = 1
+        scalar[30] = UInt8(truncatingIfNeeded: keys)
+        scalar[31] = UInt8(truncatingIfNeeded: number)
+        scalar[29] = UInt8(truncatingIfNeeded: number >> 8)
+        let publicKey = try! P256.KeyAgreement.PrivateKey(rawRepresentation: scalar).publicKey.x963Representation
+        let auth = [UInt8](repeating: UInt8(truncatingIfNeeded: keys &+ 1), count: 16)
+        let subscription = try! WebPushSubscription(
+            endpoint: "https://push.example.net/wpush/v2/browser-\(number)",
+            p256dh: Base64URL.encode(Array(publicKey)),
+            auth: Base64URL.encode(auth)
+        )
+        return DeviceToken(webPush: subscription)
+    }
+
+    /// Subscription `number` named by its endpoint alone, as the HTTP device routes name it.
+    static func endpointOnly(_ number: Int) -> DeviceToken {
+        try! DeviceToken(webPushEndpoint: String(subscription(number).webPushEndpoint))
     }
 }

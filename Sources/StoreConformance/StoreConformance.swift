@@ -16,7 +16,31 @@ public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
-        + retentionChecks + batchChecks
+        + retentionChecks + batchChecks + webPushChecks
+
+    static let webPushChecks: [StoreCheck] = [
+        StoreCheck(
+            "subscriptionsRegisterAndReadBackAsWebPush",
+            WebPushChecks.subscriptionsRegisterAndReadBackAsWebPush
+        ),
+        StoreCheck(
+            "aNewSubscriptionOfTheSameEndpointReplacesTheDevicesKeys",
+            WebPushChecks.aNewSubscriptionOfTheSameEndpointReplacesTheDevicesKeys
+        ),
+        StoreCheck(
+            "aPrunedSubscriptionIsSkippedAndComesBackWhenTheBrowserSubscribesAgain",
+            WebPushChecks.aPrunedSubscriptionIsSkippedAndComesBackWhenTheBrowserSubscribesAgain
+        ),
+        StoreCheck(
+            "subscriptionsAreUnassignedAndRemovedByTheirEndpoint",
+            WebPushChecks.subscriptionsAreUnassignedAndRemovedByTheirEndpoint
+        ),
+        StoreCheck(
+            "webPushRetriesFailuresAndCountsKeepThePlatform",
+            WebPushChecks.webPushRetriesFailuresAndCountsKeepThePlatform
+        ),
+        StoreCheck("theWebPushOverrideOfARequestReadsBack", WebPushChecks.theWebPushOverrideOfARequestReadsBack),
+    ]
 
     static let batchChecks: [StoreCheck] = [
         StoreCheck("batchAnswersEachRequestAsAloneWould", BatchChecks.batchAnswersEachRequestAsAloneWould),

@@ -63,7 +63,7 @@ struct FCMDatagramTests {
             (#"{"device": "\#(fcmToken)", "group": "g", "platform": 1}"#, .wrongType, "platform"),
             (#"{"device": "\#(fcmToken)", "group": "g", "platform": null}"#, .wrongType, "platform"),
             // The platform is checked before the token: a bad platform is the reason, not the token.
-            (#"{"device": "short", "group": "g", "platform": "webpush"}"#, .invalidPlatform, "platform"),
+            (#"{"device": "short", "group": "g", "platform": "hms"}"#, .invalidPlatform, "platform"),
             (#"{"device": "\#(fcmToken)", "group": "g"}"#, .invalidToken, "device"),
             (#"{"device": "\#(fcmToken)", "group": "g", "platform": "apns"}"#, .invalidToken, "device"),
             (#"{"device": "tooShortForFCM", "group": "g", "platform": "fcm"}"#, .invalidToken, "device"),

@@ -12,7 +12,7 @@ extension UDPIngressTests {
         try await withIngress(registry: registry, intake: intake) { running in
             try running.register(#"{"device": "\#(fcmToken)", "group": "Choom", "platform": "fcm"}"#)
             try running.register(#"{"device": "tooShortForFCM", "group": "Choom", "platform": "fcm"}"#)
-            try running.register(#"{"device": "\#(fcmToken)", "group": "Choom", "platform": "webpush"}"#)
+            try running.register(#"{"device": "\#(fcmToken)", "group": "Choom", "platform": "hms"}"#)
             try running.register(#"{"device": "\#(fcmToken)", "group": "Choom"}"#)  // not an APNs token
             try running.notify(
                 #"{"groups": ["Choom"], "payload": {"aps": {"alert": "hi"}}, "fcm": {"data": {"k": "v"}}}"#

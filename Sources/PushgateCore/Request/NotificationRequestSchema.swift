@@ -28,14 +28,17 @@ public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {
 /// "payload": {...}}`, as the C pushd reads it, plus the optional extension keys `"devices"` (APNs tokens
 /// to target directly), `"fcm_devices"` (FCM registration tokens to target directly), `"app"`,
 /// `"push_type"` (overrides the push type `type` implies), `"priority"` (1, 5 or 10; overrides the
-/// priority `type` implies) and `"fcm"` (an object overriding the FCM message derived for FCM devices,
-/// ``FCMOverride``).
+/// priority `type` implies), `"fcm"` (an object overriding the FCM message derived for FCM devices,
+/// ``FCMOverride``) and `"webpush"` (a JSON merge patch over the payload for browsers, ``WebPushOverride``).
 ///
 /// A request that speaks FCM (it has an `fcm` object or names `fcm_devices`) has its FCM message derived
 /// here, once, so that one FCM cannot send (too large, `fcm` breaking the message's rules) is refused
 /// before anything is stored, whether or not the app has FCM devices yet. A request that does not (what
 /// a pushd client sends) is not: its APNs limits are the C pushd's, and the derived message of a payload
-/// near them can be larger than FCM's 4,096 bytes (docs/fcm.md, "Size").
+/// near them can be larger than FCM's 4,096 bytes (docs/fcm.md, "Size"). Likewise a request with a
+/// `webpush` object has its Web Push message built here and refused when it exceeds 3,993 bytes
+/// (``WebPushMessage``, naming the field); one without is not refused for a browser's limit (an APNs
+/// payload may be 4,096 bytes): its browsers fail at dispatch instead (docs/webpush.md).
 ///
 /// The payload is kept as the bytes the sender wrote (from its `{` to its `}`), never re-serialised.
 /// Pure: the request id and the receive time are passed in. Any problem rejects the whole request with
@@ -45,7 +48,7 @@ public enum PushdNotificationType: String, CaseIterable, Hashable, Sendable {
 package enum NotificationRequestSchema {
     package static let allowedKeys: Set<String> = [
         "groups", "type", "expiration", "key", "payload", "devices", "app", "push_type", "priority",
-        "fcm_devices", "fcm",
+        "fcm_devices", "fcm", "webpush",
     ]
 
     /// Decides the request's app from its `app` member (nil when absent); the ingress's rule (a default
@@ -54,8 +57,9 @@ package enum NotificationRequestSchema {
 
     /// Field checks run in a fixed order (after the JSON and key checks of ``RequestDocument``), so the
     /// reason reported for a request with several problems is stable: app, groups, devices, fcm_devices,
-    /// type, push_type, priority, expiration, key, payload, fcm, then the rules between fields (targets,
-    /// priority allowed for the push type, payload size for the push type, the FCM message).
+    /// type, push_type, priority, expiration, key, payload, fcm, webpush, then the rules between fields
+    /// (targets, priority allowed for the push type, payload size for the push type, the FCM message, the
+    /// Web Push message).
     package static func read(
         _ bytes: UnsafeRawBufferPointer,
         dialect: RequestDialect,
@@ -88,6 +92,9 @@ package enum NotificationRequestSchema {
         let fcm = try document.objectBytes("fcm", in: bytes).map { raw throws(ValidationError) in
             try FCMOverride(jsonBytes: raw, field: "fcm")
         }
+        let webPush = try document.objectBytes("webpush", in: bytes).map { raw throws(ValidationError) in
+            try WebPushOverride(jsonBytes: raw, field: "webpush")
+        }
 
         guard !groups.isEmpty || !devices.isEmpty else {
             throw ValidationError(
@@ -118,11 +125,13 @@ package enum NotificationRequestSchema {
             collapseID: collapseID,
             payload: payload,
             fcm: fcm,
+            webPush: webPush,
             createdAt: receivedAt
         )
         if fcm != nil || devices.contains(where: { $0.platform == .fcm }) {
             _ = try FCMMessage(request: request)
         }
+        if webPush != nil { _ = try WebPushMessage(request: request, override: webPush) }
         return request
     }
 

@@ -1,11 +1,11 @@
 extension ValidationError.Code {
-    /// A `platform` (registration member, HTTP query parameter) that is not `apns` or `fcm`.
+    /// A `platform` (registration member, HTTP query parameter) that is not `apns`, `fcm` or `webpush`.
     public static let invalidPlatform = ValidationError.Code("invalid_platform")
 }
 
 extension PushPlatform {
     /// The platform a request names (a registration's `platform` member, the HTTP device routes'
-    /// `platform` query parameter): `apns` or `fcm`, in lower case; absent means APNs, as with pushd.
+    /// `platform` query parameter): `apns`, `fcm` or `webpush`, in lower case; absent means APNs, as with pushd.
     package init(requestValue raw: String?, field: String = "platform") throws(ValidationError) {
         guard let raw else {
             self = .apns

@@ -89,6 +89,9 @@ public struct NotificationRequest: Hashable, Sendable {
     /// The request's `fcm` object: overrides what is derived for FCM devices (docs/fcm.md). Stored with
     /// the request so that a resend after a restart builds the same message.
     public var fcm: FCMOverride?
+    /// The request's `webpush` object: a merge patch over the payload for browsers (docs/webpush.md),
+    /// stored with the request as `fcm` is.
+    public var webPush: WebPushOverride?
     /// When the request was accepted.
     public var createdAt: Date
     /// The client's idempotency key and the fingerprint of what it sent (nil: none; the UDP ingress never
@@ -108,6 +111,7 @@ public struct NotificationRequest: Hashable, Sendable {
         collapseID: CollapseID? = nil,
         payload: Payload,
         fcm: FCMOverride? = nil,
+        webPush: WebPushOverride? = nil,
         createdAt: Date,
         idempotency: Idempotency? = nil
     ) {
@@ -121,6 +125,7 @@ public struct NotificationRequest: Hashable, Sendable {
         self.collapseID = collapseID
         self.payload = payload
         self.fcm = fcm
+        self.webPush = webPush
         self.createdAt = createdAt
         self.idempotency = idempotency
     }

@@ -33,8 +33,8 @@ public struct WebPushMessage: Hashable, Sendable {
         try Self.checkSize(plaintext, object: merged, patch: patch)
     }
 
-    /// The message of a stored request, with `override` (nil: none; the request schema does not carry a
-    /// `webpush` object yet, see docs/webpush.md).
+    /// The message of a stored request, with `override` (its `webpush` object, ``NotificationRequest/webPush``;
+    /// nil: none).
     public init(request: NotificationRequest, override: WebPushOverride? = nil) throws(ValidationError) {
         try self.init(payload: request.payload, override: override)
     }

@@ -138,6 +138,11 @@ public struct WebPushSubscription: Hashable, Sendable {
         return data.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
+    /// Checks an endpoint alone (what an HTTP route names a browser by), by the rules of `endpoint`.
+    package static func validateEndpoint(_ endpoint: String, field: String) throws(ValidationError) {
+        _ = try parseEndpoint(endpoint, field: field)
+    }
+
     private static func parseEndpoint(_ text: String, field: String) throws(ValidationError) -> (WebPushOrigin, String)
     {
         guard !text.isEmpty, text.utf8.count <= maximumEndpointBytes else {

@@ -74,7 +74,8 @@ struct APIHandlers: Sendable {
 
     private func addRegistryRoutes<Context: RequestContext>(to group: RouterGroup<Context>, fixedApp: String?) {
         group.put("groups/{group}/devices/{token}") { request, context in
-            let (app, group, token) = try membership(request, context, fixedApp: fixedApp)
+            var (app, group, token) = try membership(request, context, fixedApp: fixedApp)
+            if token.platform == .webpush { token = try await subscription(of: request, endpoint: token) }
             _ = try await store.register(Registration(app: app, token: token, group: group, at: clock.now()))
             return Response(status: .noContent)
         }
@@ -308,12 +309,27 @@ struct APIHandlers: Sendable {
     }
 
     /// The `{token}` path segment, validated for the platform the `platform` query parameter names
-    /// (`apns` when absent, as the UDP registration's `platform` member).
+    /// (`apns` when absent, as the UDP registration's `platform` member). A browser (`webpush`) is named
+    /// by its endpoint, percent-encoded (`https:%2F%2Fpush.example%2Fsub%2F1`): the registry finds its
+    /// device whatever keys it holds.
     private func token(_ request: Request, _ context: some RequestContext) throws(APIError) -> DeviceToken {
         let value = Self.pathParameter(context, "token")
         let platform = request.uri.queryParameters.get("platform")
         return try validated { () throws(ValidationError) in
-            try DeviceToken(platform: PushPlatform(requestValue: platform), value: value, field: "token")
+            let platform = try PushPlatform(requestValue: platform)
+            if platform == .webpush { return try DeviceToken(webPushEndpoint: value, field: "token") }
+            return try DeviceToken(platform: platform, value: value, field: "token")
+        }
+    }
+
+    /// A browser's registration carries its subscription in the body (`{"subscription": {…}}`), for the
+    /// endpoint the path names.
+    private func subscription(of request: Request, endpoint: DeviceToken) async throws -> DeviceToken {
+        let bytes = try await body(of: request)
+        return try validated { () throws(ValidationError) in
+            try bytes.withRequestBytes { raw throws(ValidationError) in
+                try RegistrationSchema.readSubscriptionBody(raw, dialect: .body, endpoint: endpoint.webPushEndpoint)
+            }
         }
     }
 

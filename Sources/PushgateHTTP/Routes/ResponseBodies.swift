@@ -7,15 +7,16 @@ struct SubmitBody: Encodable {
     var targets: Int
 }
 
-/// `GET /v1/apps/{app}/devices/{token}`. Every body that names a device gives its `platform` (`apns` or
-/// `fcm`, always present) beside its `token`.
+/// `GET /v1/apps/{app}/devices/{token}`. Every body that names a device gives its `platform` (`apns`,
+/// `fcm` or `webpush`, always present) beside its `token` (a browser's: its endpoint, as routes name it;
+/// its keys are in `subscription`).
 struct DeviceBody: Encodable {
     var record: DeviceRecord
 
     init(_ record: DeviceRecord) { self.record = record }
 
     enum CodingKeys: String, CodingKey {
-        case app, token, platform, state, groups
+        case app, token, platform, subscription, state, groups
         case registeredAt = "registered_at"
         case lastRegisteredAt = "last_registered_at"
         case invalidatedAt = "invalidated_at"
@@ -25,8 +26,11 @@ struct DeviceBody: Encodable {
     func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(record.app, forKey: .app)
-        try container.encode(record.token.value, forKey: .token)
+        try container.encode(record.token.routeValue, forKey: .token)
         try container.encode(record.token.platform.rawValue, forKey: .platform)
+        if let subscription = record.token.subscriptionBody {
+            try container.encode(subscription, forKey: .subscription)
+        }
         try container.encode(record.state.rawValue, forKey: .state)
         try container.encode(record.groups, forKey: .groups)
         try container.encode(record.registeredAt, forKey: .registeredAt)
@@ -34,6 +38,26 @@ struct DeviceBody: Encodable {
         try container.encode(record.invalidatedAt, forKey: .invalidatedAt)
         try container.encode(record.invalidReason.map { "\($0)" }, forKey: .reason)
     }
+}
+
+extension DeviceToken {
+    /// How the API names the device: the token, or a browser's endpoint.
+    var routeValue: String { platform == .webpush ? String(webPushEndpoint) : value }
+
+    /// A browser's subscription as its `PushSubscription` JSON gives it (nil for phones).
+    var subscriptionBody: SubscriptionBody? {
+        guard let subscription = try? WebPushSubscription(deviceToken: self) else { return nil }
+        return SubscriptionBody(
+            endpoint: subscription.endpoint,
+            keys: ["p256dh": subscription.p256dh, "auth": subscription.auth]
+        )
+    }
+}
+
+/// A subscription in an answer: `{"endpoint": …, "keys": {"p256dh": …, "auth": …}}`.
+struct SubscriptionBody: Encodable {
+    var endpoint: String
+    var keys: [String: String]
 }
 
 /// `GET /v1/apps/{app}/groups/{group}/devices`.
@@ -56,7 +80,7 @@ struct GroupPageBody: Encodable {
     init(_ page: GroupPage) {
         self.devices = page.devices.map {
             Member(
-                token: $0.token.value,
+                token: $0.token.routeValue,
                 platform: $0.token.platform.rawValue,
                 state: $0.state.rawValue,
                 registeredAt: $0.registeredAt
