@@ -510,7 +510,7 @@ let package = Package(
                 "APNsHTTP2", "PushTransport", "APNsTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
-                "FCMTransport", "FCMSimulator",
+                "FCMTransport", "FCMSimulator", "WebPushSimulator",
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -4,17 +4,19 @@ import FCMSimulator
 import Foundation
 import Logging
 import PushgateConfig
+import WebPushSimulator
 
 extension GatewayCommand {
-    /// `--simulator`: runs an APNs and an FCM simulator in-process and hands `body` the configuration
-    /// rewritten to deliver to them, with throwaway credentials written next to the APNs simulator's CA
-    /// (removed afterwards).
+    /// `--simulator`: runs an APNs, an FCM and a Web Push simulator in-process and hands `body` the
+    /// configuration rewritten to deliver to them, with throwaway credentials written next to the APNs
+    /// simulator's CA (removed afterwards).
     ///
     /// One APNs simulator for every app: HTTP/2 apps deliver with one token key (loaded the usual way, so
     /// they share one provider token); legacy apps, which have no token auth, with a client certificate
     /// its CA issues for their topic. Topics stay the apps' own. One FCM simulator for every app too, each
     /// app with its own throwaway service account (its own project) that the simulator's token endpoint
-    /// knows.
+    /// knows. One Web Push simulator (two origins: HTTP/2 and HTTP/1.1-only) for every app, each app with
+    /// a throwaway VAPID key; its control API hands out subscriptions bound to no key, which accept any.
     static func withSimulators(
         for configuration: GatewayConfiguration,
         logger: Logger,
@@ -33,10 +35,13 @@ extension GatewayCommand {
         simulatorConfiguration.logger = Logger(label: "pushgate.simulator")
         var fcmConfiguration = FCMSimulator.Configuration()
         fcmConfiguration.logger = Logger(label: "pushgate.fcm-simulator")
+        var webPushConfiguration = WebPushSimulator.Configuration()
+        webPushConfiguration.logger = Logger(label: "pushgate.webpush-simulator")
         try await APNsSimulator.withRunning(simulatorConfiguration) { running in
             try await FCMSimulator.withRunning(fcmConfiguration) { fcm in
+                try await WebPushSimulator.withRunning(webPushConfiguration) { webPush in
                 logger.info(
-                    "APNs and FCM simulators running in-process",
+                    "APNs, FCM and Web Push simulators running in-process",
                     metadata: [
                         "apns.simulator": "127.0.0.1:\(running.port)",
                         "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
@@ -45,6 +50,9 @@ extension GatewayCommand {
                         "fcm.simulator": "\(fcm.host):\(fcm.port)",
                         "fcm.simulator.control": "\(fcm.host):\(fcm.controlPort ?? 0)",
                         "fcm.simulator.ca": "\(fcm.caCertificatePath)",
+                        "webpush.simulator": "\(webPush.origins.joined(separator: ","))",
+                        "webpush.simulator.control": "\(webPush.host):\(webPush.controlPort ?? 0)",
+                        "webpush.simulator.ca": "\(webPush.caCertificatePath)",
                     ]
                 )
                 let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
@@ -93,8 +101,28 @@ extension GatewayCommand {
                     route.maximumConnections = simulated.apps[index].fcm?.maximumConnections ?? route.maximumConnections
                     route.maximumStreams = simulated.apps[index].fcm?.maximumStreams
                     simulated.apps[index].fcm = route
+                    let vapidPath = directory.appendingPathComponent("simulator-vapid-\(UUID().uuidString).pem").path
+                    guard
+                        FileManager.default.createFile(
+                            atPath: vapidPath,
+                            contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8),
+                            attributes: [.posixPermissions: 0o600]
+                        )
+                    else { throw ConfigurationError("--simulator: cannot write a VAPID key to \(vapidPath)") }
+                    written.append(vapidPath)
+                    var webPushRoute = GatewayConfiguration.App.WebPush(
+                        vapidKeyFile: vapidPath,
+                        subject: "mailto:simulator@pushgate.invalid"
+                    )
+                    webPushRoute.caFile = webPush.caCertificatePath
+                    if let configured = simulated.apps[index].webPush {
+                        webPushRoute.maximumConnectionsPerOrigin = configured.maximumConnectionsPerOrigin
+                        webPushRoute.maximumConnections = configured.maximumConnections
+                    }
+                    simulated.apps[index].webPush = webPushRoute
                 }
                 try await body(simulated)
+                }
             }
         }
     }

@@ -110,7 +110,7 @@ struct GatewayCommand: AsyncParsableCommand {
     @Flag(
         help:
             ArgumentHelp(
-                "Run an APNs and an FCM simulator in-process and deliver to them: "
+                "Run an APNs, an FCM and a Web Push simulator in-process and deliver to them: "
                     + "try pushgate without an Apple or Google account."
             )
     )

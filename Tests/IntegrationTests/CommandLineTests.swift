@@ -52,7 +52,7 @@ struct CommandLineTests {
         #expect(!output.text.contains("HTTP API listening"), "the API is off: \(output.text)")
     }
 
-    @Test("`--simulator` runs an FCM simulator beside the APNs one and gives the app an FCM route to it")
+    @Test("`--simulator` runs an FCM and a Web Push simulator beside the APNs one and gives the app an FCM route")
     func simulatorBringsFCM() async throws {
         let directory = try TemporaryDirectory()
         let (process, output) = try Self.start(["--http-port", "-1"], in: directory)
@@ -61,8 +61,9 @@ struct CommandLineTests {
             if !process.isRunning { throw ExternalTools.ToolError("pushgate exited early:\n\(output.text)") }
             return output.text.contains("pushgate ready")
         }
-        #expect(output.text.contains("APNs and FCM simulators running in-process"), "\(output.text)")
+        #expect(output.text.contains("APNs, FCM and Web Push simulators running in-process"), "\(output.text)")
         #expect(output.text.contains("fcm.simulator=127.0.0.1:"), "\(output.text)")
+        #expect(output.text.contains("webpush.simulator=https://127.0.0.1:"), "\(output.text)")
         // The app's FCM client points at the simulator with the throwaway account's project.
         #expect(output.text.contains("project pushgate-simulated-default"), "\(output.text)")
         #expect(!output.text.contains("BEGIN PRIVATE KEY"), "the throwaway key is never logged")
