@@ -45,6 +45,7 @@ let package = Package(
         .library(name: "FCMSimulator", targets: ["FCMSimulator"]),
         .library(name: "WebPush", targets: ["WebPush"]),
         .library(name: "WebPushSimulator", targets: ["WebPushSimulator"]),
+        .library(name: "WebPushTransport", targets: ["WebPushTransport"]),
         // For the sibling package Benchmarks/ (pushgate-bench), which depends on this one by path.
         .library(name: "PushgateSQLite", targets: ["PushgateSQLite"]),
         .library(name: "PushgateUDP", targets: ["PushgateUDP"]),
@@ -214,6 +215,25 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
+        ),
+        // Web Push's side of the transport: `WebPushClient` (a pool per origin on the shared pool, HTTP/2 on
+        // the shared engine or HTTP/1.1 keep-alive as ALPN decides, VAPID tokens per origin) and Web Push's
+        // plug-in of the dispatcher (`WebPushPushService`).
+        .target(
+            name: "WebPushTransport",
+            dependencies: [
+                "PushgateCore", "PushTransport", "WebPush",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: hotPathSettings
         ),
         .target(
             name: "PushgateSQLite",
@@ -445,6 +465,18 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The Web Push client's machines (layer 1) and the client against the simulator over loopback (layer 3).
+        .testTarget(
+            name: "WebPushTransportTests",
+            dependencies: [
+                "WebPushTransport", "WebPushSimulator", "WebPush", "PushTransport", "PushgateCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings

@@ -87,6 +87,13 @@ public struct TransportStatistics: Sendable, Hashable {
     public var activeConnections: Int
     /// Written (or being written) and not answered yet; for the legacy protocol, not yet confirmed.
     public var inFlight: Int
+
+    package init(queued: Int, connections: Int, activeConnections: Int, inFlight: Int) {
+        self.queued = queued
+        self.connections = connections
+        self.activeConnections = activeConnections
+        self.inFlight = inFlight
+    }
 }
 
 /// The event loops of a client: the caller's group, or one the client creates (and shuts down last).
@@ -103,6 +110,12 @@ package struct TransportEventLoops: Sendable {
             group = owned
             self.owned = owned
         }
+    }
+
+    /// Shuts down the group if the client created it (a client with several pools, Web Push's, owns
+    /// the loops itself rather than through one ``TransportFront``).
+    package func shutdownOwned() async {
+        try? await owned?.shutdownGracefully()
     }
 }
 

@@ -222,6 +222,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
 
     /// The channel closed. `everReady` false means the connection attempt failed (TLS, protocol).
     package func connectionClosed(_ id: Int, everReady: Bool, error: String?) {
+        plugin.connectionEnded(id: id)
         let actions = lock.withLock { () -> Machine.Actions in
             connections.removeValue(forKey: id)
             return everReady
@@ -322,6 +323,10 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
     }
 
     private func connect(_ id: Int) {
+        plugin.admitConnection(id: id) { [weak self] in self?.open(id) }
+    }
+
+    private func open(_ id: Int) {
         let loop = group.next()
         lock.withLock { connections[id] = ConnectionRecord(eventLoop: loop, channel: nil, handler: nil) }
         let endpoint = configuration.endpoint
@@ -365,6 +370,7 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
                     metadata: ["connection.id": "\(id)", "connection.error": "\(description)"]
                 )
                 self.connectAttemptFailed()
+                self.plugin.connectionEnded(id: id)
                 let actions = self.lock.withLock { () -> Machine.Actions in
                     self.connections.removeValue(forKey: id)
                     return self.machine.connectionFailed(id, error: description)

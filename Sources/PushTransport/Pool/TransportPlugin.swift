@@ -19,6 +19,14 @@ package protocol TransportPlugin: Sendable {
     /// decoders and talks to. It reports to `context.pool` (ready, capacity, pull, requeue, closed).
     func makeConnection(_ context: TransportConnectionContext<Self>) -> Connection
 
+    /// Called before the pool opens connection `id`: the plug-in calls `open` when the connection may be
+    /// made, at once by default. A plug-in whose pools share a cap on connections (Web Push: one pool per
+    /// origin, a cap overall) holds `open` until a slot is free; the pool sees a slow connect meanwhile.
+    /// Every admitted connection is handed back through ``connectionEnded(id:)`` once it is gone.
+    func admitConnection(id: Int, open: @escaping @Sendable () -> Void)
+    /// Connection `id` is closed, or could not be made: its slot is free.
+    func connectionEnded(id: Int)
+
     /// Hooks for the plug-in's metrics; no-ops by default.
     func connectionOpened()
     func connectionFailed()
@@ -27,6 +35,8 @@ package protocol TransportPlugin: Sendable {
 
 extension TransportPlugin {
     package func addDecoders(to pipeline: ChannelPipeline.SynchronousOperations) throws {}
+    package func admitConnection(id: Int, open: @escaping @Sendable () -> Void) { open() }
+    package func connectionEnded(id: Int) {}
     package func connectionOpened() {}
     package func connectionFailed() {}
     package func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {}

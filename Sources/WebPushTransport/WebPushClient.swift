@@ -1,0 +1,261 @@
+public import Logging
+public import NIOCore
+import NIOSSL
+public import PushTransport
+public import PushgateCore
+public import ServiceLifecycle
+import Synchronization
+
+/// A transport to Web Push services (RFC 8030): a ``WebPushSendRequest``'s pool, or a test's stand-in.
+public protocol WebPushNotificationTransport: PushNotificationTransport where Submission == WebPushSendRequest {}
+
+/// A client for Web Push services: one VAPID key (one app), a pool of connections per origin.
+///
+/// - **Pools.** Each origin (`https://host[:port]`) gets the transport layer's pool (``ConnectionPool``)
+///   when its first message comes: connections are opened on demand, at most
+///   ``Configuration/maximumConnectionsPerOrigin`` per origin and ``Configuration/maximumConnections`` over
+///   all (a connection over the overall cap waits for another to close), and closed after
+///   ``Configuration/idleTimeout`` without requests.
+/// - **Protocol.** ALPN offers `h2` and `http/1.1`: HTTP/2 carries as many messages at once as the server's
+///   SETTINGS allow; HTTP/1.1 keep-alive one per connection (so a busy origin gets several).
+/// - **VAPID.** One token per origin (``VAPIDTokenCache``), signed on first use, re-signed before `exp`;
+///   a 401/403 drops it and resends the message once with a fresh one, refused again it completes as
+///   a configuration alarm.
+/// - **Lost connections.** Messages written and unanswered when a connection drops are sent again on a
+///   fresh connection (up to ``Configuration/maximumResends``); those whose answer was read never are.
+///
+/// Lifecycle, as every push client: `init` opens nothing; `run()` (a `Service`) keeps it until graceful
+/// shutdown, then lets written messages finish (up to the grace period) and closes every connection.
+public final class WebPushClient: WebPushNotificationTransport, Service {
+    public typealias Submission = WebPushSendRequest
+    typealias Pool = ConnectionPool<WebPushPlugin>
+
+    public let configuration: Configuration
+
+    private struct Pools {
+        var byOrigin: [WebPushOrigin: (index: UInt64, pool: Pool)] = [:]
+        var byIndex: [Pool] = []
+        var isShutDown = false
+    }
+
+    /// A pool's request ids are its own: the client's id puts the pool's index in the top bits.
+    private static let poolIndexShift: UInt64 = 40
+
+    private let pools = Mutex(Pools())
+    private let credentials: WebPushVAPIDCredentials
+    private let budget: WebPushConnectionBudget
+    private let tlsContext: NIOSSLContext
+    private let loops: TransportEventLoops
+    private let logger: Logger
+
+    public convenience init(
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil
+    ) throws {
+        try self.init(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger, clock: SystemWallClock())
+    }
+
+    /// - Parameter clock: the wall clock of VAPID tokens' `exp` and `Retry-After` dates.
+    public init(
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil,
+        clock: any WallClock
+    ) throws {
+        self.configuration = try configuration.validated()
+        self.logger = logger ?? Logger(label: "pushgate.webpush")
+        credentials = WebPushVAPIDCredentials(
+            key: configuration.vapidKey,
+            subject: configuration.subject,
+            cache: configuration.vapidTokens,
+            clock: clock
+        )
+        budget = WebPushConnectionBudget(maximumConnections: configuration.maximumConnections)
+        tlsContext = try TransportTLS.makeContext(
+            trustRoots: configuration.trustRoots,
+            certificate: nil,
+            applicationProtocols: ["h2", "http/1.1"]
+        )
+        loops = TransportEventLoops(eventLoopGroup, threads: configuration.eventLoopThreads)
+    }
+
+    // MARK: Sending
+
+    /// Queues messages, each to its origin's pool; each outcome goes to its receiver exactly once. Never
+    /// blocks. Returns ids usable with ``withdraw(_:)``, one per request, in order.
+    @discardableResult
+    public func submit(_ requests: [WebPushSendRequest]) -> [UInt64] {
+        guard let first = requests.first else { return [] }
+        // One origin (a broadcast to one push service, the common case): one hand-off.
+        if requests.allSatisfy({ $0.origin == first.origin }) {
+            guard let (index, pool) = pool(for: first.origin) else {
+                for request in requests { request.fail(.shutdown) }
+                return requests.map { _ in 0 }
+            }
+            return pool.submit(requests).map { Self.clientID(pool: index, request: $0) }
+        }
+        var ids = [UInt64](repeating: 0, count: requests.count)
+        var byOrigin: [WebPushOrigin: [Int]] = [:]
+        for (position, request) in requests.enumerated() { byOrigin[request.origin, default: []].append(position) }
+        for (origin, positions) in byOrigin {
+            guard let (index, pool) = pool(for: origin) else {
+                for position in positions { requests[position].fail(.shutdown) }
+                continue
+            }
+            let poolIDs = pool.submit(positions.map { requests[$0] })
+            for (position, id) in zip(positions, poolIDs) { ids[position] = Self.clientID(pool: index, request: id) }
+        }
+        return ids
+    }
+
+    /// Takes back the messages among `ids` still queued (never written); each completes `cancelled`.
+    @discardableResult
+    public func withdraw(_ ids: some Sequence<UInt64>) -> Int {
+        var byPool: [Int: Set<UInt64>] = [:]
+        for id in ids {
+            byPool[Int(id >> Self.poolIndexShift), default: []].insert(id & ((1 << Self.poolIndexShift) - 1))
+        }
+        let pools = self.pools.withLock { $0.byIndex }
+        return byPool.reduce(0) { count, entry in
+            guard entry.key < pools.count else { return count }
+            return count + pools[entry.key].withdraw(poolRequestIDs: entry.value)
+        }
+    }
+
+    /// Messages worth having unanswered at once: what the open origins' pools can carry, and at least
+    /// one origin's worth before the first message (HTTP/2 streams assumed until a server says).
+    public var inFlightCapacity: Int {
+        let open = pools.withLock { $0.byIndex }.reduce(0) { $0 + $1.inFlightCapacity }
+        let assumed = configuration.assumedStreamsPerConnection
+        return min(
+            max(open, configuration.maximumConnectionsPerOrigin * assumed),
+            configuration.maximumConnections * assumed
+        )
+    }
+
+    /// Connections (all, and taking work), queued and in-flight messages over every origin.
+    public var statistics: TransportStatistics {
+        let pools = self.pools.withLock { $0.byIndex }
+        var total = TransportStatistics(queued: 0, connections: 0, activeConnections: 0, inFlight: 0)
+        for pool in pools {
+            let (queued, connections, active, leased) = pool.statistics
+            total.queued += queued
+            total.connections += connections
+            total.activeConnections += active
+            total.inFlight += leased
+        }
+        return total
+    }
+
+    /// How many VAPID tokens were signed (one per origin, then one per refresh or refusal).
+    public var vapidSignatures: Int { credentials.signatures }
+
+    private static func clientID(pool index: UInt64, request id: UInt64) -> UInt64 {
+        index << poolIndexShift | id
+    }
+
+    /// The origin's pool, made (and started) on its first message; nil once shut down.
+    private func pool(for origin: WebPushOrigin) -> (UInt64, Pool)? {
+        if let found = pools.withLock({ $0.isShutDown ? nil : $0.byOrigin[origin] }) { return found }
+        let made = makePool(for: origin)
+        let (entry, isNew) = pools.withLock { pools -> ((UInt64, Pool)?, Bool) in
+            guard !pools.isShutDown else { return (nil, false) }
+            if let existing = pools.byOrigin[origin] { return (existing, false) }
+            let entry = (index: UInt64(pools.byIndex.count), pool: made)
+            pools.byOrigin[origin] = entry
+            pools.byIndex.append(made)
+            return (entry, true)
+        }
+        if isNew {
+            made.start()
+            logger.debug("Web Push origin pool created", metadata: ["webpush.origin": "\(origin)"])
+        }
+        return entry
+    }
+
+    private func makePool(for origin: WebPushOrigin) -> Pool {
+        let configuration = self.configuration
+        let authority = origin.port == 443 ? origin.host : "\(origin.host):\(origin.port)"
+        var logger = self.logger
+        logger[metadataKey: "webpush.origin"] = "\(origin)"
+        return Pool(
+            configuration: .init(
+                endpoint: Endpoint(host: origin.connectHost, port: origin.port),
+                tlsContext: tlsContext,
+                pool: .init(
+                    maximumConnections: configuration.maximumConnectionsPerOrigin,
+                    reconnectBaseDelay: TimeAmount(configuration.reconnectBaseDelay),
+                    reconnectMaximumDelay: TimeAmount(configuration.reconnectMaximumDelay),
+                    maximumQueued: configuration.maximumQueuedRequestsPerOrigin
+                ),
+                connectTimeout: TimeAmount(configuration.connectTimeout),
+                requestTimeout: TimeAmount(configuration.requestTimeout),
+                maximumResends: configuration.maximumResends,
+                tickInterval: TimeAmount(configuration.tickInterval),
+                assumedStreamsPerConnection: configuration.assumedStreamsPerConnection
+            ),
+            plugin: WebPushPlugin(
+                origin: origin,
+                authority: authority,
+                credentials: credentials,
+                budget: budget,
+                http2: .init(
+                    pingInterval: configuration.pingInterval.map(TimeAmount.init),
+                    pingTimeout: TimeAmount(configuration.pingTimeout),
+                    idleTimeout: configuration.idleTimeout.map(TimeAmount.init),
+                    maximumStreams: configuration.maximumStreamsPerConnection
+                )
+            ),
+            group: loops.group,
+            logger: logger
+        )
+    }
+
+    // MARK: Lifecycle
+
+    /// Stops intake (later messages fail `shutdown`), fails queued ones with `shutdown`, lets written
+    /// ones finish for up to the grace period, closes every connection, then the event loops it owns.
+    public func shutdown() async {
+        let pools = self.pools.withLock { pools -> [Pool] in
+            pools.isShutDown = true
+            return pools.byIndex
+        }
+        budget.shutdown()
+        let grace = TimeAmount(configuration.shutdownGracePeriod)
+        await withTaskGroup(of: Void.self) { group in
+            for pool in pools { group.addTask { await pool.shutdown(grace: grace) } }
+        }
+        await loops.shutdownOwned()
+    }
+
+    /// Keeps the client until graceful shutdown (or cancellation), then shuts it down.
+    public func run() async throws {
+        try? await gracefulShutdown()
+        await shutdown()
+    }
+
+    /// Runs `body` with a client and shuts it down afterwards, whatever happens.
+    public static func withClient<Result: Sendable>(
+        configuration: Configuration,
+        eventLoopGroup: (any EventLoopGroup)? = nil,
+        logger: Logger? = nil,
+        clock: any WallClock = SystemWallClock(),
+        _ body: (WebPushClient) async throws -> Result
+    ) async throws -> Result {
+        let client = try WebPushClient(
+            configuration: configuration,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger,
+            clock: clock
+        )
+        do {
+            let result = try await body(client)
+            await client.shutdown()
+            return result
+        } catch {
+            await client.shutdown()
+            throw error
+        }
+    }
+}
