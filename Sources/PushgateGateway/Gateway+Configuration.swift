@@ -7,6 +7,7 @@ import PushgateDispatch
 import PushgateHTTP
 import PushgatePostgres
 import PushgateUDP
+import WebPushTransport
 
 extension Gateway.Configuration {
     /// The one composition: the gateway a configuration describes, every file it names read and checked.
@@ -45,7 +46,8 @@ extension Gateway.Configuration {
                     topic: $0.topic,
                     client: $0.client,
                     legacy: Self.legacyOptions(of: $0),
-                    fcm: $0.fcm.map(FCMClient.Configuration.init)
+                    fcm: $0.fcm.map(FCMClient.Configuration.init),
+                    webPush: $0.webPush.map(WebPushClient.Configuration.init)
                 )
             },
             dispatcher: .init(instanceID: InstanceID(configuration.instanceID ?? Self.sqliteInstanceID.value))

@@ -17,6 +17,7 @@ public import PushgateUDP
 import ServiceLifecycle
 import Synchronization
 public import UnixSignals
+public import WebPushTransport
 
 /// The gateway daemon as one value: the SQLite store, one APNs client per app, the dispatcher and
 /// the pushd-compatible UDP ingress, composed in one `ServiceGroup`. `pushgate` (main) and the
@@ -34,19 +35,23 @@ public struct Gateway: Sendable {
         public var legacy: LegacyTransportOptions?
         /// The app's FCM client (nil: no FCM route; its FCM devices fail with a recorded reason).
         public var fcm: FCMClient.Configuration?
+        /// The app's Web Push client (nil: no Web Push route; its browsers fail with a recorded reason).
+        public var webPush: WebPushClient.Configuration?
 
         public init(
             name: String,
             topic: Topic,
             client: APNsClient.Configuration,
             legacy: LegacyTransportOptions? = nil,
-            fcm: FCMClient.Configuration? = nil
+            fcm: FCMClient.Configuration? = nil,
+            webPush: WebPushClient.Configuration? = nil
         ) {
             self.name = name
             self.topic = topic
             self.client = client
             self.legacy = legacy
             self.fcm = fcm
+            self.webPush = webPush
         }
     }
 
@@ -203,6 +208,7 @@ public struct Gateway: Sendable {
         var feedbackPollers: [FeedbackPoller] = []
         var fcmClients: [FCMClient] = []
         var fcmByApp: [(app: String, client: FCMClient)] = []
+        var webPushClients: [WebPushClient] = []
         var routes: [String: DeliveryRoute] = [:]
         // Per app, in configuration order: its HTTP/2 APNs client (nil for a legacy app) and FCM client.
         var apnsClientsByApp: [APNsClient?] = []
@@ -249,9 +255,12 @@ public struct Gateway: Sendable {
                 fcmByApp.append((app.name, fcm))
             }
             fcmClientsByApp.append(fcm)
+            let webPush = try app.webPush.map { try Self.makeWebPushClient($0, app: app.name) }
+            if let webPush { webPushClients.append(webPush) }
             // The app's services, one registration line each, by the platform of the devices they serve.
             var services: [any PushService] = [APNsPushService(transport: transport, topic: app.topic)]
             if let fcm { services.append(FCMPushService(transport: fcm)) }
+            if let webPush { services.append(WebPushPushService(transport: webPush, override: { $0.webPush })) }
             routes[app.name] = DeliveryRoute(services: services)
         }
         // Every credential with an expiry: metrics, warnings at 30/7/1 days, expired ones on /readyz. Read
@@ -329,6 +338,7 @@ public struct Gateway: Sendable {
         // Transports start first and stop last: the dispatcher drains into them.
         var services: [ServiceGroupConfiguration.ServiceConfiguration] =
             transports.map { .init(service: $0) } + fcmClients.map { .init(service: $0) }
+            + webPushClients.map { .init(service: $0) }
         if !expiryWatch.isEmpty { services.append(.init(service: expiryWatch)) }
         if let retention = configuration.retention, let pruning = store as? any LedgerPruning {
             services.append(

@@ -124,6 +124,8 @@ struct GatewayFixture {
         for index in built.apps.indices {
             built.apps[index].client.eventLoopThreads = 1
             built.apps[index].client.shutdownGracePeriod = .seconds(1)
+            built.apps[index].webPush?.eventLoopThreads = 1
+            built.apps[index].webPush?.shutdownGracePeriod = .seconds(1)
         }
         tweakDispatcher(&built.dispatcher)
         let gateway = Gateway(configuration: built)
