@@ -6,16 +6,19 @@ import Foundation
 import Logging
 import PushTransport
 import PushgateCore
+import WebPush
+import WebPushTransport
 
-/// `pushgate send`: one notification to one device, straight to APNs or (with `--fcm-token`) FCM, or
-/// a simulator of either, printing the service's answer. Exit status 0 only when it accepted it.
+/// `pushgate send`: one notification to one device, straight to APNs, (with `--fcm-token`) FCM or (with
+/// `--webpush`) a browser's push service, or a simulator of any, printing the service's answer. Exit
+/// status 0 only when it accepted it.
 struct SendCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Send one notification to one device and print APNs' (or FCM's) answer.",
+        abstract: "Send one notification to one device and print APNs' (or FCM's, or a push service's) answer.",
         discussion: """
-            Exit status: 0 accepted by APNs (or FCM); 1 rejected or not delivered; 64 bad flags; 78 unusable \
-            credentials or files.
+            Exit status: 0 accepted by APNs (or FCM, or the browser's push service); 1 rejected or not \
+            delivered; 64 bad flags; 78 unusable credentials or files.
             """
     )
 
@@ -39,6 +42,18 @@ struct SendCommand: AsyncParsableCommand {
         help: "FCM: exchange access tokens here, not at the account's token_uri."
     )
     var fcmTokenURI: String?
+
+    @Option(
+        name: .customLong("webpush"),
+        help: "A browser's PushSubscription JSON file (subscription.toJSON()): send through Web Push instead of APNs."
+    )
+    var webPushSubscription: String?
+
+    @Option(name: .customLong("vapid-key"), help: "Web Push: the VAPID private key, a PEM P-256 file.")
+    var vapidKey: String?
+
+    @Option(name: .customLong("vapid-subject"), help: "Web Push: the VAPID subject, mailto:... or https:...")
+    var vapidSubject: String?
 
     @Option(help: "The bundle id. With certificate auth it defaults to the certificate subject's UID.")
     var topic: String?
@@ -76,8 +91,16 @@ struct SendCommand: AsyncParsableCommand {
         if payload != nil && alert != nil { throw ValidationError("--payload and --alert are mutually exclusive") }
         if payload == nil && alert == nil { throw ValidationError("give --payload JSON or --alert TEXT") }
         guard timeout > 0 else { throw ValidationError("--timeout must be positive") }
+        let targets = [device, fcmToken, webPushSubscription].compactMap { $0 }.count
+        guard targets <= 1 else { throw ValidationError("--device, --fcm-token and --webpush are mutually exclusive") }
+        if webPushSubscription != nil {
+            if vapidKey == nil { throw ValidationError("--webpush needs --vapid-key FILE") }
+            if vapidSubject == nil { throw ValidationError("--webpush needs --vapid-subject mailto:... or https:...") }
+            return
+        }
         switch (device, fcmToken) {
-        case (nil, nil): throw ValidationError("give --device HEX (APNs) or --fcm-token TOKEN (FCM)")
+        case (nil, nil):
+            throw ValidationError("give --device HEX (APNs), --fcm-token TOKEN (FCM) or --webpush FILE (a browser)")
         case (_?, _?): throw ValidationError("--device and --fcm-token are mutually exclusive")
         case (nil, _?):
             if fcmServiceAccount == nil { throw ValidationError("--fcm-token needs --fcm-service-account FILE") }
@@ -133,6 +156,7 @@ struct SendCommand: AsyncParsableCommand {
 
     private func runChecked() async throws {
         if let fcmToken { return try await sendThroughFCM(to: fcmToken) }
+        if let webPushSubscription { return try await sendThroughWebPush(subscriptionFile: webPushSubscription) }
         let token: DeviceToken
         let content: NotificationContent
         let id: APNsID?
@@ -239,6 +263,91 @@ struct SendCommand: AsyncParsableCommand {
         if !outcome.isAccepted { throw ExitCode.failure }
     }
 
+    /// One message to one browser through its push service (`--webpush`): the gateway's own Web Push
+    /// service (message, encryption, headers, VAPID), on a client of one connection.
+    private func sendThroughWebPush(subscriptionFile: String) async throws {
+        let notification = try notification()
+        guard let json = FileManager.default.contents(atPath: subscriptionFile) else {
+            throw ConfigurationError("--webpush: cannot read \(subscriptionFile)")
+        }
+        let subscription: WebPushSubscription
+        let subject: VAPIDSubject
+        do {
+            subscription = try WebPushSubscription(jsonBytes: Array(json), field: "--webpush")
+            subject = try VAPIDSubject(vapidSubject ?? "", field: "--vapid-subject")
+            _ = try WebPushMessage(payload: notification.payload)
+        } catch {
+            throw ValidationError(error.description)
+        }
+        let key: VAPIDKey
+        do {
+            key = try VAPIDKey(contentsOfFile: vapidKey ?? "")
+        } catch {
+            throw ConfigurationError("--vapid-key: \(error)")
+        }
+        if let ca = credentials.ca, !FileManager.default.isReadableFile(atPath: ca) {
+            throw ConfigurationError("--ca: cannot read \(ca)")
+        }
+        var logger = Logger(label: "pushgate.send")
+        logger.logLevel = verbose ? .debug : .warning
+        var configuration = WebPushClient.Configuration(
+            vapidKey: key,
+            subject: subject,
+            trustRoots: credentials.ca.map { .caFile($0) } ?? .system
+        )
+        configuration.maximumConnectionsPerOrigin = 1
+        configuration.eventLoopThreads = 1
+        configuration.requestTimeout = .seconds(Int64(timeout))
+        configuration.connectTimeout = .seconds(Int64(min(timeout, 10)))
+        configuration.shutdownGracePeriod = .seconds(1)
+        let request = NotificationRequest(
+            id: try PushgateCore.RequestID("send"),
+            pushType: notification.pushType,
+            priority: notification.priority,
+            expiration: notification.expiration,
+            collapseID: notification.collapseID,
+            payload: notification.payload,
+            createdAt: Date()
+        )
+        let outcome = try await WebPushClient.withClient(configuration: configuration, logger: logger) { client in
+            let prepared = try WebPushPushService(transport: client).prepare(request, logger: logger)
+            let answer = WebPushSendAnswer()
+            return await withCheckedContinuation { continuation in
+                answer.install(continuation)
+                let submission = prepared.submit(
+                    [PushSend(token: subscription.deviceToken, tag: 0)],
+                    sentAt: Date(),
+                    to: answer
+                )
+                if let unsendable = submission.unsendable.first { answer.resume(unsendable.reason) }
+            }
+        }
+        print(Self.render(outcome))
+        if case .outcome(let pushed) = outcome, pushed.verdict == .delivered { return }
+        throw ExitCode.failure
+    }
+
+    /// A push service's answer, one field per line.
+    static func render(_ answer: WebPushSendAnswer.Result) -> String {
+        switch answer {
+        case .unsendable(let reason):
+            return "error: \(reason)\noutcome: not sent"
+        case .outcome(let outcome):
+            var lines: [String] = []
+            if let status = outcome.status { lines.append("status: \(status)") }
+            if !outcome.reason.isEmpty { lines.append("reason: \(outcome.reason)") }
+            if let notBefore = outcome.notBefore { lines.append("retry-after: \(notBefore.components.seconds) s") }
+            switch outcome.verdict {
+            case .invalidate: lines.append("subscription: gone (remove it)")
+            case .configurationAlarm: lines.append("alarm: configuration (the VAPID key or subject was refused)")
+            case .delivered, .retry, .failed: break
+            }
+            if let failure = outcome.failure { lines.append("error: \(failure)") }
+            lines.append("outcome: \(outcome.outcomeClass)")
+            return lines.joined(separator: "\n")
+        }
+    }
+
     /// FCM's answer, one field per line.
     static func render(_ outcome: FCMOutcome) -> String {
         var lines: [String] = []
@@ -267,5 +376,33 @@ struct SendCommand: AsyncParsableCommand {
         if let failure = outcome.transportFailure { lines.append("error: \(failure)") }
         lines.append("outcome: \(outcome.outcomeClass)")
         return lines.joined(separator: "\n")
+    }
+}
+
+/// The one answer `pushgate send --webpush` waits for, handed over by the push service's receiver.
+final class WebPushSendAnswer: PushOutcomeReceiver, @unchecked Sendable {
+    // @unchecked: `continuation` is only accessed under `lock`.
+    enum Result: Sendable {
+        case outcome(PushOutcome)
+        case unsendable(String)
+    }
+
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<Result, Never>?
+
+    func install(_ continuation: CheckedContinuation<Result, Never>) {
+        lock.withLock { self.continuation = continuation }
+    }
+
+    func receive(_ outcome: PushOutcome, token: DeviceToken, tag: UInt64) { finish(.outcome(outcome)) }
+
+    func resume(_ reason: String) { finish(.unsendable(reason)) }
+
+    private func finish(_ result: Result) {
+        let continuation = lock.withLock { () -> CheckedContinuation<Result, Never>? in
+            defer { self.continuation = nil }
+            return self.continuation
+        }
+        continuation?.resume(returning: result)
     }
 }

@@ -72,8 +72,10 @@ struct CommandLineTests {
         #expect(process.terminationStatus == 0)
     }
 
-    @Test("`pushgate -f --simulator`: a group of one APNs and one FCM device registered over UDP reaches FCM too")
-    func simulatorDeliversToFCM() async throws {
+    @Test(
+        "`pushgate -f --simulator`: a group of one APNs, one FCM and one browser device registered over UDP reaches FCM and the browser too"
+    )
+    func simulatorDeliversToFCMAndWebPush() async throws {
         let directory = try TemporaryDirectory()
         let registrationPort = ExternalTools.freeUDPPort()
         var notificationPort = ExternalTools.freeUDPPort()
@@ -91,14 +93,29 @@ struct CommandLineTests {
             output.text.firstMatch(of: /fcm\.simulator\.control=127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) },
             "\(output.text)"
         )
+        let webPushControl = try #require(
+            output.text.firstMatch(of: /webpush\.simulator\.control=127\.0\.0\.1:(\d+)/).flatMap { Int($0.1) },
+            "\(output.text)"
+        )
+        // A browser subscribes, as a page would, at the Web Push simulator's control API.
+        var subscribe = URLRequest(url: URL(string: "http://127.0.0.1:\(webPushControl)/subscriptions")!)
+        subscribe.httpMethod = "POST"
+        subscribe.httpBody = Data(#"{"origin": 0}"#.utf8)
+        let (created, _) = try await URLSession.shared.data(for: subscribe)
+        let browser = try #require(try JSONSerialization.jsonObject(with: created) as? [String: Any])
+        let browserID = try #require(browser["id"] as? String)
+        let subscription = try JSONSerialization.data(withJSONObject: try #require(browser["subscription"]))
         let fcmToken = "fcm-device-" + String(repeating: "a1B2", count: 40)
         let registration = try UDPSender(port: registrationPort)
         registration.send(#"{"device": "\#(String(repeating: "ab", count: 32))", "group": "Mixed"}"#)
         registration.send(#"{"device": "\#(fcmToken)", "platform": "fcm", "group": "Mixed"}"#)
+        registration.send(
+            #"{"platform": "webpush", "group": "Mixed", "subscription": \#(String(decoding: subscription, as: UTF8.self))}"#
+        )
         let notification = try UDPSender(port: notificationPort)
         let polls = Mutex(0)
-        try await eventually("the FCM simulator recorded the message", timeout: .seconds(60)) {
-            // The request may overtake the registrations (two sockets): sent again every 50 polls until FCM has it.
+        try await eventually("the FCM and Web Push simulators recorded the message", timeout: .seconds(60)) {
+            // The request may overtake the registrations (two sockets): sent again every 50 polls until both have it.
             let poll = polls.withLock { count in
                 defer { count += 1 }
                 return count
@@ -110,12 +127,19 @@ struct CommandLineTests {
                 from: URL(string: "http://127.0.0.1:\(control)/messages?token=\(fcmToken)")!
             )
             let messages = (try? JSONSerialization.jsonObject(with: data) as? [String: Any])?["messages"] as? [Any]
-            return !(messages ?? []).isEmpty
+            let (received, _) = try await URLSession.shared.data(
+                from: URL(string: "http://127.0.0.1:\(webPushControl)/messages?subscription=\(browserID)")!
+            )
+            let browserMessages =
+                (try? JSONSerialization.jsonObject(with: received) as? [String: Any])?["messages"] as? [Any]
+            return !(messages ?? []).isEmpty && !(browserMessages ?? []).isEmpty
         }
         kill(process.processIdentifier, SIGTERM)
         try await eventually("the daemon stopped", timeout: .seconds(30)) { !process.isRunning }
         #expect(process.terminationStatus == 0)
         #expect(!output.text.contains(fcmToken), "full FCM tokens are never logged")
+        let endpoint = try #require((browser["subscription"] as? [String: Any])?["endpoint"] as? String)
+        #expect(!output.text.contains(endpoint), "endpoints are never logged whole")
     }
 
     @Test("`--simulator` refuses the --fcm-* flags: it brings its own FCM and service account")
