@@ -458,6 +458,8 @@ public struct Gateway: Sendable {
                     "push.app": "\(app.name)", "push.topic": "\(app.topic)",
                     "apns.endpoint": "\(app.legacy.map { "legacy \($0.sender.gateway)" } ?? "\(app.client.endpoint)")",
                     "fcm.endpoint": "\(fcmEndpoint)",
+                    // The page's applicationServerKey: public, and what a browser must subscribe with.
+                    "webpush.vapid_public_key": "\(app.webPush.map(\.vapidKey.publicKeyBase64URL) ?? "none")",
                 ]
             )
         }
