@@ -300,7 +300,9 @@ public struct ConfigurationLoader: Sendable {
     }
 
     /// The keys below `app.NAME.webpush.`.
-    public static let webPushKeys = ["vapidKey", "subject", "ca", "pool.maxConnectionsPerOrigin", "pool.maxConnections"]
+    public static let webPushKeys = [
+        "vapidKey", "subject", "ca", "pool.maxConnectionsPerOrigin", "pool.maxConnections",
+    ]
 
     /// `app.NAME.fcm.*`: nil when none of its keys is given; any of them needs `fcm.serviceAccount`.
     static func readFCM(

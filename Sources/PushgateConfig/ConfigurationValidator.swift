@@ -279,7 +279,10 @@ extension GatewayConfiguration.App.WebPush {
         if let caFile, caFile.isEmpty { throw fail("ca", "must not be empty") }
         guard maximumConnectionsPerOrigin >= 1 else { throw fail("pool.maxConnectionsPerOrigin", "must be at least 1") }
         guard maximumConnections >= maximumConnectionsPerOrigin else {
-            throw fail("pool.maxConnections", "must be at least pool.maxConnectionsPerOrigin (\(maximumConnectionsPerOrigin))")
+            throw fail(
+                "pool.maxConnections",
+                "must be at least pool.maxConnectionsPerOrigin (\(maximumConnectionsPerOrigin))"
+            )
         }
     }
 }

@@ -36,18 +36,26 @@ extension GatewayConfiguration.App.FCM {
             // validate() parsed it already.
             do { endpoint = try Endpoint(parsing: host) } catch { throw fail("host", error.message) }
         }
-        var trustRoots = TrustRoots.system
-        if let caFile {
-            guard FileManager.default.isReadableFile(atPath: caFile) else { throw fail("ca", "cannot read \(caFile)") }
-            trustRoots = .caFile(caFile)
-        }
         return LoadedFCM(
             serviceAccount: account,
             endpoint: endpoint,
             tokenURI: tokenURI,
-            trustRoots: trustRoots,
+            trustRoots: try TrustRoots.loading(caFile: caFile, fail: fail),
             maximumConnections: maximumConnections,
             maximumStreams: maximumStreams
         )
+    }
+}
+
+extension TrustRoots {
+    /// A route's `ca` (a CA file, PEM, that must be readable) or the system store. `fail` takes the key
+    /// below the route (`ca`).
+    static func loading(
+        caFile: String?,
+        fail: (String, String) -> ConfigurationProblem
+    ) throws(ConfigurationProblem) -> TrustRoots {
+        guard let caFile else { return .system }
+        guard FileManager.default.isReadableFile(atPath: caFile) else { throw fail("ca", "cannot read \(caFile)") }
+        return .caFile(caFile)
     }
 }

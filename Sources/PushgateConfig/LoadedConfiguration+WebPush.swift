@@ -27,15 +27,10 @@ extension GatewayConfiguration.App.WebPush {
         }
         let subject: VAPIDSubject
         do { subject = try VAPIDSubject(self.subject, field: "subject") } catch { throw fail("subject", error.message) }
-        var trustRoots = TrustRoots.system
-        if let caFile {
-            guard FileManager.default.isReadableFile(atPath: caFile) else { throw fail("ca", "cannot read \(caFile)") }
-            trustRoots = .caFile(caFile)
-        }
         return LoadedWebPush(
             vapidKey: key,
             subject: subject,
-            trustRoots: trustRoots,
+            trustRoots: try TrustRoots.loading(caFile: caFile, fail: fail),
             maximumConnectionsPerOrigin: maximumConnectionsPerOrigin,
             maximumConnections: maximumConnections
         )

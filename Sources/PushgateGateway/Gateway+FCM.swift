@@ -5,13 +5,26 @@ public import PushgateConfig
 extension Gateway {
     /// The FCM client of one app: its own connections, its own access token (one per service account).
     static func makeFCMClient(_ configuration: FCMClient.Configuration, app: String) throws -> FCMClient {
-        var logger = Logger(label: "pushgate.fcm")
+        // The error names the field (token_uri, the CA file), never key material.
+        try makeClient(label: "pushgate.fcm", route: "fcm", app: app) { logger in
+            try FCMClient(configuration: configuration, logger: logger)
+        }
+    }
+
+    /// An app's client of one service, logging with the app's name; a failure stops start-up naming the
+    /// app's route (`app.NAME.fcm: …`).
+    static func makeClient<Client>(
+        label: String,
+        route: String,
+        app: String,
+        _ make: (Logger) throws -> Client
+    ) throws -> Client {
+        var logger = Logger(label: label)
         logger[metadataKey: "push.app"] = "\(app)"
         do {
-            return try FCMClient(configuration: configuration, logger: logger)
+            return try make(logger)
         } catch {
-            // The error names the field (token_uri, the CA file), never key material.
-            throw StartupError(description: "app.\(app).fcm: \(error)")
+            throw StartupError(description: "app.\(app).\(route): \(error)")
         }
     }
 }

@@ -348,7 +348,8 @@ private struct RegistrationWriter {
             sql: "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token = ?"
         )
         selectSubscription = try db.cachedStatement(
-            sql: "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token > ? AND token < ?"
+            sql:
+                "SELECT id, state, last_registered_at FROM device WHERE token_key = ? AND app = ? AND token > ? AND token < ?"
         )
         replaceKeys = try db.cachedStatement(sql: "UPDATE device SET token = ? WHERE id = ? AND token <> ?")
         revalidateDevice = try db.cachedStatement(
@@ -405,7 +406,11 @@ private struct RegistrationWriter {
         guard let range = registration.token.webPushStorageKeyRange else {
             return try Row.fetchOne(selectDevice, arguments: [key, registration.app, token])
         }
-        guard let row = try Row.fetchOne(selectSubscription, arguments: [key, registration.app, range.lower, range.upper])
+        guard
+            let row = try Row.fetchOne(
+                selectSubscription,
+                arguments: [key, registration.app, range.lower, range.upper]
+            )
         else { return nil }
         try replaceKeys.execute(arguments: [token, row[0] as Int64, token])
         return row

@@ -45,6 +45,31 @@ enum Fixture {
         _ = try await store.register(batch: numbers.map { registration($0, group, at: seconds) })
     }
 
+    /// Registers one device (of any platform) in `group` of the default app.
+    static func register(
+        _ store: any PushStore,
+        _ token: DeviceToken,
+        in group: String,
+        at seconds: Int = 0
+    )
+        async throws -> RegistrationResult
+    {
+        try await store.register(Registration(app: app, token: token, group: group, at: at(seconds)))
+    }
+
+    /// The failures of `id` read one a page, each page after the previous one's last token.
+    static func failuresPagedOneByOne(_ store: any PushStore, of id: RequestID) async throws -> [DeviceToken] {
+        var paged = [DeviceToken]()
+        var after: DeviceToken? = nil
+        while true {
+            let page = try await store.failures(of: id, after: after, limit: 1)
+            guard let last = page.last else { break }
+            paged += page.map(\.token)
+            after = last.token
+        }
+        return paged
+    }
+
     static func requestID(_ name: String) -> RequestID { try! RequestID(name) }
 
     static func request(

@@ -6,19 +6,8 @@ import PushgateCore
 enum PlatformChecks {
     typealias F = Fixture
 
-    private static func register(
-        _ store: any PushStore,
-        _ token: DeviceToken,
-        in group: String,
-        at seconds: Int = 0
-    )
-        async throws -> RegistrationResult
-    {
-        try await store.register(Registration(app: F.app, token: token, group: group, at: F.at(seconds)))
-    }
-
     static func fcmDevicesRegisterAndReadBackAsFCM(_ store: any PushStore) async throws {
-        try expectEqual(try await register(store, F.fcmToken(1), in: "news", at: 5), .created, "one FCM registration")
+        try expectEqual(try await F.register(store, F.fcmToken(1), in: "news", at: 5), .created, "one FCM registration")
         let results = try await store.register(batch: [
             Registration(app: F.app, token: F.fcmToken(2), group: "news", at: F.at(6)),
             Registration(app: F.app, token: F.fcmToken(1), group: "news", at: F.at(7)),
@@ -45,9 +34,9 @@ enum PlatformChecks {
     }
 
     static func sameTextOnBothPlatformsIsTwoDevices(_ store: any PushStore) async throws {
-        try expectEqual(try await register(store, F.token(1), in: "a"), .created, "the APNs device")
-        try expectEqual(try await register(store, F.fcmTwin(1), in: "a"), .created, "its FCM twin is another device")
-        try expectEqual(try await register(store, F.fcmTwin(1), in: "b"), .joinedGroup, "the twin joins b")
+        try expectEqual(try await F.register(store, F.token(1), in: "a"), .created, "the APNs device")
+        try expectEqual(try await F.register(store, F.fcmTwin(1), in: "a"), .created, "its FCM twin is another device")
+        try expectEqual(try await F.register(store, F.fcmTwin(1), in: "b"), .joinedGroup, "the twin joins b")
         try expectEqual(try await store.device(app: F.app, token: F.token(1))?.groups, ["a"], "APNs groups")
         try expectEqual(try await store.device(app: F.app, token: F.fcmTwin(1))?.groups, ["a", "b"], "FCM groups")
         try expectEqual(
@@ -65,9 +54,9 @@ enum PlatformChecks {
     }
 
     static func invalidatingAnFCMDeviceSkipsItAndLeavesItsAPNsTwin(_ store: any PushStore) async throws {
-        _ = try await register(store, F.token(1), in: "g")
-        _ = try await register(store, F.fcmTwin(1), in: "g")
-        _ = try await register(store, F.fcmToken(2), in: "g")
+        _ = try await F.register(store, F.token(1), in: "g")
+        _ = try await F.register(store, F.fcmTwin(1), in: "g")
+        _ = try await F.register(store, F.fcmToken(2), in: "g")
         let unregistered = APNsReason(rawValue: "UNREGISTERED")
         try expectEqual(
             try await store.invalidate(
@@ -135,7 +124,7 @@ enum PlatformChecks {
     }
 
     static func fcmRetriesAndFailuresKeepThePlatform(_ store: any PushStore) async throws {
-        for number in 1...3 { _ = try await register(store, F.fcmToken(number), in: "g") }
+        for number in 1...3 { _ = try await F.register(store, F.fcmToken(number), in: "g") }
         _ = try await store.register(F.registration(4, "g"))
         let id = try await store.enqueue(F.request("r1", groups: ["g"])).id
         try await F.deliverAll(store, now: F.at(1)) { token in
@@ -161,14 +150,7 @@ enum PlatformChecks {
             [F.fcmToken(1), F.fcmToken(2), F.token(4)],
             "failures keep each device's platform"
         )
-        var paged = [DeviceToken]()
-        var after: DeviceToken? = nil
-        while true {
-            let page = try await store.failures(of: id, after: after, limit: 1)
-            guard let last = page.last else { break }
-            paged += page.map(\.token)
-            after = last.token
-        }
+        let paged = try await F.failuresPagedOneByOne(store, of: id)
         try expectEqual(paged, failures.map(\.token), "paging after an FCM token lists each failure once")
         let report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.state, .done, "state")
@@ -180,7 +162,7 @@ enum PlatformChecks {
     }
 
     static func fcmOverrideAndFCMTokensOfARequestReadBack(_ store: any PushStore) async throws {
-        _ = try await register(store, F.fcmToken(1), in: "a")
+        _ = try await F.register(store, F.fcmToken(1), in: "a")
         let override = try FCMOverride(
             jsonBytes: Array(#"{"android":{"priority":"high","ttl":"60s"},"data":{"k":"v"}}"#.utf8)
         )

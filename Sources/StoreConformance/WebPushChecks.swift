@@ -7,19 +7,8 @@ import PushgateCore
 enum WebPushChecks {
     typealias F = Fixture
 
-    private static func register(
-        _ store: any PushStore,
-        _ token: DeviceToken,
-        in group: String,
-        at seconds: Int = 0
-    )
-        async throws -> RegistrationResult
-    {
-        try await store.register(Registration(app: F.app, token: token, group: group, at: F.at(seconds)))
-    }
-
     static func subscriptionsRegisterAndReadBackAsWebPush(_ store: any PushStore) async throws {
-        try expectEqual(try await register(store, F.subscription(1), in: "news", at: 5), .created, "a subscription")
+        try expectEqual(try await F.register(store, F.subscription(1), in: "news", at: 5), .created, "a subscription")
         let results = try await store.register(batch: [
             Registration(app: F.app, token: F.subscription(2), group: "news", at: F.at(6)),
             Registration(app: F.app, token: F.subscription(1), group: "news", at: F.at(7)),
@@ -49,8 +38,8 @@ enum WebPushChecks {
     static func aNewSubscriptionOfTheSameEndpointReplacesTheDevicesKeys(_ store: any PushStore) async throws {
         let old = F.subscription(1, keys: 1)
         let renewed = F.subscription(1, keys: 2)
-        try expectEqual(try await register(store, old, in: "a", at: 1), .created, "the first subscription")
-        try expectEqual(try await register(store, renewed, in: "b", at: 2), .joinedGroup, "new keys: the same device")
+        try expectEqual(try await F.register(store, old, in: "a", at: 1), .created, "the first subscription")
+        try expectEqual(try await F.register(store, renewed, in: "b", at: 2), .joinedGroup, "new keys: the same device")
         let device = try unwrap(try await store.device(app: F.app, token: old), "looked up with the old keys")
         try expectEqual(device.token, renewed, "the device holds the new keys")
         try expectEqual(device.groups, ["a", "b"], "and keeps its groups")
@@ -80,9 +69,9 @@ enum WebPushChecks {
     static func aPrunedSubscriptionIsSkippedAndComesBackWhenTheBrowserSubscribesAgain(
         _ store: any PushStore
     ) async throws {
-        _ = try await register(store, F.subscription(1), in: "g")
-        _ = try await register(store, F.subscription(2), in: "g")
-        _ = try await register(store, F.token(3), in: "g")
+        _ = try await F.register(store, F.subscription(1), in: "g")
+        _ = try await F.register(store, F.subscription(2), in: "g")
+        _ = try await F.register(store, F.token(3), in: "g")
         _ = try await store.enqueue(F.request("r1", groups: ["g"], at: 1))
         let chunk = try unwrap(
             try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 10),
@@ -118,7 +107,7 @@ enum WebPushChecks {
             "fan-out skips the pruned subscription"
         )
         try expectEqual(
-            try await register(store, F.subscription(2, keys: 5), in: "g", at: 5),
+            try await F.register(store, F.subscription(2, keys: 5), in: "g", at: 5),
             .revalidated,
             "subscribing again (new keys) makes it valid"
         )
@@ -130,8 +119,8 @@ enum WebPushChecks {
     }
 
     static func subscriptionsAreUnassignedAndRemovedByTheirEndpoint(_ store: any PushStore) async throws {
-        _ = try await register(store, F.subscription(1), in: "a")
-        _ = try await register(store, F.subscription(1), in: "b")
+        _ = try await F.register(store, F.subscription(1), in: "a")
+        _ = try await F.register(store, F.subscription(1), in: "b")
         try expectEqual(try await store.unassign(app: F.app, token: F.endpointOnly(1), group: "a"), true, "unassign")
         try expectEqual(try await store.device(app: F.app, token: F.subscription(1))?.groups, ["b"], "left a")
         try expectEqual(
@@ -145,9 +134,9 @@ enum WebPushChecks {
     }
 
     static func webPushRetriesFailuresAndCountsKeepThePlatform(_ store: any PushStore) async throws {
-        for number in 1...3 { _ = try await register(store, F.subscription(number), in: "g") }
-        _ = try await register(store, F.fcmToken(4), in: "g")
-        _ = try await register(store, F.token(5), in: "g")
+        for number in 1...3 { _ = try await F.register(store, F.subscription(number), in: "g") }
+        _ = try await F.register(store, F.fcmToken(4), in: "g")
+        _ = try await F.register(store, F.token(5), in: "g")
         let id = try await store.enqueue(F.request("r1", groups: ["g"])).id
         try await F.deliverAll(store, now: F.at(1)) { token in
             switch token {
@@ -170,14 +159,7 @@ enum WebPushChecks {
             [F.subscription(1), F.subscription(2), F.fcmToken(4)],
             "failures keep each device's platform"
         )
-        var paged = [DeviceToken]()
-        var after: DeviceToken? = nil
-        while true {
-            let page = try await store.failures(of: id, after: after, limit: 1)
-            guard let last = page.last else { break }
-            paged += page.map(\.token)
-            after = last.token
-        }
+        let paged = try await F.failuresPagedOneByOne(store, of: id)
         try expectEqual(paged, failures.map(\.token), "paging after a subscription lists each failure once")
         let report = try unwrap(try await store.report(id), "report")
         try expectEqual(report.accepted, 2, "accepted: subscription 3 and the APNs device")
@@ -189,7 +171,7 @@ enum WebPushChecks {
     }
 
     static func theWebPushOverrideOfARequestReadsBack(_ store: any PushStore) async throws {
-        _ = try await register(store, F.subscription(1), in: "a")
+        _ = try await F.register(store, F.subscription(1), in: "a")
         let override = try WebPushOverride(jsonBytes: Array(#"{"aps":null,"title":"Goal!"}"#.utf8))
         let variants = [
             NotificationRequest(

@@ -40,90 +40,109 @@ extension GatewayCommand {
         try await APNsSimulator.withRunning(simulatorConfiguration) { running in
             try await FCMSimulator.withRunning(fcmConfiguration) { fcm in
                 try await WebPushSimulator.withRunning(webPushConfiguration) { webPush in
-                logger.info(
-                    "APNs, FCM and Web Push simulators running in-process",
-                    metadata: [
-                        "apns.simulator": "127.0.0.1:\(running.port)",
-                        "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
-                        "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
-                        "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
-                        "fcm.simulator": "\(fcm.host):\(fcm.port)",
-                        "fcm.simulator.control": "\(fcm.host):\(fcm.controlPort ?? 0)",
-                        "fcm.simulator.ca": "\(fcm.caCertificatePath)",
-                        "webpush.simulator": "\(webPush.origins.joined(separator: ","))",
-                        "webpush.simulator.control": "\(webPush.host):\(webPush.controlPort ?? 0)",
-                        "webpush.simulator.ca": "\(webPush.caCertificatePath)",
-                    ]
-                )
-                let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
-                let keyPath = directory.appendingPathComponent("simulator-auth-key-\(UUID().uuidString).p8").path
-                guard
-                    FileManager.default.createFile(
-                        atPath: keyPath,
-                        contents: Data(key.pemRepresentation.utf8),
-                        attributes: [.posixPermissions: 0o600]
+                    logger.info(
+                        "APNs, FCM and Web Push simulators running in-process",
+                        metadata: [
+                            "apns.simulator": "127.0.0.1:\(running.port)",
+                            "apns.simulator.ca": "\(running.caCertificatePath ?? "")",
+                            "apns.simulator.legacy": "127.0.0.1:\(running.legacyPort ?? 0)",
+                            "apns.simulator.feedback": "127.0.0.1:\(running.feedbackPort ?? 0)",
+                            "fcm.simulator": "\(fcm.host):\(fcm.port)",
+                            "fcm.simulator.control": "\(fcm.host):\(fcm.controlPort ?? 0)",
+                            "fcm.simulator.ca": "\(fcm.caCertificatePath)",
+                            "webpush.simulator": "\(webPush.origins.joined(separator: ","))",
+                            "webpush.simulator.control": "\(webPush.host):\(webPush.controlPort ?? 0)",
+                            "webpush.simulator.ca": "\(webPush.caCertificatePath)",
+                        ]
                     )
-                else { throw ConfigurationError("--simulator: cannot write its key to \(keyPath)") }
-                var written = [keyPath]
-                defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
-                var simulated = configuration
-                for index in simulated.apps.indices {
-                    let name = simulated.apps[index].name
-                    let topic = simulated.apps[index].topic ?? "com.example.pushgate"
-                    simulated.apps[index].topic = topic
-                    simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
-                    simulated.apps[index].caFile = running.caCertificatePath
-                    if simulated.apps[index].transport == .legacy {
-                        let issued = try authority.issueClientCertificate(topic: topic)
-                        let stem = "simulator-client-\(index)-\(UUID().uuidString)"
-                        let certificatePath = directory.appendingPathComponent("\(stem).pem").path
-                        let privateKeyPath = directory.appendingPathComponent("\(stem).key").path
-                        try issued.write(certificateTo: certificatePath, privateKeyTo: privateKeyPath)
-                        written += [certificatePath, privateKeyPath]
-                        simulated.apps[index].authentication = .certificate(file: certificatePath, key: privateKeyPath)
-                        simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
-                        simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
-                    } else {
-                        simulated.apps[index].authentication = .token(
-                            keyFile: keyPath,
-                            keyID: "SIMULATOR1",
-                            teamID: "SIMTEAM001"
+                    let directory = URL(fileURLWithPath: running.caCertificatePath!).deletingLastPathComponent()
+                    let keyPath = directory.appendingPathComponent("simulator-auth-key-\(UUID().uuidString).p8").path
+                    try writeKey(key.pemRepresentation, to: keyPath)
+                    var written = [keyPath]
+                    defer { for path in written { try? FileManager.default.removeItem(atPath: path) } }
+                    var simulated = configuration
+                    for index in simulated.apps.indices {
+                        let name = simulated.apps[index].name
+                        let topic = simulated.apps[index].topic ?? "com.example.pushgate"
+                        simulated.apps[index].topic = topic
+                        simulated.apps[index].apnsHost = "127.0.0.1:\(running.port)"
+                        simulated.apps[index].caFile = running.caCertificatePath
+                        if simulated.apps[index].transport == .legacy {
+                            let issued = try authority.issueClientCertificate(topic: topic)
+                            let stem = "simulator-client-\(index)-\(UUID().uuidString)"
+                            let certificatePath = directory.appendingPathComponent("\(stem).pem").path
+                            let privateKeyPath = directory.appendingPathComponent("\(stem).key").path
+                            try issued.write(certificateTo: certificatePath, privateKeyTo: privateKeyPath)
+                            written += [certificatePath, privateKeyPath]
+                            simulated.apps[index].authentication = .certificate(
+                                file: certificatePath,
+                                key: privateKeyPath
+                            )
+                            simulated.apps[index].legacy.host = "127.0.0.1:\(running.legacyPort!)"
+                            simulated.apps[index].legacy.feedbackHost = "127.0.0.1:\(running.feedbackPort!)"
+                        } else {
+                            simulated.apps[index].authentication = .token(
+                                keyFile: keyPath,
+                                keyID: "SIMULATOR1",
+                                teamID: "SIMTEAM001"
+                            )
+                            simulated.apps[index].legacy = .init()
+                        }
+                        let account = try fcm.makeServiceAccount(projectID: "pushgate-simulated-\(name)")
+                        let accountPath = directory.appendingPathComponent("simulator-fcm-\(UUID().uuidString).json")
+                            .path
+                        try account.write(to: accountPath)
+                        written.append(accountPath)
+                        var route = GatewayConfiguration.App.FCM(serviceAccountFile: accountPath)
+                        route.host = "\(fcm.host):\(fcm.port)"
+                        route.caFile = fcm.caCertificatePath
+                        route.maximumConnections =
+                            simulated.apps[index].fcm?.maximumConnections ?? route.maximumConnections
+                        route.maximumStreams = simulated.apps[index].fcm?.maximumStreams
+                        simulated.apps[index].fcm = route
+                        let vapidPath = directory.appendingPathComponent("simulator-vapid-\(UUID().uuidString).pem")
+                            .path
+                        try writeKey(P256.Signing.PrivateKey().pemRepresentation, to: vapidPath)
+                        written.append(vapidPath)
+                        simulated.apps[index].webPush = simulatedWebPushRoute(
+                            keeping: simulated.apps[index].webPush,
+                            vapidKeyFile: vapidPath,
+                            simulator: webPush
                         )
-                        simulated.apps[index].legacy = .init()
                     }
-                    let account = try fcm.makeServiceAccount(projectID: "pushgate-simulated-\(name)")
-                    let accountPath = directory.appendingPathComponent("simulator-fcm-\(UUID().uuidString).json").path
-                    try account.write(to: accountPath)
-                    written.append(accountPath)
-                    var route = GatewayConfiguration.App.FCM(serviceAccountFile: accountPath)
-                    route.host = "\(fcm.host):\(fcm.port)"
-                    route.caFile = fcm.caCertificatePath
-                    route.maximumConnections = simulated.apps[index].fcm?.maximumConnections ?? route.maximumConnections
-                    route.maximumStreams = simulated.apps[index].fcm?.maximumStreams
-                    simulated.apps[index].fcm = route
-                    let vapidPath = directory.appendingPathComponent("simulator-vapid-\(UUID().uuidString).pem").path
-                    guard
-                        FileManager.default.createFile(
-                            atPath: vapidPath,
-                            contents: Data(P256.Signing.PrivateKey().pemRepresentation.utf8),
-                            attributes: [.posixPermissions: 0o600]
-                        )
-                    else { throw ConfigurationError("--simulator: cannot write a VAPID key to \(vapidPath)") }
-                    written.append(vapidPath)
-                    var webPushRoute = GatewayConfiguration.App.WebPush(
-                        vapidKeyFile: vapidPath,
-                        subject: "mailto:simulator@pushgate.invalid"
-                    )
-                    webPushRoute.caFile = webPush.caCertificatePath
-                    if let configured = simulated.apps[index].webPush {
-                        webPushRoute.maximumConnectionsPerOrigin = configured.maximumConnectionsPerOrigin
-                        webPushRoute.maximumConnections = configured.maximumConnections
-                    }
-                    simulated.apps[index].webPush = webPushRoute
-                }
-                try await body(simulated)
+                    try await body(simulated)
                 }
             }
         }
+    }
+
+    /// A throwaway private key, readable by its owner only.
+    private static func writeKey(_ pem: String, to path: String) throws {
+        guard
+            FileManager.default.createFile(
+                atPath: path,
+                contents: Data(pem.utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        else { throw ConfigurationError("--simulator: cannot write a throwaway key to \(path)") }
+    }
+
+    /// An app's Web Push route to the simulator: its throwaway VAPID key and the simulator's CA, keeping the
+    /// app's own pool caps.
+    private static func simulatedWebPushRoute(
+        keeping configured: GatewayConfiguration.App.WebPush?,
+        vapidKeyFile: String,
+        simulator: RunningWebPushSimulator
+    ) -> GatewayConfiguration.App.WebPush {
+        var route = GatewayConfiguration.App.WebPush(
+            vapidKeyFile: vapidKeyFile,
+            subject: "mailto:simulator@pushgate.invalid"
+        )
+        route.caFile = simulator.caCertificatePath
+        if let configured {
+            route.maximumConnectionsPerOrigin = configured.maximumConnectionsPerOrigin
+            route.maximumConnections = configured.maximumConnections
+        }
+        return route
     }
 }

@@ -16,20 +16,6 @@ struct FullDiskIntakeTests {
         func submit(_ request: NotificationRequest) async throws -> EnqueueResult { try await store.enqueue(request) }
     }
 
-    /// Warning lines, counted.
-    struct WarningCounter: LogHandler {
-        let lines: Box
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .info
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            if event.level >= .warning { lines.count.add(1, ordering: .relaxed) }
-        }
-    }
-
     static func token(_ index: Int) -> String { String(format: "%064x", 0x0d15_0000 + index) }
 
     @Test(
@@ -41,7 +27,7 @@ struct FullDiskIntakeTests {
         let first = try DeviceToken(hex: Self.token(0))
         _ = try await sqlite.register(Registration(app: "default", token: first, group: "g", at: Date()))
         let store = FaultInjectingStore(base: sqlite)
-        let warnings = Box()
+        let warnings = CapturedWarnings()
         var configuration = UDPIngress.Configuration(host: "127.0.0.1", registrationPort: 0, notificationPort: 0)
         configuration.storeRetryBackoff = Backoff(base: .milliseconds(5), cap: .milliseconds(50))
         let ingress = UDPIngress(
@@ -50,7 +36,7 @@ struct FullDiskIntakeTests {
             intake: StoreIntake(store: store),
             // The ingress's clock stands still: every failure falls in the same second of its storm limiter.
             clock: ManualWallClock(Date(timeIntervalSince1970: 1_800_000_000)),
-            logger: Logger(label: "pushgate.udp") { _ in WarningCounter(lines: warnings) }
+            logger: warnings.logger("pushgate.udp")
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await ingress.run() }
@@ -66,7 +52,7 @@ struct FullDiskIntakeTests {
             // The store is out: nothing is refused; they wait for room.
             #expect(ingress.statistics.registration.rejectedTotal == 0)
             // One line per second and kind: the batch failure and the outage.
-            #expect(warnings.count.load(ordering: .relaxed) <= 3, "\(waiting) waiting registrations")
+            #expect(warnings.lines.count <= 3, "\(waiting) waiting registrations")
 
             let before = store.intakeFailures
             try UDPSender(port: bound.notificationPort).send(#"{"groups": ["g"], "payload": {"aps": {}}}"#)
@@ -85,7 +71,4 @@ struct FullDiskIntakeTests {
         }
     }
 
-    final class Box: Sendable {
-        let count = Atomic<Int>(0)
-    }
 }

@@ -70,7 +70,9 @@ struct WebPushGatewayTests {
                     fcm.caFile = fcmSimulator.caCertificatePath
                     configuration.apps[0].fcm = fcm
                     let vapidFile = directory.path("vapid.pem")
-                    try Data(P256.Signing.PrivateKey().pemRepresentation.utf8).write(to: URL(fileURLWithPath: vapidFile))
+                    try Data(P256.Signing.PrivateKey().pemRepresentation.utf8).write(
+                        to: URL(fileURLWithPath: vapidFile)
+                    )
                     var webPush = GatewayConfiguration.App.WebPush(
                         vapidKeyFile: vapidFile,
                         subject: "mailto:e2e@pushgate.invalid"

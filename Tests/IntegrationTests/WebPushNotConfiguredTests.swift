@@ -6,7 +6,6 @@ import PushTransport
 import PushgateCore
 import PushgateDispatch
 import PushgateSQLite
-import Synchronization
 import Testing
 
 /// An app without `app.NAME.webpush.*` has no Web Push service: its browsers fail for good with a bounded
@@ -14,26 +13,6 @@ import Testing
 /// WEBPUSH, at most once a minute.
 @Suite("Dispatcher: browsers of an app without Web Push", .timeLimit(.minutes(5)))
 struct WebPushNotConfiguredTests {
-    /// Warning lines, kept.
-    final class Warnings: Sendable {
-        let lines = Mutex<[String]>([])
-    }
-
-    struct WarningSink: LogHandler {
-        let warnings: Warnings
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .info
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            guard event.level >= .warning else { return }
-            let reason = event.metadata?["push.reason"].map { "\($0)" } ?? ""
-            warnings.lines.withLock { $0.append("\(event.message) reason=\(reason)") }
-        }
-    }
-
     static func apnsToken(_ number: Int) -> DeviceToken {
         try! DeviceToken(hex: String(format: "%064x", 0xbe_0000 + number))
     }
@@ -49,7 +28,9 @@ struct WebPushNotConfiguredTests {
         )
     }
 
-    @Test("browsers fail with webpush_not_configured (not pruned, alarm counted, one warning naming WEBPUSH); phones are delivered")
+    @Test(
+        "browsers fail with webpush_not_configured (not pruned, alarm counted, one warning naming WEBPUSH); phones are delivered"
+    )
     func browsersFailAndPhonesAreDelivered() async throws {
         let directory = try TemporaryDirectory()
         let store = try SQLiteStore(path: directory.path("webpush-not-configured.db"))
@@ -64,12 +45,12 @@ struct WebPushNotConfiguredTests {
         configuration.shutdownGracePeriod = .milliseconds(100)
         let apns = RecordingAPNsTransport()
         let registry = PrometheusCollectorRegistry()
-        let warnings = Warnings()
+        let warnings = CapturedWarnings()
         let dispatcher = Dispatcher(
             store: store,
             routes: [Registration.defaultApp: DeliveryRoute(transport: apns, topic: try Topic("com.example.mixed"))],
             configuration: configuration,
-            logger: Logger(label: "pushgate.dispatch") { _ in WarningSink(warnings: warnings) },
+            logger: warnings.logger("pushgate.dispatch"),
             metrics: DispatchMetrics(factory: PrometheusMetricsFactory(registry: registry), latencySampleInterval: 1)
         )
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -93,11 +74,12 @@ struct WebPushNotConfiguredTests {
             #expect(Set(failures.map(\.token)) == Set(browsers))
             #expect(try await store.device(app: "default", token: browsers[3])?.state == .valid, "not pruned")
             #expect(apns.sent.count == 20 && apns.sent.allSatisfy { $0.platform == .apns })
-            let series = #"pushgate_configuration_alarms_total{app="default",reason="webpush_not_configured",service="webpush"}"#
+            let series =
+                #"pushgate_configuration_alarms_total{app="default",reason="webpush_not_configured",service="webpush"}"#
             try await eventually("alarms counted") {
                 try PrometheusText(parsing: registry.emitToString()).value(series) == 24
             }
-            let lines = warnings.lines.withLock { $0 }.filter { $0.contains("webpush_not_configured") }
+            let lines = warnings.lines.filter { $0.contains("webpush_not_configured") }
             #expect(lines.count == 1, "one warning a minute, not one per request: \(lines)")
             #expect(lines.first?.contains("WEBPUSH devices of an app without WEBPUSH credentials fail") == true)
             group.cancelAll()

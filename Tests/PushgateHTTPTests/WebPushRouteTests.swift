@@ -16,7 +16,9 @@ private let segment = endpoint.replacingOccurrences(of: "/", with: "%2F")
 
 @Suite("HTTP API: browsers (?platform=webpush), named by their endpoint, registered with their subscription")
 struct WebPushRouteTests {
-    @Test("PUT with the subscription registers the browser; GET, DELETE of the membership and of the device reach it by endpoint")
+    @Test(
+        "PUT with the subscription registers the browser; GET, DELETE of the membership and of the device reach it by endpoint"
+    )
     func webPushDeviceRoutes() async throws {
         try await withRouterClient { client, fixture in
             let put = try await client.send(

@@ -33,7 +33,9 @@ struct WebPushDatagramTests {
         let command = try register(
             #"{"platform": "webpush", "subscription": \#(webPushSubscriptionJSON), "group": "news"}"#
         )
-        #expect(command == .register(Registration(app: "default", token: Self.subscription, group: "news", at: Self.now)))
+        #expect(
+            command == .register(Registration(app: "default", token: Self.subscription, group: "news", at: Self.now))
+        )
         #expect(command.token.platform == .webpush)
         #expect(command.token.webPushEndpoint == webPushEndpoint[...])
         #expect(!command.token.shortened.contains("cXq9Wbf3"), "logs show the endpoint's end only")
@@ -92,7 +94,10 @@ struct WebPushDatagramTests {
         )
         let override = try #require(request.webPush)
         #expect(override.bytes == Array(#"{"aps": null, "title": "Goal!"}"#.utf8))
-        #expect(try WebPushMessage(request: request, override: request.webPush).plaintext == Array(#"{"match":7,"title":"Goal!"}"#.utf8))
+        #expect(
+            try WebPushMessage(request: request, override: request.webPush).plaintext
+                == Array(#"{"match":7,"title":"Goal!"}"#.utf8)
+        )
         #expect(try notify(#"{"groups": ["g"], "payload": {}}"#).webPush == nil)
     }
 
