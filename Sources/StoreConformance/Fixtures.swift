@@ -70,6 +70,37 @@ enum Fixture {
         return paged
     }
 
+    /// Claims the next chunk and completes it in one page: `accepted` accepted, and `dead` failed for good
+    /// with `reason` and `status` and invalidated, as the dispatcher records a service's "gone" answer.
+    static func completeNextChunk(
+        _ store: any PushStore,
+        accepted: Int,
+        dead: DeviceToken,
+        reason: String,
+        status: Int,
+        at seconds: Int
+    ) async throws {
+        let chunk = try unwrap(
+            try await store.claimChunk(owner: instanceA, now: at(seconds), leaseDuration: lease, chunkSize: 10),
+            "claim a chunk"
+        )
+        _ = try await store.recordProgress(
+            ChunkProgress(
+                chunk: chunk,
+                through: chunk.through,
+                accepted: accepted,
+                failures: [FailureEntry(token: dead, reason: reason, status: status, at: at(seconds))],
+                invalidations: [
+                    DeviceInvalidation(token: dead, reason: APNsReason(rawValue: reason), appleTimestamp: nil)
+                ],
+                completesChunk: true
+            ),
+            owner: instanceA,
+            now: at(seconds),
+            leaseDuration: lease
+        )
+    }
+
     static func requestID(_ name: String) -> RequestID { try! RequestID(name) }
 
     static func request(

@@ -80,22 +80,13 @@ enum PlatformChecks {
 
         // Invalidated with a batch of outcomes, as the dispatcher does for UNREGISTERED.
         _ = try await store.enqueue(F.request("r2", groups: ["g"], at: 6))
-        let chunk = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(7), leaseDuration: F.lease, chunkSize: 10),
-            "claim r2"
-        )
-        _ = try await store.recordProgress(
-            ChunkProgress(
-                chunk: chunk,
-                through: chunk.through,
-                accepted: 1,
-                failures: [FailureEntry(token: F.fcmToken(2), reason: "UNREGISTERED", status: 404, at: F.at(7))],
-                invalidations: [DeviceInvalidation(token: F.fcmToken(2), reason: unregistered, appleTimestamp: nil)],
-                completesChunk: true
-            ),
-            owner: F.instanceA,
-            now: F.at(7),
-            leaseDuration: F.lease
+        try await F.completeNextChunk(
+            store,
+            accepted: 1,
+            dead: F.fcmToken(2),
+            reason: "UNREGISTERED",
+            status: 404,
+            at: 7
         )
         try expectEqual(try await store.device(app: F.app, token: F.fcmToken(2))?.state, .invalid, "FCM 2 invalid")
         try expectEqual(

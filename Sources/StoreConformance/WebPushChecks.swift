@@ -73,25 +73,16 @@ enum WebPushChecks {
         _ = try await F.register(store, F.subscription(2), in: "g")
         _ = try await F.register(store, F.token(3), in: "g")
         _ = try await store.enqueue(F.request("r1", groups: ["g"], at: 1))
-        let chunk = try unwrap(
-            try await store.claimChunk(owner: F.instanceA, now: F.at(2), leaseDuration: F.lease, chunkSize: 10),
-            "claim r1"
+        // A 410 from the push service: the dispatcher fails the message and invalidates the subscription.
+        try await F.completeNextChunk(
+            store,
+            accepted: 2,
+            dead: F.subscription(2),
+            reason: "webpush_gone",
+            status: 410,
+            at: 2
         )
         let gone = APNsReason(rawValue: "webpush_gone")
-        // A 410 from the push service: the dispatcher fails the message and invalidates the subscription.
-        _ = try await store.recordProgress(
-            ChunkProgress(
-                chunk: chunk,
-                through: chunk.through,
-                accepted: 2,
-                failures: [FailureEntry(token: F.subscription(2), reason: "webpush_gone", status: 410, at: F.at(2))],
-                invalidations: [DeviceInvalidation(token: F.subscription(2), reason: gone, appleTimestamp: nil)],
-                completesChunk: true
-            ),
-            owner: F.instanceA,
-            now: F.at(2),
-            leaseDuration: F.lease
-        )
         let pruned = try unwrap(try await store.device(app: F.app, token: F.endpointOnly(2)), "the pruned browser")
         try expectEqual(pruned.state, .invalid, "invalid")
         try expectEqual(pruned.invalidReason, gone, "its reason")
