@@ -123,17 +123,26 @@ public enum PreviousRelease {
         try expectEqual(report.failedByReason, ["Unregistered": 1], "failed")
         try expectEqual(report.skipped, 0, "nothing skipped: old chunks count none")
 
-        // New work on the old registry: an FCM device joins the old group; a request reaches both platforms.
+        // New work on the old registry: an FCM device and a browser join the old group; a request reaches
+        // the three platforms.
         let joined = try await store.register(
             Registration(app: app, token: F.fcmToken(1), group: group, at: date(retryDueMillis))
         )
         try expectEqual(joined, .created, "an FCM device joins the old group")
+        let browser = try await store.register(
+            Registration(app: app, token: F.subscription(1), group: group, at: date(retryDueMillis))
+        )
+        try expectEqual(browser, .created, "a browser joins the old group")
         let override = try FCMOverride(jsonBytes: Array(#"{"android":{"priority":"high"}}"#.utf8))
+        let webPush = try WebPushOverride(jsonBytes: Array(#"{"aps":null,"title":"t"}"#.utf8))
         var request = F.request("new-request", groups: [group], at: 10)
         request.fcm = override
-        try expectEqual(try await store.enqueue(request).targetCount, 2, "the valid APNs and the FCM device")
+        request.webPush = webPush
+        try expectEqual(try await store.enqueue(request).targetCount, 3, "the valid APNs, the FCM and the browser")
         let sent = try await F.deliverAll(store, now: F.at(11))
-        try expectEqual(Set(sent), [F.token(1), F.fcmToken(1)], "fan-out reaches both platforms")
-        try expectEqual(try await store.request(request.id)?.fcm, override, "the new request keeps its override")
+        try expectEqual(Set(sent), [F.token(1), F.fcmToken(1), F.subscription(1)], "fan-out reaches every platform")
+        let stored = try await store.request(request.id)
+        try expectEqual(stored?.fcm, override, "the new request keeps its fcm override")
+        try expectEqual(stored?.webPush, webPush, "and its webpush override")
     }
 }

@@ -40,7 +40,7 @@ struct PostgresStoreTests {
             }
             #expect(ready == 4)
             let migrations = try await TestDatabase.migrationVersions(schema: schema)
-            #expect(migrations == [1, 2, 3, 4, 5, 6], "each migration recorded once")
+            #expect(migrations == [1, 2, 3, 4, 5, 6, 7], "each migration recorded once")
         }
     }
 

@@ -33,11 +33,12 @@ struct SQLiteMigrationTests {
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
         #expect(
-            applied.suffix(4) == [
+            applied.suffix(5) == [
                 "v5: FCM, the request's fcm override",
                 SQLiteTokenKeyTests.v6,
                 SQLiteTokenKeyTests.v7,
                 "v8: idempotency keys of requests",
+                "v9: Web Push, the request's webpush override",
             ],
             "the new migrations ran on open"
         )
