@@ -495,6 +495,7 @@ let package = Package(
             dependencies: [
                 "PushgatePostgres", "StoreConformance", "PushgateCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
