@@ -56,6 +56,12 @@ public final class RunningWebPushSimulator: Sendable {
     /// Holds every later push answer this long.
     public func setLatency(milliseconds: Int) { core.setLatency(milliseconds: milliseconds) }
     public func stats() -> WebPushSimulatorStats { core.state.withLock { $0.stats } }
+    /// The connections origin `originIndex` accepted (nil: every origin together): opened, open now, the
+    /// most at once.
+    public func connections(originIndex: Int?) -> WebPushSimulatorConnections {
+        let key = originIndex ?? WebPushSimulatorConnectionCounter.allOrigins
+        return core.state.withLock { $0.connections[key] ?? WebPushSimulatorConnections() }
+    }
     /// Forgets messages, scripted answers, expiries and counters (not subscriptions).
     public func reset() { core.reset() }
 }

@@ -129,6 +129,9 @@ public struct WebPushSimulator: LoopbackSimulator {
             .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        WebPushSimulatorConnectionCounter(originIndex: index, core: core)
+                    )
                     try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                 }.flatMap {
                     channel.configureHTTP2SecureUpgrade(

@@ -22,6 +22,8 @@ final class WebPushSimulatorCore: Sendable {
         var received: Deque<WebPushReceivedMessage> = []
         var droppedRecords = 0
         var stats = WebPushSimulatorStats()
+        /// Each origin's connections, by origin index (not forgotten by `reset`).
+        var connections: [Int: WebPushSimulatorConnections] = [:]
         var latencyMilliseconds = 0
         var nextSubscription = 1
         var nextMessage = 1

@@ -75,8 +75,9 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
         context: ChannelHandlerContext
     ) {
         if response.dropsConnection {
-            // The whole connection, not only an HTTP/2 stream: as a load balancer dropping it would.
-            (context.channel.parent ?? context.channel).close(promise: nil)
+            // The whole connection, not only an HTTP/2 stream: as a load balancer dropping it would. (An
+            // HTTP/1.1 channel's parent is the listener: closing it would stop the origin.)
+            (isHTTP2 ? context.channel.parent ?? context.channel : context.channel).close(promise: nil)
             return
         }
         var headers = HTTPHeaders()
