@@ -53,7 +53,12 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger? = nil
     ) throws {
-        try self.init(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger, clock: SystemWallClock())
+        try self.init(
+            configuration: configuration,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger,
+            clock: SystemWallClock()
+        )
     }
 
     /// - Parameter clock: the wall clock of VAPID tokens' `exp` and `Retry-After` dates.

@@ -140,7 +140,9 @@ struct WebPushClientTests {
         }
     }
 
-    @Test("a connection dropped mid-flight: its unanswered message is resent on a fresh connection, answered ones are not")
+    @Test(
+        "a connection dropped mid-flight: its unanswered message is resent on a fresh connection, answered ones are not"
+    )
     func droppedConnection() async throws {
         try await withWebPush { fixture in
             for origin in [0, 1] {
@@ -218,6 +220,20 @@ struct WebPushClientTests {
         }
     }
 
+    @Test("a push service whose certificate the trust roots do not vouch for is never sent to")
+    func unverifiedServer() async throws {
+        try await withWebPush(client: {
+            $0.trustRoots = .certificates([])
+            $0.requestTimeout = .milliseconds(500)
+        }) { fixture in
+            let outcomes = try await fixture.send(to: [fixture.subscribe(origin: 0), fixture.subscribe(origin: 1)])
+            for outcome in outcomes {
+                #expect(outcome.verdict == .retry && outcome.failure?.label == "connect_failed", "\(outcome)")
+            }
+            #expect(fixture.simulator.stats().requests == 0)
+        }
+    }
+
     @Test("a request's message that cannot be built fails its browser devices, unsent")
     func invalidMessage() async throws {
         try await withWebPush { fixture in
@@ -231,8 +247,10 @@ struct WebPushClientTests {
 
     @Test("withdraw takes back what is still queued; shutdown fails later messages")
     func withdrawAndShutdown() async throws {
-        try await withWebPush(simulator: { $0.latencyMilliseconds = 300 }, client: { $0.maximumConnectionsPerOrigin = 1 })
-        { fixture in
+        try await withWebPush(
+            simulator: { $0.latencyMilliseconds = 300 },
+            client: { $0.maximumConnectionsPerOrigin = 1 }
+        ) { fixture in
             let subscriptions = try (0..<5).map { _ in try fixture.subscribe(origin: 1) }
             let collector = OutcomeCollector(expecting: 5)
             let request = NotificationRequest(
@@ -242,7 +260,10 @@ struct WebPushClientTests {
             )
             let prepared = try fixture.service.prepare(request, logger: .init(label: "test"))
             let sends = try subscriptions.enumerated().map {
-                PushSend(token: try WebPushSubscription(jsonBytes: Array($0.element.json.utf8)).deviceToken, tag: UInt64($0.offset))
+                PushSend(
+                    token: try WebPushSubscription(jsonBytes: Array($0.element.json.utf8)).deviceToken,
+                    tag: UInt64($0.offset)
+                )
             }
             let submission = prepared.submit(sends, sentAt: Date(), to: collector)
             // One HTTP/1.1 connection carries one message at a time: at least four are still queued

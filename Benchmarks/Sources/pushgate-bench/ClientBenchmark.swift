@@ -30,7 +30,10 @@ final class BenchReceiver: APNsOutcomeReceiver {
     var failuresByLabel: [String: Int] { failures.withLock { $0 } }
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
-        record(accepted: outcome.isAccepted, label: outcome.transportFailure.map { "\($0.label)" } ?? outcome.reasonLabel)
+        record(
+            accepted: outcome.isAccepted,
+            label: outcome.transportFailure.map { "\($0.label)" } ?? outcome.reasonLabel
+        )
     }
 
     /// One outcome, from any service's receiver conformance (`label` is read only for a failure).

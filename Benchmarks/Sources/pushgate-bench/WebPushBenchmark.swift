@@ -15,7 +15,8 @@ import WebPushTransport
 struct WebPushBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webpush",
-        abstract: "Web Push: N subscriptions on one origin through WebPushPushService and WebPushClient to the simulator.",
+        abstract:
+            "Web Push: N subscriptions on one origin through WebPushPushService and WebPushClient to the simulator.",
         discussion: """
             Build in release first (swift build -c release --product pushgate-bench). The simulator decrypts \
             every message and verifies its VAPID token unless --no-decrypt; its threads' CPU is reported \
@@ -41,7 +42,10 @@ struct WebPushBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("simulator-threads"), help: "The simulator's event-loop threads.")
     var simulatorThreads: Int = 1
 
-    @Flag(name: .customLong("http1"), help: "The origin offers HTTP/1.1 only (keep-alive, one message per connection at a time).")
+    @Flag(
+        name: .customLong("http1"),
+        help: "The origin offers HTTP/1.1 only (keep-alive, one message per connection at a time)."
+    )
     var http1 = false
 
     @Flag(
@@ -75,7 +79,10 @@ struct WebPushBenchCommand: AsyncParsableCommand {
             let key = VAPIDKey.generate()
             print("making \(count) subscriptions…")
             let tokens = try (0..<count).map { _ in
-                let made = try simulator.createSubscription(originIndex: 0, applicationServerKey: key.publicKeyBase64URL)
+                let made = try simulator.createSubscription(
+                    originIndex: 0,
+                    applicationServerKey: key.publicKeyBase64URL
+                )
                 return try WebPushSubscription(jsonBytes: Array(made.json.utf8)).deviceToken
             }
             var client = WebPushClient.Configuration(
@@ -163,7 +170,11 @@ struct WebPushBenchCommand: AsyncParsableCommand {
                     let sends = (submitted..<submitted + size).map { PushSend(token: tokens[$0], tag: UInt64($0)) }
                     let submission = prepared.submit(sends, sentAt: Date(), to: receiver)
                     for unsendable in submission.unsendable {
-                        receiver.receive(.init(webPushUnsendable: unsendable.reason), token: unsendable.send.token, tag: 0)
+                        receiver.receive(
+                            .init(webPushUnsendable: unsendable.reason),
+                            token: unsendable.send.token,
+                            tag: 0
+                        )
                     }
                     submitted += size
                 }
