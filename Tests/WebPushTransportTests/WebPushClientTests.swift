@@ -224,12 +224,17 @@ struct WebPushClientTests {
     func unverifiedServer() async throws {
         try await withWebPush(client: {
             $0.trustRoots = .certificates([])
-            $0.requestTimeout = .milliseconds(500)
+            $0.requestTimeout = .seconds(2)
         }) { fixture in
             let outcomes = try await fixture.send(to: [fixture.subscribe(origin: 0), fixture.subscribe(origin: 1)])
             for outcome in outcomes {
-                #expect(outcome.verdict == .retry && outcome.failure?.label == "connect_failed", "\(outcome)")
+                // Never sent (connect_failed once an attempt has failed, deadline_exceeded on a machine too
+                // busy to finish the first handshake in time): the dispatcher sends it again later.
+                #expect(outcome.verdict == .retry, "\(outcome)")
+                #expect(["connect_failed", "deadline_exceeded"].contains(outcome.failure?.label), "\(outcome)")
             }
+            // The simulator was reached, and refused by the client's verification: no request came.
+            #expect(fixture.simulator.connections(originIndex: nil).opened >= 1)
             #expect(fixture.simulator.stats().requests == 0)
         }
     }
