@@ -455,12 +455,13 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // The WebPush module against the simulator over loopback, and both against Python's http_ece,
-        // py_vapid and pywebpush (installed by .ci/run).
+        // The WebPush module against the simulator over loopback, and both (and a whole message as
+        // WebPushPushService builds it) against Python's http_ece, py_vapid and pywebpush (installed by .ci/run).
         .testTarget(
             name: "WebPushSimulatorTests",
             dependencies: [
-                "WebPushSimulator", "WebPush", "PushgateCore",
+                "WebPushSimulator", "WebPush", "PushgateCore", "WebPushTransport", "PushTransport",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

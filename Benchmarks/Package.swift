@@ -67,6 +67,9 @@ let package = Package(
                 .product(name: "NIOHPACK", package: "swift-nio-http2"),
                 // `micro`: Web Push's per-message encryption and VAPID signing.
                 .product(name: "WebPush", package: pushgateFolder),
+                // `webpush`: the Web Push client and service against the Web Push simulator, in process.
+                .product(name: "WebPushTransport", package: pushgateFolder),
+                .product(name: "WebPushSimulator", package: pushgateFolder),
             ],
             packageAccess: false,
             swiftSettings: swiftSettings

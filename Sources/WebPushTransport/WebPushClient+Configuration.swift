@@ -58,7 +58,8 @@ extension WebPushClient {
         /// Refuses caps below 1 and a VAPID token lifetime over 24 h, naming the setting.
         func validated() throws -> Self {
             for (key, value) in [
-                ("maximumConnectionsPerOrigin", maximumConnectionsPerOrigin), ("maximumConnections", maximumConnections),
+                ("maximumConnectionsPerOrigin", maximumConnectionsPerOrigin),
+                ("maximumConnections", maximumConnections),
                 ("maximumQueuedRequestsPerOrigin", maximumQueuedRequestsPerOrigin),
                 ("maximumStreamsPerConnection", maximumStreamsPerConnection ?? 1),
             ] where value < 1 {

@@ -32,16 +32,10 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
 
     public let configuration: Configuration
 
-    private struct Pools {
-        var byOrigin: [WebPushOrigin: (index: UInt64, pool: Pool)] = [:]
-        var byIndex: [Pool] = []
-        var isShutDown = false
-    }
-
     /// A pool's request ids are its own: the client's id puts the pool's index in the top bits.
     private static let poolIndexShift: UInt64 = 40
 
-    private let pools = Mutex(Pools())
+    private let pools: WebPushOriginPools
     private let credentials: WebPushVAPIDCredentials
     private let budget: WebPushConnectionBudget
     private let tlsContext: NIOSSLContext
@@ -53,7 +47,12 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger? = nil
     ) throws {
-        try self.init(configuration: configuration, eventLoopGroup: eventLoopGroup, logger: logger, clock: SystemWallClock())
+        try self.init(
+            configuration: configuration,
+            eventLoopGroup: eventLoopGroup,
+            logger: logger,
+            clock: SystemWallClock()
+        )
     }
 
     /// - Parameter clock: the wall clock of VAPID tokens' `exp` and `Retry-After` dates.
@@ -71,7 +70,11 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
             cache: configuration.vapidTokens,
             clock: clock
         )
-        budget = WebPushConnectionBudget(maximumConnections: configuration.maximumConnections)
+        let pools = WebPushOriginPools()
+        self.pools = pools
+        budget = WebPushConnectionBudget(maximumConnections: configuration.maximumConnections) { [weak pools] origin in
+            pools?.retireIdleConnection(except: origin)
+        }
         tlsContext = try TransportTLS.makeContext(
             trustRoots: configuration.trustRoots,
             certificate: nil,
@@ -116,7 +119,7 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         for id in ids {
             byPool[Int(id >> Self.poolIndexShift), default: []].insert(id & ((1 << Self.poolIndexShift) - 1))
         }
-        let pools = self.pools.withLock { $0.byIndex }
+        let pools = self.pools.state.withLock { $0.byIndex }
         return byPool.reduce(0) { count, entry in
             guard entry.key < pools.count else { return count }
             return count + pools[entry.key].withdraw(poolRequestIDs: entry.value)
@@ -126,7 +129,7 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
     /// Messages worth having unanswered at once: what the open origins' pools can carry, and at least
     /// one origin's worth before the first message (HTTP/2 streams assumed until a server says).
     public var inFlightCapacity: Int {
-        let open = pools.withLock { $0.byIndex }.reduce(0) { $0 + $1.inFlightCapacity }
+        let open = pools.state.withLock { $0.byIndex }.reduce(0) { $0 + $1.inFlightCapacity }
         let assumed = configuration.assumedStreamsPerConnection
         return min(
             max(open, configuration.maximumConnectionsPerOrigin * assumed),
@@ -136,7 +139,7 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
 
     /// Connections (all, and taking work), queued and in-flight messages over every origin.
     public var statistics: TransportStatistics {
-        let pools = self.pools.withLock { $0.byIndex }
+        let pools = self.pools.state.withLock { $0.byIndex }
         var total = TransportStatistics(queued: 0, connections: 0, activeConnections: 0, inFlight: 0)
         for pool in pools {
             let (queued, connections, active, leased) = pool.statistics
@@ -157,9 +160,9 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
 
     /// The origin's pool, made (and started) on its first message; nil once shut down.
     private func pool(for origin: WebPushOrigin) -> (UInt64, Pool)? {
-        if let found = pools.withLock({ $0.isShutDown ? nil : $0.byOrigin[origin] }) { return found }
+        if let found = pools.state.withLock({ $0.isShutDown ? nil : $0.byOrigin[origin] }) { return found }
         let made = makePool(for: origin)
-        let (entry, isNew) = pools.withLock { pools -> ((UInt64, Pool)?, Bool) in
+        let (entry, isNew) = pools.state.withLock { pools -> ((UInt64, Pool)?, Bool) in
             guard !pools.isShutDown else { return (nil, false) }
             if let existing = pools.byOrigin[origin] { return (existing, false) }
             let entry = (index: UInt64(pools.byIndex.count), pool: made)
@@ -200,6 +203,7 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
                 authority: authority,
                 credentials: credentials,
                 budget: budget,
+                releaseIdle: { [weak pools = self.pools] origin in pools?.retireIdleConnection(of: origin) },
                 http2: .init(
                     pingInterval: configuration.pingInterval.map(TimeAmount.init),
                     pingTimeout: TimeAmount(configuration.pingTimeout),
@@ -217,7 +221,7 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
     /// Stops intake (later messages fail `shutdown`), fails queued ones with `shutdown`, lets written
     /// ones finish for up to the grace period, closes every connection, then the event loops it owns.
     public func shutdown() async {
-        let pools = self.pools.withLock { pools -> [Pool] in
+        let pools = self.pools.state.withLock { pools -> [Pool] in
             pools.isShutDown = true
             return pools.byIndex
         }
@@ -257,5 +261,29 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
             await client.shutdown()
             throw error
         }
+    }
+}
+
+/// The pools of a ``WebPushClient``, one per origin, by origin and by index (the top bits of the client's
+/// request ids).
+final class WebPushOriginPools: Sendable {
+    struct Pools {
+        var byOrigin: [WebPushOrigin: (index: UInt64, pool: ConnectionPool<WebPushPlugin>)] = [:]
+        var byIndex: [ConnectionPool<WebPushPlugin>] = []
+        var isShutDown = false
+    }
+
+    let state = Mutex(Pools())
+
+    /// A connection of `origin` waits for a slot of the overall cap: one connection of another origin that
+    /// holds nothing closes, if there is one now (otherwise the first pool to find itself idle at its tick
+    /// gives one up, ``WebPushPlugin/sampled(queued:inFlight:connections:activeConnections:)``).
+    func retireIdleConnection(except origin: WebPushOrigin) {
+        let others = state.withLock { pools in pools.byOrigin.filter { $0.key != origin }.map(\.value.pool) }
+        for pool in others where pool.retireIdleConnection() { return }
+    }
+
+    func retireIdleConnection(of origin: WebPushOrigin) {
+        state.withLock { $0.byOrigin[origin]?.pool }?.retireIdleConnection()
     }
 }

@@ -87,7 +87,11 @@ struct WebPushHTTP2Exchange: HTTP2PushExchange {
         return tracked ? fields : nil
     }
 
-    mutating func read(_ fields: HPACKHeaders, into answer: inout Answer, of request: borrowing WebPushPooledRequest)
+    mutating func read(
+        _ fields: HPACKHeaders,
+        into answer: inout Answer,
+        of request: borrowing WebPushPooledRequest
+    )
         -> Never?
     {
         for (name, value, _) in fields {

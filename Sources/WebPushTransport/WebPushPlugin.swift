@@ -13,6 +13,8 @@ struct WebPushPlugin: TransportPlugin {
     let authority: String
     let credentials: WebPushVAPIDCredentials
     let budget: WebPushConnectionBudget
+    /// Retires one idle connection of an origin's pool (``WebPushOriginPools/retireIdleConnection(of:)``).
+    let releaseIdle: @Sendable (WebPushOrigin) -> Void
     /// Streams, ping and idle timeout of an HTTP/2 connection; its idle timeout serves HTTP/1.1 too.
     let http2: HTTP2ConnectionStateMachine.Configuration
 
@@ -28,5 +30,12 @@ struct WebPushPlugin: TransportPlugin {
 
     func connectionEnded(id: Int) {
         budget.release(.init(origin: origin, connection: id))
+    }
+
+    /// At each tick of this origin's pool: while another origin's connection waits for a slot of the
+    /// overall cap and this pool has nothing queued, one of its idle connections closes for it.
+    func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+        guard queued == 0, activeConnections > 0, budget.hasWaiters else { return }
+        releaseIdle(origin)
     }
 }

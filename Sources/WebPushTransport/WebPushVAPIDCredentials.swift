@@ -42,7 +42,9 @@ final class WebPushVAPIDCredentials: Sendable {
     func refused(_ authorization: String, for origin: WebPushOrigin) {
         let now = clock.now()
         state.withLock { state in
-            guard case .use(let current) = state.cache.lookup(origin, now: now), current == authorization else { return }
+            guard case .use(let current) = state.cache.lookup(origin, now: now), current == authorization else {
+                return
+            }
             state.cache.tokenRefused(for: origin)
         }
     }

@@ -1,8 +1,12 @@
 import Foundation
+import Logging
+import PushTransport
 import PushgateCore
+import Synchronization
 import Testing
 import WebPush
 import WebPushSimulator
+import WebPushTransport
 
 /// Code we did not write checks ours, and ours checks it: Python's http_ece decrypts what WebPush
 /// encrypts, py_vapid verifies WebPush's VAPID header, and the simulator decrypts and verifies what
@@ -21,22 +25,47 @@ struct WebPushPythonInteropTests {
             let plaintexts = [#"{"aps":{"alert":"Goal"},"team":"Lyon"}"#, "", String(repeating: "é", count: 1996)]
             for plaintext in plaintexts {
                 let body = try WebPushEncryption.encrypt(Array(plaintext.utf8), for: subscription)
-                let script = """
-                    import base64, sys, http_ece
-                    from cryptography.hazmat.primitives.asymmetric import ec
-                    def d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
-                    body, private, auth = d(sys.argv[1]), d(sys.argv[2]), d(sys.argv[3])
-                    key = ec.derive_private_key(int.from_bytes(private, "big"), ec.SECP256R1())
-                    sys.stdout.write(http_ece.decrypt(body, private_key=key, auth_secret=auth,
-                                                      version="aes128gcm").decode("utf-8"))
-                    """
-                let result = try run(
-                    "python3",
-                    ["-c", script, base64URLString(body), simulated.privateKey, simulated.auth]
-                )
+                let result = try httpECEDecrypt(body, for: simulated)
                 #expect(result.status == 0, "\(result.stderr)")
                 #expect(result.stdout == plaintext)
             }
+        }
+    }
+
+    @Test(
+        "http_ece decrypts a whole message as WebPushPushService hands it to the client, for each device",
+        .enabled(if: pythonCheck(["http_ece", "cryptography"]), webPushPythonMissing)
+    )
+    func httpECEWholeMessage() async throws {
+        try await WebPushSimulator.withRunning { simulator in
+            let simulated = try (0..<2).map { try simulator.createSubscription(originIndex: $0) }
+            let transport = CapturingWebPushTransport()
+            let request = NotificationRequest(
+                id: try RequestID("interop"),
+                expiration: .at(epochSeconds: Int64(Date().timeIntervalSince1970) + 3600),
+                payload: try Payload(jsonString: #"{"aps":{"alert":"Goal"},"team":"Lyon"}"#),
+                createdAt: Date()
+            )
+            let prepared = try WebPushPushService(transport: transport).prepare(request, logger: Logger(label: "test"))
+            let sends = try simulated.enumerated().map {
+                PushSend(
+                    token: try WebPushSubscription(jsonBytes: Array($0.element.json.utf8)).deviceToken,
+                    tag: UInt64($0.offset)
+                )
+            }
+            let submission = prepared.submit(sends, sentAt: Date(), to: IgnoringReceiver())
+            #expect(submission.submitted == 2)
+            let sent = transport.taken
+            try #require(sent.count == 2)
+            for (request, subscription) in zip(sent, simulated) {
+                #expect(request.path == "/push/\(subscription.id)")
+                #expect((3590...3600).contains(request.headers.ttl))
+                let result = try httpECEDecrypt(Array(request.body.readableBytesView), for: subscription)
+                #expect(result.status == 0, "\(result.stderr)")
+                #expect(result.stdout == #"{"aps":{"alert":"Goal"},"team":"Lyon"}"#)
+            }
+            // Each device's message has its own key and salt.
+            #expect(sent[0].body.getBytes(at: 0, length: 86) != sent[1].body.getBytes(at: 0, length: 86))
         }
     }
 
@@ -127,6 +156,43 @@ struct WebPushPythonInteropTests {
             }
         }
     }
+}
+
+/// Python's http_ece decrypts `body` with the subscription's private key and auth secret; its stdout is the
+/// plaintext.
+func httpECEDecrypt(
+    _ body: [UInt8],
+    for subscription: WebPushSimulatorSubscription
+) throws -> (status: Int32, stdout: String, stderr: String) {
+    let script = """
+        import base64, sys, http_ece
+        from cryptography.hazmat.primitives.asymmetric import ec
+        def d(s): return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+        body, private, auth = d(sys.argv[1]), d(sys.argv[2]), d(sys.argv[3])
+        key = ec.derive_private_key(int.from_bytes(private, "big"), ec.SECP256R1())
+        sys.stdout.write(http_ece.decrypt(body, private_key=key, auth_secret=auth,
+                                          version="aes128gcm").decode("utf-8"))
+        """
+    return try run("python3", ["-c", script, base64URLString(body), subscription.privateKey, subscription.auth])
+}
+
+/// A stand-in for `WebPushClient` that keeps what it is handed, answering nothing.
+final class CapturingWebPushTransport: WebPushNotificationTransport, Sendable {
+    private let requests = Mutex<[WebPushSendRequest]>([])
+
+    var taken: [WebPushSendRequest] { requests.withLock { $0 } }
+    var inFlightCapacity: Int { 100 }
+
+    func submit(_ requests: [WebPushSendRequest]) -> [UInt64] {
+        self.requests.withLock { $0 += requests }
+        return requests.indices.map { UInt64($0) }
+    }
+
+    func withdraw(_ ids: some Sequence<UInt64>) -> Int { 0 }
+}
+
+final class IgnoringReceiver: PushOutcomeReceiver {
+    func receive(_ outcome: PushOutcome, token: DeviceToken, tag: UInt64) {}
 }
 
 func base64URLString(_ bytes: [UInt8]) -> String {

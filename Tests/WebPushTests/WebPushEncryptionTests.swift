@@ -2,7 +2,8 @@ import Crypto
 import Foundation
 import PushgateCore
 import Testing
-import WebPush
+
+@testable import WebPush
 
 @Suite("Web Push: aes128gcm encryption (RFC 8291)")
 struct WebPushEncryptionTests {
@@ -40,6 +41,26 @@ struct WebPushEncryptionTests {
             rawRepresentation: base64URLDecoded(RFC8291Example.userAgentPrivateKey)
         )
         #expect(try decrypt(first, userAgent: userAgent, auth: subscription.authSecret) == plaintext + [2])
+    }
+
+    @Test(
+        "a message's server key is a fresh random scalar, its public point the scalar times G; a draw out of range is drawn again"
+    )
+    func freshServerKeys() throws {
+        var generator = SystemRandomNumberGenerator()
+        let keys = (0..<200).map { _ in WebPushEncryption.freshServerKey(using: &generator) }
+        #expect(Set(keys.map(\.rawRepresentation)).count == 200)
+        for key in keys.prefix(5) {
+            let again = try P256.KeyAgreement.PrivateKey(rawRepresentation: key.rawRepresentation)
+            #expect(again.publicKey.x963Representation == key.publicKey.x963Representation)
+        }
+        // All-ones is above the group order: refused, so the first key comes from the second draw.
+        var scripted = ScriptedGenerator(values: [.max, .max, .max, .max, 0, 0, 0, 7])
+        let drawnAgain = WebPushEncryption.freshServerKey(using: &scripted)
+        #expect(
+            drawnAgain.rawRepresentation == Data(repeating: 0, count: 24)
+                + Data([0x07] + [UInt8](repeating: 0, count: 7))
+        )
     }
 
     @Test("3,993 bytes of plaintext make a 4,096-byte body; 3,994 are refused naming the field")
@@ -83,4 +104,10 @@ struct WebPushEncryptionTests {
         )
         return Array(try AES.GCM.open(sealed, using: key))
     }
+}
+
+/// Hands out the given values in order (for the key draw's rejection of an out-of-range scalar).
+struct ScriptedGenerator: RandomNumberGenerator {
+    var values: [UInt64]
+    mutating func next() -> UInt64 { values.removeFirst() }
 }

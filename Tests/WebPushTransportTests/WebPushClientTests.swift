@@ -140,7 +140,9 @@ struct WebPushClientTests {
         }
     }
 
-    @Test("a connection dropped mid-flight: its unanswered message is resent on a fresh connection, answered ones are not")
+    @Test(
+        "a connection dropped mid-flight: its unanswered message is resent on a fresh connection, answered ones are not"
+    )
     func droppedConnection() async throws {
         try await withWebPush { fixture in
             for origin in [0, 1] {
@@ -195,7 +197,7 @@ struct WebPushClientTests {
         }
     }
 
-    @Test("the cap over all origins: a connection beyond it waits until an idle one closes")
+    @Test("the cap over all origins: a connection beyond it waits, and another origin's idle one closes for it")
     func capOverall() async throws {
         try await withWebPush(
             simulator: {
@@ -205,7 +207,9 @@ struct WebPushClientTests {
             client: {
                 $0.maximumConnections = 2
                 $0.maximumConnectionsPerOrigin = 2
-                $0.idleTimeout = .milliseconds(200)
+                // Far beyond the messages' 20 s: only a connection closed for the waiting origin lets
+                // the third origin's messages go.
+                $0.idleTimeout = .seconds(600)
             }
         ) { fixture in
             let subscriptions = try (0..<30).map { try fixture.subscribe(origin: $0 % 3) }
@@ -215,6 +219,25 @@ struct WebPushClientTests {
             for origin in 0..<3 {
                 #expect(fixture.simulator.received().filter { $0.originIndex == origin }.count == 10)
             }
+        }
+    }
+
+    @Test("a push service whose certificate the trust roots do not vouch for is never sent to")
+    func unverifiedServer() async throws {
+        try await withWebPush(client: {
+            $0.trustRoots = .certificates([])
+            $0.requestTimeout = .seconds(2)
+        }) { fixture in
+            let outcomes = try await fixture.send(to: [fixture.subscribe(origin: 0), fixture.subscribe(origin: 1)])
+            for outcome in outcomes {
+                // Never sent (connect_failed once an attempt has failed, deadline_exceeded on a machine too
+                // busy to finish the first handshake in time): the dispatcher sends it again later.
+                #expect(outcome.verdict == .retry, "\(outcome)")
+                #expect(["connect_failed", "deadline_exceeded"].contains(outcome.failure?.label), "\(outcome)")
+            }
+            // The simulator was reached, and refused by the client's verification: no request came.
+            #expect(fixture.simulator.connections(originIndex: nil).opened >= 1)
+            #expect(fixture.simulator.stats().requests == 0)
         }
     }
 
@@ -231,8 +254,10 @@ struct WebPushClientTests {
 
     @Test("withdraw takes back what is still queued; shutdown fails later messages")
     func withdrawAndShutdown() async throws {
-        try await withWebPush(simulator: { $0.latencyMilliseconds = 300 }, client: { $0.maximumConnectionsPerOrigin = 1 })
-        { fixture in
+        try await withWebPush(
+            simulator: { $0.latencyMilliseconds = 300 },
+            client: { $0.maximumConnectionsPerOrigin = 1 }
+        ) { fixture in
             let subscriptions = try (0..<5).map { _ in try fixture.subscribe(origin: 1) }
             let collector = OutcomeCollector(expecting: 5)
             let request = NotificationRequest(
@@ -242,7 +267,10 @@ struct WebPushClientTests {
             )
             let prepared = try fixture.service.prepare(request, logger: .init(label: "test"))
             let sends = try subscriptions.enumerated().map {
-                PushSend(token: try WebPushSubscription(jsonBytes: Array($0.element.json.utf8)).deviceToken, tag: UInt64($0.offset))
+                PushSend(
+                    token: try WebPushSubscription(jsonBytes: Array($0.element.json.utf8)).deviceToken,
+                    tag: UInt64($0.offset)
+                )
             }
             let submission = prepared.submit(sends, sentAt: Date(), to: collector)
             // One HTTP/1.1 connection carries one message at a time: at least four are still queued

@@ -89,7 +89,12 @@ func withWebPush<Result: Sendable>(
         configureClient(&configuration)
         return try await WebPushClient.withClient(configuration: configuration) { client in
             try await body(
-                WebPushFixture(simulator: simulator, client: client, service: WebPushPushService(transport: client), key: key)
+                WebPushFixture(
+                    simulator: simulator,
+                    client: client,
+                    service: WebPushPushService(transport: client),
+                    key: key
+                )
             )
         }
     }
@@ -109,7 +114,8 @@ final class OutcomeCollector: PushOutcomeReceiver, Sendable {
     }
 
     func receive(_ outcome: PushOutcome, token: DeviceToken, tag: UInt64) {
-        let done = state.withLockedValue { state -> (CheckedContinuation<[UInt64: PushOutcome], Never>, [UInt64: PushOutcome])? in
+        let done = state.withLockedValue {
+            state -> (CheckedContinuation<[UInt64: PushOutcome], Never>, [UInt64: PushOutcome])? in
             precondition(state.outcomes[tag] == nil, "two outcomes for one send")
             state.outcomes[tag] = outcome
             guard state.outcomes.count == expected, let waiter = state.waiter else { return nil }

@@ -30,9 +30,17 @@ final class BenchReceiver: APNsOutcomeReceiver {
     var failuresByLabel: [String: Int] { failures.withLock { $0 } }
 
     func receive(_ outcome: APNsOutcome, for request: APNsRequest) {
-        if !outcome.isAccepted {
+        record(
+            accepted: outcome.isAccepted,
+            label: outcome.transportFailure.map { "\($0.label)" } ?? outcome.reasonLabel
+        )
+    }
+
+    /// One outcome, from any service's receiver conformance (`label` is read only for a failure).
+    func record(accepted: Bool, label: @autoclosure () -> String) {
+        if !accepted {
             failedCount.add(1, ordering: .relaxed)
-            let label = outcome.transportFailure.map { "\($0.label)" } ?? outcome.reasonLabel
+            let label = label()
             failures.withLock { $0[label, default: 0] += 1 }
         }
         // Sequentially consistent with the waiter's store-then-load: either this load sees the

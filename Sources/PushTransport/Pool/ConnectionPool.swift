@@ -175,6 +175,15 @@ package final class ConnectionPool<Plugin: TransportPlugin>: @unchecked Sendable
         return retired
     }
 
+    /// Retires one connection that holds no request, for another pool that shares a cap on connections
+    /// with this one (``ConnectionPoolStateMachine/idleConnectionWanted()``). Returns whether there was one.
+    @discardableResult
+    package func retireIdleConnection() -> Bool {
+        let actions = lock.withLock { machine.idleConnectionWanted() }
+        perform(actions)
+        return !actions.close.isEmpty
+    }
+
     // MARK: Shutdown
 
     /// Fails what is queued, lets connections finish what they hold, and waits for them to close

@@ -291,6 +291,21 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         return actions
     }
 
+    /// Another pool sharing a cap on connections with this one needs a slot (Web Push: one pool per origin,
+    /// a cap over all): retire one connection that holds no request, the oldest, so that it closes. Nothing
+    /// when every connection has work, or while shutting down.
+    package mutating func idleConnectionWanted() -> Actions {
+        var actions = Actions()
+        guard lifecycle == .running else { return actions }
+        for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
+            guard case .active(_, 0, _) = state else { continue }
+            connections[id] = .retiring
+            actions.close = [id]
+            return actions
+        }
+        return actions
+    }
+
     /// The back-off delay passed: the scheduled connection may be opened now.
     package mutating func reconnectDelayElapsed(_ id: ConnectionID) -> Actions {
         reconnectScheduled = false
