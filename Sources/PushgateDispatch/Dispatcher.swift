@@ -307,20 +307,29 @@ public final class Dispatcher: Service, NotificationIntake {
                 // That submission's claim is the next one; it wakes the loop when it is done.
                 machine.claimed(.nothing)
             case .claimChunk:
-                let claim = await storeHealth.attempt(.claimChunk) {
-                    try await store.claimChunk(
+                // Many one-page chunks (one-device requests) in one transaction, up to the room under way.
+                let claim = BatchClaim(
+                    lease: LeaseWindow(
                         owner: configuration.instanceID,
                         now: snapshot.now,
-                        leaseDuration: configuration.leaseDuration,
-                        chunkSize: configuration.chunkSize
-                    )
-                }
-                switch claim {
+                        duration: configuration.leaseDuration
+                    ),
+                    chunkSize: configuration.chunkSize,
+                    pageLimit: configuration.pageSize,
+                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count)
+                )
+                switch await storeHealth.attempt(.claimChunk, { try await store.claimChunks(claim) }) {
                 case .none: machine.claimed(.failed)
-                case .some(.none): machine.claimed(.nothing)
-                case .some(.some(let chunk)):
+                case .some(let claimed) where claimed.isEmpty: machine.claimed(.nothing)
+                case .some(let claimed):
                     machine.claimed(.found)
-                    await start(ClaimedChunk(chunk: chunk), active: &active, unstarted: &unstarted)
+                    for work in claimed {
+                        await start(
+                            ClaimedChunk(chunk: work.chunk, firstPage: work.firstPage),
+                            active: &active,
+                            unstarted: &unstarted
+                        )
+                    }
                 }
             case .claimRetries:
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))

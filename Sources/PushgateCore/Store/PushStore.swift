@@ -156,6 +156,15 @@ public protocol DeliveryLedger: Sendable {
     /// leased to `lease.owner` until `lease.expiresAt`. Nil when there is nothing to claim.
     func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk?
 
+    /// Claims up to `claim.maximumChunks` chunks in one transaction (``ChunkBatchClaim``): expired leases
+    /// taken over first, then the chunks of the requests ``ClaimScheduler`` picks, the candidates read once;
+    /// each with its first page (at most `claim.pageLimit` targets). The claim ends after a chunk that may
+    /// not fit one page (a broadcast's). It takes nothing of a request overdue at `claim.lease.now`, and
+    /// does not expire them (``expireOverdue(now:)`` does). Empty when there is nothing to claim. With
+    /// several instances, no two claim the same chunk. A failure claims nothing (the transaction is
+    /// rolled back).
+    func claimChunks(_ claim: BatchClaim) async throws -> [ClaimedWork]
+
     /// The chunk's distinct valid targets after `cursor`, in cursor order, and apart (``TargetPage/skipped``)
     /// those the request counted that were invalidated or removed since it was stored; at most `limit`
     /// targets and skipped ones read from the range together (removed ones do not count towards it).
