@@ -16,7 +16,21 @@ public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
-        + retentionChecks + batchChecks
+        + retentionChecks + batchChecks + multiClaimChecks
+
+    static let multiClaimChecks: [StoreCheck] = [
+        StoreCheck("manyOneDeviceRequestsInOneClaim", MultiClaimChecks.manyOneDeviceRequestsInOneClaim),
+        StoreCheck("aChunkLargerThanAPageEndsTheClaim", MultiClaimChecks.aChunkLargerThanAPageEndsTheClaim),
+        StoreCheck("nothingOfAnOverdueRequestIsClaimed", MultiClaimChecks.nothingOfAnOverdueRequestIsClaimed),
+        StoreCheck(
+            "aMultiClaimsLeasesEndAndAreTakenOverOnce",
+            MultiClaimChecks.aMultiClaimsLeasesEndAndAreTakenOverOnce
+        ),
+        StoreCheck(
+            "concurrentMultiClaimsNeverShareAChunk",
+            MultiClaimChecks.concurrentMultiClaimsNeverShareAChunk
+        ),
+    ]
 
     static let batchChecks: [StoreCheck] = [
         StoreCheck("batchAnswersEachRequestAsAloneWould", BatchChecks.batchAnswersEachRequestAsAloneWould),
