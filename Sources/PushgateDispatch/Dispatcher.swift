@@ -346,6 +346,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 if !completed.isEmpty {
                     group.addTask { for id in completed { await self.logCompletion(of: id) } }
                 }
+                forgetPrepared(active.filter { $0.isDone && $0.fitsOnePage }.map(\.request.id))
                 active.removeAll(where: \.isDone)
             case .again:
                 continue
@@ -469,10 +470,22 @@ public final class Dispatcher: Service, NotificationIntake {
         guard let route = routes[request.app] else { return nil }
         let entry = try PreparedRequest(request, route: route, logger: logger)
         prepared.withLock { cache in
-            if cache.count > 1_000 { cache.removeAll() }
+            if cache.count >= Self.preparedCapacity { cache.removeAll() }
             cache[request.id] = entry
         }
         return entry
+    }
+
+    /// Prepared requests kept at most. Under a backlog every request waiting for its first chunk is
+    /// here (prepared at intake), so this is the backlog that is sent without reading requests back.
+    static let preparedCapacity = 20_000
+
+    /// Requests whose chunk read in one page (one-device requests) is done: most have no other chunk, so
+    /// they leave the cache instead of pushing out the requests still waiting (a later chunk or retry
+    /// of theirs reads the request again).
+    private func forgetPrepared(_ ids: [RequestID]) {
+        guard !ids.isEmpty else { return }
+        prepared.withLock { cache in for id in ids { cache[id] = nil } }
     }
 
     /// A device failed for its app's configuration, not for itself: a warning, at most one per app and
