@@ -344,7 +344,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
                 let completed = active.filter { $0.isDone && $0.completedChunk }.map(\.request.id)
                 if !completed.isEmpty {
-                    group.addTask { for id in completed { await self.logCompletion(of: id) } }
+                    group.addTask { await self.logCompletion(of: completed) }
                 }
                 forgetPrepared(active.filter { $0.isDone && $0.fitsOnePage }.map(\.request.id))
                 active.removeAll(where: \.isDone)
@@ -380,8 +380,8 @@ public final class Dispatcher: Service, NotificationIntake {
                 "notification request expired before every device was reached",
                 metadata: ["push.request_id": "\(id)"]
             )
-            await logCompletion(of: id)
         }
+        await logCompletion(of: expired)
     }
 
     /// A chunk leased to us, not started yet, and its first page if it was read with the claim.
@@ -559,10 +559,15 @@ public final class Dispatcher: Service, NotificationIntake {
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
-    /// One info line per request when it is finished: targets, accepted, failed by reason, skipped
-    /// (targets invalidated after the request was stored), duration.
-    func logCompletion(of id: RequestID) async {
-        guard let report = try? await store.report(id), report.state.isFinished else { return }
+    /// One info line per request of `ids` that is finished, their reports read together: targets,
+    /// accepted, failed by reason, skipped (targets invalidated after the request was stored), duration.
+    func logCompletion(of ids: [RequestID]) async {
+        guard !ids.isEmpty, let reports = try? await store.reports(ids) else { return }
+        for report in reports where report.state.isFinished { logCompletion(report) }
+    }
+
+    private func logCompletion(_ report: DeliveryReport) {
+        let id = report.id
         let first = completionLogged.withLock { logged -> Bool in
             if logged.count > 10_000 { logged.removeAll() }
             return logged.insert(id).inserted

@@ -203,14 +203,14 @@ extension SQLiteStore {
         _ lease: LeaseWindow,
         in db: Database
     ) throws -> Int64 {
-        try db.execute(
+        // Cached (one statement per cursor column): a statement parsed per chunk was a tenth of a claim.
+        try db.cachedStatement(
             sql: """
                 UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
                     state = max(state, ?)
                 WHERE seq = ?
-                """,
-            arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
-        )
+                """
+        ).execute(arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq])
         try db.cachedStatement(
             sql: """
                 INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,

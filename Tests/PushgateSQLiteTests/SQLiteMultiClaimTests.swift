@@ -80,7 +80,7 @@ struct SQLiteMultiClaimTests {
             #expect(try await store.releaseLeases(owner: Fixture.owner, now: Fixture.start.addingTimeInterval(3)) == 3)
             let after = try await Self.claim(store, owner: Fixture.owner, at: 3)
             #expect(after.map(\.chunk.id) == before.suffix(3).map(\.chunk.id), "the three undelivered, not the two done")
-            #expect(after.allSatisfy(\.chunk.isTakeover))
+            #expect(after.allSatisfy { $0.chunk.isTakeover })
             #expect(after.map(\.firstPage) == before.suffix(3).map(\.firstPage), "each from its start")
             #expect(try await Self.claim(store, owner: Fixture.owner, at: 4).isEmpty, "and no chunk a third time")
         }

@@ -202,6 +202,10 @@ public protocol DeliveryLedger: Sendable {
     /// The delivery report (nil if unknown).
     func report(_ id: RequestID) async throws -> DeliveryReport?
 
+    /// The reports of those known, in the order asked: for the dispatcher's "request done" lines, which
+    /// come many at once under one-device traffic. The default implementation reads one at a time.
+    func reports(_ ids: [RequestID]) async throws -> [DeliveryReport]
+
     /// The devices of a request that failed for good, `limit` at a time after `after`, in the order of
     /// their ``DeviceToken/storageKey`` in byte order (APNs hex and `fcm:`-prefixed FCM tokens as one text
     /// order, whatever the database's collation: stable for paging, but not ``DeviceToken``'s platform-first `<`).
@@ -209,6 +213,12 @@ public protocol DeliveryLedger: Sendable {
 }
 
 extension DeliveryLedger {
+    public func reports(_ ids: [RequestID]) async throws -> [DeliveryReport] {
+        var reports: [DeliveryReport] = []
+        for id in ids { if let report = try await report(id) { reports.append(report) } }
+        return reports
+    }
+
     public func enqueue(
         _ request: NotificationRequest,
         claiming lease: LeaseWindow,
