@@ -24,7 +24,11 @@ enum MultiClaimChecks {
     }
 
     /// Devices 1...count, each alone in group `u<n>`, and a request `r<n>` to each, in order.
-    static func oneDeviceRequests(_ store: any PushStore, _ count: Int, expiration: Expiration = .immediately)
+    static func oneDeviceRequests(
+        _ store: any PushStore,
+        _ count: Int,
+        expiration: Expiration = .immediately
+    )
         async throws
     {
         for number in 1...count {

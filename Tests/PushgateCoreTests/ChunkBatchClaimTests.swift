@@ -164,6 +164,7 @@ struct ChunkBatchClaimTests {
         action = Self.cutOneDevice(&apps, action, seq: 1, id: 101)
         action = Self.cutOneDevice(&apps, action, seq: 3, id: 102)
         action = Self.cutOneDevice(&apps, action, seq: 2, id: 103)
-        #expect(action == .claimed([101, 102, 103].map { Self.chunk($0, of: $0 == 101 ? 1 : $0 == 102 ? 3 : 2, Self.oneMember) }))
+        let order: [(id: Int64, seq: Int64)] = [(101, 1), (102, 3), (103, 2)]
+        #expect(action == .claimed(order.map { Self.chunk($0.id, of: $0.seq, Self.oneMember) }))
     }
 }

@@ -13,7 +13,11 @@ struct SQLiteMultiClaimTests {
     static func claim(_ store: SQLiteStore, owner: InstanceID, at seconds: Double) async throws -> [ClaimedWork] {
         try await store.claimChunks(
             BatchClaim(
-                lease: LeaseWindow(owner: owner, now: Fixture.start.addingTimeInterval(seconds), duration: .seconds(30)),
+                lease: LeaseWindow(
+                    owner: owner,
+                    now: Fixture.start.addingTimeInterval(seconds),
+                    duration: .seconds(30)
+                ),
                 chunkSize: 100,
                 pageLimit: 100,
                 maximumChunks: 100
@@ -79,7 +83,10 @@ struct SQLiteMultiClaimTests {
             // The restart releases what the previous run held (``Dispatcher`` does this first).
             #expect(try await store.releaseLeases(owner: Fixture.owner, now: Fixture.start.addingTimeInterval(3)) == 3)
             let after = try await Self.claim(store, owner: Fixture.owner, at: 3)
-            #expect(after.map(\.chunk.id) == before.suffix(3).map(\.chunk.id), "the three undelivered, not the two done")
+            #expect(
+                after.map(\.chunk.id) == before.suffix(3).map(\.chunk.id),
+                "the three undelivered, not the two done"
+            )
             #expect(after.allSatisfy { $0.chunk.isTakeover })
             #expect(after.map(\.firstPage) == before.suffix(3).map(\.firstPage), "each from its start")
             #expect(try await Self.claim(store, owner: Fixture.owner, at: 4).isEmpty, "and no chunk a third time")
