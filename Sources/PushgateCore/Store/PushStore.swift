@@ -66,7 +66,8 @@ public protocol DeviceRegistry: Sendable {
 ///
 /// Retry loop: ``claimRetries(owner:now:leaseDuration:limit:)`` (rows with `nextAttemptAt <= now`),
 /// send, ``recordRetryOutcomes(_:owner:now:)``; sleep until ``nextWakeUp(after:)``.
-/// Housekeeping: ``expireOverdue(now:)`` now and then (claims run it too).
+/// Housekeeping: ``expireOverdue(now:)`` now and then (``claimChunk(_:chunkSize:)`` runs it too;
+/// ``claimChunks(_:)`` only leaves overdue requests out).
 ///
 /// ## Guarantees
 /// - A request is stored in one transaction before ``enqueue(_:)`` returns: once acknowledged it is not
@@ -134,8 +135,8 @@ public protocol DeliveryLedger: Sendable {
     ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?)
 
     /// Group commit: stores many requests in one transaction (one fsync), each as ``enqueue(_:)`` would,
-    /// and with them claims up to `claiming.maximumChunks` chunks (each ``claimChunk(_:chunkSize:)``'s
-    /// choice, so the scheduler decides which) and reads each one's first page. A request's own refusal
+    /// and with them claims up to `claiming.maximumChunks` chunks (as ``claimChunks(_:)`` does where the
+    /// store can in the same transaction, so the scheduler decides which) and reads each one's first page. A request's own refusal
     /// (unknown groups, no targets, a duplicate id, a reused idempotency key) is its answer in
     /// ``EnqueueBatchResult/results`` and writes nothing of it; the others are stored. A replay answers
     /// the earlier request, and so does a second request of the batch with the first one's key. Throws
