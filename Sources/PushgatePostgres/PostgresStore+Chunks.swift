@@ -62,8 +62,9 @@ extension PostgresStore {
 
     /// The steps of ``ChunkBatchClaim``, each with its statements, in one transaction; then each chunk's
     /// first page, each in a snapshot of its own as ``targets(of:after:limit:)`` reads it. A request
-    /// another instance is cutting is skipped, not waited for. Should a page read fail after the claim
-    /// committed, the chunks are ours until their leases end, then anyone's (ours included) to take over.
+    /// another instance is cutting is waited for only while this claim holds no lock, else skipped.
+    /// Should a page read fail after the claim committed, the chunks are ours until their leases end,
+    /// then anyone's (ours included) to take over.
     public func claimChunks(_ batch: BatchClaim) async throws -> [ClaimedWork] {
         _ = try StoreError.positive(batch.chunkSize, "chunk size")
         _ = try StoreError.positive(batch.pageLimit)
@@ -72,11 +73,17 @@ extension PostgresStore {
         let chunks = try await transaction { connection in
             var claim = ChunkBatchClaim(batch)
             var orderedIndexScans = false
+            // The first request read waits for another instance cutting it (as ``claimChunk(_:chunkSize:)``
+            // does: instances take turns on a broadcast); later ones, read while this transaction holds
+            // locks, are skipped, so that it never waits holding a lock another transaction may wait for.
+            var holdsLocks = false
             var action = claim.start()
             while true {
                 switch action {
                 case .takeOverExpiredLease:
-                    action = claim.tookOver(try await takeOverExpiredLease(lease, on: connection))
+                    let taken = try await takeOverExpiredLease(lease, on: connection)
+                    if taken != nil { holdsLocks = true }
+                    action = claim.tookOver(taken)
                 case .readCandidates(let limit):
                     if !orderedIndexScans {
                         try await Self.preferOrderedIndexScans(on: connection, logger: logger)
@@ -95,7 +102,10 @@ extension PostgresStore {
                 case .readRecentTurns(let after):
                     action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
                 case .readRequest(let seq):
-                    action = claim.requestRead(try await lockCutRequest(seq, skipLocked: true, on: connection))
+                    // Locked even when it answers nil (cut through meanwhile) unless skipped.
+                    let request = try await lockCutRequest(seq, skipLocked: holdsLocks, on: connection)
+                    holdsLocks = true
+                    action = claim.requestRead(request)
                 case .scanMembers(let groupIDs, let scan):
                     action = claim.membersScanned(
                         try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)

@@ -142,7 +142,7 @@ struct ChunkBatchClaimTests {
         #expect(Self.cutOneDevice(&claim, action, seq: 2, id: 5) == .claimed([Self.chunk(5, of: 2, Self.oneMember)]))
     }
 
-    @Test("the scheduler sees this claim's own cuts: a request cut once waits behind a new one, apps alternate")
+    @Test("the scheduler sees this claim's own cuts: one chunk per request, and apps alternate")
     func turnsMoveOn() {
         // One app: request 1 has two tokens and chunks of one; after its first, new request 2 goes first.
         var claim = ChunkBatchClaim(Self.lease, chunkSize: 1, pageLimit: 10, maximumChunks: 10)
@@ -153,6 +153,12 @@ struct ChunkBatchClaimTests {
         let first = LedgerArithmetic.Cut(.directTokens, after: 0, through: 1, cutDone: false)
         #expect(claim.requestRead(ChunkClaimTests.request("r1", tokenCount: 2)) == .insertChunk(seq: 1, first))
         #expect(claim.chunkInserted(id: 6) == .readRequest(seq: 2))
+        let only = LedgerArithmetic.Cut(.directTokens, after: 0, through: 1, cutDone: true)
+        #expect(claim.requestRead(ChunkClaimTests.request("r2", tokenCount: 1)) == .insertChunk(seq: 2, only))
+        #expect(
+            claim.chunkInserted(id: 7) == .claimed([Self.chunk(6, of: 1, first), Self.chunk(7, of: 2, only)]),
+            "one chunk per request in a claim: request 1's next one waits for the next claim"
+        )
 
         // Two apps: after a's chunk, b's turn is the oldest.
         var apps = ChunkBatchClaim(Self.lease, chunkSize: 100, pageLimit: 100, maximumChunks: 10)

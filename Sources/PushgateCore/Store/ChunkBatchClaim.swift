@@ -5,10 +5,12 @@
 ///
 /// The steps:
 /// 1. Take over chunks whose holder stopped renewing its lease, one at a time (the oldest request's first).
-/// 2. Then cut the chunks of the requests ``ClaimScheduler`` picks, as ``ChunkClaim`` does, updating the
-///    candidates in memory after each cut (a request cut through leaves them; another one's turn is the
-///    new chunk's id). The candidates are read again only when they are used up, the read was full, and
-///    something was cut through since.
+/// 2. Then cut the chunks of the requests ``ClaimScheduler`` picks, as ``ChunkClaim`` does, one chunk per
+///    request: a request cut leaves this claim's candidates, and its app's turn is the new chunk's id. So
+///    a claim takes many one-device requests, but a broadcast's chunks one per claim as before (with
+///    several PostgreSQL instances, each takes its share). The candidates are read again only when they
+///    are used up, the read was full, and some request was cut through since; those cut already in this
+///    claim are left out of the new read.
 /// 3. The claim ends at `maximumChunks`, or after a chunk that may hold more than `pageLimit` targets (a
 ///    broadcast's: the dispatcher bounds how many of those are under way), or when nothing is left.
 ///
@@ -70,6 +72,8 @@ package struct ChunkBatchClaim: Sendable {
     private var readWasFull = false
     /// Requests cut through since the last read: a new read can find others.
     private var cutThroughSinceRead = 0
+    /// Requests cut (or found with nothing left to cut) in this claim: one chunk each.
+    private var served: Set<Int64> = []
 
     package init(_ lease: LeaseWindow, chunkSize: Int, pageLimit: Int, maximumChunks: Int) {
         precondition(chunkSize > 0 && pageLimit > 0 && maximumChunks > 0, "a claim of at least one target and chunk")
@@ -107,12 +111,12 @@ package struct ChunkBatchClaim: Sendable {
     /// The answer to ``Action/readCandidates(limit:)``.
     package mutating func candidatesRead(_ read: [ClaimScheduler.Candidate]) -> Action {
         guard case .readingCandidates = state else { preconditionFailure("candidates read unasked") }
-        candidates = read
+        candidates = read.filter { !served.contains($0.seq) }
         turns = [:]
         readWasFull = read.count >= ClaimScheduler.candidateLimit
         cutThroughSinceRead = 0
         // One candidate needs no turns: it is the one.
-        guard read.count > 1 else { return pickNext() }
+        guard candidates.count > 1 else { return pickNext() }
         state = .readingLatestTurn
         return .readLatestTurn
     }
@@ -174,7 +178,7 @@ package struct ChunkBatchClaim: Sendable {
 
     package mutating func completionChecked() -> Action {
         guard case .checkingCompletion(let seq) = state else { preconditionFailure("completion checked unasked") }
-        cutThrough(seq)
+        leave(seq, cutThrough: true)
         return pickNext()
     }
 
@@ -184,18 +188,16 @@ package struct ChunkBatchClaim: Sendable {
             preconditionFailure("chunk inserted unasked")
         }
         chunks.append(WorkChunk.cut(id: id, of: request.id, cut, leaseExpiresAt: lease.expiresAt))
-        if let index = candidates.firstIndex(where: { $0.seq == seq }) {
-            turns[candidates[index].app] = id
-            candidates[index].lastTurn = id
-        }
-        if cut.cutDone { cutThrough(seq) }
+        if let app = candidates.first(where: { $0.seq == seq })?.app { turns[app] = id }
+        leave(seq, cutThrough: cut.cutDone)
         guard fitsOnePage else { return finish() }
         return pickNext()
     }
 
-    private mutating func cutThrough(_ seq: Int64) {
+    private mutating func leave(_ seq: Int64, cutThrough: Bool) {
         candidates.removeAll { $0.seq == seq }
-        cutThroughSinceRead += 1
+        served.insert(seq)
+        if cutThrough { cutThroughSinceRead += 1 }
     }
 
     private mutating func readCandidates() -> Action {
