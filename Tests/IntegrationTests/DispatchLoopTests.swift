@@ -110,6 +110,7 @@ struct DispatchLoopTests {
                 switch action {
                 case .expireOverdue: expiries.append(now)
                 case .claimRetries: loop.retriesClaimed(started: false)
+                case .claimChunk: loop.claimed(.nothing)
                 default:
                     Issue.record("at \(now) s: \(action)")
                     break turn
