@@ -8,7 +8,8 @@ package import Foundation
 /// ``maximumActiveChunks`` under way); a claim that found nothing is not repeated until new work is
 /// announced; due retries are claimed when no chunk is under way, and also while chunks are under way
 /// at most once per ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
-/// most once a second, and not between a new request and its first send; nothing touches the store
+/// most once a second, and not between a new request and its first send nor while sends are under way
+/// unless the last expiry is ``expiryDeferredAtMost`` old; nothing touches the store
 /// during a store back-off; a stop withdraws what is unsent and ends once nothing is under way.
 package struct DispatchLoop: Sendable {
     package struct Snapshot: Sendable, Equatable {
@@ -76,6 +77,10 @@ package struct DispatchLoop: Sendable {
         case afterAdvance(claimed: Bool)
     }
 
+    /// Seconds an expiry may be put off by new work or sends under way: the claims leave overdue requests
+    /// out without expiring them, so a continuous stream must not keep them from being expired.
+    package static let expiryDeferredAtMost: TimeInterval = 5
+
     package let maximumActiveChunks: Int
     package let idleInterval: Duration
     package let progressInterval: Duration
@@ -86,6 +91,8 @@ package struct DispatchLoop: Sendable {
     /// New work was announced during this turn: no expiry before it is sent.
     private var freshWork = false
     private var lastExpiry = Date.distantPast
+    /// Since when an expiry that was due has been put off (new work, sends under way).
+    private var expiryPutOffAt: Date?
     /// When retries were last claimed (first: when the loop started): beside chunks under way they are
     /// claimed once this is an idle interval old.
     private var lastRetryClaim: Date?
@@ -125,11 +132,15 @@ package struct DispatchLoop: Sendable {
             }
             if stopping, snapshot.active == 0 { return .stop }
             phase = .claim
-            if snapshot.storeAvailable, !stopping, !freshWork, snapshot.allSent,
-                snapshot.now.timeIntervalSince(lastExpiry) >= 1
-            {
-                lastExpiry = snapshot.now
-                return .expireOverdue
+            if snapshot.storeAvailable, !stopping, snapshot.now.timeIntervalSince(lastExpiry) >= 1 {
+                let putOff = expiryPutOffAt ?? snapshot.now
+                if !freshWork && snapshot.allSent || snapshot.now.timeIntervalSince(putOff) >= Self.expiryDeferredAtMost
+                {
+                    lastExpiry = snapshot.now
+                    expiryPutOffAt = nil
+                    return .expireOverdue
+                }
+                expiryPutOffAt = putOff
             }
             return next(snapshot)
         case .claim:

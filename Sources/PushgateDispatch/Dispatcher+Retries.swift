@@ -206,7 +206,7 @@ extension Dispatcher {
             let wait = max(0, (storeHealth.retryAt ?? clock.now()).timeIntervalSince(clock.now()))
             await collector.signal.wait(timeout: .milliseconds(Int64(wait * 1000) + 1))
         }
-        for id in Set(claims.map(\.requestID)) { await logCompletion(of: id) }
+        await logCompletion(of: Array(Set(claims.map(\.requestID))))
     }
 
     /// How long a retry batch waits, after its last answer, for the breaker to decide its suspect answers

@@ -307,20 +307,29 @@ public final class Dispatcher: Service, NotificationIntake {
                 // That submission's claim is the next one; it wakes the loop when it is done.
                 machine.claimed(.nothing)
             case .claimChunk:
-                let claim = await storeHealth.attempt(.claimChunk) {
-                    try await store.claimChunk(
+                // Many one-page chunks (one-device requests) in one transaction, up to the room under way.
+                let claim = BatchClaim(
+                    lease: LeaseWindow(
                         owner: configuration.instanceID,
                         now: snapshot.now,
-                        leaseDuration: configuration.leaseDuration,
-                        chunkSize: configuration.chunkSize
-                    )
-                }
-                switch claim {
+                        duration: configuration.leaseDuration
+                    ),
+                    chunkSize: configuration.chunkSize,
+                    pageLimit: configuration.pageSize,
+                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count)
+                )
+                switch await storeHealth.attempt(.claimChunk, { try await store.claimChunks(claim) }) {
                 case .none: machine.claimed(.failed)
-                case .some(.none): machine.claimed(.nothing)
-                case .some(.some(let chunk)):
+                case .some(let claimed) where claimed.isEmpty: machine.claimed(.nothing)
+                case .some(let claimed):
                     machine.claimed(.found)
-                    await start(ClaimedChunk(chunk: chunk), active: &active, unstarted: &unstarted)
+                    for work in claimed {
+                        await start(
+                            ClaimedChunk(chunk: work.chunk, firstPage: work.firstPage),
+                            active: &active,
+                            unstarted: &unstarted
+                        )
+                    }
                 }
             case .claimRetries:
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
@@ -335,8 +344,9 @@ public final class Dispatcher: Service, NotificationIntake {
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
                 let completed = active.filter { $0.isDone && $0.completedChunk }.map(\.request.id)
                 if !completed.isEmpty {
-                    group.addTask { for id in completed { await self.logCompletion(of: id) } }
+                    group.addTask { await self.logCompletion(of: completed) }
                 }
+                forgetPrepared(active.filter { $0.isDone && $0.fitsOnePage }.map(\.request.id))
                 active.removeAll(where: \.isDone)
             case .again:
                 continue
@@ -370,8 +380,8 @@ public final class Dispatcher: Service, NotificationIntake {
                 "notification request expired before every device was reached",
                 metadata: ["push.request_id": "\(id)"]
             )
-            await logCompletion(of: id)
         }
+        await logCompletion(of: expired)
     }
 
     /// A chunk leased to us, not started yet, and its first page if it was read with the claim.
@@ -460,10 +470,22 @@ public final class Dispatcher: Service, NotificationIntake {
         guard let route = routes[request.app] else { return nil }
         let entry = try PreparedRequest(request, route: route, logger: logger)
         prepared.withLock { cache in
-            if cache.count > 1_000 { cache.removeAll() }
+            if cache.count >= Self.preparedCapacity { cache.removeAll() }
             cache[request.id] = entry
         }
         return entry
+    }
+
+    /// Prepared requests kept at most. Under a backlog every request waiting for its first chunk is
+    /// here (prepared at intake), so this is the backlog that is sent without reading requests back.
+    static let preparedCapacity = 20_000
+
+    /// Requests whose chunk read in one page (one-device requests) is done: most have no other chunk, so
+    /// they leave the cache instead of pushing out the requests still waiting (a later chunk or retry
+    /// of theirs reads the request again).
+    private func forgetPrepared(_ ids: [RequestID]) {
+        guard !ids.isEmpty else { return }
+        prepared.withLock { cache in for id in ids { cache[id] = nil } }
     }
 
     /// A device failed for its app's configuration, not for itself: a warning, at most one per app and
@@ -537,10 +559,15 @@ public final class Dispatcher: Service, NotificationIntake {
 
     private let completionLogged = Mutex<Set<RequestID>>([])
 
-    /// One info line per request when it is finished: targets, accepted, failed by reason, skipped
-    /// (targets invalidated after the request was stored), duration.
-    func logCompletion(of id: RequestID) async {
-        guard let report = try? await store.report(id), report.state.isFinished else { return }
+    /// One info line per request of `ids` that is finished, their reports read together: targets,
+    /// accepted, failed by reason, skipped (targets invalidated after the request was stored), duration.
+    func logCompletion(of ids: [RequestID]) async {
+        guard !ids.isEmpty, let reports = try? await store.reports(ids) else { return }
+        for report in reports where report.state.isFinished { logCompletion(report) }
+    }
+
+    private func logCompletion(_ report: DeliveryReport) {
+        let id = report.id
         let first = completionLogged.withLock { logged -> Bool in
             if logged.count > 10_000 { logged.removeAll() }
             return logged.insert(id).inserted

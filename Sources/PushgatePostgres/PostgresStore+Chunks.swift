@@ -27,7 +27,9 @@ extension PostgresStore {
                         try await Self.preferOrderedIndexScans(on: connection, logger: logger)
                         orderedIndexScans = true
                     }
-                    action = claim.candidatesRead(try await candidates(limit: limit, on: connection))
+                    action = claim.candidatesRead(
+                        try await candidates(limit: limit, nowMs: lease.nowMillis, on: connection)
+                    )
                 case .readLatestTurn:
                     let latest = try await connection.first(
                         "SELECT coalesce(max(id), 0) FROM chunk",
@@ -58,6 +60,77 @@ extension PostgresStore {
         }
     }
 
+    /// The steps of ``ChunkBatchClaim``, each with its statements, in one transaction; then each chunk's
+    /// first page, each in a snapshot of its own as ``targets(of:after:limit:)`` reads it. A request
+    /// another instance is cutting is waited for only while this claim holds no lock, else skipped.
+    /// Should a page read fail after the claim committed, the chunks are ours until their leases end,
+    /// then anyone's (ours included) to take over.
+    public func claimChunks(_ batch: BatchClaim) async throws -> [ClaimedWork] {
+        _ = try StoreError.positive(batch.chunkSize, "chunk size")
+        _ = try StoreError.positive(batch.pageLimit)
+        _ = try StoreError.positive(batch.maximumChunks, "chunks")
+        let lease = batch.lease
+        let chunks = try await transaction { connection in
+            var claim = ChunkBatchClaim(batch)
+            var orderedIndexScans = false
+            // The first request read waits for another instance cutting it (as ``claimChunk(_:chunkSize:)``
+            // does: instances take turns on a broadcast); later ones, read while this transaction holds
+            // locks, are skipped, so that it never waits holding a lock another transaction may wait for.
+            var holdsLocks = false
+            var action = claim.start()
+            while true {
+                switch action {
+                case .takeOverExpiredLease:
+                    let taken = try await takeOverExpiredLease(lease, on: connection)
+                    if taken != nil { holdsLocks = true }
+                    action = claim.tookOver(taken)
+                case .readCandidates(let limit):
+                    if !orderedIndexScans {
+                        try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+                        orderedIndexScans = true
+                    }
+                    action = claim.candidatesRead(
+                        try await candidates(limit: limit, nowMs: lease.nowMillis, on: connection)
+                    )
+                case .readLatestTurn:
+                    let latest = try await connection.first(
+                        "SELECT coalesce(max(id), 0) FROM chunk",
+                        as: Int64.self,
+                        logger: logger
+                    )
+                    action = claim.latestTurnRead(latest ?? 0)
+                case .readRecentTurns(let after):
+                    action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
+                case .readRequest(let seq):
+                    // Locked even when it answers nil (cut through meanwhile) unless skipped.
+                    let request = try await lockCutRequest(seq, skipLocked: holdsLocks, on: connection)
+                    holdsLocks = true
+                    action = claim.requestRead(request)
+                case .scanMembers(let groupIDs, let scan):
+                    action = claim.membersScanned(
+                        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
+                    )
+                case .markCutDone(let seq):
+                    try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                    action = claim.cutMarkedDone()
+                case .finishIfDone(let seq):
+                    try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
+                    action = claim.completionChecked()
+                case .insertChunk(let seq, let cut):
+                    action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
+                case .claimed(let chunks):
+                    return chunks
+                }
+            }
+        }
+        var claimed: [ClaimedWork] = []
+        for chunk in chunks {
+            let page = try await targets(of: chunk, after: chunk.progress, limit: batch.pageLimit)
+            claimed.append(ClaimedWork(chunk: chunk, firstPage: page))
+        }
+        return claimed
+    }
+
     /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`; rows another
     /// instance is writing right now are skipped, not waited for.
     private func takeOverExpiredLease(
@@ -71,9 +144,10 @@ extension PostgresStore {
             let row = try await connection.first(
                 """
                 WITH t AS (
-                    SELECT id FROM chunk
-                    WHERE state = \(unescaped: Self.sql(ChunkCode.open)) AND lease_expires_at <= \(nowMs)
-                    ORDER BY request_seq, id LIMIT 1 FOR UPDATE SKIP LOCKED
+                    SELECT k.id FROM chunk k JOIN request q ON q.seq = k.request_seq
+                    WHERE k.state = \(unescaped: Self.sql(ChunkCode.open)) AND k.lease_expires_at <= \(nowMs)
+                        AND (q.expiration IS NULL OR q.expiration <= 0 OR q.expiration * 1000 >= \(nowMs))
+                    ORDER BY k.request_seq, k.id LIMIT 1 FOR UPDATE OF k SKIP LOCKED
                 )
                 UPDATE chunk c SET owner = \(owner), lease_expires_at = \(leaseUntil), generation = c.generation + 1
                 FROM t, request r WHERE c.id = t.id AND r.seq = c.request_seq
@@ -88,11 +162,16 @@ extension PostgresStore {
 
     /// The oldest unfinished requests with uncut targets (through `request_unfinished`), each with its
     /// newest chunk (through `chunk_by_request`).
-    private func candidates(limit: Int, on connection: PostgresConnection) async throws -> [ClaimScheduler.Candidate] {
+    private func candidates(
+        limit: Int,
+        nowMs: Int64,
+        on connection: PostgresConnection
+    ) async throws -> [ClaimScheduler.Candidate] {
         try await connection.all(
             """
             SELECT r.seq, r.app, r.priority::BIGINT, (SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq)
             FROM request r WHERE r.state < \(unescaped: Self.sql(Code.done)) AND NOT r.cut_done
+                AND (r.expiration IS NULL OR r.expiration <= 0 OR r.expiration * 1000 >= \(nowMs))
             ORDER BY r.seq LIMIT \(unescaped: String(limit))
             """,
             as: (Int64, String, Int64, Int64?).self,
@@ -114,10 +193,11 @@ extension PostgresStore {
     }
 
     /// Locks the request picked for a cut and reads its cursors and groups; nil when another instance
-    /// finished cutting it meanwhile. Instances cutting the same broadcast take turns on its row lock (a
+    /// finished cutting it meanwhile (or, `skipLocked`, holds it right now). Instances cutting the same broadcast take turns on its row lock (a
     /// cut takes milliseconds).
     private func lockCutRequest(
         _ seq: Int64,
+        skipLocked: Bool = false,
         on connection: PostgresConnection
     ) async throws
         -> ChunkClaim.CutRequest?
@@ -126,7 +206,7 @@ extension PostgresStore {
             let row = try await connection.first(
                 """
                 SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
-                FROM request WHERE seq = \(seq) FOR UPDATE
+                FROM request WHERE seq = \(seq) FOR UPDATE \(unescaped: skipLocked ? "SKIP LOCKED" : "")
                 """,
                 as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self,
                 logger: logger

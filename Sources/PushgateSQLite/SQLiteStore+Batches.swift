@@ -73,13 +73,9 @@ extension SQLiteStore {
             // As many claims as the batch brought work, each the scheduler's choice: a claim cuts the most
             // deserving chunk, which is not necessarily one of this batch's.
             var claimed: [ClaimedWork] = []
-            if let claiming {
-                while claimed.count < min(newWork, claiming.maximumChunks),
-                    let chunk = try Self.claimChunk(claiming.lease, chunkSize: claiming.chunkSize, in: db)
-                {
-                    let page = try Self.targetPage(of: chunk, after: chunk.progress, limit: claiming.pageLimit, in: db)
-                    claimed.append(ClaimedWork(chunk: chunk, firstPage: page))
-                }
+            if var claim = claiming, min(newWork, claim.maximumChunks) > 0 {
+                claim.maximumChunks = min(newWork, claim.maximumChunks)
+                claimed = try Self.claimChunks(claim, in: db)
             }
             return (answers: answers, large: large, claimed: claimed)
         }

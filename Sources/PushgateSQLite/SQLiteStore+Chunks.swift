@@ -26,7 +26,7 @@ extension SQLiteStore {
             case .takeOverExpiredLease:
                 action = claim.tookOver(try takeOverExpiredLease(lease, in: db))
             case .readCandidates(let limit):
-                let rows = try candidateRows(limit: limit, in: db)
+                let rows = try candidateRows(limit: limit, nowMs: lease.nowMillis, in: db)
                 candidates = Dictionary(rows.map { ($0[0] as Int64, $0) }, uniquingKeysWith: { first, _ in first })
                 action = claim.candidatesRead(
                     rows.map { ClaimScheduler.Candidate(seq: $0[0], app: $0[6], priority: $0[7], lastTurn: $0[8]) }
@@ -54,6 +54,68 @@ extension SQLiteStore {
         }
     }
 
+    public func claimChunks(_ claim: BatchClaim) async throws -> [ClaimedWork] {
+        _ = try StoreError.positive(claim.chunkSize, "chunk size")
+        _ = try StoreError.positive(claim.pageLimit)
+        _ = try StoreError.positive(claim.maximumChunks, "chunks")
+        return try await writeUnsynced { db in try Self.claimChunks(claim, in: db) }
+    }
+
+    /// ``claimChunks(_:)`` in a write transaction of the caller's: the steps of ``ChunkBatchClaim``, each
+    /// with its statements, then each chunk's first page (the writer's view: nothing else writes meanwhile).
+    static func claimChunks(_ batch: BatchClaim, in db: Database) throws -> [ClaimedWork] {
+        let lease = batch.lease
+        var claim = ChunkBatchClaim(batch)
+        var action = claim.start()
+        while true {
+            switch action {
+            case .takeOverExpiredLease:
+                action = claim.tookOver(try takeOverExpiredLease(lease, in: db))
+            case .readCandidates(let limit):
+                let rows = try candidateRows(limit: limit, nowMs: lease.nowMillis, in: db)
+                action = claim.candidatesRead(rows.map(candidate))
+            case .readLatestTurn:
+                let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk"))
+                action = claim.latestTurnRead(latest ?? 0)
+            case .readRecentTurns(let after):
+                action = claim.recentTurnsRead(try recentTurns(after: after, in: db))
+            case .readRequest(let seq):
+                // Read again, not taken from the candidates: this claim may have cut it already.
+                action = claim.requestRead(try requestRow(seq: seq, in: db).map { try cutRequest($0, in: db) })
+            case .scanMembers(let groupIDs, let scan):
+                action = claim.membersScanned(try cutMembers(groupIDs: groupIDs, scan, in: db))
+            case .markCutDone(let seq):
+                try db.cachedStatement(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?").execute(arguments: [seq])
+                action = claim.cutMarkedDone()
+            case .finishIfDone(let seq):
+                try finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
+                action = claim.completionChecked()
+            case .insertChunk(let seq, let cut):
+                action = claim.chunkInserted(id: try insertChunk(cut, of: seq, lease, in: db))
+            case .claimed(let chunks):
+                return try chunks.map { chunk in
+                    let page = try targetPage(of: chunk, after: chunk.progress, limit: batch.pageLimit, in: db)
+                    return ClaimedWork(chunk: chunk, firstPage: page)
+                }
+            }
+        }
+    }
+
+    private static func candidate(_ row: Row) -> ClaimScheduler.Candidate {
+        ClaimScheduler.Candidate(seq: row[0], app: row[6], priority: row[7], lastTurn: row[8])
+    }
+
+    /// A request's row as it is now (a claim may have cut it already), in the columns of
+    /// ``candidateRows(limit:nowMs:in:)`` that ``cutRequest(_:in:)`` reads.
+    private static func requestRow(seq: Int64, in db: Database) throws -> Row? {
+        try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT seq, id, device_bound, group_cut, token_cut, token_count FROM request WHERE seq = ?"
+            ),
+            arguments: [seq]
+        )
+    }
+
     /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`.
     private static func takeOverExpiredLease(_ lease: LeaseWindow, in db: Database) throws -> WorkChunk? {
         guard
@@ -62,7 +124,8 @@ extension SQLiteStore {
                     sql: """
                         SELECT c.id, r.id, c.kind, c.range_after, c.range_through, c.progress, c.generation
                         FROM chunk c JOIN request r ON r.seq = c.request_seq
-                        WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?
+                        WHERE c.state = \(ChunkCode.open.rawValue) AND c.lease_expires_at <= ?1
+                            AND \(notOverdue("r"))
                         ORDER BY c.request_seq, c.id LIMIT 1
                         """
                 ),
@@ -76,11 +139,16 @@ extension SQLiteStore {
         return try StoredForm.chunk(takenOver: taken, lease)
     }
 
-    /// The oldest unfinished requests with uncut targets (through `request_unfinished`), each with its
+    /// A request (`alias`) not overdue at `?1` (the claim's now): a claim takes nothing of an overdue one.
+    private static func notOverdue(_ alias: String) -> String {
+        "(\(alias).expiration IS NULL OR \(alias).expiration <= 0 OR \(alias).expiration * 1000 >= ?1)"
+    }
+
+    /// The oldest unfinished requests with uncut targets, not overdue at `nowMs` (through `request_unfinished`), each with its
     /// newest chunk (the larger of its newest open and newest done chunk: two lookups at the end of
     /// `chunk_by_request`'s range, whatever the number of chunks). Columns: seq, id, device_bound,
     /// group_cut, token_cut, token_count, app, priority, newest chunk.
-    private static func candidateRows(limit: Int, in db: Database) throws -> [Row] {
+    private static func candidateRows(limit: Int, nowMs: Int64, in db: Database) throws -> [Row] {
         try Row.fetchAll(
             db.cachedStatement(
                 sql: """
@@ -88,10 +156,11 @@ extension SQLiteStore {
                         nullif(max(
                         coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 0), 0),
                         coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0)
-                    FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0
+                    FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0 AND \(notOverdue("r"))
                     ORDER BY r.seq LIMIT \(limit)
                     """
-            )
+            ),
+            arguments: [nowMs]
         )
     }
 
@@ -134,14 +203,14 @@ extension SQLiteStore {
         _ lease: LeaseWindow,
         in db: Database
     ) throws -> Int64 {
-        try db.execute(
+        // Cached (one statement per cursor column): a statement parsed per chunk was a tenth of a claim.
+        try db.cachedStatement(
             sql: """
                 UPDATE request SET \(StoredForm.cutCursorColumn(cut.kind)) = ?, cut_done = ?,
                     state = max(state, ?)
                 WHERE seq = ?
-                """,
-            arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq]
-        )
+                """
+        ).execute(arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq])
         try db.cachedStatement(
             sql: """
                 INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,

@@ -362,59 +362,67 @@ extension SQLiteStore {
     }
 
     public func report(_ id: RequestID) async throws -> DeliveryReport? {
-        try await read { db in
-            guard
-                let row = try Row.fetchOne(
-                    db.cachedStatement(
-                        sql: """
-                            SELECT seq, app, state, target_count,
-                                accepted
-                                    + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                                created_at, finished_at, last_apns_id,
-                                (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
-                            FROM request WHERE id = ?
-                            """
-                    ),
-                    arguments: [id.value]
-                )
-            else { return nil }
-            let seq: Int64 = row[0]
-            var failedByReason = [String: Int]()
-            for reasonRow in try Row.fetchAll(
+        try await read { db in try Self.report(id, in: db) }
+    }
+
+    /// One read (one trip to a reader connection) for all of them.
+    public func reports(_ ids: [RequestID]) async throws -> [DeliveryReport] {
+        if ids.isEmpty { return [] }
+        return try await read { db in try ids.compactMap { try Self.report($0, in: db) } }
+    }
+
+    static func report(_ id: RequestID, in db: Database) throws -> DeliveryReport? {
+        guard
+            let row = try Row.fetchOne(
                 db.cachedStatement(
-                    sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?"
+                    sql: """
+                        SELECT seq, app, state, target_count,
+                            accepted
+                                + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                            created_at, finished_at, last_apns_id,
+                            (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
+                        FROM request WHERE id = ?
+                        """
                 ),
-                arguments: [seq]
-            ) {
-                failedByReason[reasonRow[0]] = reasonRow[1]
-            }
-            let pending =
-                try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?"),
-                    arguments: [seq]
-                ) ?? 0
-            let finishedAt: Int64? = row[6]
-            let unknownGroups = try String.fetchAll(
-                db.cachedStatement(
-                    sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position"
-                ),
-                arguments: [seq]
+                arguments: [id.value]
             )
-            return DeliveryReport(
-                id: id,
-                app: row[1],
-                state: StoredForm.requestState(row[2]),
-                targets: row[3],
-                accepted: row[4],
-                failedByReason: failedByReason,
-                pendingRetries: pending,
-                createdAt: Millis.date(row[5]),
-                finishedAt: finishedAt.map(Millis.date),
-                lastAPNsID: row[7],
-                unknownGroups: unknownGroups,
-                skipped: row[8]
-            )
+        else { return nil }
+        let seq: Int64 = row[0]
+        var failedByReason = [String: Int]()
+        for reasonRow in try Row.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT reason, count FROM failure_count WHERE request_seq = ?"
+            ),
+            arguments: [seq]
+        ) {
+            failedByReason[reasonRow[0]] = reasonRow[1]
         }
+        let pending =
+            try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT COUNT(*) FROM retry WHERE request_seq = ?"),
+                arguments: [seq]
+            ) ?? 0
+        let finishedAt: Int64? = row[6]
+        let unknownGroups = try String.fetchAll(
+            db.cachedStatement(
+                sql: "SELECT name FROM request_unknown_group WHERE request_seq = ? ORDER BY position"
+            ),
+            arguments: [seq]
+        )
+        return DeliveryReport(
+            id: id,
+            app: row[1],
+            state: StoredForm.requestState(row[2]),
+            targets: row[3],
+            accepted: row[4],
+            failedByReason: failedByReason,
+            pendingRetries: pending,
+            createdAt: Millis.date(row[5]),
+            finishedAt: finishedAt.map(Millis.date),
+            lastAPNsID: row[7],
+            unknownGroups: unknownGroups,
+            skipped: row[8]
+        )
     }
 
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {

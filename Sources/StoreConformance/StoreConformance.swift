@@ -16,7 +16,7 @@ public enum StoreConformance {
     public static let allChecks: [StoreCheck] =
         registryChecks + requestChecks + fanOutChecks + leaseChecks
         + retryChecks + reportChecks + instanceChecks + platformChecks + claimOnEnqueueChecks + idempotencyChecks
-        + retentionChecks + batchChecks + webPushChecks
+        + retentionChecks + batchChecks + webPushChecks + multiClaimChecks
 
     static let webPushChecks: [StoreCheck] = [
         StoreCheck(
@@ -40,6 +40,20 @@ public enum StoreConformance {
             WebPushChecks.webPushRetriesFailuresAndCountsKeepThePlatform
         ),
         StoreCheck("theWebPushOverrideOfARequestReadsBack", WebPushChecks.theWebPushOverrideOfARequestReadsBack),
+    ]
+
+    static let multiClaimChecks: [StoreCheck] = [
+        StoreCheck("manyOneDeviceRequestsInOneClaim", MultiClaimChecks.manyOneDeviceRequestsInOneClaim),
+        StoreCheck("aChunkLargerThanAPageEndsTheClaim", MultiClaimChecks.aChunkLargerThanAPageEndsTheClaim),
+        StoreCheck("nothingOfAnOverdueRequestIsClaimed", MultiClaimChecks.nothingOfAnOverdueRequestIsClaimed),
+        StoreCheck(
+            "aMultiClaimsLeasesEndAndAreTakenOverOnce",
+            MultiClaimChecks.aMultiClaimsLeasesEndAndAreTakenOverOnce
+        ),
+        StoreCheck(
+            "concurrentMultiClaimsNeverShareAChunk",
+            MultiClaimChecks.concurrentMultiClaimsNeverShareAChunk
+        ),
     ]
 
     static let batchChecks: [StoreCheck] = [

@@ -95,6 +95,34 @@ struct DispatchLoopTests {
         #expect(loop.next(Self.at(0.2)) == .claimChunk)
     }
 
+    @Test("a continuous stream of new work and sends under way puts expiry off at most five seconds")
+    func expiryUnderContinuousWork() {
+        var loop = Self.machine()
+        #expect(loop.next(Self.at(0)) == .expireOverdue)
+        var expiries: [Double] = [0]
+        // A new request every turn, and sends under way: the turns of 12 s, 0.1 s apart.
+        for tenth in 1...120 {
+            let now = Double(tenth) / 10
+            let busy = Self.at(now, active: 1, allSent: false)
+            loop.workAdded()
+            var action = loop.next(busy)
+            turn: while action != .advance {
+                switch action {
+                case .expireOverdue: expiries.append(now)
+                case .claimRetries: loop.retriesClaimed(started: false)
+                case .claimChunk: loop.claimed(.nothing)
+                default:
+                    Issue.record("at \(now) s: \(action)")
+                    break turn
+                }
+                action = loop.next(busy)
+            }
+            _ = loop.next(busy)  // the turn's end
+        }
+        // Due again at 1 s and put off from then on, five seconds at most.
+        #expect(expiries == [0, 6, 12], "put off, not never")
+    }
+
     @Test("a chunk whose start failed starts before anything new is claimed")
     func unstartedFirst() {
         var loop = Self.machine()

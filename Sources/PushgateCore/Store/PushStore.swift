@@ -66,7 +66,8 @@ public protocol DeviceRegistry: Sendable {
 ///
 /// Retry loop: ``claimRetries(owner:now:leaseDuration:limit:)`` (rows with `nextAttemptAt <= now`),
 /// send, ``recordRetryOutcomes(_:owner:now:)``; sleep until ``nextWakeUp(after:)``.
-/// Housekeeping: ``expireOverdue(now:)`` now and then (claims run it too).
+/// Housekeeping: ``expireOverdue(now:)`` now and then (``claimChunk(_:chunkSize:)`` runs it too;
+/// ``claimChunks(_:)`` only leaves overdue requests out).
 ///
 /// ## Guarantees
 /// - A request is stored in one transaction before ``enqueue(_:)`` returns: once acknowledged it is not
@@ -134,8 +135,8 @@ public protocol DeliveryLedger: Sendable {
     ) async throws -> (stored: EnqueueResult, claimed: ClaimedWork?)
 
     /// Group commit: stores many requests in one transaction (one fsync), each as ``enqueue(_:)`` would,
-    /// and with them claims up to `claiming.maximumChunks` chunks (each ``claimChunk(_:chunkSize:)``'s
-    /// choice, so the scheduler decides which) and reads each one's first page. A request's own refusal
+    /// and with them claims up to `claiming.maximumChunks` chunks (as ``claimChunks(_:)`` does where the
+    /// store can in the same transaction, so the scheduler decides which) and reads each one's first page. A request's own refusal
     /// (unknown groups, no targets, a duplicate id, a reused idempotency key) is its answer in
     /// ``EnqueueBatchResult/results`` and writes nothing of it; the others are stored. A replay answers
     /// the earlier request, and so does a second request of the batch with the first one's key. Throws
@@ -155,6 +156,15 @@ public protocol DeliveryLedger: Sendable {
     /// chunk of at most `chunkSize` targets cut from the oldest request with uncut targets. The chunk is
     /// leased to `lease.owner` until `lease.expiresAt`. Nil when there is nothing to claim.
     func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk?
+
+    /// Claims up to `claim.maximumChunks` chunks in one transaction (``ChunkBatchClaim``): expired leases
+    /// taken over first, then the chunks of the requests ``ClaimScheduler`` picks, the candidates read once;
+    /// each with its first page (at most `claim.pageLimit` targets). The claim ends after a chunk that may
+    /// not fit one page (a broadcast's). It takes nothing of a request overdue at `claim.lease.now`, and
+    /// does not expire them (``expireOverdue(now:)`` does). Empty when there is nothing to claim. With
+    /// several instances, no two claim the same chunk. A failure claims nothing (the transaction is
+    /// rolled back).
+    func claimChunks(_ claim: BatchClaim) async throws -> [ClaimedWork]
 
     /// The chunk's distinct valid targets after `cursor`, in cursor order, and apart (``TargetPage/skipped``)
     /// those the request counted that were invalidated or removed since it was stored; at most `limit`
@@ -193,6 +203,10 @@ public protocol DeliveryLedger: Sendable {
     /// The delivery report (nil if unknown).
     func report(_ id: RequestID) async throws -> DeliveryReport?
 
+    /// The reports of those known, in the order asked: for the dispatcher's "request done" lines, which
+    /// come many at once under one-device traffic. The default implementation reads one at a time.
+    func reports(_ ids: [RequestID]) async throws -> [DeliveryReport]
+
     /// The devices of a request that failed for good, `limit` at a time after `after`, in the order of
     /// their ``DeviceToken/storageKey`` in byte order (APNs hex and `fcm:`-prefixed FCM tokens as one text
     /// order, whatever the database's collation: stable for paging, but not ``DeviceToken``'s platform-first `<`).
@@ -200,6 +214,12 @@ public protocol DeliveryLedger: Sendable {
 }
 
 extension DeliveryLedger {
+    public func reports(_ ids: [RequestID]) async throws -> [DeliveryReport] {
+        var reports: [DeliveryReport] = []
+        for id in ids { if let report = try await report(id) { reports.append(report) } }
+        return reports
+    }
+
     public func enqueue(
         _ request: NotificationRequest,
         claiming lease: LeaseWindow,

@@ -131,6 +131,12 @@ final class FaultInjectingStore: PushStore {
         return chunk
     }
 
+    func claimChunks(_ claim: BatchClaim) async throws -> [ClaimedWork] {
+        let claimed = try await call(.claimChunk) { try await base.claimChunks(claim) }
+        state.withLock { $0.chunksClaimed += claimed.count }
+        return claimed
+    }
+
     func targets(of chunk: WorkChunk, after cursor: Int64, limit: Int) async throws -> TargetPage {
         try await call(.readTargets) { try await base.targets(of: chunk, after: cursor, limit: limit) }
     }
