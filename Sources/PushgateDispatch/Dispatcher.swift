@@ -163,6 +163,17 @@ public final class Dispatcher: Service, NotificationIntake {
         return max(1, min(capacity, configuration.maximumInFlight ?? .max))
     }
 
+    /// What each app's services' transports can carry now (a transport counted once per app): an app's
+    /// chunks never have more in flight (``SendRoom``).
+    var appCapacities: [String: Int] {
+        routes.mapValues { route in
+            var seen = Set<ObjectIdentifier>()
+            return route.services.reduce(0) { sum, service in
+                seen.insert(service.transportID).inserted ? sum + service.inFlightCapacity : sum
+            }
+        }
+    }
+
     /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
     public var isStoreHealthy: Bool { storeHealth.isHealthy }
 
@@ -326,10 +337,20 @@ public final class Dispatcher: Service, NotificationIntake {
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
             case .advance:
                 let budget = inFlightBudget
-                var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
+                var rooms = SendRoom(
+                    budget: budget,
+                    capacities: appCapacities,
+                    inFlight: active.map { ($0.request.app, $0.inFlight) },
+                    otherInFlight: retriesInFlight
+                )
                 var records = ProgressRecords()
-                for delivery in active {
+                for index in SendRoom.order(small: active.map(\.fitsOnePage)) {
+                    let delivery = active[index]
+                    let app = delivery.request.app
+                    let offered = rooms.room(app: app, small: delivery.fitsOnePage)
+                    var room = offered
                     delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
+                    rooms.spent(offered - room, app: app)
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
