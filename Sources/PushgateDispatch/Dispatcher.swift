@@ -260,19 +260,21 @@ public final class Dispatcher: Service, NotificationIntake {
                 return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
             }
             let submissionsClaiming = claimsInFlight.load(ordering: .sequentiallyConsistent)
-            // Chunks read in one page count as one together, up to ``Configuration/maximumChunksUnderWay``
-            // in all: a stream of one-device requests is many of those, and a broadcast's chunks keep the
-            // loop's limit of three.
+            // Chunks read in one page count as one together when nothing else is under way, and not at all
+            // beside a broadcast's chunks (so singles never hold up a broadcast's next chunk, nor the next
+            // single), up to ``Configuration/maximumChunksUnderWay`` in all: a stream of one-device requests
+            // is many of those, and a broadcast's chunks keep the loop's limit of three.
             let fitOnePage = active.count(where: \.fitsOnePage)
+            let large = active.count - fitOnePage
             let counted =
                 active.count >= configuration.maximumChunksUnderWay
-                ? active.count : active.count - fitOnePage + (fitOnePage > 0 ? 1 : 0)
+                ? active.count : (large > 0 ? large : min(fitOnePage, 1))
             let allSent = active.allSatisfy(\.isAllSent)
-            // Open whenever the loop itself could claim: everything under way sent, and room for more.
+            // Open whenever the loop has room for another chunk, even while a broadcast's chunk is still
+            // sending: a new request claims with its enqueue (the scheduler puts a new request first).
             let mayClaim =
                 active.isEmpty
-                || (allSent && counted < machine.maximumActiveChunks
-                    && active.count < configuration.maximumChunksUnderWay)
+                || (counted < machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
             handOffOpen.store(
                 mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
                 ordering: .sequentiallyConsistent

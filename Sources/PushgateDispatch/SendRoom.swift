@@ -26,7 +26,8 @@ package struct SendRoom: Sendable, Equatable {
     ///   - capacities: what each app's transports carry together.
     ///   - inFlight: the chunks under way, each with its app and its sends unanswered.
     ///   - otherInFlight: unanswered sends outside these chunks (retries), counted against the budget.
-    package init(budget: Int, capacities: [String: Int], inFlight: [(app: String, count: Int)], otherInFlight: Int = 0) {
+    package init(budget: Int, capacities: [String: Int], inFlight: [(app: String, count: Int)], otherInFlight: Int = 0)
+    {
         var used: [String: Int] = [:]
         var all = otherInFlight
         for (app, count) in inFlight {

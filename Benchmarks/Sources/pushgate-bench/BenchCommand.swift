@@ -19,7 +19,8 @@ struct BenchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
-            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, TwoAppsCommand.self, SoakCommand.self,
+            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, TwoAppsCommand.self,
+            SoakCommand.self,
             MicroCommand.self, RetentionCommand.self,
         ],
         defaultSubcommand: ClientCommand.self

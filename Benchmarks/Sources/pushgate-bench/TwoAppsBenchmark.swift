@@ -31,7 +31,9 @@ struct TwoAppsCommand: AsyncParsableCommand {
         guard (1...25_000_000).contains(devices) else { throw ValidationError("--devices must be 1...25000000") }
         guard (1...20).contains(runs) else { throw ValidationError("--runs must be 1...20") }
         if gateway.apnsHost != nil {
-            throw ValidationError("twoapps configures its apps against its own haproxy stand-in: it excludes --apns-host")
+            throw ValidationError(
+                "twoapps configures its apps against its own haproxy stand-in: it excludes --apns-host"
+            )
         }
     }
 
@@ -88,7 +90,9 @@ struct TwoAppsBenchmark {
         report.line(
             "  gateway: \(binary) gateway -f -d <copy of the filled store> -l 127.0.0.1 -g 0 -n 0 --http-port=-1 --config <two apps> \(options.gatewayArguments.joined(separator: " "))"
         )
-        report.line("  stand-in: haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms")
+        report.line(
+            "  stand-in: haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms"
+        )
         for app in order { report.line("  \(app): \(String(decoding: Self.broadcast(app: app), as: UTF8.self))") }
         report.line("  store: \(work.path) (\(FileSystem.describe(work.path)))")
         report.line(
@@ -98,7 +102,12 @@ struct TwoAppsBenchmark {
         let template = work.appendingPathComponent("filled.db").path
         var fillSeconds = 0.0
         for app in Self.apps {
-            let filled = try await StoreFill.prefill(path: template, app: app, devices: command.devices, group: Self.group)
+            let filled = try await StoreFill.prefill(
+                path: template,
+                app: app,
+                devices: command.devices,
+                group: Self.group
+            )
             let warm = try await StoreFill.prefill(path: template, app: app, devices: 1, group: Self.warmGroup)
             fillSeconds += filled.seconds + warm.seconds
         }
@@ -168,11 +177,17 @@ struct TwoAppsBenchmark {
             let sender = try DatagramSender()
             // Warm-up: one notification per app opens each app's first APNs connection.
             for app in Self.apps {
-                let warmup = Array(#"{"app":"\#(app)","groups":["\#(Self.warmGroup)"],"payload":{"aps":{"alert":"warm-up"}}}"#.utf8)
+                let warmup = Array(
+                    #"{"app":"\#(app)","groups":["\#(Self.warmGroup)"],"payload":{"aps":{"alert":"warm-up"}}}"#.utf8
+                )
                 guard sender.send(warmup, port: ports.notification) else { throw BenchError("sendto failed") }
             }
             guard
-                try await gateway.waitForLines(containing: "notification request done", count: Self.apps.count, timeout: 60)
+                try await gateway.waitForLines(
+                    containing: "notification request done",
+                    count: Self.apps.count,
+                    timeout: 60
+                )
                     != nil
             else { throw BenchError("the warm-up requests were not done within 60 s") }
 
@@ -263,7 +278,9 @@ struct TwoAppsBenchmark {
             "summary (twoapps, \(Format.integer(command.devices)) devices each, answers held \(rtt) ms, load average \(FileSystem.loadAverage() ?? "?") at the end):"
         )
         for (index, run) in runs.enumerated() {
-            let both = Self.apps.map { "\($0) \(run.seconds[$0].map(Format.milliseconds) ?? "?")" }.joined(separator: ", ")
+            let both = Self.apps.map { "\($0) \(run.seconds[$0].map(Format.milliseconds) ?? "?")" }.joined(
+                separator: ", "
+            )
             let spread = Self.spread(run).map { String(format: "%+.1f %%", $0) } ?? "?"
             report.line("  run \(index + 1): \(both); apart \(spread)")
         }
