@@ -6,7 +6,7 @@ package import Foundation
 ///
 /// Rules: the next chunk is claimed as soon as everything of the chunks under way is sent (at most
 /// ``maximumActiveChunks`` under way), and at once when new work was announced, even while a chunk is
-/// still sending and with one chunk more than the limit (so a one-device request sent during a broadcast is claimed, and goes
+/// still sending, with up to twice the limit under way (so a one-device request sent during a broadcast is claimed, and goes
 /// first by ``ClaimScheduler``, instead of waiting for the broadcast's chunk to be sent); a claim that found nothing is not repeated until new work is
 /// announced; due retries are claimed when no chunk is under way, and also while chunks are under way
 /// at most once per ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
@@ -135,13 +135,15 @@ package struct DispatchLoop: Sendable {
             }
             return next(snapshot)
         case .claim:
-            // New work may take one chunk beyond the limit: a broadcast's chunks wait for their answers
-            // (a round trip) before they end, and a single must not wait for that.
+            // New work may be claimed up to twice the limit: a broadcast's chunks wait for their answers
+            // (a round trip) before they end, and a single must not wait for that; nor when the claim made
+            // for it took the broadcast's next chunk instead (``ClaimScheduler``'s rule against starvation:
+            // with a broadcast and a single waiting, the broadcast is cut at least every other turn).
             let mayStart =
                 !stopping && snapshot.storeAvailable
                 && (snapshot.active == 0
                     || (snapshot.active < maximumActiveChunks && snapshot.allSent)
-                    || (snapshot.active <= maximumActiveChunks && freshWork))
+                    || (snapshot.active < 2 * maximumActiveChunks && freshWork))
             if mayStart, snapshot.unstarted > 0 {
                 phase = .afterClaim(claimed: true)
                 return .startUnstarted

@@ -270,12 +270,12 @@ public final class Dispatcher: Service, NotificationIntake {
                 active.count >= configuration.maximumChunksUnderWay
                 ? active.count : (large > 0 ? large : min(fitOnePage, 1))
             let allSent = active.allSatisfy(\.isAllSent)
-            // Open whenever the loop would claim new work (``DispatchLoop``: one chunk beyond its limit), even
+            // Open whenever the loop would claim new work (``DispatchLoop``: up to twice its limit), even
             // while a broadcast's chunk is still sending: a new request claims with its enqueue (the
             // scheduler puts a new request first).
             let mayClaim =
                 active.isEmpty
-                || (counted <= machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
+                || (counted < 2 * machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
             handOffOpen.store(
                 mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
                 ordering: .sequentiallyConsistent
