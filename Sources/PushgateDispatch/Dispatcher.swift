@@ -163,17 +163,6 @@ public final class Dispatcher: Service, NotificationIntake {
         return max(1, min(capacity, configuration.maximumInFlight ?? .max))
     }
 
-    /// What each app's services' transports can carry now (a transport counted once per app): an app's
-    /// chunks never have more in flight (``SendRoom``).
-    var appCapacities: [String: Int] {
-        routes.mapValues { route in
-            var seen = Set<ObjectIdentifier>()
-            return route.services.reduce(0) { sum, service in
-                seen.insert(service.transportID).inserted ? sum + service.inFlightCapacity : sum
-            }
-        }
-    }
-
     /// The dispatcher's half of readiness: false from a failed store operation until one succeeds.
     public var isStoreHealthy: Bool { storeHealth.isHealthy }
 
@@ -340,20 +329,14 @@ public final class Dispatcher: Service, NotificationIntake {
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
             case .advance:
                 let budget = inFlightBudget
-                var rooms = SendRoom(
-                    budget: budget,
-                    capacities: appCapacities,
-                    inFlight: active.map { ($0.request.app, $0.inFlight) },
-                    otherInFlight: retriesInFlight
-                )
+                var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
                 var records = ProgressRecords()
-                for index in SendRoom.order(small: active.map(\.fitsOnePage)) {
-                    let delivery = active[index]
-                    let app = delivery.request.app
-                    let offered = rooms.room(app: app, small: delivery.fitsOnePage)
-                    var room = offered
-                    delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
-                    rooms.spent(offered - room, app: app)
+                // Chunks read in one page (one-device requests) are offered room first: a single never waits
+                // behind a broadcast's buffered page for the room its answers free.
+                for small in [true, false] {
+                    for delivery in active where delivery.fitsOnePage == small {
+                        delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
+                    }
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
