@@ -55,13 +55,7 @@ struct APNsPreparedPush: PreparedPush {
         requests.reserveCapacity(sends.count)
         for send in sends {
             requests.append(
-                APNsRequest(
-                    notification: notification,
-                    deviceToken: send.token,
-                    tag: send.tag,
-                    receiver: forwarder,
-                    isExpress: send.isExpress
-                )
+                APNsRequest(notification: notification, deviceToken: send.token, tag: send.tag, receiver: forwarder)
             )
         }
         return PushSubmission(ids: transport.submit(requests), submitted: requests.count)
