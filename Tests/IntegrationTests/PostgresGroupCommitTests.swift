@@ -12,7 +12,7 @@ import Testing
 @Suite(
     "PostgreSQL: group commit while connections are terminated",
     .serialized,
-    .timeLimit(.minutes(5)),
+    .timeLimit(.minutes(10)),
     .enabled(
         if: PostgresTestDatabase.isAvailable,
         "PUSHGATE_TEST_POSTGRES_URL is not set: no PostgreSQL server to test against"
