@@ -73,7 +73,10 @@ extension SQLiteStore {
                         _ = try store()
                     } else {
                         // Releasing an expired key is a write that a later refusal must take back.
-                        try db.inSavepoint { _ = try store(); return .commit }
+                        try db.inSavepoint {
+                            _ = try store()
+                            return .commit
+                        }
                     }
                 } catch let error as StoreError where error.refusesOnlyItsRequest {
                     answers.append((item.index, .failure(error)))

@@ -221,7 +221,11 @@ extension SQLiteStore {
     }
 
     /// A candidate's row (``candidateRows(limit:in:)``) with its groups: what its cut reads.
-    private static func cutRequest(_ row: Row, groupIDs known: [Int64]? = nil, in db: Database) throws
+    private static func cutRequest(
+        _ row: Row,
+        groupIDs known: [Int64]? = nil,
+        in db: Database
+    ) throws
         -> ChunkClaim.CutRequest
     {
         let seq: Int64 = row[0]

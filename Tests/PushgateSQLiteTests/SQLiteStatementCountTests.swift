@@ -23,7 +23,12 @@ struct SQLiteStatementCountTests {
     final class Statements: Sendable {
         private let seen = Mutex<[String]>([])
         func record(_ sql: String) { seen.withLock { $0.append(sql) } }
-        func take() -> [String] { seen.withLock { taken in defer { taken = [] }; return taken } }
+        func take() -> [String] {
+            seen.withLock { taken in
+                defer { taken = [] }
+                return taken
+            }
+        }
     }
 
     /// Statements of the phase, without transaction control (BEGIN, COMMIT, savepoints, PRAGMAs).
