@@ -3,8 +3,9 @@ public import PushgateCore
 
 /// Group commit: many requests, or the progress of many chunks, in one write transaction and one fsync.
 extension SQLiteStore {
-    /// Each request in a savepoint of its own: a refusal (``StoreError/refusesOnlyItsRequest``) rolls
-    /// back only that request and is its answer; any other error fails the transaction, and so the batch.
+    /// A refusal (``StoreError/refusesOnlyItsRequest``) changes nothing of its request and is its answer:
+    /// every refusal of a request without an idempotency key comes before its first write, and one with a
+    /// key is stored in a savepoint of its own; any other error fails the transaction, and so the batch.
     /// A request with more targets than ``plannedInWriterLimit`` is not counted inside the write lock: it
     /// is stored afterwards as by ``enqueue(_:)`` (a read snapshot, then its own write).
     public func enqueue(
@@ -32,32 +33,50 @@ extension SQLiteStore {
             var answers: [(index: Int, answer: Result<EnqueueResult, StoreError>)] = []
             var large: [Int] = []
             var newWork = 0
+            var lookups = TargetLookups()
+            // The request_group rows this transaction wrote, by request seq: the claim below cuts from them.
+            var knownGroups = [Int64: [Int64]]()
             for item in batch {
                 let request = requests[item.index]
                 var answer: EnqueueResult?
-                do {
-                    try db.inSavepoint {
-                        if let earlier = try Self.earlierRequest(answering: request, in: db) {
-                            answer = earlier
-                            return .commit
-                        }
-                        guard
-                            try Self.targetsAtMost(
-                                Self.plannedInWriterLimit,
-                                app: request.app,
-                                groups: item.groups,
-                                tokens: item.tokens,
-                                in: db
-                            )
-                        else { return .commit }
-                        let plan = try Self.planTargets(
+                let store = { () throws -> Bool in
+                    if let earlier = try Self.earlierRequest(answering: request, in: db) {
+                        answer = earlier
+                        return true
+                    }
+                    guard
+                        try Self.targetsAtMost(
+                            Self.plannedInWriterLimit,
                             app: request.app,
                             groups: item.groups,
                             tokens: item.tokens,
+                            lookups: &lookups,
                             in: db
                         )
-                        answer = try Self.insert(request, plan, in: db)
-                        return .commit
+                    else { return true }
+                    let plan = try Self.planTargets(
+                        app: request.app,
+                        groups: item.groups,
+                        tokens: item.tokens,
+                        lookups: &lookups,
+                        in: db
+                    )
+                    let inserted = try Self.insertRequest(request, plan, in: db)
+                    answer = inserted.stored
+                    knownGroups[inserted.seq] = plan.groupIDs
+                    return true
+                }
+                do {
+                    if request.idempotency == nil {
+                        // Every refusal comes before the request's first write (the row's insert, refused
+                        // alone by SQLite on a duplicate id): nothing to roll back, so no savepoint.
+                        _ = try store()
+                    } else {
+                        // Releasing an expired key is a write that a later refusal must take back.
+                        try db.inSavepoint {
+                            _ = try store()
+                            return .commit
+                        }
                     }
                 } catch let error as StoreError where error.refusesOnlyItsRequest {
                     answers.append((item.index, .failure(error)))
@@ -75,7 +94,7 @@ extension SQLiteStore {
             var claimed: [ClaimedWork] = []
             if var claim = claiming, min(newWork, claim.maximumChunks) > 0 {
                 claim.maximumChunks = min(newWork, claim.maximumChunks)
-                claimed = try Self.claimChunks(claim, in: db)
+                claimed = try Self.claimChunks(claim, knownGroups: knownGroups, in: db)
             }
             return (answers: answers, large: large, claimed: claimed)
         }

@@ -63,16 +63,32 @@ extension SQLiteStore {
 
     /// ``claimChunks(_:)`` in a write transaction of the caller's: the steps of ``ChunkBatchClaim``, each
     /// with its statements, then each chunk's first page (the writer's view: nothing else writes meanwhile).
-    static func claimChunks(_ batch: BatchClaim, in db: Database) throws -> [ClaimedWork] {
+    ///
+    /// What the claim read or wrote itself is not read again: a request's cut cursors after its first read
+    /// (from the candidates) are the ones its chunks' inserts wrote, and a chunk it cut reads its first
+    /// page with the request it was cut from. `knownGroups` are request_group rows written earlier in this
+    /// transaction (by seq; a group commit's enqueue passes those it just inserted), used instead of a read.
+    static func claimChunks(
+        _ batch: BatchClaim,
+        knownGroups: [Int64: [Int64]] = [:],
+        in db: Database
+    ) throws -> [ClaimedWork] {
         let lease = batch.lease
         var claim = ChunkBatchClaim(batch)
         var action = claim.start()
+        // The candidates' rows, as read at the start of this claim.
+        var candidateRows = [Int64: Row]()
+        // Requests this claim read: their cut state as it is now in this transaction.
+        var requests = [Int64: (cut: ChunkClaim.CutRequest, page: TargetPageRead.Request?)]()
+        // Chunks this claim cut: the request each first page reads.
+        var pageRequests = [Int64: TargetPageRead.Request]()
         while true {
             switch action {
             case .takeOverExpiredLease:
                 action = claim.tookOver(try takeOverExpiredLease(lease, in: db))
             case .readCandidates(let limit):
-                let rows = try candidateRows(limit: limit, nowMs: lease.nowMillis, in: db)
+                let rows = try Self.candidateRows(limit: limit, nowMs: lease.nowMillis, in: db)
+                candidateRows = Dictionary(rows.map { ($0[0] as Int64, $0) }, uniquingKeysWith: { first, _ in first })
                 action = claim.candidatesRead(rows.map(candidate))
             case .readLatestTurn:
                 let latest = try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(id), 0) FROM chunk"))
@@ -80,8 +96,17 @@ extension SQLiteStore {
             case .readRecentTurns(let after):
                 action = claim.recentTurnsRead(try recentTurns(after: after, in: db))
             case .readRequest(let seq):
-                // Read again, not taken from the candidates: this claim may have cut it already.
-                action = claim.requestRead(try requestRow(seq: seq, in: db).map { try cutRequest($0, in: db) })
+                if let known = requests[seq] {
+                    // Cut by this claim already: its cursors are the ones the insert just wrote.
+                    action = claim.requestRead(known.cut)
+                } else if let row = candidateRows[seq] {
+                    let cut = try cutRequest(row, groupIDs: knownGroups[seq], in: db)
+                    let page = TargetPageRead.Request(seq: seq, app: row[6], createdAt: row[9], groupIDs: cut.groupIDs)
+                    requests[seq] = (cut, page)
+                    action = claim.requestRead(cut)
+                } else {
+                    action = claim.requestRead(try requestRow(seq: seq, in: db).map { try cutRequest($0, in: db) })
+                }
             case .scanMembers(let groupIDs, let scan):
                 action = claim.membersScanned(try cutMembers(groupIDs: groupIDs, scan, in: db))
             case .markCutDone(let seq):
@@ -91,10 +116,26 @@ extension SQLiteStore {
                 try finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
                 action = claim.completionChecked()
             case .insertChunk(let seq, let cut):
-                action = claim.chunkInserted(id: try insertChunk(cut, of: seq, lease, in: db))
+                let id = try insertChunk(cut, of: seq, lease, in: db)
+                if var known = requests[seq] {
+                    switch cut.kind {
+                    case .deviceRange: known.cut.groupCut = cut.through
+                    case .directTokens: known.cut.tokenCut = cut.through
+                    }
+                    requests[seq] = known
+                    pageRequests[id] = known.page
+                }
+                action = claim.chunkInserted(id: id)
             case .claimed(let chunks):
                 return try chunks.map { chunk in
-                    let page = try targetPage(of: chunk, after: chunk.progress, limit: batch.pageLimit, in: db)
+                    var read = try TargetPageRead(chunk: chunk, after: chunk.progress, limit: batch.pageLimit)
+                    var first = try read.start()
+                    let known = pageRequests[chunk.id]
+                    if case .readRequest = first, let known { first = try read.requestRead(known) }
+                    // A request stored in this transaction has no removed targets: only a membership
+                    // deleted after it was stored records one, and that is another transaction's write.
+                    let storedHere = known.map { knownGroups[$0.seq] != nil } ?? false
+                    let page = try targetPage(&read, first, removedTargetsRead: !storedHere, in: db)
                     return ClaimedWork(chunk: chunk, firstPage: page)
                 }
             }
@@ -147,7 +188,7 @@ extension SQLiteStore {
     /// The oldest unfinished requests with uncut targets, not overdue at `nowMs` (through `request_unfinished`), each with its
     /// newest chunk (the larger of its newest open and newest done chunk: two lookups at the end of
     /// `chunk_by_request`'s range, whatever the number of chunks). Columns: seq, id, device_bound,
-    /// group_cut, token_cut, token_count, app, priority, newest chunk.
+    /// group_cut, token_cut, token_count, app, priority, newest chunk, created_at.
     private static func candidateRows(limit: Int, nowMs: Int64, in db: Database) throws -> [Row] {
         try Row.fetchAll(
             db.cachedStatement(
@@ -155,7 +196,8 @@ extension SQLiteStore {
                     SELECT r.seq, r.id, r.device_bound, r.group_cut, r.token_cut, r.token_count, r.app, r.priority,
                         nullif(max(
                         coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 0), 0),
-                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0)
+                        coalesce((SELECT max(c.id) FROM chunk c WHERE c.request_seq = r.seq AND c.state = 1), 0)), 0),
+                        r.created_at
                     FROM request r WHERE r.state < \(Code.done.rawValue) AND r.cut_done = 0 AND \(notOverdue("r"))
                     ORDER BY r.seq LIMIT \(limit)
                     """
@@ -179,13 +221,21 @@ extension SQLiteStore {
     }
 
     /// A candidate's row (``candidateRows(limit:in:)``) with its groups: what its cut reads.
-    private static func cutRequest(_ row: Row, in db: Database) throws -> ChunkClaim.CutRequest {
+    private static func cutRequest(
+        _ row: Row,
+        groupIDs known: [Int64]? = nil,
+        in db: Database
+    ) throws
+        -> ChunkClaim.CutRequest
+    {
         let seq: Int64 = row[0]
         let requestID = try StoredForm.requestID(row[1])
-        let groupIDs = try Int64.fetchAll(
-            db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id"),
-            arguments: [seq]
-        )
+        let groupIDs =
+            try known
+            ?? Int64.fetchAll(
+                db.cachedStatement(sql: "SELECT group_id FROM request_group WHERE request_seq = ? ORDER BY group_id"),
+                arguments: [seq]
+            )
         return ChunkClaim.CutRequest(
             id: requestID,
             bound: row[2],
@@ -245,6 +295,7 @@ extension SQLiteStore {
     private static func targetPage(
         _ read: inout TargetPageRead,
         _ action: TargetPageRead.Action,
+        removedTargetsRead: Bool = true,
         in db: Database
     ) throws -> TargetPage {
         var action = action
@@ -259,6 +310,10 @@ extension SQLiteStore {
                     try tokenTargets(requestSeq: seq, app: app, scan, invalidatedSince: since, in: db)
                 )
             case .readRemovedTargets(let seq, let after, let through):
+                guard removedTargetsRead else {
+                    action = read.removedRead([])
+                    continue
+                }
                 action = read.removedRead(try removedTargets(requestSeq: seq, after: after, through: through, in: db))
             case .finished(let page):
                 return page
@@ -316,7 +371,6 @@ extension SQLiteStore {
         let seq: Int64 = row[0]
         let app: String = row[5]
 
-        try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
         try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
         let upsertRetry = try db.cachedStatement(
             sql: """
@@ -345,10 +399,14 @@ extension SQLiteStore {
             newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
             chunk.id,
         ])
-        if progress.completesChunk {
-            try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, in: db)
+        // The last apns-id goes with the request's completion when this record completes it (one
+        // statement instead of two for a one-chunk request), on its own otherwise.
+        if progress.completesChunk,
+            try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, recording: progress.lastAPNsID, in: db)
+        {
             return .chunkCompleted
         }
-        return .recorded(leaseExpiresAt: lease.expiresAt)
+        try Self.recordAccepted(0, apnsID: progress.lastAPNsID, requestSeq: seq, in: db)
+        return progress.completesChunk ? .chunkCompleted : .recorded(leaseExpiresAt: lease.expiresAt)
     }
 }

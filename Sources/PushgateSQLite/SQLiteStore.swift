@@ -40,6 +40,9 @@ public final class SQLiteStore: PushStore {
         /// The function that makes `device.token_key`. Tests narrow it to force collisions; a file must
         /// always be opened with the function that wrote it.
         package var tokenKey: TokenKey = .standard
+        /// Called with the SQL of every statement any connection runs (statements of triggers included).
+        /// Tests count statements per operation with it; nil (the default) installs no trace at all.
+        package var statementObserver: (@Sendable (String) -> Void)?
 
         public init() {}
     }
@@ -93,7 +96,11 @@ public final class SQLiteStore: PushStore {
         config.busyMode = .timeout(configuration.busyTimeout.seconds)
         config.maximumReaderCount = max(1, configuration.maximumReaderCount)
         let tokenKey = configuration.tokenKey
-        config.prepareDatabase { db in db.add(function: tokenKey.sqlFunction) }  // every connection
+        let observer = configuration.statementObserver
+        config.prepareDatabase { db in  // every connection
+            db.add(function: tokenKey.sqlFunction)
+            if let observer { db.trace(options: .statement) { observer($0.description) } }
+        }
         let synchronous = configuration.synchronous.rawValue
         do {
             self.pool = try DatabasePool(path: path, configuration: config)  // journal_mode = WAL

@@ -98,6 +98,43 @@ enum ReportChecks {
         )
     }
 
+    /// ``DeliveryLedger/reports(_:)`` answers, in the order asked, each known request's report exactly as
+    /// ``DeliveryLedger/report(_:)`` does (counts by reason, pending retries and unknown groups kept apart
+    /// per request), and leaves unknown ids out.
+    static func reportsOfManyAreEachAsAlone(_ store: any PushStore) async throws {
+        try await F.register(store, 1...4, in: "g")
+        try await F.register(store, 5...6, in: "h")
+        let first = try await store.enqueue(F.request("first", groups: ["g", "gone"])).id
+        try await F.deliverAll(store, now: F.at(1)) { token in
+            switch token {
+            case F.token(2): .reject("BadDeviceToken", status: 400)
+            case F.token(3): .retry("TooManyRequests", nextAttemptAt: F.at(5))
+            default: .accept
+            }
+        }
+        let second = try await store.enqueue(F.request("second", groups: ["h"], at: 2)).id
+        try await F.deliverAll(store, now: F.at(2)) { token in
+            token == F.token(6) ? .reject("Unregistered", status: 410) : .accept
+        }
+        let queued = try await store.enqueue(F.request("queued", groups: ["h", "other"], at: 3)).id
+        let asked = [second, F.requestID("unknown"), first, queued, second]
+        let reports = try await store.reports(asked)
+        var alone = [DeliveryReport]()
+        for id in asked {
+            if let report = try await store.report(id) { alone.append(report) }
+        }
+        try expectEqual(reports.map(\.id), [second, first, queued, second], "in the order asked, unknown left out")
+        try expectEqual(reports, alone, "each as report(_:) answers it")
+        try expectEqual(reports[1].failedByReason, ["BadDeviceToken": 1], "first's failures are its own")
+        try expectEqual(reports[1].pendingRetries, 1, "first's retry")
+        try expectEqual(reports[1].unknownGroups, ["gone"], "first's unknown group")
+        try expectEqual(reports[0].failedByReason, ["Unregistered": 1], "second's failures are its own")
+        try expectEqual(reports[0].pendingRetries, 0, "second has no retry")
+        try expectEqual(reports[2].unknownGroups, ["other"], "queued's unknown group")
+        try expectEqual(reports[2].state, .queued, "queued is not sent yet")
+        try expectEqual(try await store.reports([F.requestID("unknown")]), [], "only unknown ids")
+    }
+
     static func reportOfAnUnknownRequestIsNil(_ store: any PushStore) async throws {
         try expectEqual(try await store.report(F.requestID("nope")), nil, "unknown request")
     }

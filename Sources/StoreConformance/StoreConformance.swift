@@ -245,6 +245,7 @@ public enum StoreConformance {
         ),
         StoreCheck("failuresAreListedByTokenInPages", ReportChecks.failuresAreListedByTokenInPages),
         StoreCheck("reportOfAnUnknownRequestIsNil", ReportChecks.reportOfAnUnknownRequestIsNil),
+        StoreCheck("reportsOfManyAreEachAsAlone", ReportChecks.reportsOfManyAreEachAsAlone),
     ]
 }
 

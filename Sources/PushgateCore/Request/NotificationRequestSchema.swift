@@ -111,7 +111,7 @@ package enum NotificationRequestSchema {
                 message: "\(pushType) notifications must use priority 5 (got \(priority.rawValue))"
             )
         }
-        let payload = try Payload(jsonBytes: payloadBytes, field: "payload")
+        let payload = try Payload(parsedObject: payloadBytes, field: "payload")
         try payload.validate(for: pushType, field: "payload")
 
         let request = NotificationRequest(

@@ -1,0 +1,110 @@
+import Foundation
+import PushgateCore
+import Synchronization
+import Testing
+
+@testable import PushgateSQLite
+
+/// What one-device requests cost in SQL statements, phase by phase, as the dispatcher drives the store: a
+/// batch stored by group commit with its claim, then every chunk's completing record in one batch, then
+/// the "done" lines' reports. The bounds are per request and hold for a batch of any size (a statement
+/// per batch is shared); the figures printed are the ones docs/benchmarks.md quotes.
+@Suite("SQLite store: statements per one-device request")
+struct SQLiteStatementCountTests {
+    static let start = Date(timeIntervalSince1970: 1_800_000_000)
+    static let owner = InstanceID("counted")
+    static let batch = 64
+
+    static func token(_ number: Int) -> DeviceToken {
+        try! DeviceToken(hex: String(format: "%064x", 0xC0_0000 + number))
+    }
+
+    /// The SQL each connection ran, in order, until taken.
+    final class Statements: Sendable {
+        private let seen = Mutex<[String]>([])
+        func record(_ sql: String) { seen.withLock { $0.append(sql) } }
+        func take() -> [String] {
+            seen.withLock { taken in
+                defer { taken = [] }
+                return taken
+            }
+        }
+    }
+
+    /// Statements of the phase, without transaction control (BEGIN, COMMIT, savepoints, PRAGMAs).
+    static func work(_ statements: [String]) -> [String] {
+        statements.filter { sql in
+            let head = sql.trimmingCharacters(in: .whitespacesAndNewlines).uppercased()
+            return !["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA"].contains { head.hasPrefix($0) }
+        }
+    }
+
+    @Test("a batch of one-device requests: intake with its claim, outcomes with completion, reports")
+    func oneDeviceRequests() async throws {
+        let statements = Statements()
+        var configuration = SQLiteStore.Configuration()
+        configuration.statementObserver = { statements.record($0) }
+        try await withTemporaryStore(configuration: configuration) { store in
+            _ = try await store.register(
+                batch: (1...Self.batch).map { Registration(token: Self.token($0), group: "user\($0)", at: Self.start) }
+            )
+            let requests = (1...Self.batch).map { index in
+                NotificationRequest(
+                    id: try! RequestID("r\(index)"),
+                    groups: ["user\(index)"],
+                    payload: Payload.alert("hi"),
+                    createdAt: Self.start
+                )
+            }
+            _ = statements.take()
+            let lease = LeaseWindow(owner: Self.owner, now: Self.start, duration: .seconds(60))
+            let stored = try await store.enqueue(
+                batch: requests,
+                claiming: BatchClaim(lease: lease, chunkSize: 1_000, pageLimit: 500, maximumChunks: Self.batch)
+            )
+            let intakeAll = statements.take()
+            let intake = Self.work(intakeAll)
+            #expect(
+                !intakeAll.contains { $0.uppercased().hasPrefix("SAVEPOINT") },
+                "requests without an idempotency key are stored without savepoints"
+            )
+            #expect(stored.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
+            #expect(stored.claimed.count == Self.batch, "every request's one chunk claimed with the enqueue")
+
+            let records = stored.claimed.map { work in
+                ProgressRecord(
+                    ChunkProgress(
+                        chunk: work.chunk,
+                        through: work.firstPage.scannedThrough,
+                        accepted: work.firstPage.targets.count,
+                        lastAPNsID: "apns-\(work.chunk.id)",
+                        completesChunk: true
+                    ),
+                    renewing: lease
+                )
+            }
+            let recorded = await store.recordProgress(batch: records)
+            let outcomes = Self.work(statements.take())
+            #expect(recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
+
+            let reports = try await store.reports(requests.map(\.id))
+            let reading = Self.work(statements.take())
+            #expect(reports.count == Self.batch)
+            #expect(reports.allSatisfy { $0.state == .done && $0.accepted == 1 })
+
+            let perRequest = { (phase: [String]) in Double(phase.count) / Double(Self.batch) }
+            print(
+                "statements per one-device request (batch of \(Self.batch)): "
+                    + "intake and claim \(perRequest(intake)), outcome and completion \(perRequest(outcomes)), "
+                    + "report \(perRequest(reading))"
+            )
+            // Main before this change: 17.0 (and two savepoint statements), 6.0 and 4.0.
+            #expect(intake.count <= 9 * Self.batch + 8, "intake and claim: at most 9 a request, a few a batch")
+            #expect(outcomes.count <= 4 * Self.batch + 2, "outcome and completion: at most 4 a request")
+            #expect(reading.count <= 8, "the reports of a batch: a few statements in all")
+            var byStatement = [String: Int]()
+            for sql in intake + outcomes + reading { byStatement[String(sql.prefix(90)), default: 0] += 1 }
+            for (sql, count) in byStatement.sorted(by: { $0.value > $1.value }) { print("  \(count)\t\(sql)") }
+        }
+    }
+}
