@@ -163,6 +163,7 @@ final class WebPushSimulatorCore: Sendable {
         }
         state.withLock { state in
             state.stats.requests += 1
+            if request.onWorkerThread { state.stats.checkedOnWorkers += 1 }
             if request.httpVersion == 2 { state.stats.http2Requests += 1 } else { state.stats.http1Requests += 1 }
             if response.dropsConnection {
                 state.stats.answeredByStatus[0, default: 0] += 1

@@ -54,7 +54,7 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            let request = WebPushSimulatorRequest(
+            var request = WebPushSimulatorRequest(
                 method: head.method.rawValue,
                 uri: head.uri,
                 headers: head.headers.map { ($0.name, $0.value) },
@@ -66,7 +66,9 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
                 answer(.refusal(413, "body too large"), head: head, context: context)
             } else if let workers {
                 let route = self.route
-                workers.runIfActive(eventLoop: context.eventLoop) { route(request) }.assumeIsolated().whenComplete {
+                request.onWorkerThread = true
+                let onWorker = request
+                workers.runIfActive(eventLoop: context.eventLoop) { route(onWorker) }.assumeIsolated().whenComplete {
                     result in
                     switch result {
                     case .success(let response): self.answer(response, head: head, context: context)

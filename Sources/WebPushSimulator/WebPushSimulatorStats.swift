@@ -12,4 +12,6 @@ public struct WebPushSimulatorStats: Sendable, Hashable {
     /// Subscriptions delivered to at least once, and 201s to a subscription delivered to before.
     public var subscriptionsDelivered = 0
     public var duplicates = 0
+    /// Push requests checked (VAPID, decryption) on a worker thread (``WebPushSimulator/Configuration/workerThreads``).
+    public var checkedOnWorkers = 0
 }
