@@ -56,7 +56,8 @@ public struct WebPushSimulator: LoopbackSimulator {
             try? FileManager.default.removeItem(atPath: caPath)
             configuration.logger.info("Web Push simulator stopped")
         }
-        let workers = configuration.workerThreads > 0 ? NIOThreadPool(numberOfThreads: configuration.workerThreads) : nil
+        let workers =
+            configuration.workerThreads > 0 ? NIOThreadPool(numberOfThreads: configuration.workerThreads) : nil
         workers?.start()
         do {
             let result = try await SimulatorListeners.withRunning(

@@ -48,9 +48,12 @@ struct WebPushBatchEncryptionTests {
             tokens.insert(broken, at: 77)
             let outcomes = try await fixture.send(#"{"title":"Goal"}"#, toTokens: tokens)
             #expect(outcomes[77].reason == WebPushPushService.invalidSubscription)
-            outcomes.enumerated().filter { $0.offset != 77 }.forEach { #expect($0.element.verdict == .delivered) }
+            for (position, outcome) in outcomes.enumerated() where position != 77 {
+                #expect(outcome.verdict == .delivered)
+            }
             for subscription in subscriptions {
-                #expect(fixture.simulator.received(subscriptionID: subscription.id).compactMap(\.text) == [#"{"title":"Goal"}"#])
+                let texts = fixture.simulator.received(subscriptionID: subscription.id).compactMap(\.text)
+                #expect(texts == [#"{"title":"Goal"}"#])
             }
             let stats = fixture.simulator.stats()
             #expect(stats.subscriptionsDelivered == 200 && stats.duplicates == 0)

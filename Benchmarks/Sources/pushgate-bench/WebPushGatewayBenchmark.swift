@@ -27,7 +27,10 @@ struct WebPushGatewayCommand: AsyncParsableCommand {
     @Option(help: "Browser subscriptions, and APNs devices (--apns-devices), each sent one message.")
     var count: Int = 100_000
 
-    @Option(name: .customLong("apns-devices"), help: "APNs devices of the APNs broadcast (default: --count; 0 skips it).")
+    @Option(
+        name: .customLong("apns-devices"),
+        help: "APNs devices of the APNs broadcast (default: --count; 0 skips it)."
+    )
     var apnsDevices: Int?
 
     @Option(
