@@ -174,12 +174,10 @@ struct WebPushGatewayBenchmark {
                     caPath: apns.caPath,
                     authKeyPath: apnsKeyPath,
                     topic: options.topic,
-                    extraArguments: [
-                        "--app-default-webpush-vapid-key", vapidKeyPath,
-                        "--app-default-webpush-subject", "mailto:bench@pushgate.invalid",
-                        "--app-default-webpush-ca", webPush.caPath,
-                        "--app-default-webpush-pool-max-connections-per-origin", String(command.webPushConnections),
-                    ] + options.gatewayArguments
+                    extraArguments: webPush.gatewayArguments(
+                        vapidKeyPath: vapidKeyPath,
+                        connections: command.webPushConnections
+                    ) + options.gatewayArguments
                 )
                 report.line("  gateway: \(binary) \(launch.arguments.joined(separator: " "))")
                 let gateway = try GatewayProcess.start(launch)

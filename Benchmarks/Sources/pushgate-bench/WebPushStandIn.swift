@@ -30,14 +30,27 @@ struct WebPushStandIn: Sendable {
     }
 
     func stats() throws -> Stats {
-        let json = try ControlAPI.getJSON(port: controlPort, path: "/stats")
-        func integer(_ key: String) -> Int { (json[key] as? NSNumber)?.intValue ?? -1 }
+        Self.stats(from: try ControlAPI.getJSON(port: controlPort, path: "/stats"))
+    }
+
+    static func stats(from json: [String: Any]) -> Stats {
+        func integer(_ key: String) -> Int { (json[key] as? NSNumber)?.intValue ?? (json[key] as? Int) ?? -1 }
         return Stats(
             requests: integer("requests"),
             delivered: integer("delivered"),
             subscriptionsDelivered: integer("subscriptionsDelivered"),
             duplicates: integer("duplicates")
         )
+    }
+
+    /// The app's `webpush.*` keys as the gateway's flags: the bench's VAPID key, this simulator's CA, the
+    /// connections per origin.
+    func gatewayArguments(vapidKeyPath: String, connections: Int) -> [String] {
+        [
+            "--app-default-webpush-vapid-key", vapidKeyPath, "--app-default-webpush-subject",
+            "mailto:bench@pushgate.invalid", "--app-default-webpush-ca", caPath,
+            "--app-default-webpush-pool-max-connections-per-origin", String(connections),
+        ]
     }
 
     /// `count` subscriptions on the origin, made for `applicationServerKey` (the simulator keeps their
