@@ -107,7 +107,8 @@ public struct WebPushPreparedMessage: PreparedPush {
                 headers: headers,
                 body: body,
                 tag: send.tag,
-                receiver: forwarder
+                receiver: forwarder,
+                token: send.token
             )
         }
         var requests: [WebPushSendRequest] = []
