@@ -36,6 +36,10 @@ extension WebPushSimulator {
         /// The simulator's idea of now (VAPID `exp` checks).
         public var now: @Sendable () -> Date = { Date() }
         public var eventLoopThreads = 1
+        /// Threads that check and decrypt push messages (``WebPushSimulatorHTTPHandler``); 0 (default):
+        /// each on its connection's event loop. A load test's one HTTP/2 connection otherwise has its
+        /// every message checked on one thread.
+        public var workerThreads = 0
         public var logger = Logger(label: "pushgate.webpush-simulator")
 
         public init() {}

@@ -56,25 +56,37 @@ public struct WebPushSimulator: LoopbackSimulator {
             try? FileManager.default.removeItem(atPath: caPath)
             configuration.logger.info("Web Push simulator stopped")
         }
-        return try await SimulatorListeners.withRunning(
-            threads: configuration.eventLoopThreads,
-            start: { listeners in
-                try await start(
-                    configuration,
-                    contexts: contexts,
-                    ca: (authority.certificatePEM, caPath),
-                    listeners: listeners
-                )
-            },
-            body
-        )
+        let workers =
+            configuration.workerThreads > 0 ? NIOThreadPool(numberOfThreads: configuration.workerThreads) : nil
+        workers?.start()
+        do {
+            let result = try await SimulatorListeners.withRunning(
+                threads: configuration.eventLoopThreads,
+                start: { listeners in
+                    try await start(
+                        configuration,
+                        contexts: contexts,
+                        ca: (authority.certificatePEM, caPath),
+                        listeners: listeners,
+                        workers: workers
+                    )
+                },
+                body
+            )
+            try? await workers?.shutdownGracefully()
+            return result
+        } catch {
+            try? await workers?.shutdownGracefully()
+            throw error
+        }
     }
 
     private static func start(
         _ configuration: Configuration,
         contexts: [NIOSSLContext],
         ca: (pem: String, path: String),
-        listeners: SimulatorListeners
+        listeners: SimulatorListeners,
+        workers: NIOThreadPool?
     ) async throws -> RunningWebPushSimulator {
         let core = WebPushSimulatorCore(configuration: configuration)
         var ports: [Int] = []
@@ -86,7 +98,8 @@ public struct WebPushSimulator: LoopbackSimulator {
                     configuration: configuration,
                     core: core,
                     sslContext: contexts[index],
-                    group: listeners.group
+                    group: listeners.group,
+                    workers: workers
                 )
             )
             ports.append(server.localAddress?.port ?? origin.port)
@@ -119,7 +132,8 @@ public struct WebPushSimulator: LoopbackSimulator {
         configuration: Configuration,
         core: WebPushSimulatorCore,
         sslContext: NIOSSLContext,
-        group: MultiThreadedEventLoopGroup
+        group: MultiThreadedEventLoopGroup,
+        workers: NIOThreadPool?
     ) async throws -> any Channel {
         let route: @Sendable (WebPushSimulatorRequest) -> WebPushSimulatorResponse = { core.route($0) }
         let latency: @Sendable () -> Int = { core.latencyMilliseconds }
@@ -148,7 +162,8 @@ public struct WebPushSimulator: LoopbackSimulator {
                                             originIndex: index,
                                             isHTTP2: true,
                                             route: route,
-                                            latencyMilliseconds: latency
+                                            latencyMilliseconds: latency,
+                                            workers: workers
                                         )
                                     )
                                 }
@@ -163,7 +178,8 @@ public struct WebPushSimulator: LoopbackSimulator {
                                         originIndex: index,
                                         isHTTP2: false,
                                         route: route,
-                                        latencyMilliseconds: latency
+                                        latencyMilliseconds: latency,
+                                        workers: workers
                                     )
                                 )
                             }

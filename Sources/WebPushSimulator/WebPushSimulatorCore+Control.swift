@@ -7,6 +7,7 @@ extension WebPushSimulatorCore {
     /// | --- | --- |
     /// | `GET /origins` | `{"origins":["https://127.0.0.1:P", ...]}` |
     /// | `POST /subscriptions` `{"origin":0,"applicationServerKey":"B..."}` | a new subscription: `{"id", "origin", "subscription": PushSubscription JSON, "privateKey"}` |
+    /// | `POST /subscriptions/batch` `{"origin":0,"applicationServerKey":"B...","count":N}` | N new subscriptions, as text: a line `ENDPOINT P256DH AUTH` each |
     /// | `GET /messages[?subscription=ID]` | `{"messages":[{subscription, origin, payload, ttl, urgency, topic, vapid: {sub, aud, exp, k}, http}]}` |
     /// | `GET /stats` | counters |
     /// | `POST /expire` `{"subscription":ID,"status":410}` | later messages to it answer 404 or 410 |
@@ -32,6 +33,13 @@ extension WebPushSimulatorCore {
                         "privateKey": subscription.privateKey,
                     ]
                 )
+            case ("POST", "/subscriptions/batch"):
+                let lines = try createSubscriptions(
+                    count: (body["count"] as? NSNumber)?.intValue ?? 0,
+                    originIndex: (body["origin"] as? NSNumber)?.intValue ?? 0,
+                    applicationServerKey: body["applicationServerKey"] as? String
+                )
+                return WebPushSimulatorResponse(status: 200, body: Array(lines.utf8), contentType: "text/plain")
             case ("GET", "/messages"):
                 let messages = received(subscriptionID: request.query("subscription")).map(Self.json)
                 return .json(200, ["messages": messages])
@@ -44,6 +52,8 @@ extension WebPushSimulatorCore {
                     [
                         "requests": stats.requests, "delivered": stats.delivered, "answeredByStatus": byStatus,
                         "http2Requests": stats.http2Requests, "http1Requests": stats.http1Requests,
+                        "subscriptionsDelivered": stats.subscriptionsDelivered, "duplicates": stats.duplicates,
+                        "checkedOnWorkers": stats.checkedOnWorkers,
                     ]
                 )
             case ("POST", "/expire"):

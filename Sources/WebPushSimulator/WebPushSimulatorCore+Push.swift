@@ -80,6 +80,10 @@ extension WebPushSimulatorCore {
         }
         let messageID = state.withLock { state in
             defer { state.nextMessage += 1 }
+            if let earlier = state.subscriptions[id]?.delivered {
+                state.subscriptions[id]?.delivered = earlier + 1
+                if earlier == 0 { state.stats.subscriptionsDelivered += 1 } else { state.stats.duplicates += 1 }
+            }
             state.received.append(
                 WebPushReceivedMessage(
                     subscriptionID: id,

@@ -1,9 +1,13 @@
 import NIOCore
 import NIOHTTP1
+import NIOPosix
 
 /// Collects one request at a time (an HTTP/2 stream through NIO's HTTP/1 codec, or an HTTP/1.1
 /// connection) and answers it with `route`, held `latencyMilliseconds()` first when above 0 (scheduled
-/// on the event loop: a held answer costs no thread).
+/// on the event loop: a held answer costs no thread). With `workers`, `route` runs on that pool's
+/// threads (a push's VAPID check and decryption are most of the simulator's CPU: one HTTP/2 connection's
+/// messages would otherwise all be checked on its one event loop), and the answer is written back on
+/// the event loop.
 final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -16,6 +20,7 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
     private let latencyMilliseconds: @Sendable () -> Int
     private let originIndex: Int
     private let isHTTP2: Bool
+    private let workers: NIOThreadPool?
     private var head: HTTPRequestHead?
     private var body: [UInt8] = []
     private var tooLarge = false
@@ -24,8 +29,10 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
         originIndex: Int,
         isHTTP2: Bool,
         route: @escaping @Sendable (WebPushSimulatorRequest) -> WebPushSimulatorResponse,
-        latencyMilliseconds: @escaping @Sendable () -> Int = { 0 }
+        latencyMilliseconds: @escaping @Sendable () -> Int = { 0 },
+        workers: NIOThreadPool? = nil
     ) {
+        self.workers = workers
         self.originIndex = originIndex
         self.isHTTP2 = isHTTP2
         self.route = route
@@ -47,25 +54,40 @@ final class WebPushSimulatorHTTPHandler: ChannelInboundHandler {
         case .end:
             guard let head else { return }
             self.head = nil
-            let response =
-                tooLarge
-                ? WebPushSimulatorResponse.refusal(413, "body too large")
-                : route(
-                    WebPushSimulatorRequest(
-                        method: head.method.rawValue,
-                        uri: head.uri,
-                        headers: head.headers.map { ($0.name, $0.value) },
-                        body: body,
-                        httpVersion: isHTTP2 ? 2 : 1,
-                        originIndex: originIndex
-                    )
-                )
-            let latency = latencyMilliseconds() + response.extraLatencyMilliseconds
-            guard latency > 0 else { return write(response, head: head, context: context) }
-            context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
-                guard context.channel.isActive else { return }
-                self.write(response, head: head, context: context)
+            var request = WebPushSimulatorRequest(
+                method: head.method.rawValue,
+                uri: head.uri,
+                headers: head.headers.map { ($0.name, $0.value) },
+                body: body,
+                httpVersion: isHTTP2 ? 2 : 1,
+                originIndex: originIndex
+            )
+            if tooLarge {
+                answer(.refusal(413, "body too large"), head: head, context: context)
+            } else if let workers {
+                let route = self.route
+                request.onWorkerThread = true
+                let onWorker = request
+                workers.runIfActive(eventLoop: context.eventLoop) { route(onWorker) }.assumeIsolated().whenComplete {
+                    result in
+                    switch result {
+                    case .success(let response): self.answer(response, head: head, context: context)
+                    case .failure: context.close(promise: nil)  // the pool is shutting down
+                    }
+                }
+            } else {
+                answer(route(request), head: head, context: context)
             }
+        }
+    }
+
+    /// Writes `response`, held first by the configured latency.
+    private func answer(_ response: WebPushSimulatorResponse, head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let latency = latencyMilliseconds() + response.extraLatencyMilliseconds
+        guard latency > 0 else { return write(response, head: head, context: context) }
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(latency))) {
+            guard context.channel.isActive else { return }
+            self.write(response, head: head, context: context)
         }
     }
 

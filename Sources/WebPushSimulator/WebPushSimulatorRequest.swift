@@ -10,6 +10,8 @@ struct WebPushSimulatorRequest: Sendable {
     var httpVersion: Int
     /// Which origin's listener received it (-1: the control port).
     var originIndex: Int
+    /// Checked on one of the simulator's worker threads, not on its connection's event loop.
+    var onWorkerThread = false
 
     func header(_ name: String) -> String? {
         headers.first { $0.0.lowercased() == name }?.1

@@ -9,4 +9,9 @@ public struct WebPushSimulatorStats: Sendable, Hashable {
     /// Requests that came over HTTP/2 and HTTP/1.1.
     public var http2Requests = 0
     public var http1Requests = 0
+    /// Subscriptions delivered to at least once, and 201s to a subscription delivered to before.
+    public var subscriptionsDelivered = 0
+    public var duplicates = 0
+    /// Push requests checked (VAPID, decryption) on a worker thread (``WebPushSimulator/Configuration/workerThreads``).
+    public var checkedOnWorkers = 0
 }

@@ -96,25 +96,30 @@ public struct WebPushPreparedMessage: PreparedPush {
         }
         let headers = WebPushHeaders(request: request, sentAt: now)
         let forwarder = WebPushOutcomeForwarder(receiver)
+        let plaintext = message.plaintext
+        // The encryption is most of a message's cost: spread over every core (``WebPushBatchEncryption``).
+        let encrypted = WebPushBatchEncryption.map(sends) { send -> WebPushSendRequest? in
+            guard let subscription = try? WebPushSubscription(deviceToken: send.token),
+                let body = try? WebPushEncryption.encrypt(plaintext, for: subscription)
+            else { return nil }
+            return WebPushSendRequest(
+                subscription: subscription,
+                headers: headers,
+                body: body,
+                tag: send.tag,
+                receiver: forwarder,
+                token: send.token
+            )
+        }
         var requests: [WebPushSendRequest] = []
         requests.reserveCapacity(sends.count)
         var unsendable: [UnsendablePush] = []
-        for send in sends {
-            guard let subscription = try? WebPushSubscription(deviceToken: send.token),
-                let body = try? WebPushEncryption.encrypt(message.plaintext, for: subscription)
-            else {
+        for (send, request) in zip(sends, encrypted) {
+            if let request {
+                requests.append(request)
+            } else {
                 unsendable.append(UnsendablePush(send: send, reason: WebPushPushService.invalidSubscription))
-                continue
             }
-            requests.append(
-                WebPushSendRequest(
-                    subscription: subscription,
-                    headers: headers,
-                    body: body,
-                    tag: send.tag,
-                    receiver: forwarder
-                )
-            )
         }
         let ids = requests.isEmpty ? [] : transport.submit(requests)
         return PushSubmission(ids: ids, submitted: requests.count, unsendable: unsendable)

@@ -37,19 +37,23 @@ public struct WebPushSendRequest: Sendable, TransportSubmission {
     /// When the transport gives up on it. Nil: the configured request timeout from submission.
     public var deadline: NIODeadline?
 
+    /// - Parameter token: the device token the caller holds (the dispatcher's send, as stored: the outcome
+    ///   names that device), or nil to make it from the subscription (two base64url encodings and a string,
+    ///   which a broadcast would pay per message).
     public init(
         subscription: WebPushSubscription,
         headers: WebPushHeaders,
         body: [UInt8],
         tag: UInt64 = 0,
         receiver: any WebPushOutcomeReceiver,
-        deadline: NIODeadline? = nil
+        deadline: NIODeadline? = nil,
+        token: DeviceToken? = nil
     ) {
         self.origin = subscription.origin
         self.path = subscription.path
         self.headers = headers
         self.body = ByteBuffer(bytes: body)
-        self.token = subscription.deviceToken
+        self.token = token ?? subscription.deviceToken
         self.tag = tag
         self.receiver = receiver
         self.deadline = deadline

@@ -134,7 +134,17 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var webPushControlPort: Int = 0
 
+    @Option(
+        name: .customLong("webpush-worker-threads"),
+        help:
+            "Threads that verify VAPID and decrypt Web Push messages; 0 (default): each on its connection's event loop."
+    )
+    var webPushWorkerThreads: Int = 0
+
     func validate() throws {
+        guard (0...64).contains(self.webPushWorkerThreads) else {
+            throw ValidationError("--webpush-worker-threads must be 0...64")
+        }
         guard (-1...65_535).contains(self.webPushPort) else {
             throw ValidationError("--webpush-port must be -1 (off) or 0...65535")
         }
@@ -264,6 +274,7 @@ struct SimulateCommand: AsyncParsableCommand {
         if webPushHTTP1Port >= 0 { configuration.origins.append(.init(port: webPushHTTP1Port, offersHTTP2: false)) }
         configuration.controlPort = webPushControlPort
         configuration.eventLoopThreads = threads
+        configuration.workerThreads = webPushWorkerThreads
         configuration.recordLimit = recordLimit
         configuration.logger = Logger(label: "pushgate.webpush-simulator")
         return configuration

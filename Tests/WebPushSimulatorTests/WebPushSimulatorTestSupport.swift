@@ -70,6 +70,21 @@ func control(
     return (try JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any]) ?? [:]
 }
 
+/// The control API: a JSON request, the status and the body as text.
+func controlText(
+    _ client: HTTPClient,
+    _ simulator: RunningWebPushSimulator,
+    _ path: String,
+    _ json: String
+) async throws -> (status: Int, body: String) {
+    var request = HTTPClientRequest(url: "http://127.0.0.1:\(simulator.controlPort!)\(path)")
+    request.method = .POST
+    request.body = .bytes(ByteBuffer(string: json))
+    let response = try await client.execute(request, timeout: .seconds(30))
+    let bytes = try await response.body.collect(upTo: 1 << 22)
+    return (Int(response.status.code), String(buffer: bytes))
+}
+
 /// What the gateway's Web Push code makes for one subscription: the headers, VAPID and the encrypted body.
 struct Sender {
     var key = VAPIDKey.generate()

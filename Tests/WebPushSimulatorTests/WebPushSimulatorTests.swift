@@ -314,4 +314,59 @@ struct WebPushSimulatorSettingsTests {
             try await WebPushSimulator.withRunning(none) { _ in }
         }
     }
+
+    @Test(
+        "with worker threads every message is checked and decrypted off the event loops, once; batch-made subscriptions are counted each"
+    )
+    func workerThreadsAndBatchSubscriptions() async throws {
+        var configuration = WebPushSimulator.Configuration()
+        configuration.workerThreads = 2
+        configuration.origins = [.init(), .init(offersHTTP2: false)]
+        try await WebPushSimulator.withRunning(configuration) { simulator in
+            try await withClient(trusting: simulator) { client in
+                var sender = Sender()
+                let made = try await controlText(
+                    client,
+                    simulator,
+                    "/subscriptions/batch",
+                    #"{"origin":0,"count":30,"applicationServerKey":"\#(sender.key.publicKeyBase64URL)"}"#
+                )
+                #expect(made.status == 200)
+                let lines = made.body.split(separator: "\n")
+                try #require(lines.count == 30)
+                let subscriptions = try lines.map { try WebPushSubscription(tokenValue: String($0)) }
+                #expect(Set(subscriptions.map(\.endpoint)).count == 30)
+                #expect(subscriptions.allSatisfy { $0.origin.serialized == simulator.origins[0] })
+                let refused = try await controlText(client, simulator, "/subscriptions/batch", #"{"count":0}"#)
+                #expect(refused.status == 400)
+
+                // Two messages to each, all at once, over HTTP/2: 30 subscriptions get 2 each.
+                var messages: [(url: String, headers: [(String, String)], body: [UInt8])] = []
+                for index in 0..<60 { messages.append(try sender.message("m\(index)", to: subscriptions[index % 30])) }
+                let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                    for message in messages {
+                        group.addTask {
+                            try await post(client, message.url, headers: message.headers, body: message.body).status
+                        }
+                    }
+                    return try await group.reduce(into: [Int]()) { $0.append($1) }
+                }
+                #expect(statuses.count == 60 && statuses.allSatisfy { $0 == 201 })
+                // A message that does not decrypt is refused on a worker too (the check runs there).
+                let http1 = try simulator.createSubscription(originIndex: 1)
+                var broken = try sender.message("x", to: http1)
+                broken.body[broken.body.count - 1] ^= 1
+                #expect(try await post(client, broken.url, headers: broken.headers, body: broken.body).status == 400)
+                for (index, subscription) in subscriptions.enumerated() {
+                    let id = String(subscription.endpoint.split(separator: "/").last!)
+                    let texts = Set(simulator.received(subscriptionID: id).compactMap(\.text))
+                    #expect(texts == ["m\(index)", "m\(index + 30)"])
+                }
+                let stats = simulator.stats()
+                #expect(stats.delivered == 60 && stats.requests == 61)
+                #expect(stats.subscriptionsDelivered == 30 && stats.duplicates == 30)
+                #expect(stats.checkedOnWorkers == 61)
+            }
+        }
+    }
 }

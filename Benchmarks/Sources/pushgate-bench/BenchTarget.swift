@@ -271,10 +271,11 @@ final class SimulatorProcess: Sendable {
 /// Children to take down when the benchmark is interrupted (Ctrl-C, SIGTERM), so that no
 /// simulator or h2load outlives it. Atomics, because a signal handler reads them.
 enum ChildProcesses {
-    enum Role { case simulator, fcmSimulator, tool, gateway }
+    enum Role { case simulator, fcmSimulator, webPushSimulator, tool, gateway }
 
     private static let simulator = Atomic<Int32>(0)
     private static let fcmSimulator = Atomic<Int32>(0)
+    private static let webPushSimulator = Atomic<Int32>(0)
     private static let tool = Atomic<Int32>(0)
     private static let gateway = Atomic<Int32>(0)
 
@@ -282,6 +283,7 @@ enum ChildProcesses {
         switch role {
         case .simulator: simulator.store(pid, ordering: .sequentiallyConsistent)
         case .fcmSimulator: fcmSimulator.store(pid, ordering: .sequentiallyConsistent)
+        case .webPushSimulator: webPushSimulator.store(pid, ordering: .sequentiallyConsistent)
         case .tool: tool.store(pid, ordering: .sequentiallyConsistent)
         case .gateway: gateway.store(pid, ordering: .sequentiallyConsistent)
         }
@@ -305,14 +307,16 @@ enum ChildProcesses {
     }
 
     private static func killChildren() {
-        let simulatorPID = simulator.load(ordering: .sequentiallyConsistent)
-        if simulatorPID > 0 { kill(simulatorPID, SIGTERM) }
-        let fcmSimulatorPID = fcmSimulator.load(ordering: .sequentiallyConsistent)
-        if fcmSimulatorPID > 0 { kill(fcmSimulatorPID, SIGTERM) }
-        let toolPID = tool.load(ordering: .sequentiallyConsistent)
-        if toolPID > 0 { kill(toolPID, SIGTERM) }
-        let gatewayPID = gateway.load(ordering: .sequentiallyConsistent)
-        if gatewayPID > 0 { kill(gatewayPID, SIGTERM) }
+        // Each by name (an array of atomics cannot be made, and would allocate in a signal handler).
+        terminate(simulator.load(ordering: .sequentiallyConsistent))
+        terminate(fcmSimulator.load(ordering: .sequentiallyConsistent))
+        terminate(webPushSimulator.load(ordering: .sequentiallyConsistent))
+        terminate(tool.load(ordering: .sequentiallyConsistent))
+        terminate(gateway.load(ordering: .sequentiallyConsistent))
+    }
+
+    private static func terminate(_ pid: Int32) {
+        if pid > 0 { kill(pid, SIGTERM) }
     }
 }
 

@@ -5,6 +5,7 @@ struct ServiceRun: Sendable {
     enum Service: String, Sendable {
         case apns = "APNs"
         case fcm = "FCM"
+        case webPush = "Web Push"
     }
 
     var service: Service
@@ -133,6 +134,8 @@ extension EndToEndBenchmark {
                 result.services[index].distinctDevices = stats.devices
                 result.services[index].duplicates = stats.duplicates
                 result.services[index].standInCPU = fcmCPU
+            case .webPush:
+                continue  // e2e has no Web Push share (webpush-gateway measures it)
             }
         }
         if result.incomplete == nil, let wrong = result.services.first(where: { $0.everyDeviceOnce == false }) {

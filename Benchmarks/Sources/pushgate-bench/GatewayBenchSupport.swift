@@ -100,6 +100,31 @@ enum StoreFill {
         return Result(devices: total, created: created, seconds: (ContinuousClock.now - start).seconds)
     }
 
+    /// Each group's devices (any service), in order, as ``fill(path:devices:group:fcmDevices:batchSize:)``.
+    static func fill(
+        path: String,
+        groups: [(group: String, tokens: [DeviceToken])],
+        batchSize: Int = 20_000
+    ) async throws -> Result {
+        var configuration = SQLiteStore.Configuration()
+        configuration.synchronous = .normal
+        var logger = Logger(label: "pushgate.bench.fill")
+        logger.logLevel = .warning
+        let store = try SQLiteStore(path: path, configuration: configuration, logger: logger)
+        let start = ContinuousClock.now
+        let now = Date()
+        var created = 0
+        let registrations = groups.flatMap { entry in
+            entry.tokens.map { Registration(token: $0, group: entry.group, at: now) }
+        }
+        for first in stride(from: 0, to: registrations.count, by: batchSize) {
+            let batch = Array(registrations[first..<min(registrations.count, first + batchSize)])
+            created += try await store.register(batch: batch).filter { $0 == .created }.count
+        }
+        try store.close()
+        return Result(devices: registrations.count, created: created, seconds: (ContinuousClock.now - start).seconds)
+    }
+
     /// `devices` random-token devices in `group` by direct SQL (``SQLiteStore/prefillForBenchmark``):
     /// seconds for millions, where `fill` would take minutes.
     static func prefill(
@@ -204,6 +229,21 @@ enum ControlAPI {
         body: String = "",
         timeoutSeconds: Int = 5
     ) throws -> [String: Any] {
+        let body = try requestText(port: port, method: method, path: path, body: body, timeoutSeconds: timeoutSeconds)
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+            throw BenchError("control API \(path): not a JSON object: \(body.prefix(200))")
+        }
+        return object
+    }
+
+    /// `method` on `path` with an optional JSON body; the answer's body as text (200 only).
+    static func requestText(
+        port: Int,
+        method: String,
+        path: String,
+        body: String = "",
+        timeoutSeconds: Int = 5
+    ) throws -> String {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
         defer { close(fd) }
@@ -251,10 +291,7 @@ enum ControlAPI {
         if text[..<split.lowerBound].lowercased().contains("transfer-encoding: chunked") {
             body = Self.dechunk(body)
         }
-        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
-            throw BenchError("control API \(path): not a JSON object: \(body.prefix(200))")
-        }
-        return object
+        return body
     }
 
     private static func dechunk(_ body: String) -> String {

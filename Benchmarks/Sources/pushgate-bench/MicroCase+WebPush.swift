@@ -23,7 +23,7 @@ extension MicroCase {
     }
 
     /// A browser's subscription (RFC 8291 section 5's user agent keys).
-    private static func makeSubscription() throws -> WebPushSubscription {
+    static func makeWebPushSubscription() throws -> WebPushSubscription {
         let json =
             #"{"endpoint":"https://push.example.net/wpush/v2/bench","keys":{"p256dh":"BCVxsr7N_eNgVRqvHtD0zTZsEc6-"#
             + #"VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4","auth":"BTBZMqHH6r4Tts7J_aSIgg"}}"#
@@ -31,7 +31,7 @@ extension MicroCase {
     }
 
     private static func webPushEncryptionWorkload() throws -> MicroWorkload {
-        let subscription = try makeSubscription()
+        let subscription = try makeWebPushSubscription()
         let plaintext = Array(MicroFixtures.payloadJSON.utf8)
         let body = try WebPushEncryption.encrypt(plaintext, for: subscription)
         try MicroCheckFailure.require(
@@ -52,7 +52,7 @@ extension MicroCase {
     private static func vapidWorkload() throws -> MicroWorkload {
         let key = VAPIDKey.generate()
         let subject = try VAPIDSubject("mailto:ops@example.com")
-        let subscription = try makeSubscription()
+        let subscription = try makeWebPushSubscription()
         let expiry = MicroFixtures.receivedAt.addingTimeInterval(12 * 3600)
         let token = VAPIDToken(key: key, subject: subject, audience: subscription.origin, expiresAt: expiry)
         try MicroCheckFailure.require(

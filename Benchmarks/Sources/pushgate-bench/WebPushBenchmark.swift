@@ -10,8 +10,8 @@ import WebPushTransport
 /// `pushgate-bench webpush`: one request to N browser subscriptions on one origin, through the Web Push
 /// service plug-in (`WebPushPushService`: the message built once, encrypted per subscription) and its
 /// client (`WebPushClient`: a pool per origin, VAPID per origin) to the Web Push simulator, in this
-/// process. The gateway's own path (store, dispatcher) is not in it: Web Push is not wired into the
-/// gateway yet. The simulator's threads are measured apart from the rest (the client and the encryption).
+/// process. The gateway's own path (store, dispatcher) is not in it (`webpush-gateway` measures that).
+/// The simulator's threads are measured apart from the rest (the client and the encryption).
 struct WebPushBenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "webpush",
@@ -42,6 +42,12 @@ struct WebPushBenchCommand: AsyncParsableCommand {
     @Option(name: .customLong("simulator-threads"), help: "The simulator's event-loop threads.")
     var simulatorThreads: Int = 1
 
+    @Option(
+        name: .customLong("simulator-workers"),
+        help: "The simulator's threads that verify VAPID and decrypt (0: on its event loops)."
+    )
+    var simulatorWorkers: Int = 0
+
     @Flag(
         name: .customLong("http1"),
         help: "The origin offers HTTP/1.1 only (keep-alive, one message per connection at a time)."
@@ -59,6 +65,7 @@ struct WebPushBenchCommand: AsyncParsableCommand {
     var timeout: Int = 600
 
     func validate() throws {
+        guard simulatorWorkers >= 0 else { throw ValidationError("--simulator-workers must be at least 0") }
         guard count >= 1, connections >= 1, inFlight >= 1, batch >= 1, clientThreads >= 1, simulatorThreads >= 1 else {
             throw ValidationError("--count, --connections, --in-flight, --batch and thread counts must be at least 1")
         }
@@ -72,6 +79,7 @@ struct WebPushBenchCommand: AsyncParsableCommand {
         configuration.recordLimit = 1_000
         configuration.decryptsMessages = decrypt
         configuration.eventLoopThreads = simulatorThreads
+        configuration.workerThreads = simulatorWorkers
         configuration.logger.logLevel = .warning
         let threadsBefore = ProcessMetrics.threadIDs()
         try await WebPushSimulator.withRunning(configuration) { simulator in
