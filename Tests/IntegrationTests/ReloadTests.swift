@@ -370,7 +370,9 @@ struct ReloadTests {
                     try await register(old)
                     let first = try await Self.submit(running, app: "weather", id: "first", alert: "first")
                     #expect(try await Self.waitDone(running, first).accepted == 1)
-                    #expect(signers(alert: "first") == ["\(Self.applicationServerKey(oldKey)) mailto:old@pushgate.invalid"])
+                    #expect(
+                        signers(alert: "first") == ["\(Self.applicationServerKey(oldKey)) mailto:old@pushgate.invalid"]
+                    )
 
                     try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
                     try file.write(yaml(subject: "mailto:new@pushgate.invalid"))
@@ -378,13 +380,17 @@ struct ReloadTests {
                     #expect(Self.metric(running, #"pushgate_reloads_total{result="ok"}"#) == 1)
                     // The browser subscribed again with the new applicationServerKey; the old subscription
                     // is still registered, and its push service refuses the new key for it.
-                    let renewed = try webPush.createSubscription(applicationServerKey: Self.applicationServerKey(newKey))
+                    let renewed = try webPush.createSubscription(
+                        applicationServerKey: Self.applicationServerKey(newKey)
+                    )
                     try await register(renewed)
                     let after = try await Self.submit(running, app: "weather", id: "after", alert: "after")
                     let report = try await Self.waitDone(running, after)
                     #expect(report.accepted == 1)
                     #expect(report.failedByReason == ["webpush_403": 1], "the old subscription: an alarm, not pruned")
-                    #expect(signers(alert: "after") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"])
+                    #expect(
+                        signers(alert: "after") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"]
+                    )
                     #expect(webPush.received(subscriptionID: renewed.id).count == 1)
                     let oldToken = try DeviceToken(webPushEndpoint: old.endpoint)
                     #expect(try await running.store.device(app: "weather", token: oldToken)?.state == .valid)
@@ -395,7 +401,9 @@ struct ReloadTests {
                     #expect(Self.metric(running, #"pushgate_reloads_total{result="failed"}"#) == 1)
                     let last = try await Self.submit(running, app: "weather", id: "last", alert: "last")
                     #expect(try await Self.waitDone(running, last).accepted == 1)
-                    #expect(signers(alert: "last") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"])
+                    #expect(
+                        signers(alert: "last") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"]
+                    )
                 }
             }
         }

@@ -195,7 +195,9 @@ struct WebPushGatewayTests {
             try context.webPush.script(
                 WebPushScriptedAnswer(status: 429, retryAfter: "1", count: 1, subscriptionID: subscriptions[1].id)
             )
-            try context.webPush.script(WebPushScriptedAnswer(status: 401, count: 1, subscriptionID: subscriptions[2].id))
+            try context.webPush.script(
+                WebPushScriptedAnswer(status: 401, count: 1, subscriptionID: subscriptions[2].id)
+            )
             let report = try await context.notify("metrics")
             #expect(report.accepted == 5 && report.failedByReason == ["webpush_410": 1])
             let text = String(decoding: context.gateway.metricsExposition(), as: UTF8.self)

@@ -133,7 +133,9 @@ struct WebPushConfigurationTests {
         }
     }
 
-    @Test("a reload applies a new VAPID key file or subject; the CA, the pool caps and adding or removing the route need a restart")
+    @Test(
+        "a reload applies a new VAPID key file or subject; the CA, the pool caps and adding or removing the route need a restart"
+    )
     func reload() {
         var reloadable = Self.valid
         reloadable.apps[0].webPush?.subject = "mailto:other@example.com"

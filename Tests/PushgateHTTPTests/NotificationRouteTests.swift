@@ -71,7 +71,9 @@ struct NotificationRouteTests {
         }
     }
 
-    @Test("GET a notification answers its delivery report, unknown groups listed, split by service; an unknown id is 404")
+    @Test(
+        "GET a notification answers its delivery report, unknown groups listed, split by service; an unknown id is 404"
+    )
     func report() async throws {
         try await withRouterClient { client, _ in
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
