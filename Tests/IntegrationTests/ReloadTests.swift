@@ -265,20 +265,13 @@ struct ReloadTests {
                 try oldAccount.write(to: accountPath)
                 let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
                 try file.write(
-                    """
-                    listen: 127.0.0.1
-                    udp: {registrationPort: 0, notificationPort: 0}
-                    http: {port: -1}
-                    store: {path: \(files.directory.path("gateway.db"))}
-                    apps: [weather]
-                    app:
-                      weather:
-                        topic: com.example.weather
-                        apnsHost: "127.0.0.1:\(simulator.port)"
-                        ca: \(simulator.caCertificatePath!)
-                        token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
-                        fcm: {serviceAccount: \(accountPath), host: "\(fcm.host):\(fcm.port)", ca: \(fcm.caCertificatePath)}
-                    """
+                    Self.weatherYAML(
+                        files,
+                        apns: simulator,
+                        """
+                            fcm: {serviceAccount: \(accountPath), host: "\(fcm.host):\(fcm.port)", ca: \(fcm.caCertificatePath)}
+                        """
+                    )
                 )
                 try await GatewayFixture.run(try await file.load(), reloadSource: file.reloadSource) { running, _ in
                     let token = "reload-1:APA91b" + String(repeating: "Qx_7-kLm", count: 19)
@@ -336,20 +329,13 @@ struct ReloadTests {
                 try Data(oldKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
                 let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
                 @Sendable func yaml(subject: String) -> String {
-                    """
-                    listen: 127.0.0.1
-                    udp: {registrationPort: 0, notificationPort: 0}
-                    http: {port: -1}
-                    store: {path: \(files.directory.path("gateway.db"))}
-                    apps: [weather]
-                    app:
-                      weather:
-                        topic: com.example.weather
-                        apnsHost: "127.0.0.1:\(simulator.port)"
-                        ca: \(simulator.caCertificatePath!)
-                        token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
-                        webpush: {vapidKey: \(keyPath), subject: "\(subject)", ca: \(webPush.caCertificatePath)}
-                    """
+                    Self.weatherYAML(
+                        files,
+                        apns: simulator,
+                        """
+                            webpush: {vapidKey: \(keyPath), subject: "\(subject)", ca: \(webPush.caCertificatePath)}
+                        """
+                    )
                 }
                 try file.write(yaml(subject: "mailto:old@pushgate.invalid"))
                 try await GatewayFixture.run(try await file.load(), reloadSource: file.reloadSource) { running, _ in
@@ -407,6 +393,25 @@ struct ReloadTests {
                 }
             }
         }
+    }
+
+    /// A gateway with one app, `weather`, on the APNs simulator with a provider token, plus `route` (the
+    /// app's other keys, indented under it).
+    static func weatherYAML(_ files: MultiAppFiles, apns simulator: RunningAPNsSimulator, _ route: String) -> String {
+        """
+        listen: 127.0.0.1
+        udp: {registrationPort: 0, notificationPort: 0}
+        http: {port: -1}
+        store: {path: \(files.directory.path("gateway.db"))}
+        apps: [weather]
+        app:
+          weather:
+            topic: com.example.weather
+            apnsHost: "127.0.0.1:\(simulator.port)"
+            ca: \(simulator.caCertificatePath!)
+            token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
+        \(route)
+        """
     }
 
     /// The public half of a VAPID key as a web page passes it to `subscribe()`.
