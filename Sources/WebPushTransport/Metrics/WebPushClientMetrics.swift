@@ -37,14 +37,33 @@ public final class WebPushClientMetrics: Sendable {
     private let answers: [Int: Counter]
     private let otherAnswers: Counter
     private let resends: [ResendCause: Counter]
-    /// The latest sample of each origin's pool (by origin), summed into the gauges.
-    private let samples = Mutex<[WebPushOrigin: Sample]>([:])
+    /// The latest sample of each origin's pool, and their sum (kept as each sample replaces the last, so
+    /// that a tick costs the same however many origins there are).
+    private let samples = Mutex<(byOrigin: [WebPushOrigin: Sample], total: Sample)>(([:], Sample()))
 
     private struct Sample {
         var queued = 0
         var inFlight = 0
         var connections = 0
         var activeConnections = 0
+
+        static func + (lhs: Sample, rhs: Sample) -> Sample {
+            Sample(
+                queued: lhs.queued + rhs.queued,
+                inFlight: lhs.inFlight + rhs.inFlight,
+                connections: lhs.connections + rhs.connections,
+                activeConnections: lhs.activeConnections + rhs.activeConnections
+            )
+        }
+
+        static func - (lhs: Sample, rhs: Sample) -> Sample {
+            Sample(
+                queued: lhs.queued - rhs.queued,
+                inFlight: lhs.inFlight - rhs.inFlight,
+                connections: lhs.connections - rhs.connections,
+                activeConnections: lhs.activeConnections - rhs.activeConnections
+            )
+        }
     }
 
     public init(factory: any MetricsFactory, app: String) {
@@ -96,19 +115,16 @@ public final class WebPushClientMetrics: Sendable {
 
     /// At each tick of `origin`'s pool: the gauges show the sum over every origin's latest sample.
     func sampled(origin: WebPushOrigin, queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+        let sample = Sample(
+            queued: queued,
+            inFlight: inFlight,
+            connections: connections,
+            activeConnections: activeConnections
+        )
         let total = samples.withLock { samples in
-            samples[origin] = Sample(
-                queued: queued,
-                inFlight: inFlight,
-                connections: connections,
-                activeConnections: activeConnections
-            )
-            return samples.values.reduce(into: Sample()) { sum, sample in
-                sum.queued += sample.queued
-                sum.inFlight += sample.inFlight
-                sum.connections += sample.connections
-                sum.activeConnections += sample.activeConnections
-            }
+            samples.total = samples.total - (samples.byOrigin[origin] ?? Sample()) + sample
+            samples.byOrigin[origin] = sample
+            return samples.total
         }
         self.queued.record(total.queued)
         self.inFlight.record(total.inFlight)
