@@ -75,9 +75,22 @@ extension GatewayConfiguration.App {
         default:
             keys.append("fcm")
         }
-        // The Web Push client keeps the VAPID key, subject and pool it started with (a new key would also
-        // need every browser to subscribe again with the new applicationServerKey).
-        check("webpush", webPush, fresh.webPush)
+        // The VAPID key and subject are reloaded (a new key also needs every browser to subscribe again
+        // with the new applicationServerKey); the CA and the pools' caps keep what the client started with.
+        switch (webPush, fresh.webPush) {
+        case (nil, nil):
+            break
+        case (let running?, let fresh?):
+            check("webpush.ca", running.caFile, fresh.caFile)
+            check(
+                "webpush.pool.maxConnectionsPerOrigin",
+                running.maximumConnectionsPerOrigin,
+                fresh.maximumConnectionsPerOrigin
+            )
+            check("webpush.pool.maxConnections", running.maximumConnections, fresh.maximumConnections)
+        default:
+            keys.append("webpush")
+        }
         return keys
     }
 }

@@ -48,6 +48,8 @@ final class ChunkDelivery {
     private var order = SendOrder()
     /// Cursors the pages skipped (``TargetPage/skipped``) that no record has covered yet, ascending.
     private var skippedPending: [Int64] = []
+    /// The service of each of `skippedPending` (``TargetPage/skippedPlatforms``), for the report's split.
+    private var skippedPendingPlatforms: [PushPlatform] = []
     private var batch = ProgressBatch()
     private var tally: OutcomeTally
     /// When the lease was last taken or renewed: renewals are due from it.
@@ -194,6 +196,9 @@ final class ChunkDelivery {
         }
         buffered.append(contentsOf: page.targets)
         skippedPending.append(contentsOf: page.skipped)
+        skippedPendingPlatforms += page.skipped.indices.map {
+            $0 < page.skippedPlatforms.count ? page.skippedPlatforms[$0] : .apns
+        }
         pageCursor = page.scannedThrough
         scanEnded = page.isEnd
     }
@@ -346,6 +351,8 @@ final class ChunkDelivery {
         // a holder after a crash reads again from the recorded progress.
         let covered = finished ? skippedPending.count : skippedPending.prefix { $0 <= through }.count
         batch.skipped += covered
+        batch.skippedByService += ServiceCounts(skippedPendingPlatforms.prefix(covered))
+        skippedPendingPlatforms.removeFirst(covered)
         tally.addSkipped(covered, app: request.app)
         skippedPending.removeFirst(covered)
         let progress = batch.progress(for: chunk, through: through, completes: finished)
@@ -423,6 +430,9 @@ struct ProgressBatch {
     var accepted = 0
     /// Targets the pages skipped that this record covers (``ChunkProgress/skipped``).
     var skipped = 0
+    /// `accepted` and `skipped` by service (``ChunkProgress/acceptedByService``).
+    var acceptedByService = ServiceCounts.zero
+    var skippedByService = ServiceCounts.zero
     var lastAPNsID: String?
     var retries: [RetryEntry] = []
     var failures: [FailureEntry] = []
@@ -434,6 +444,7 @@ struct ProgressBatch {
         switch disposition {
         case .accepted(let apnsID):
             accepted += 1
+            acceptedByService[token.platform] += 1
             if let apnsID { lastAPNsID = apnsID }
         case .failed(let reason, let status, let invalidation):
             failures.append(FailureEntry(token: token, reason: reason, status: status, at: now))
@@ -447,6 +458,8 @@ struct ProgressBatch {
     mutating func prepend(_ earlier: ProgressBatch) {
         accepted += earlier.accepted
         skipped += earlier.skipped
+        acceptedByService += earlier.acceptedByService
+        skippedByService += earlier.skippedByService
         lastAPNsID = lastAPNsID ?? earlier.lastAPNsID
         retries = earlier.retries + retries
         failures = earlier.failures + failures
@@ -464,7 +477,9 @@ struct ProgressBatch {
             failures: failures,
             invalidations: invalidations,
             completesChunk: completes,
-            skipped: skipped
+            skipped: skipped,
+            acceptedByService: acceptedByService,
+            skippedByService: skippedByService
         )
     }
 }

@@ -541,6 +541,7 @@ public final class Dispatcher: Service, NotificationIntake {
             let page = try await store.targets(of: chunk, after: cursor, limit: configuration.pageSize)
             var batch = ProgressBatch()
             batch.skipped = page.skipped.count  // the record covers the whole page
+            batch.skippedByService = page.skippedByService(first: page.skipped.count)
             for target in page.targets {
                 batch.add(.failed(reason: reason, status: nil, invalidation: nil), token: target.token, at: clock.now())
             }
@@ -566,6 +567,15 @@ public final class Dispatcher: Service, NotificationIntake {
         for report in reports where report.state.isFinished { logCompletion(report) }
     }
 
+    /// `apns=T/A/F/S,fcm=…,webpush=…` (targets/accepted/failed/skipped) for the services with targets.
+    static func serviceSummary(_ split: ServiceSplit) -> String {
+        let parts = PushPlatform.allCases.filter { split.targets[$0] > 0 }.map { platform in
+            let counts = [split.targets, split.accepted, split.failed, split.skipped].map { String($0[platform]) }
+            return "\(platform)=" + counts.joined(separator: "/")
+        }
+        return parts.isEmpty ? "none" : parts.joined(separator: ",")
+    }
+
     private func logCompletion(_ report: DeliveryReport) {
         let id = report.id
         let first = completionLogged.withLock { logged -> Bool in
@@ -583,6 +593,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 "push.request_id": "\(id)", "push.app": "\(report.app)", "push.targets": "\(report.targets)",
                 "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)",
                 "push.failed_by_reason": "\(failed)", "push.skipped": "\(report.skipped)",
+                "push.by_service": "\(report.byService.map(Self.serviceSummary) ?? "none")",
                 "push.duration_s": "\(String(format: "%.3f", duration))",
             ]
         )

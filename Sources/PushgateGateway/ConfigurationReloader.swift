@@ -7,6 +7,7 @@ public import PushgateConfig
 import PushgateCore
 import PushgateHTTP
 import Synchronization
+import WebPushTransport
 
 extension Gateway {
     /// How a reload (SIGHUP) reads the configuration again: the same flags, environment and file as at
@@ -32,7 +33,8 @@ extension Gateway {
 /// Applies a reload of the whole configuration, all or nothing: the configuration is read again and every
 /// file it names is read and checked (``GatewayConfiguration/loadCredentials(environment:clock:)``, the
 /// start-up checks); only when all of it passes are the changes applied: the API keys, each HTTP/2 app's
-/// APNs credentials, each app's FCM service account and the HTTP API's certificate. A credential that did
+/// APNs credentials, each app's FCM service account, each app's VAPID key and subject and the HTTP API's
+/// certificate. A credential that did
 /// not change is left alone (its connections stay up). What a reload cannot apply
 /// (``GatewayConfiguration/changesNeedingRestart(to:)``) is logged as needing a restart and ignored.
 ///
@@ -47,6 +49,7 @@ final class ConfigurationReloader: Sendable {
         /// nil for a legacy app (its certificate needs a restart).
         var apns: APNsClient?
         var fcm: FCMClient?
+        var webPush: WebPushClient?
     }
 
     private let source: Gateway.ReloadSource
@@ -242,6 +245,28 @@ final class ConfigurationReloader: Sendable {
                         )
                     }
                 )
+            }
+            if let client = app.webPush, let freshWebPush = freshApp.webPush {
+                let running = client.vapid
+                if running.key.publicKeyBase64URL != freshWebPush.vapidKey.publicKeyBase64URL
+                    || running.subject != freshWebPush.subject
+                {
+                    let key = freshWebPush.vapidKey
+                    let subject = freshWebPush.subject
+                    changes.append(
+                        Change(what: "app.\(app.name).webpush") {
+                            client.renew(vapidKey: key, subject: subject)
+                            logger.info(
+                                "VAPID key and subject reloaded; new messages carry tokens signed with them",
+                                metadata: [
+                                    "push.app": "\(app.name)",
+                                    "webpush.vapid_public_key": "\(key.publicKeyBase64URL)",
+                                    "webpush.subject": "\(subject)",
+                                ]
+                            )
+                        }
+                    )
+                }
             }
         }
         return (changes, restart)

@@ -3,10 +3,14 @@ public import WebPushTransport
 
 extension Gateway {
     /// The Web Push client of one app: its VAPID key and subject, its pools (one per push service).
-    static func makeWebPushClient(_ configuration: WebPushClient.Configuration, app: String) throws -> WebPushClient {
+    static func makeWebPushClient(
+        _ configuration: WebPushClient.Configuration,
+        app: String,
+        metrics: WebPushClientMetrics
+    ) throws -> WebPushClient {
         // The error names the setting (a cap), never key material.
         try makeClient(label: "pushgate.webpush", route: "webpush", app: app) { logger in
-            try WebPushClient(configuration: configuration, logger: logger)
+            try WebPushClient(configuration: configuration, logger: logger, metrics: metrics)
         }
     }
 }

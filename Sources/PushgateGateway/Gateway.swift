@@ -213,6 +213,7 @@ public struct Gateway: Sendable {
         // Per app, in configuration order: its HTTP/2 APNs client (nil for a legacy app) and FCM client.
         var apnsClientsByApp: [APNsClient?] = []
         var fcmClientsByApp: [FCMClient?] = []
+        var webPushClientsByApp: [WebPushClient?] = []
         for app in configuration.apps {
             guard routes[app.name] == nil else {
                 throw StartupError(description: "apps: app \"\(app.name)\" is listed twice")
@@ -255,8 +256,15 @@ public struct Gateway: Sendable {
                 fcmByApp.append((app.name, fcm))
             }
             fcmClientsByApp.append(fcm)
-            let webPush = try app.webPush.map { try Self.makeWebPushClient($0, app: app.name) }
+            let webPush = try app.webPush.map {
+                try Self.makeWebPushClient(
+                    $0,
+                    app: app.name,
+                    metrics: WebPushClientMetrics(factory: metricsFactory, app: app.name)
+                )
+            }
             if let webPush { webPushClients.append(webPush) }
+            webPushClientsByApp.append(webPush)
             // The app's services, one registration line each, by the platform of the devices they serve.
             var services: [any PushService] = [APNsPushService(transport: transport, topic: app.topic)]
             if let fcm { services.append(FCMPushService(transport: fcm)) }
@@ -420,7 +428,8 @@ public struct Gateway: Sendable {
                         name: app.name,
                         topic: app.topic,
                         apns: apnsClientsByApp[index],
-                        fcm: fcmClientsByApp[index]
+                        fcm: fcmClientsByApp[index],
+                        webPush: webPushClientsByApp[index]
                     )
                 },
                 api: api,

@@ -30,6 +30,10 @@ import PushgateCore
 /// device is `webpush:ENDPOINT P256DH AUTH`, and one endpoint is one device (a browser that subscribes
 /// again replaces its keys), also between instances registering at once (the loser's insert conflicts and
 /// its batch fails, to be sent again).
+/// Version 8 splits the report by service: `request.fcm_targets` and `request.webpush_targets` (NULL in
+/// requests stored before: no split), `request.fcm_accepted`/`webpush_accepted` (retries'),
+/// `chunk.fcm_accepted`/`webpush_accepted`/`fcm_skipped`/`webpush_skipped` (fan-out's), the APNs part being
+/// the total less these, as in SQLite's v10; and `request_removed.platform`, which the triggers now record.
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -85,6 +89,50 @@ enum PostgresSchema {
                 """,
             ]
         ),
+        Migration(version: 8, name: "the report split by service", statements: splitByService),
+    ]
+
+    /// Version 8's columns (see above) and v5's trigger functions again, recording each removed target's
+    /// service (the triggers call the functions by name: they stay).
+    static let splitByService = [
+        """
+        ALTER TABLE request ADD COLUMN fcm_targets BIGINT, ADD COLUMN webpush_targets BIGINT,
+            ADD COLUMN fcm_accepted BIGINT NOT NULL DEFAULT 0, ADD COLUMN webpush_accepted BIGINT NOT NULL DEFAULT 0
+        """,
+        """
+        ALTER TABLE chunk ADD COLUMN fcm_accepted BIGINT NOT NULL DEFAULT 0,
+            ADD COLUMN webpush_accepted BIGINT NOT NULL DEFAULT 0, ADD COLUMN fcm_skipped BIGINT NOT NULL DEFAULT 0,
+            ADD COLUMN webpush_skipped BIGINT NOT NULL DEFAULT 0
+        """,
+        "ALTER TABLE request_removed ADD COLUMN platform TEXT",
+        """
+        CREATE OR REPLACE FUNCTION pushgate_membership_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO request_removed (request_seq, device_id, platform)
+            SELECT r.seq, OLD.device_id, \(PushPlatform.sqlName(ofStorageKey: "d.token"))
+            FROM request r JOIN request_group rg ON rg.request_seq = r.seq AND rg.group_id = OLD.group_id
+            JOIN device d ON d.id = OLD.device_id
+            WHERE r.state < 2 AND r.device_bound >= OLD.device_id
+              AND (d.state = 0 OR d.invalidated_at >= r.created_at)
+            ON CONFLICT DO NOTHING;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE OR REPLACE FUNCTION pushgate_device_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO request_removed (request_seq, device_id, platform)
+            SELECT DISTINCT r.seq, OLD.id, \(PushPlatform.sqlName(ofStorageKey: "OLD.token"))
+            FROM request r JOIN request_group rg ON rg.request_seq = r.seq
+            JOIN membership m ON m.group_id = rg.group_id AND m.device_id = OLD.id
+            WHERE r.state < 2 AND r.device_bound >= OLD.id
+              AND (OLD.state = 0 OR OLD.invalidated_at >= r.created_at)
+            ON CONFLICT DO NOTHING;
+            RETURN OLD;
+        END
+        $$
+        """,
     ]
 
     /// Version 5's table and triggers: a membership deleted while the device row exists, or a device

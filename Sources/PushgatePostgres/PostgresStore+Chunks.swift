@@ -384,6 +384,10 @@ extension PostgresStore {
             UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
                 state = \(Int16(progress.chunkState.rawValue)),
                 accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
+                fcm_accepted = fcm_accepted + \(Int64(progress.acceptedByService.fcm)),
+                webpush_accepted = webpush_accepted + \(Int64(progress.acceptedByService.webpush)),
+                fcm_skipped = fcm_skipped + \(Int64(progress.skippedByService.fcm)),
+                webpush_skipped = webpush_skipped + \(Int64(progress.skippedByService.webpush)),
                 last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
                 last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
             WHERE id = \(chunk.id)

@@ -64,7 +64,7 @@ extension PostgresStore {
                         invalidatedSince: since,
                         on: connection,
                         logger: logger
-                    )
+                    ).total
                 )
             case .countTokenTargets(let seq, let app, let after, let through, let since):
                 action = expiry.counted(

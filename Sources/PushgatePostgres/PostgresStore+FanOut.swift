@@ -109,8 +109,9 @@ extension PostgresStore {
         return (Int(row?.0 ?? 0), row?.1)
     }
 
-    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`; with `invalidatedSince`,
-    /// devices invalidated at or after it count too (an expiring request's targets that no page read).
+    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, by service; with
+    /// `invalidatedSince`, devices invalidated at or after it count too (an expiring request's targets that
+    /// no page read).
     static func countDeviceTargets(
         groupIDs: [Int64],
         after: Int64,
@@ -118,31 +119,36 @@ extension PostgresStore {
         invalidatedSince: Int64 = .max,
         on connection: PostgresConnection,
         logger: Logger
-    ) async throws -> Int {
-        guard !groupIDs.isEmpty, after < through else { return 0 }
-        let count: Int64?
+    ) async throws -> ServiceCounts {
+        guard !groupIDs.isEmpty, after < through else { return .zero }
+        let counts: (Int64, Int64, Int64)?
         if groupIDs.count == 1 {
-            count = try await connection.first(
+            counts = try await connection.first(
                 """
-                SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
+                SELECT COUNT(*), COUNT(*) FILTER (WHERE d.token LIKE 'fcm:%'),
+                    COUNT(*) FILTER (WHERE d.token LIKE 'webpush:%')
+                FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = \(groupIDs[0]) AND m.device_id > \(after) AND m.device_id <= \(through)
                   AND d.id > \(after) AND d.id <= \(through) AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                 """,
-                as: Int64.self,
+                as: (Int64, Int64, Int64).self,
                 logger: logger
             )
         } else {
-            count = try await connection.first(
+            counts = try await connection.first(
                 """
-                SELECT COUNT(*) FROM device d
+                SELECT COUNT(*), COUNT(*) FILTER (WHERE d.token LIKE 'fcm:%'),
+                    COUNT(*) FILTER (WHERE d.token LIKE 'webpush:%')
+                FROM device d
                 WHERE d.id > \(after) AND d.id <= \(through) AND (d.state = 0 OR d.invalidated_at >= \(invalidatedSince))
                   AND EXISTS (SELECT 1 FROM membership m WHERE m.device_id = d.id AND m.group_id = ANY(\(groupIDs)::BIGINT[]))
                 """,
-                as: Int64.self,
+                as: (Int64, Int64, Int64).self,
                 logger: logger
             )
         }
-        return Int(count ?? 0)
+        guard let counts else { return .zero }
+        return ServiceCounts(total: Int(counts.0), fcm: Int(counts.1), webpush: Int(counts.2))
     }
 
     /// Direct-token targets of a request in the scan's positions: `(position, token key, skipped)` not

@@ -75,7 +75,7 @@ extension PostgresStore {
                 as: Int64.self,
                 logger: logger
             ) ?? Int64(0)
-        var targetCount = try await Self.countDeviceTargets(
+        var targets = try await Self.countDeviceTargets(
             groupIDs: groupIDs,
             after: 0,
             through: bound,
@@ -85,7 +85,7 @@ extension PostgresStore {
         var covered = [Bool]()
         covered.reserveCapacity(tokens.count)
         if !tokens.isEmpty {
-            for (_, deviceState, isCovered) in try await connection.all(
+            for (position, deviceState, isCovered) in try await connection.all(
                 """
                 SELECT t.position, d.state::BIGINT,
                     COALESCE(d.id <= \(bound) AND EXISTS (
@@ -99,9 +99,10 @@ extension PostgresStore {
             ) {
                 covered.append(isCovered)
                 // A member of a target group is counted with its group; a known invalid device is skipped.
-                if !isCovered && deviceState != 1 { targetCount += 1 }
+                if !isCovered && deviceState != 1 { targets[tokens[Int(position) - 1].platform] += 1 }
             }
         }
+        let targetCount = targets.total
         let created = Millis.from(request.createdAt)
         let done = targetCount == 0
         let state = (done ? Code.done : Code.queued).rawValue
@@ -112,13 +113,13 @@ extension PostgresStore {
                 """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                      device_bound, token_count, target_count, state, finished_at, cut_done,
-                                     idempotency_key, idempotency_fingerprint, webpush)
+                                     idempotency_key, idempotency_fingerprint, webpush, fcm_targets, webpush_targets)
                 VALUES (\(request.id.value), \(request.app), \(request.pushType.rawValue), \(Int64(request.priority.rawValue)),
                         \(StoredForm.expiration(request.expiration)), \(request.collapseID?.value), \(Data(request.payload.bytes)),
                         \(fcm), \(created), \(bound), \(Int64(tokens.count)), \(Int64(targetCount)),
                         \(Int16(state)), \(done ? created : nil), \(done),
                         \(request.idempotency?.key.value), \(request.idempotency.map { Data($0.fingerprint) }),
-                        \(webPush))
+                        \(webPush), \(Int64(targets.fcm)), \(Int64(targets.webpush)))
                 ON CONFLICT DO NOTHING
                 RETURNING seq
                 """,
@@ -299,10 +300,18 @@ extension PostgresStore {
                 as: String.self,
                 logger: logger
             )
+            let state = StoredForm.requestState(row.2)
+            let byService = try await Self.serviceSplit(
+                requestSeq: row.0,
+                finished: state.isFinished,
+                totals: (Int(row.3), Int(row.4 + row.9), failedByReason.values.reduce(0, +), Int(row.11)),
+                on: connection,
+                logger: logger
+            )
             return DeliveryReport(
                 id: id,
                 app: row.1,
-                state: StoredForm.requestState(row.2),
+                state: state,
                 targets: Int(row.3),
                 accepted: Int(row.4 + row.9),
                 failedByReason: failedByReason,
@@ -311,9 +320,55 @@ extension PostgresStore {
                 finishedAt: row.6.map(Millis.date),
                 lastAPNsID: lastAPNsID,
                 unknownGroups: unknownGroups,
-                skipped: Int(row.11)
+                skipped: Int(row.11),
+                byService: byService
             )
         }
+    }
+
+    /// ``ServiceSplit/read(finished:totals:targets:accepted:skipped:failedRows:)`` from the request's and its
+    /// chunks' counts by service; an unfinished request's failure rows are counted by service as ranges of
+    /// the primary key (`failure.token` is in byte order, `COLLATE "C"`).
+    static func serviceSplit(
+        requestSeq seq: Int64,
+        finished: Bool,
+        totals: (targets: Int, accepted: Int, failed: Int, skipped: Int),
+        on connection: PostgresConnection,
+        logger: Logger
+    ) async throws -> ServiceSplit? {
+        let (fcm, webPush) = (DeviceToken.fcmStoragePrefix, DeviceToken.webPushStoragePrefix)
+        let (fcmEnd, webPushEnd) = (DeviceToken.storagePrefixEnd(fcm), DeviceToken.storagePrefixEnd(webPush))
+        guard
+            let row = try await connection.first(
+                """
+                SELECT r.fcm_targets, r.webpush_targets,
+                    r.fcm_accepted + c.fcm_accepted, r.webpush_accepted + c.webpush_accepted,
+                    c.fcm_skipped, c.webpush_skipped,
+                    CASE WHEN \(finished) THEN 0 ELSE (SELECT COUNT(*) FROM failure f
+                        WHERE f.request_seq = r.seq AND f.token >= \(fcm) AND f.token < \(fcmEnd)) END,
+                    CASE WHEN \(finished) THEN 0 ELSE (SELECT COUNT(*) FROM failure f
+                        WHERE f.request_seq = r.seq AND f.token >= \(webPush) AND f.token < \(webPushEnd)) END
+                FROM request r, (
+                    SELECT COALESCE(SUM(fcm_accepted), 0)::BIGINT AS fcm_accepted,
+                        COALESCE(SUM(webpush_accepted), 0)::BIGINT AS webpush_accepted,
+                        COALESCE(SUM(fcm_skipped), 0)::BIGINT AS fcm_skipped,
+                        COALESCE(SUM(webpush_skipped), 0)::BIGINT AS webpush_skipped
+                    FROM chunk WHERE request_seq = \(seq)
+                ) c
+                WHERE r.seq = \(seq)
+                """,
+                as: (Int64?, Int64?, Int64, Int64, Int64, Int64, Int64, Int64).self,
+                logger: logger
+            )
+        else { return nil }
+        return ServiceSplit.read(
+            finished: finished,
+            totals: totals,
+            targets: row.0.map { (Int($0), Int(row.1 ?? 0)) },
+            accepted: (Int(row.2), Int(row.3)),
+            skipped: (Int(row.4), Int(row.5)),
+            failedRows: (Int(row.6), Int(row.7))
+        )
     }
 
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {

@@ -135,6 +135,8 @@ extension PostgresStore {
             try await connection.run(
                 """
                 UPDATE request SET accepted = accepted + \(entry.count),
+                    fcm_accepted = fcm_accepted + \(Int64(entry.byService.fcm)),
+                    webpush_accepted = webpush_accepted + \(Int64(entry.byService.webpush)),
                     last_apns_id = COALESCE(\(entry.apnsID), last_apns_id),
                     last_apns_at = CASE WHEN \(entry.apnsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
                 WHERE seq = \(seq)

@@ -43,6 +43,12 @@ import PushgateCore
 ///                 sent (v8); NULL without one. Index request_by_idempotency_key (app, idempotency_key) UNIQUE
 ///                 WHERE idempotency_key IS NOT NULL
 /// request.webpush the request's `webpush` override, its JSON bytes; NULL without one (v9)
+/// split by service (v10): request.fcm_targets, request.webpush_targets (the FCM and Web Push devices of
+///                 target_count; NULL in requests stored before v10: their report has no split),
+///                 request.fcm_accepted, request.webpush_accepted (retries'), chunk.fcm_accepted,
+///                 chunk.webpush_accepted, chunk.fcm_skipped, chunk.webpush_skipped (fan-out's, with each
+///                 progress record); the APNs part of each is the total less these. request_removed.platform
+///                 ('apns', 'fcm', 'webpush'; NULL in rows recorded before v10), written by the triggers
 /// ```
 ///
 /// Every token column (`device`, `request_token`, `retry`, `failure`) holds a `DeviceToken.storageKey`:
@@ -89,6 +95,43 @@ enum SQLiteSchema {
         """,
     ]
 
+    /// Version 10: the counts by service beside the totals (see above), and v6's triggers again, recording
+    /// each removed target's service.
+    static let splitByService =
+        [
+            "ALTER TABLE request ADD COLUMN fcm_targets INTEGER",
+            "ALTER TABLE request ADD COLUMN webpush_targets INTEGER",
+            "ALTER TABLE request ADD COLUMN fcm_accepted INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE request ADD COLUMN webpush_accepted INTEGER NOT NULL DEFAULT 0",
+        ]
+        + ["fcm_accepted", "webpush_accepted", "fcm_skipped", "webpush_skipped"].map {
+            "ALTER TABLE chunk ADD COLUMN \($0) INTEGER NOT NULL DEFAULT 0"
+        }
+        + [
+            "ALTER TABLE request_removed ADD COLUMN platform TEXT",
+            "DROP TRIGGER membership_removed_from_requests",
+            "DROP TRIGGER device_removed_from_requests",
+            """
+            CREATE TRIGGER membership_removed_from_requests AFTER DELETE ON membership BEGIN
+                INSERT OR IGNORE INTO request_removed (request_seq, device_id, platform)
+                SELECT r.seq, OLD.device_id, \(PushPlatform.sqlName(ofStorageKey: "d.token"))
+                FROM request r CROSS JOIN request_group rg CROSS JOIN device d
+                WHERE r.state < 2 AND rg.request_seq = r.seq AND rg.group_id = OLD.group_id
+                  AND d.id = OLD.device_id AND r.device_bound >= OLD.device_id
+                  AND (d.state = 0 OR d.invalidated_at >= r.created_at);
+            END
+            """,
+            """
+            CREATE TRIGGER device_removed_from_requests BEFORE DELETE ON device BEGIN
+                INSERT OR IGNORE INTO request_removed (request_seq, device_id, platform)
+                SELECT r.seq, OLD.id, \(PushPlatform.sqlName(ofStorageKey: "OLD.token"))
+                FROM request r CROSS JOIN request_group rg CROSS JOIN membership m
+                WHERE r.state < 2 AND rg.request_seq = r.seq AND m.group_id = rg.group_id AND m.device_id = OLD.id
+                  AND r.device_bound >= OLD.id AND (OLD.state = 0 OR OLD.invalidated_at >= r.created_at);
+            END
+            """,
+        ]
+
     /// `tokenKey` is the key function v7 fills `device.token_key` with: ``TokenKey/standard`` except in
     /// tests that force collisions.
     static func migrator(tokenKey: TokenKey = .standard) -> DatabaseMigrator {
@@ -128,6 +171,9 @@ enum SQLiteSchema {
         }
         migrator.registerMigration("v9: Web Push, the request's webpush override") { db in
             try db.execute(sql: "ALTER TABLE request ADD COLUMN webpush BLOB")
+        }
+        migrator.registerMigration("v10: the report split by service") { db in
+            for statement in splitByService { try db.execute(sql: statement) }
         }
         return migrator
     }

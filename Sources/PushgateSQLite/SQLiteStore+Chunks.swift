@@ -392,12 +392,14 @@ extension SQLiteStore {
         try db.cachedStatement(
             sql: """
                 UPDATE chunk SET progress = ?, lease_expires_at = ?, state = ?, accepted = accepted + ?,
-                    skipped = skipped + ?
+                    skipped = skipped + ?, fcm_accepted = fcm_accepted + ?, webpush_accepted = webpush_accepted + ?,
+                    fcm_skipped = fcm_skipped + ?, webpush_skipped = webpush_skipped + ?
                 WHERE id = ?
                 """
         ).execute(arguments: [
             newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
-            chunk.id,
+            progress.acceptedByService.fcm, progress.acceptedByService.webpush, progress.skippedByService.fcm,
+            progress.skippedByService.webpush, chunk.id,
         ])
         // The last apns-id goes with the request's completion when this record completes it (one
         // statement instead of two for a one-chunk request), on its own otherwise.

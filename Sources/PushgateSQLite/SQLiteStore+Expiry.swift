@@ -52,7 +52,7 @@ extension SQLiteStore {
                         through: through,
                         invalidatedSince: since,
                         in: db
-                    )
+                    ).total
                 )
             case .countTokenTargets(let seq, let app, let after, let through, let since):
                 action = expiry.counted(

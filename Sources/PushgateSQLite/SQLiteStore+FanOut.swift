@@ -64,8 +64,8 @@ extension SQLiteStore {
         return (ids.count, ids.last)
     }
 
-    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, read in pages (no
-    /// memory in proportion to the groups); with `invalidatedSince`, devices invalidated at or after it
+    /// How many distinct valid devices of `groupIDs` lie in `(after, through]`, by service, read in pages
+    /// (no memory in proportion to the groups); with `invalidatedSince`, devices invalidated at or after it
     /// count too (an expiring request's targets that no page read).
     static func countDeviceTargets(
         groupIDs: [Int64],
@@ -73,43 +73,61 @@ extension SQLiteStore {
         through: Int64,
         invalidatedSince: Int64 = .max,
         in db: Database
-    ) throws -> Int {
-        guard !groupIDs.isEmpty, after < through else { return 0 }
+    ) throws -> ServiceCounts {
+        guard !groupIDs.isEmpty, after < through else { return .zero }
         if groupIDs.count == 1 {
-            return try Int.fetchOne(
+            let row = try Row.fetchOne(
                 try db.cachedStatement(
                     sql: """
-                        SELECT COUNT(*) FROM membership m JOIN device d ON d.id = m.device_id
+                        SELECT COUNT(*), COALESCE(SUM(\(platformCode("d.token")) = 1), 0),
+                            COALESCE(SUM(\(platformCode("d.token")) = 2), 0)
+                        FROM membership m JOIN device d ON d.id = m.device_id
                         WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ?
                           AND (d.state = 0 OR d.invalidated_at >= ?)
                         """
                 ),
                 arguments: [groupIDs[0], after, through, invalidatedSince]
-            ) ?? 0
+            )
+            guard let row else { return .zero }
+            return ServiceCounts(total: row[0], fcm: row[1], webpush: row[2])
         }
         let statement = try db.cachedStatement(
             sql: """
-                SELECT m.device_id FROM membership m JOIN device d ON d.id = m.device_id
+                SELECT m.device_id, \(platformCode("d.token")) FROM membership m JOIN device d ON d.id = m.device_id
                 WHERE m.group_id = ? AND m.device_id > ? AND m.device_id <= ?
                   AND (d.state = 0 OR d.invalidated_at >= ?)
                 ORDER BY m.device_id LIMIT ?
                 """
         )
         let page = 4096
-        var count = 0
+        var counts = ServiceCounts.zero
         var cursor = after
         while true {
-            var lists = [[Int64]]()
+            var lists = [[(id: Int64, platform: Int64)]]()
             for groupID in groupIDs {
                 lists.append(
-                    try Int64.fetchAll(statement, arguments: [groupID, cursor, through, invalidatedSince, page])
+                    try Row.fetchAll(statement, arguments: [groupID, cursor, through, invalidatedSince, page]).map {
+                        (id: $0[0], platform: $0[1])
+                    }
                 )
             }
-            let merged = mergeDistinct(lists, limit: page, key: \.self)
-            count += merged.count
-            guard merged.count == page, let last = merged.last else { return count }
-            cursor = last
+            let merged = mergeDistinct(lists, limit: page, key: \.id)
+            for device in merged {
+                switch device.platform {
+                case 1: counts.fcm += 1
+                case 2: counts.webpush += 1
+                default: counts.apns += 1
+                }
+            }
+            guard merged.count == page, let last = merged.last else { return counts }
+            cursor = last.id
         }
+    }
+
+    /// SQL that is 1 for an FCM storage key in `column`, 2 for a Web Push one, 0 for APNs.
+    static func platformCode(_ column: String) -> String {
+        "(CASE WHEN \(column) GLOB '\(DeviceToken.fcmStoragePrefix)*' THEN 1 "
+            + "WHEN \(column) GLOB '\(DeviceToken.webPushStoragePrefix)*' THEN 2 ELSE 0 END)"
     }
 
     /// Direct-token targets of a request in the scan's positions: `(position, token key, skipped)` not

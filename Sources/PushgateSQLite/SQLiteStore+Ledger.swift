@@ -274,8 +274,8 @@ extension SQLiteStore {
             sql: """
                 INSERT INTO request (id, app, push_type, priority, expiration, collapse_id, payload, fcm, created_at,
                                      device_bound, token_count, target_count, state, finished_at, cut_done,
-                                     idempotency_key, idempotency_fingerprint, webpush)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                     idempotency_key, idempotency_fingerprint, webpush, fcm_targets, webpush_targets)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
             request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
@@ -283,7 +283,7 @@ extension SQLiteStore {
             request.fcm.map { Data($0.bytes) }, created, plan.bound, tokenCount, plan.targetCount,
             (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
             request.idempotency?.key.value, request.idempotency.map { Data($0.fingerprint) },
-            request.webPush.map { Data($0.bytes) },
+            request.webPush.map { Data($0.bytes) }, plan.targets.fcm, plan.targets.webpush,
         ])
     }
 
@@ -324,7 +324,9 @@ extension SQLiteStore {
         var bound: Int64
         /// Per direct token: a member of a target group within the bound, so the group fan-out covers it.
         var covered: [Bool]
-        var targetCount: Int
+        /// The distinct targets, by service.
+        var targets: ServiceCounts
+        var targetCount: Int { targets.total }
     }
 
     static func planTargets(app: String, groups: [String], tokens: [DeviceToken], in db: Database) throws -> TargetPlan
@@ -349,7 +351,7 @@ extension SQLiteStore {
         let resolved = try TargetGroups.resolve(app: app, groups: groups, known: known, hasDevices: !tokens.isEmpty)
         let groupIDs = resolved.ids
         let bound = try lookups.deviceBound(in: db)
-        var targetCount = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
+        var targets = try countDeviceTargets(groupIDs: groupIDs, after: 0, through: bound, in: db)
         var covered = [Bool]()
         covered.reserveCapacity(tokens.count)
         // Prepared only for direct tokens (one parsed for nothing was about 2 % of the gateway's CPU at 10,000 requests/s).
@@ -376,14 +378,14 @@ extension SQLiteStore {
                 }
             }
             covered.append(isCovered)
-            if counts { targetCount += 1 }
+            if counts { targets[token.platform] += 1 }
         }
         return TargetPlan(
             groupIDs: groupIDs,
             unknownGroups: resolved.unknown,
             bound: bound,
             covered: covered,
-            targetCount: targetCount
+            targets: targets
         )
     }
 
@@ -474,7 +476,14 @@ extension SQLiteStore {
                         accepted
                             + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
                         created_at, finished_at, last_apns_id,
-                        (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
+                        (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                        fcm_targets, webpush_targets,
+                        fcm_accepted + (SELECT COALESCE(SUM(c.fcm_accepted), 0) FROM chunk c
+                                        WHERE c.request_seq = request.seq),
+                        webpush_accepted + (SELECT COALESCE(SUM(c.webpush_accepted), 0) FROM chunk c
+                                            WHERE c.request_seq = request.seq),
+                        (SELECT COALESCE(SUM(c.fcm_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
+                        (SELECT COALESCE(SUM(c.webpush_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
                     FROM request WHERE id IN (SELECT value FROM json_each(?))
                     """
             ),
@@ -522,22 +531,53 @@ extension SQLiteStore {
         for row in rows {
             let seq: Int64 = row[0]
             let finishedAt: Int64? = row[7]
+            let state = StoredForm.requestState(row[3])
+            let failed = failedByReason[seq] ?? [:]
+            let fcmTargets: Int? = row[10]
+            let webPushTargets: Int? = row[11]
+            let byService = try ServiceSplit.read(
+                finished: state.isFinished,
+                totals: (row[4], row[5], failed.values.reduce(0, +), row[9]),
+                targets: fcmTargets.map { ($0, webPushTargets ?? 0) },
+                accepted: (row[12], row[13]),
+                skipped: (row[14], row[15]),
+                failedRows: state.isFinished || fcmTargets == nil ? (0, 0) : failedRows(requestSeq: seq, in: db)
+            )
             byID[row[1]] = DeliveryReport(
                 id: try StoredForm.requestID(row[1]),
                 app: row[2],
-                state: StoredForm.requestState(row[3]),
+                state: state,
                 targets: row[4],
                 accepted: row[5],
-                failedByReason: failedByReason[seq] ?? [:],
+                failedByReason: failed,
                 pendingRetries: pending[seq] ?? 0,
                 createdAt: Millis.date(row[6]),
                 finishedAt: finishedAt.map(Millis.date),
                 lastAPNsID: row[8],
                 unknownGroups: unknownGroups[seq] ?? [],
-                skipped: row[9]
+                skipped: row[9],
+                byService: byService
             )
         }
         return ids.compactMap { byID[$0.value] }
+    }
+
+    /// An unfinished request's failure rows of FCM and of Web Push devices: ranges of the primary key
+    /// (`failure (request_seq, token)`, storage keys in byte order).
+    static func failedRows(requestSeq: Int64, in db: Database) throws -> (fcm: Int, webpush: Int) {
+        let row = try Row.fetchOne(
+            db.cachedStatement(
+                sql: """
+                    SELECT (SELECT COUNT(*) FROM failure WHERE request_seq = ?1 AND token >= ?2 AND token < ?3),
+                        (SELECT COUNT(*) FROM failure WHERE request_seq = ?1 AND token >= ?4 AND token < ?5)
+                    """
+            ),
+            arguments: [
+                requestSeq, DeviceToken.fcmStoragePrefix, DeviceToken.storagePrefixEnd(DeviceToken.fcmStoragePrefix),
+                DeviceToken.webPushStoragePrefix, DeviceToken.storagePrefixEnd(DeviceToken.webPushStoragePrefix),
+            ]
+        )
+        return (row?[0] ?? 0, row?[1] ?? 0)
     }
 
     public func failures(of id: RequestID, after: DeviceToken?, limit: Int) async throws -> [FailureEntry] {
@@ -621,11 +661,22 @@ extension SQLiteStore {
 
     // MARK: - Inside transactions
 
-    static func recordAccepted(_ count: Int, apnsID: String?, requestSeq: Int64, in db: Database) throws {
+    /// `byService`: the FCM and Web Push parts of `count` (``ServiceCounts``).
+    static func recordAccepted(
+        _ count: Int,
+        byService: ServiceCounts = .zero,
+        apnsID: String?,
+        requestSeq: Int64,
+        in db: Database
+    ) throws {
         guard count > 0 || apnsID != nil else { return }
         try db.cachedStatement(
-            sql: "UPDATE request SET accepted = accepted + ?, last_apns_id = coalesce(?, last_apns_id) WHERE seq = ?"
-        ).execute(arguments: [count, apnsID, requestSeq])
+            sql: """
+                UPDATE request SET accepted = accepted + ?, last_apns_id = coalesce(?, last_apns_id),
+                    fcm_accepted = fcm_accepted + ?, webpush_accepted = webpush_accepted + ?
+                WHERE seq = ?
+                """
+        ).execute(arguments: [count, apnsID, byService.fcm, byService.webpush, requestSeq])
     }
 
     /// A failure row per device (the first failure of a device in a request wins) and the counts by reason.

@@ -78,7 +78,13 @@ extension SQLiteStore {
                 ])
             }
             for (seq, accepted) in plan.accepted {
-                try Self.recordAccepted(Int(accepted.count), apnsID: accepted.apnsID, requestSeq: seq, in: db)
+                try Self.recordAccepted(
+                    Int(accepted.count),
+                    byService: accepted.byService,
+                    apnsID: accepted.apnsID,
+                    requestSeq: seq,
+                    in: db
+                )
             }
             for (seq, entries) in plan.failures { try Self.recordFailures(entries, requestSeq: seq, in: db) }
             for (app, invalidation) in plan.invalidations {

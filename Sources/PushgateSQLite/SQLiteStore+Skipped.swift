@@ -7,13 +7,18 @@ import PushgateCore
 /// request's groups again (then the page read it).
 extension SQLiteStore {
     /// Device ids in `(after, through]` recorded as removed from the request's groups and not members of
-    /// any of them now, ascending.
-    static func removedTargets(requestSeq: Int64, after: Int64, through: Int64, in db: Database) throws -> [Int64] {
+    /// any of them now, ascending, with their services (APNs for rows recorded before v10).
+    static func removedTargets(
+        requestSeq: Int64,
+        after: Int64,
+        through: Int64,
+        in db: Database
+    ) throws -> [(device: Int64, platform: PushPlatform)] {
         guard after < through else { return [] }
-        return try Int64.fetchAll(
+        return try Row.fetchAll(
             try db.cachedStatement(
                 sql: """
-                    SELECT t.device_id FROM request_removed t
+                    SELECT t.device_id, t.platform FROM request_removed t
                     WHERE t.request_seq = ? AND t.device_id > ? AND t.device_id <= ?
                       AND NOT EXISTS (
                         SELECT 1 FROM request_group rg CROSS JOIN membership m
@@ -23,7 +28,7 @@ extension SQLiteStore {
                     """
             ),
             arguments: [requestSeq, after, through]
-        )
+        ).map { row in (device: row[0], platform: (row[1] as String?).flatMap(PushPlatform.init(rawValue:)) ?? .apns) }
     }
 
     /// A finished request's records of removed targets are no longer read.

@@ -178,17 +178,20 @@ enum Fixture {
                 page.skipped.allSatisfy { $0 > cursor && $0 <= page.scannedThrough },
                 "skipped cursors lie within (\(cursor), \(page.scannedThrough)] of \(chunk)"
             )
+            // As the dispatcher records them: the split by service of what was accepted and skipped.
             var progress = ChunkProgress(
                 chunk: chunk,
                 through: page.scannedThrough,
                 completesChunk: page.isEnd,
-                skipped: page.skipped.count
+                skipped: page.skipped.count,
+                skippedByService: page.skippedByService(first: page.skipped.count)
             )
             for target in page.targets {
                 sent.append(target.token)
                 switch answer(target.token) {
                 case .accept:
                     progress.accepted += 1
+                    progress.acceptedByService[target.token.platform] += 1
                     progress.lastAPNsID = "00000000-0000-4000-8000-\(target.token.hex.suffix(12))"
                 case .reject(let reason, let status):
                     progress.failures.append(FailureEntry(token: target.token, reason: reason, status: status, at: now))

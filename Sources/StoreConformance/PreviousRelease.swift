@@ -122,6 +122,7 @@ public enum PreviousRelease {
         try expectEqual(report.accepted, 1, "accepted")
         try expectEqual(report.failedByReason, ["Unregistered": 1], "failed")
         try expectEqual(report.skipped, 0, "nothing skipped: old chunks count none")
+        try expectEqual(report.byService, nil, "no split by service: its devices were not counted by service")
 
         // New work on the old registry: an FCM device and a browser join the old group; a request reaches
         // the three platforms.
@@ -144,5 +145,7 @@ public enum PreviousRelease {
         let stored = try await store.request(request.id)
         try expectEqual(stored?.fcm, override, "the new request keeps its fcm override")
         try expectEqual(stored?.webPush, webPush, "and its webpush override")
+        let split = try unwrap(try await store.report(request.id)?.byService, "a new request has the split")
+        try expectEqual(split.accepted, ServiceCounts(apns: 1, fcm: 1, webpush: 1), "one accepted on each service")
     }
 }

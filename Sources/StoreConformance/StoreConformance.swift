@@ -198,6 +198,8 @@ public enum StoreConformance {
             SkipChecks.directTokensInvalidatedAfterEnqueueAreSkipped
         ),
         StoreCheck("expiryCountsUnreadTargetsAsExpired", SkipChecks.expiryCountsUnreadTargetsAsExpired),
+        StoreCheck("reportIsSplitByService", ServiceSplitChecks.reportIsSplitByService),
+        StoreCheck("expiredTargetsFailByService", ServiceSplitChecks.expiredTargetsFailByService),
         StoreCheck("changesAfterThePageReadAreNotSkips", SkipChecks.changesAfterThePageReadAreNotSkips),
     ]
 

@@ -5,6 +5,7 @@ public import PushTransport
 public import PushgateCore
 public import ServiceLifecycle
 import Synchronization
+public import WebPush
 
 /// A transport to Web Push services (RFC 8030): a ``WebPushSendRequest``'s pool, or a test's stand-in.
 public protocol WebPushNotificationTransport: PushNotificationTransport where Submission == WebPushSendRequest {}
@@ -45,13 +46,15 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
     public convenience init(
         configuration: Configuration,
         eventLoopGroup: (any EventLoopGroup)? = nil,
-        logger: Logger? = nil
+        logger: Logger? = nil,
+        metrics: WebPushClientMetrics = .disabled
     ) throws {
         try self.init(
             configuration: configuration,
             eventLoopGroup: eventLoopGroup,
             logger: logger,
-            clock: SystemWallClock()
+            clock: SystemWallClock(),
+            metrics: metrics
         )
     }
 
@@ -60,7 +63,8 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         configuration: Configuration,
         eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger? = nil,
-        clock: any WallClock
+        clock: any WallClock,
+        metrics: WebPushClientMetrics = .disabled
     ) throws {
         self.configuration = try configuration.validated()
         self.logger = logger ?? Logger(label: "pushgate.webpush")
@@ -68,7 +72,8 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
             key: configuration.vapidKey,
             subject: configuration.subject,
             cache: configuration.vapidTokens,
-            clock: clock
+            clock: clock,
+            metrics: metrics
         )
         let pools = WebPushOriginPools()
         self.pools = pools
@@ -151,8 +156,21 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         return total
     }
 
-    /// How many VAPID tokens were signed (one per origin, then one per refresh or refusal).
+    /// How many VAPID tokens were signed (one per origin, then one per refresh, refusal or renewal).
     public var vapidSignatures: Int { credentials.signatures }
+
+    /// The VAPID key and subject tokens are signed with now: ``Configuration/vapidKey`` and
+    /// ``Configuration/subject`` until a ``renew(vapidKey:subject:)``.
+    public var vapid: (key: VAPIDKey, subject: VAPIDSubject) { credentials.current }
+
+    /// A new VAPID key and subject (a reload): every origin's token is signed again with them for its next
+    /// message; messages already written keep theirs. The connections stay open (VAPID is per request,
+    /// not per connection). A subscription made for the old key's `applicationServerKey` is refused by
+    /// its push service (401/403, a configuration alarm) until the browser subscribes again.
+    public func renew(vapidKey: VAPIDKey, subject: VAPIDSubject) {
+        credentials.renew(key: vapidKey, subject: subject)
+        logger.debug("VAPID key renewed")
+    }
 
     private static func clientID(pool index: UInt64, request id: UInt64) -> UInt64 {
         index << poolIndexShift | id
@@ -245,13 +263,15 @@ public final class WebPushClient: WebPushNotificationTransport, Service {
         eventLoopGroup: (any EventLoopGroup)? = nil,
         logger: Logger? = nil,
         clock: any WallClock = SystemWallClock(),
+        metrics: WebPushClientMetrics = .disabled,
         _ body: (WebPushClient) async throws -> Result
     ) async throws -> Result {
         let client = try WebPushClient(
             configuration: configuration,
             eventLoopGroup: eventLoopGroup,
             logger: logger,
-            clock: clock
+            clock: clock,
+            metrics: metrics
         )
         do {
             let result = try await body(client)

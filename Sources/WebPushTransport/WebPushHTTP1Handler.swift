@@ -162,6 +162,7 @@ final class WebPushHTTP1Handler: ChannelInboundHandler {
         if machine.channelClosed(), let lost = inFlight {
             inFlight = nil
             // Written, unanswered: sent again on another connection (see ``WebPushHTTP2Exchange``).
+            settings.credentials.metrics.resent(.connectionLost)
             settings.pool.requeue([lost.request], because: .connectionLost)
         }
         settings.pool.connectionClosed(settings.connectionID, everReady: true, error: lastError)

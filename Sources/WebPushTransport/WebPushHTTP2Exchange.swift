@@ -132,6 +132,7 @@ struct WebPushHTTP2Exchange: HTTP2PushExchange {
     /// Written, unanswered, the connection gone: sent again on another connection (counted against the
     /// pool's resends; when they are spent it fails `connection_lost`).
     mutating func connectionLost(_ pooled: borrowing WebPushPooledRequest) {
+        credentials.metrics.resent(.connectionLost)
         pool.requeue([copy pooled], because: .connectionLost)
     }
 }

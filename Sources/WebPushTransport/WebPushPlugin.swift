@@ -28,13 +28,23 @@ struct WebPushPlugin: TransportPlugin {
         budget.admit(.init(origin: origin, connection: id), open: open)
     }
 
+    func connectionOpened() { credentials.metrics.connectionsOpened.increment() }
+    func connectionFailed() { credentials.metrics.connectionFailures.increment() }
+
     func connectionEnded(id: Int) {
         budget.release(.init(origin: origin, connection: id))
     }
 
-    /// At each tick of this origin's pool: while another origin's connection waits for a slot of the
+    /// At each tick of this origin's pool: the client's gauges take this origin's sample; and while another origin's connection waits for a slot of the
     /// overall cap and this pool has nothing queued, one of its idle connections closes for it.
     func sampled(queued: Int, inFlight: Int, connections: Int, activeConnections: Int) {
+        credentials.metrics.sampled(
+            origin: origin,
+            queued: queued,
+            inFlight: inFlight,
+            connections: connections,
+            activeConnections: activeConnections
+        )
         guard queued == 0, activeConnections > 0, budget.hasWaiters else { return }
         releaseIdle(origin)
     }

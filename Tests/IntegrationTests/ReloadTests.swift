@@ -7,6 +7,7 @@ import PushgateCore
 import PushgateGateway
 import Synchronization
 import Testing
+import WebPushSimulator
 
 #if canImport(Glibc)
 import Glibc
@@ -264,20 +265,13 @@ struct ReloadTests {
                 try oldAccount.write(to: accountPath)
                 let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
                 try file.write(
-                    """
-                    listen: 127.0.0.1
-                    udp: {registrationPort: 0, notificationPort: 0}
-                    http: {port: -1}
-                    store: {path: \(files.directory.path("gateway.db"))}
-                    apps: [weather]
-                    app:
-                      weather:
-                        topic: com.example.weather
-                        apnsHost: "127.0.0.1:\(simulator.port)"
-                        ca: \(simulator.caCertificatePath!)
-                        token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
-                        fcm: {serviceAccount: \(accountPath), host: "\(fcm.host):\(fcm.port)", ca: \(fcm.caCertificatePath)}
-                    """
+                    Self.weatherYAML(
+                        files,
+                        apns: simulator,
+                        """
+                            fcm: {serviceAccount: \(accountPath), host: "\(fcm.host):\(fcm.port)", ca: \(fcm.caCertificatePath)}
+                        """
+                    )
                 )
                 try await GatewayFixture.run(try await file.load(), reloadSource: file.reloadSource) { running, _ in
                     let token = "reload-1:APA91b" + String(repeating: "Qx_7-kLm", count: 19)
@@ -316,6 +310,113 @@ struct ReloadTests {
                 }
             }
         }
+    }
+
+    // MARK: Web Push VAPID key
+
+    @Test(
+        "Web Push: after a reload messages carry VAPID tokens signed with the new key and subject; a subscription made for the old key is refused (an alarm); a bad key file keeps the new one"
+    )
+    func vapidKeyReload() async throws {
+        let files = try MultiAppFiles()
+        var webPushConfiguration = WebPushSimulator.Configuration()
+        webPushConfiguration.logger = TestLogger.make("webpush-simulator")
+        try await APNsSimulator.withRunning(files.simulatorConfiguration) { simulator in
+            try await WebPushSimulator.withRunning(webPushConfiguration) { webPush in
+                let oldKey = P256.Signing.PrivateKey()
+                let newKey = P256.Signing.PrivateKey()
+                let keyPath = files.directory.path("vapid.pem")
+                try Data(oldKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+                let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
+                @Sendable func yaml(subject: String) -> String {
+                    Self.weatherYAML(
+                        files,
+                        apns: simulator,
+                        """
+                            webpush: {vapidKey: \(keyPath), subject: "\(subject)", ca: \(webPush.caCertificatePath)}
+                        """
+                    )
+                }
+                try file.write(yaml(subject: "mailto:old@pushgate.invalid"))
+                try await GatewayFixture.run(try await file.load(), reloadSource: file.reloadSource) { running, _ in
+                    func register(_ subscription: WebPushSimulatorSubscription) async throws {
+                        let token = DeviceToken(
+                            webPush: try WebPushSubscription(jsonBytes: Array(subscription.json.utf8))
+                        )
+                        _ = try await running.store.register(
+                            Registration(app: "weather", token: token, group: "all", at: Date())
+                        )
+                    }
+                    func signers(alert: String) -> [String] {
+                        webPush.received().filter { $0.text?.contains(alert) == true }.map {
+                            "\($0.vapidPublicKey) \($0.vapidSubject ?? "none")"
+                        }
+                    }
+                    let old = try webPush.createSubscription(applicationServerKey: Self.applicationServerKey(oldKey))
+                    try await register(old)
+                    let first = try await Self.submit(running, app: "weather", id: "first", alert: "first")
+                    #expect(try await Self.waitDone(running, first).accepted == 1)
+                    #expect(
+                        signers(alert: "first") == ["\(Self.applicationServerKey(oldKey)) mailto:old@pushgate.invalid"]
+                    )
+
+                    try Data(newKey.pemRepresentation.utf8).write(to: URL(fileURLWithPath: keyPath))
+                    try file.write(yaml(subject: "mailto:new@pushgate.invalid"))
+                    await running.reload()
+                    #expect(Self.metric(running, #"pushgate_reloads_total{result="ok"}"#) == 1)
+                    // The browser subscribed again with the new applicationServerKey; the old subscription
+                    // is still registered, and its push service refuses the new key for it.
+                    let renewed = try webPush.createSubscription(
+                        applicationServerKey: Self.applicationServerKey(newKey)
+                    )
+                    try await register(renewed)
+                    let after = try await Self.submit(running, app: "weather", id: "after", alert: "after")
+                    let report = try await Self.waitDone(running, after)
+                    #expect(report.accepted == 1)
+                    #expect(report.failedByReason == ["webpush_403": 1], "the old subscription: an alarm, not pruned")
+                    #expect(
+                        signers(alert: "after") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"]
+                    )
+                    #expect(webPush.received(subscriptionID: renewed.id).count == 1)
+                    let oldToken = try DeviceToken(webPushEndpoint: old.endpoint)
+                    #expect(try await running.store.device(app: "weather", token: oldToken)?.state == .valid)
+
+                    // A key file that does not parse: refused, the running key stays.
+                    try Data("not a key".utf8).write(to: URL(fileURLWithPath: keyPath))
+                    await running.reload()
+                    #expect(Self.metric(running, #"pushgate_reloads_total{result="failed"}"#) == 1)
+                    let last = try await Self.submit(running, app: "weather", id: "last", alert: "last")
+                    #expect(try await Self.waitDone(running, last).accepted == 1)
+                    #expect(
+                        signers(alert: "last") == ["\(Self.applicationServerKey(newKey)) mailto:new@pushgate.invalid"]
+                    )
+                }
+            }
+        }
+    }
+
+    /// A gateway with one app, `weather`, on the APNs simulator with a provider token, plus `route` (the
+    /// app's other keys, indented under it).
+    static func weatherYAML(_ files: MultiAppFiles, apns simulator: RunningAPNsSimulator, _ route: String) -> String {
+        """
+        listen: 127.0.0.1
+        udp: {registrationPort: 0, notificationPort: 0}
+        http: {port: -1}
+        store: {path: \(files.directory.path("gateway.db"))}
+        apps: [weather]
+        app:
+          weather:
+            topic: com.example.weather
+            apnsHost: "127.0.0.1:\(simulator.port)"
+            ca: \(simulator.caCertificatePath!)
+            token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
+        \(route)
+        """
+    }
+
+    /// The public half of a VAPID key as a web page passes it to `subscribe()`.
+    static func applicationServerKey(_ key: P256.Signing.PrivateKey) -> String {
+        Base64URL.encode(key.publicKey.x963Representation)
     }
 
     /// A service account of `projectID` named `email` (the simulator's throwaway accounts are named after

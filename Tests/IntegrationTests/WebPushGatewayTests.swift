@@ -122,6 +122,9 @@ struct WebPushGatewayTests {
             let report = try await context.notify("three-services-3000")
             #expect(report.accepted == 3_000)
             #expect(report.failed == 0, "\(report.failedByReason)")
+            let split = try #require(report.byService)
+            #expect(split.targets == ServiceCounts(apns: 1_000, fcm: 1_000, webpush: 1_000))
+            #expect(split.accepted == ServiceCounts(apns: 1_000, fcm: 1_000, webpush: 1_000), "split by service")
             let apns = context.apns.notifications().map(\.deviceToken)
             #expect(apns.count == 1_000)
             #expect(Set(apns) == Set((0..<1_000).map { SimulatorFixture.token($0).hex }))
@@ -146,6 +149,8 @@ struct WebPushGatewayTests {
             let first = try await context.notify("gone-first", webPush: #"{"aps": null, "title": "Goal!"}"#)
             #expect(first.accepted == 12)
             #expect(first.failedByReason == ["webpush_410": 1, "webpush_404": 1])
+            #expect(first.byService?.failed == ServiceCounts(webpush: 2), "both failures are browsers'")
+            #expect(first.byService?.accepted == ServiceCounts(apns: 2, fcm: 2, webpush: 8))
             for index in [3, 6] {
                 let endpoint = try DeviceToken(webPushEndpoint: subscriptions[index].endpoint)
                 let device = try #require(try await context.gateway.store.device(app: "default", token: endpoint))
@@ -159,6 +164,7 @@ struct WebPushGatewayTests {
             )
             let second = try await context.notify("gone-second")
             #expect(second.targets == 12, "the two pruned browsers are no longer targets")
+            #expect(second.byService?.targets == ServiceCounts(apns: 2, fcm: 2, webpush: 8))
             #expect(second.accepted == 12)
             #expect(context.webPush.received(subscriptionID: subscriptions[3].id).isEmpty)
             #expect(context.webPush.received(subscriptionID: subscriptions[4].id).count == 2)
@@ -178,6 +184,45 @@ struct WebPushGatewayTests {
             #expect(context.webPush.received(subscriptionID: throttled.id).count == 1, "delivered once, on the retry")
             #expect(context.webPush.stats().answeredByStatus[429] == 1)
             #expect(context.webPush.received().count == 6)
+        }
+    }
+
+    @Test("/metrics: the Web Push client counts connections, answers by status, resends and VAPID tokens")
+    func clientMetrics() async throws {
+        try await Self.withThreeServices(apnsDevices: 1, fcmDevices: 1, browsers: 4) { context, subscriptions in
+            // Browsers alternate origins: 0 and 2 on the HTTP/2 one, 1 and 3 on the HTTP/1.1 one.
+            try context.webPush.expire(subscriptionID: subscriptions[0].id, status: 410)
+            try context.webPush.script(
+                WebPushScriptedAnswer(status: 429, retryAfter: "1", count: 1, subscriptionID: subscriptions[1].id)
+            )
+            try context.webPush.script(
+                WebPushScriptedAnswer(status: 401, count: 1, subscriptionID: subscriptions[2].id)
+            )
+            let report = try await context.notify("metrics")
+            #expect(report.accepted == 5 && report.failedByReason == ["webpush_410": 1])
+            let text = String(decoding: context.gateway.metricsExposition(), as: UTF8.self)
+            func value(_ line: String) -> Double? {
+                text.split(separator: "\n").first { $0.hasPrefix(line + " ") }.flatMap {
+                    Double($0.split(separator: " ").last ?? "")
+                }
+            }
+            let app = #"app="default""#
+            // 3 and the retried 1 and the resent 2: 201; then 410, 429 and 401 once each.
+            #expect(value(#"pushgate_webpush_answers_total{\#(app),status="201"}"#) == 3)
+            #expect(value(#"pushgate_webpush_answers_total{\#(app),status="410"}"#) == 1)
+            #expect(value(#"pushgate_webpush_answers_total{\#(app),status="429"}"#) == 1)
+            #expect(value(#"pushgate_webpush_answers_total{\#(app),status="401"}"#) == 1)
+            #expect(value(#"pushgate_webpush_answers_total{\#(app),status="other"}"#) == 0)
+            #expect(value(#"pushgate_webpush_resends_total{\#(app),cause="vapid_refused"}"#) == 1)
+            #expect(value(#"pushgate_webpush_resends_total{\#(app),cause="connection_lost"}"#) == 0)
+            // One token per origin, and one more for the origin that refused its first.
+            #expect(value(#"pushgate_webpush_vapid_tokens_signed_total{\#(app)}"#) == 3)
+            #expect((value(#"pushgate_webpush_connections_opened_total{\#(app)}"#) ?? 0) >= 2)
+            #expect(value(#"pushgate_webpush_connection_failures_total{\#(app)}"#) == 0)
+            #expect(value(#"pushgate_webpush_connections{\#(app)}"#) != nil)
+            #expect(value(#"pushgate_webpush_requests_queued{\#(app)}"#) != nil)
+            for subscription in subscriptions { #expect(!text.contains(subscription.endpoint)) }
+            for origin in context.webPush.origins { #expect(!text.contains(origin), "no origin in a label") }
         }
     }
 }

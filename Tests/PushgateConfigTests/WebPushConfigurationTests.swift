@@ -133,11 +133,27 @@ struct WebPushConfigurationTests {
         }
     }
 
-    @Test("a changed webpush section needs a restart")
+    @Test(
+        "a reload applies a new VAPID key file or subject; the CA, the pool caps and adding or removing the route need a restart"
+    )
     func reload() {
-        var fresh = Self.valid
-        fresh.apps[0].webPush?.subject = "mailto:other@example.com"
-        #expect(Self.valid.changesNeedingRestart(to: fresh) == ["app.news.webpush"])
+        var reloadable = Self.valid
+        reloadable.apps[0].webPush?.subject = "mailto:other@example.com"
+        reloadable.apps[0].webPush?.vapidKeyFile = "/elsewhere/vapid.pem"
+        #expect(Self.valid.changesNeedingRestart(to: reloadable).isEmpty)
+        var fixed = Self.valid
+        fixed.apps[0].webPush?.caFile = "/etc/ssl/other.pem"
+        fixed.apps[0].webPush?.maximumConnectionsPerOrigin = 2
+        fixed.apps[0].webPush?.maximumConnections = 9
+        #expect(
+            Self.valid.changesNeedingRestart(to: fixed) == [
+                "app.news.webpush.ca", "app.news.webpush.pool.maxConnectionsPerOrigin",
+                "app.news.webpush.pool.maxConnections",
+            ]
+        )
+        var removed = Self.valid
+        removed.apps[0].webPush = nil
+        #expect(Self.valid.changesNeedingRestart(to: removed) == ["app.news.webpush"])
         #expect(Self.valid.changesNeedingRestart(to: Self.valid).isEmpty)
     }
 }

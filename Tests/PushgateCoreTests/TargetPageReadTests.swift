@@ -27,7 +27,7 @@ struct TargetPageReadTests {
         #expect(try read.start() == .finished(TargetPage(targets: [], scannedThrough: 20, isEnd: true)))
     }
 
-    @Test("group members: the removed members of the range read add to the skipped ones, in order")
+    @Test("group members: the removed members of the range read add to the skipped ones, in order, with their services")
     func members() throws {
         var read = try TargetPageRead(chunk: Self.chunk(.deviceRange), after: 12, limit: 3)
         #expect(try read.start() == .readRequest(chunkID: 4, groups: true))
@@ -43,9 +43,15 @@ struct TargetPageReadTests {
         let target = DeliveryTarget(cursor: 13, token: try StoredForm.deviceToken(Self.token))
         let last = DeliveryTarget(cursor: 17, token: try StoredForm.deviceToken(Self.token))
         #expect(
-            read.removedRead([14, 16])
+            read.removedRead([(14, .fcm), (16, .webpush)])
                 == .finished(
-                    TargetPage(targets: [target, last], scannedThrough: 17, isEnd: false, skipped: [14, 15, 16])
+                    TargetPage(
+                        targets: [target, last],
+                        scannedThrough: 17,
+                        isEnd: false,
+                        skipped: [14, 15, 16],
+                        skippedPlatforms: [.fcm, .apns, .webpush]
+                    )
                 )
         )
     }

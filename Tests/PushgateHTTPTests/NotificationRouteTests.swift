@@ -71,7 +71,9 @@ struct NotificationRouteTests {
         }
     }
 
-    @Test("GET a notification answers its delivery report, unknown groups listed; an unknown id is 404")
+    @Test(
+        "GET a notification answers its delivery report, unknown groups listed, split by service; an unknown id is 404"
+    )
     func report() async throws {
         try await withRouterClient { client, _ in
             _ = try await client.send(.put, "/v1/apps/default/groups/news/devices/\(tokenA)")
@@ -96,6 +98,10 @@ struct NotificationRouteTests {
             #expect(json["created_at"] as? String == "2027-01-15T08:00:00.000Z")
             #expect(json["finished_at"] is NSNull)
             #expect(json["unknown_groups"] as? [String] == ["nothing"])
+            let services = try #require(json["services"] as? [String: [String: Int]])
+            #expect(services["apns"] == ["targets": 1, "accepted": 0, "failed": 0, "skipped": 0])
+            #expect(services["fcm"] == ["targets": 0, "accepted": 0, "failed": 0, "skipped": 0])
+            #expect(services["webpush"] == ["targets": 0, "accepted": 0, "failed": 0, "skipped": 0])
 
             let unknown = try await client.send(.get, "/v1/notifications/nothing-here")
             #expect(unknown.status == .notFound)

@@ -33,12 +33,13 @@ struct SQLiteMigrationTests {
             try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations")
         }
         #expect(
-            applied.suffix(5) == [
+            applied.suffix(6) == [
                 "v5: FCM, the request's fcm override",
                 SQLiteTokenKeyTests.v6,
                 SQLiteTokenKeyTests.v7,
                 "v8: idempotency keys of requests",
                 "v9: Web Push, the request's webpush override",
+                "v10: the report split by service",
             ],
             "the new migrations ran on open"
         )

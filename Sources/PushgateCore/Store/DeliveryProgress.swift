@@ -64,6 +64,11 @@ public struct ChunkProgress: Hashable, Sendable {
     /// `completesChunk`). Counted on the chunk in the same transaction as the progress, so a page read
     /// again after a crash (from the recorded progress) never counts one twice.
     public var skipped: Int
+    /// `accepted` by service. The stores keep its FCM and Web Push parts beside the total; the APNs part
+    /// is the total less those, so a record that gives only `accepted` counts it as APNs.
+    public var acceptedByService: ServiceCounts
+    /// `skipped` by service, kept as ``acceptedByService`` is.
+    public var skippedByService: ServiceCounts
 
     public init(
         chunk: WorkChunk,
@@ -74,7 +79,9 @@ public struct ChunkProgress: Hashable, Sendable {
         failures: [FailureEntry] = [],
         invalidations: [DeviceInvalidation] = [],
         completesChunk: Bool = false,
-        skipped: Int = 0
+        skipped: Int = 0,
+        acceptedByService: ServiceCounts = .zero,
+        skippedByService: ServiceCounts = .zero
     ) {
         self.chunk = chunk
         self.through = through
@@ -85,6 +92,8 @@ public struct ChunkProgress: Hashable, Sendable {
         self.invalidations = invalidations
         self.completesChunk = completesChunk
         self.skipped = skipped
+        self.acceptedByService = acceptedByService
+        self.skippedByService = skippedByService
     }
 }
 

@@ -47,6 +47,8 @@ package struct RetryOutcomePlan {
 
     package struct Accepted: Sendable {
         package var count: Int64 = 0
+        /// `count` by service (the stores keep its FCM and Web Push parts, ``ServiceCounts``).
+        package var byService = ServiceCounts.zero
         /// The latest apns-id among the accepted outcomes that had one.
         package var apnsID: String?
     }
@@ -87,6 +89,7 @@ package struct RetryOutcomePlan {
             case .accepted(let apnsID):
                 removed.append(key)
                 accepted[request.seq, default: Accepted()].count += 1
+                accepted[request.seq]?.byService[claim.token.platform] += 1
                 if let apnsID { accepted[request.seq]?.apnsID = apnsID }
             case .failed(let reason, let status):
                 removed.append(key)

@@ -33,7 +33,8 @@ package struct TargetPageRead: Sendable {
         /// as invalid, or (skipped) invalidated at or after `invalidatedSince`; then ``rowsRead(_:)``.
         case readTokenTargets(seq: Int64, app: String, TargetScan, invalidatedSince: Int64)
         /// Read the device ids in `(after, through]` recorded as removed from the request's groups and not
-        /// members of them now, ascending; then ``removedRead(_:)``.
+        /// members of them now, ascending, each with its service as recorded (`request_removed.platform`;
+        /// APNs when not recorded); then ``removedRead(_:)``.
         case readRemovedTargets(seq: Int64, after: Int64, through: Int64)
         /// The page.
         case finished(TargetPage)
@@ -94,9 +95,14 @@ package struct TargetPageRead: Sendable {
     }
 
     /// The answer to ``Action/readRemovedTargets(seq:after:through:)``: added to the page's skipped ones.
-    package mutating func removedRead(_ removed: [Int64]) -> Action {
+    package mutating func removedRead(_ removed: [(device: Int64, platform: PushPlatform)]) -> Action {
         guard case .readingRemoved(var page) = state else { preconditionFailure("removed read unasked") }
-        if !removed.isEmpty { page.skipped = (page.skipped + removed).sorted() }
+        if !removed.isEmpty {
+            let merged = (zip(page.skipped, page.skippedPlatforms).map { (device: $0, platform: $1) } + removed)
+                .sorted { $0.device < $1.device }
+            page.skipped = merged.map(\.device)
+            page.skippedPlatforms = merged.map(\.platform)
+        }
         return finish(page)
     }
 

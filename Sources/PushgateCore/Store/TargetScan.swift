@@ -32,15 +32,23 @@ package struct TargetScan: Hashable, Sendable {
     package func page(rows: [Row]) throws -> TargetPage {
         var targets = [DeliveryTarget]()
         var skipped = [Int64]()
+        var skippedPlatforms = [PushPlatform]()
         targets.reserveCapacity(rows.count)
         for row in rows {
             if row.skipped {
                 skipped.append(row.cursor)
+                skippedPlatforms.append(PushPlatform(storageKey: row.token))
             } else {
                 targets.append(DeliveryTarget(cursor: row.cursor, token: try StoredForm.deviceToken(row.token)))
             }
         }
         let scanned = rows.count < limit ? through : (rows.last?.cursor ?? through)
-        return TargetPage(targets: targets, scannedThrough: scanned, isEnd: scanned >= through, skipped: skipped)
+        return TargetPage(
+            targets: targets,
+            scannedThrough: scanned,
+            isEnd: scanned >= through,
+            skipped: skipped,
+            skippedPlatforms: skippedPlatforms
+        )
     }
 }

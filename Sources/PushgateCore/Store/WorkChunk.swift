@@ -118,11 +118,28 @@ public struct TargetPage: Hashable, Sendable {
     /// its cursor (``ChunkProgress/skipped``), so that a finished request's
     /// `targets = accepted + failed + skipped`.
     public var skipped: [Int64]
+    /// The service of each of `skipped`, in the same order (for the report's split by service); shorter
+    /// than `skipped` when a page does not say, the rest then counts as APNs.
+    public var skippedPlatforms: [PushPlatform]
 
-    public init(targets: [DeliveryTarget], scannedThrough: Int64, isEnd: Bool, skipped: [Int64] = []) {
+    public init(
+        targets: [DeliveryTarget],
+        scannedThrough: Int64,
+        isEnd: Bool,
+        skipped: [Int64] = [],
+        skippedPlatforms: [PushPlatform] = []
+    ) {
         self.targets = targets
         self.scannedThrough = scannedThrough
         self.isEnd = isEnd
         self.skipped = skipped
+        self.skippedPlatforms = skippedPlatforms
+    }
+
+    /// The services of the first `count` of ``skipped``.
+    public func skippedByService(first count: Int) -> ServiceCounts {
+        var counts = ServiceCounts(skippedPlatforms.prefix(count))
+        counts.apns += count - min(count, skippedPlatforms.count)
+        return counts
     }
 }

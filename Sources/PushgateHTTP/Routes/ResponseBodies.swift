@@ -111,6 +111,30 @@ struct ReportBody: Encodable {
         case createdAt = "created_at"
         case finishedAt = "finished_at"
         case unknownGroups = "unknown_groups"
+        case services
+    }
+
+    /// One service's part of `services`.
+    struct ServiceBody: Encodable {
+        var targets: Int
+        var accepted: Int
+        var failed: Int
+        var skipped: Int
+    }
+
+    /// `{"apns": {...}, "fcm": {...}, "webpush": {...}}`, every service, in that order; null for a request
+    /// stored before the split.
+    var services: KeyValuePairs<String, ServiceBody>? {
+        guard let split = report.byService else { return nil }
+        func part(_ platform: PushPlatform) -> ServiceBody {
+            ServiceBody(
+                targets: split.targets[platform],
+                accepted: split.accepted[platform],
+                failed: split.failed[platform],
+                skipped: split.skipped[platform]
+            )
+        }
+        return ["apns": part(.apns), "fcm": part(.fcm), "webpush": part(.webpush)]
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -127,5 +151,18 @@ struct ReportBody: Encodable {
         try container.encode(report.createdAt, forKey: .createdAt)
         try container.encode(report.finishedAt, forKey: .finishedAt)
         try container.encode(report.unknownGroups, forKey: .unknownGroups)
+        if let services {
+            var nested = container.nestedContainer(keyedBy: ServiceKey.self, forKey: .services)
+            for (name, body) in services { try nested.encode(body, forKey: ServiceKey(stringValue: name)) }
+        } else {
+            try container.encodeNil(forKey: .services)
+        }
+    }
+
+    struct ServiceKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
     }
 }
