@@ -5,7 +5,9 @@ package import Foundation
 /// Claims report back through ``claimed(_:)`` and ``retriesClaimed(started:)``.
 ///
 /// Rules: the next chunk is claimed as soon as everything of the chunks under way is sent (at most
-/// ``maximumActiveChunks`` under way); a claim that found nothing is not repeated until new work is
+/// ``maximumActiveChunks`` under way), and at once when new work was announced, even while a chunk is
+/// still sending, with up to twice the limit under way (so a one-device request sent during a broadcast is claimed, and goes
+/// first by ``ClaimScheduler``, instead of waiting for the broadcast's chunk to be sent); a claim that found nothing is not repeated until new work is
 /// announced; due retries are claimed when no chunk is under way, and also while chunks are under way
 /// at most once per ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
 /// most once a second, and not between a new request and its first send nor while sends are under way
@@ -144,9 +146,15 @@ package struct DispatchLoop: Sendable {
             }
             return next(snapshot)
         case .claim:
+            // New work may be claimed up to twice the limit: a broadcast's chunks wait for their answers
+            // (a round trip) before they end, and a single must not wait for that; nor when the claim made
+            // for it took the broadcast's next chunk instead (``ClaimScheduler``'s rule against starvation:
+            // with a broadcast and a single waiting, the broadcast is cut at least every other turn).
             let mayStart =
                 !stopping && snapshot.storeAvailable
-                && (snapshot.active == 0 || (snapshot.active < maximumActiveChunks && snapshot.allSent))
+                && (snapshot.active == 0
+                    || (snapshot.active < maximumActiveChunks && snapshot.allSent)
+                    || (snapshot.active < 2 * maximumActiveChunks && freshWork))
             if mayStart, snapshot.unstarted > 0 {
                 phase = .afterClaim(claimed: true)
                 return .startUnstarted

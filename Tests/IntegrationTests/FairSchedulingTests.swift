@@ -65,4 +65,68 @@ struct FairSchedulingTests {
             group.cancelAll()
         }
     }
+
+    @Test(
+        "a one-device request submitted while a broadcast's chunk is still sending is claimed with its enqueue and sent first"
+    )
+    func oneDeviceRequestPassesAChunkStillSending() async throws {
+        let directory = try TemporaryDirectory()
+        let sqlite = try SQLiteStore(path: directory.path("sending.db"))
+        defer { try? sqlite.close() }
+        let store = FaultInjectingStore(base: sqlite)
+        let now = Date()
+        let token = DispatcherPipelineTests.token
+        _ = try await store.register(batch: (1...80).map { Registration(token: token($0), group: "all", at: now) })
+        _ = try await store.register(Registration(token: token(1_000), group: "one", at: now))
+        // Chunks of 40 read in pages of 10, room for 10 unanswered: the broadcast's first chunk has 30
+        // targets left to send while its first 10 wait for answers.
+        let transport = HeldAnswersTransport(capacity: 10)
+        var configuration = Dispatcher.Configuration(instanceID: InstanceID("sending"))
+        configuration.chunkSize = 40
+        configuration.pageSize = 10
+        configuration.idleInterval = .milliseconds(50)
+        configuration.shutdownGracePeriod = .milliseconds(100)
+        let dispatcher = Dispatcher(
+            store: store,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(transport: transport, topic: try Topic("com.example.fair"))
+            ],
+            configuration: configuration,
+            logger: TestLogger.make("dispatch")
+        )
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await dispatcher.run() }
+            let payload = try Payload(jsonString: #"{"aps":{"alert":"hi"}}"#)
+            let broadcast = try RequestID("broadcast")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: broadcast, groups: ["all"], payload: payload, createdAt: now)
+            )
+            try await eventually("the broadcast's first chunk fills the budget") { transport.submitted == 10 }
+            let claimedBefore = store.chunksClaimedWithEnqueue
+            let single = try RequestID("single")
+            _ = try await dispatcher.submit(
+                NotificationRequest(id: single, groups: ["one"], payload: payload, createdAt: now)
+            )
+            // Claimed in its own enqueue's transaction, though the broadcast's chunk is not all sent.
+            #expect(store.chunksClaimedWithEnqueue == claimedBefore + 1)
+            while transport.submitted < 81 {
+                let before = transport.submitted
+                transport.answerAll()
+                try await eventually("more sent") { transport.submitted > before }
+            }
+            transport.answerAll()
+            try await eventually("both done") {
+                let states = [try await store.report(broadcast)?.state, try await store.report(single)?.state]
+                return states == [.done, .done]
+            }
+            let order = transport.submittedTokens
+            let position = try #require(order.firstIndex(of: token(1_000)))
+            // The first room freed after its start goes to it (a loop turn under way when it arrived may
+            // still give one round to the broadcast). Waiting for the chunk to be all sent, it would come
+            // after the broadcast's first 40 devices.
+            #expect(position <= 20, "sent at \(position) of \(order.count)")
+            #expect(Set(order).count == 81, "every device once")
+            group.cancelAll()
+        }
+    }
 }

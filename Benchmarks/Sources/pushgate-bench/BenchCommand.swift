@@ -19,8 +19,8 @@ struct BenchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
-            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, SoakCommand.self,
-            MicroCommand.self, RetentionCommand.self, WebPushBenchCommand.self,
+            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, TwoAppsCommand.self,
+            SoakCommand.self, MicroCommand.self, RetentionCommand.self, WebPushBenchCommand.self,
         ],
         defaultSubcommand: ClientCommand.self
     )
