@@ -95,6 +95,9 @@ public final class Dispatcher: Service, NotificationIntake {
     /// and handed to the loop through ``handedWork``. Taken by one submission at a time; the loop opens it
     /// again when it sees nothing under way.
     let handOffOpen = Atomic<Bool>(false)
+    /// Whether the hand-off's claim takes new requests only (``BatchClaim/newRequestsOnly``): set by the
+    /// loop with ``handOffOpen``.
+    let handOffNewRequestsOnly = Atomic<Bool>(false)
     /// Submissions that may be claiming with their enqueue right now: while any is, the hand-off stays
     /// closed and the loop does not claim (the submission's claim is the next claim), and a stop waits
     /// for them before it releases this instance's leases.
@@ -265,6 +268,8 @@ public final class Dispatcher: Service, NotificationIntake {
             let mayClaim =
                 active.isEmpty
                 || (counted < 2 * machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
+            // Beside as many of a broadcast's chunks as may be under way, a claim takes new requests only.
+            handOffNewRequestsOnly.store(large >= machine.maximumActiveChunks, ordering: .sequentiallyConsistent)
             handOffOpen.store(
                 mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
                 ordering: .sequentiallyConsistent
@@ -319,7 +324,10 @@ public final class Dispatcher: Service, NotificationIntake {
                     ),
                     chunkSize: configuration.chunkSize,
                     pageLimit: configuration.pageSize,
-                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count)
+                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count),
+                    // New work claimed beside the most of a broadcast's chunks (``DispatchLoop``'s rule of twice
+                    // the limit) must not take the broadcast's next chunk in its place.
+                    newRequestsOnly: active.count(where: { !$0.fitsOnePage }) >= machine.maximumActiveChunks
                 )
                 switch await storeHealth.attempt(.claimChunk, { try await store.claimChunks(claim) }) {
                 case .none: machine.claimed(.failed)

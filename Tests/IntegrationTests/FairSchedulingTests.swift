@@ -1,8 +1,9 @@
 import Foundation
 import PushgateCore
-import PushgateDispatch
 import PushgateSQLite
 import Testing
+
+@testable import PushgateDispatch
 
 /// Head of line: a one-device request sent during a broadcast is delivered before the broadcast's
 /// remaining chunks (``ClaimScheduler``), judged by the order the transport saw, not by time.
@@ -102,6 +103,11 @@ struct FairSchedulingTests {
                 NotificationRequest(id: broadcast, groups: ["all"], payload: payload, createdAt: now)
             )
             try await eventually("the broadcast's first chunk fills the budget") { transport.submitted == 10 }
+            // The loop opens the hand-off once the chunk has started; it stays open while nothing changes
+            // (no answer comes before ``HeldAnswersTransport/answerAll()``).
+            try await eventually("the hand-off is open") {
+                dispatcher.handOffOpen.load(ordering: .sequentiallyConsistent)
+            }
             let claimedBefore = store.chunksClaimedWithEnqueue
             let single = try RequestID("single")
             _ = try await dispatcher.submit(
@@ -121,9 +127,10 @@ struct FairSchedulingTests {
             }
             let order = transport.submittedTokens
             let position = try #require(order.firstIndex(of: token(1_000)))
-            // The first room freed after its start goes to it (a loop turn under way when it arrived may
-            // still give one round to the broadcast). Waiting for the chunk to be all sent, it would come
-            // after the broadcast's first 40 devices.
+            // Handed over before its submit returned, it starts at the loop's next turn (``DispatchLoop``),
+            // and is offered room before the broadcast's chunks: the first room freed goes to it, or the
+            // second if the loop's turn under way when it was handed over was about to advance. Waiting
+            // for the chunk to be all sent, it would come after the broadcast's first 40 devices.
             #expect(position <= 20, "sent at \(position) of \(order.count)")
             #expect(Set(order).count == 81, "every device once")
             group.cancelAll()
