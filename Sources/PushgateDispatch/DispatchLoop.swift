@@ -10,8 +10,8 @@ package import Foundation
 /// during a broadcast is claimed, and goes first by ``ClaimScheduler``, instead of waiting for the
 /// broadcast's chunk to be sent). Announced work is remembered until a claim is made for it, whichever
 /// step of a turn it was announced at. Chunks already claimed (handed over by an enqueue's claim, or
-/// whose start failed) start at the next turn whatever is under way: they are ours, and waiting only
-/// holds them back. A claim that found nothing is not repeated until new work is announced; due retries
+/// whose start failed) start at the next turn whatever is under way (they are ours, and waiting only
+/// holds them back), and are advanced before anything else is claimed. A claim that found nothing is not repeated until new work is announced; due retries
 /// are claimed when no chunk is under way, and also while chunks are under way at most once per
 /// ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
 /// most once a second, and not between a new request and its first send nor while sends are under way
@@ -76,8 +76,6 @@ package struct DispatchLoop: Sendable {
     private enum Phase: Equatable {
         case turnStart
         case claim
-        /// Claimed chunks were started in this turn; a claim may follow.
-        case afterStart
         case awaitingClaim
         case afterClaim(claimed: Bool)
         case awaitingRetries
@@ -100,8 +98,6 @@ package struct DispatchLoop: Sendable {
     private var freshWork = false
     /// New work was announced and no claim was made since: it may be claimed beside a chunk still sending.
     private var claimWanted = false
-    /// Claimed chunks were started in this turn (before its claim).
-    private var startedThisTurn = false
     private var lastExpiry = Date.distantPast
     /// Since when an expiry that was due has been put off (new work, sends under way).
     private var expiryPutOffAt: Date?
@@ -127,7 +123,7 @@ package struct DispatchLoop: Sendable {
     package mutating func claimed(_ result: ClaimResult) {
         precondition(phase == .awaitingClaim, "claimed(_:) answers .claimChunk")
         if result != .nothing { mayHaveChunks = true }
-        phase = .afterClaim(claimed: result == .found || startedThisTurn)
+        phase = .afterClaim(claimed: result == .found)
     }
 
     package mutating func retriesClaimed(started: Bool) {
@@ -157,14 +153,11 @@ package struct DispatchLoop: Sendable {
             }
             return next(snapshot)
         case .claim:
-            startedThisTurn = false
             if !stopping, snapshot.storeAvailable, snapshot.unstarted > 0 {
-                startedThisTurn = true
-                phase = .afterStart
+                // Sent before anything else is claimed: a claim announced with them waits for the next turn.
+                phase = .afterClaim(claimed: true)
                 return .startUnstarted
             }
-            return claimOrCarryOn(snapshot)
-        case .afterStart:
             return claimOrCarryOn(snapshot)
         case .awaitingClaim, .awaitingRetries:
             preconditionFailure("the loop must report the claim's result first")
@@ -219,7 +212,7 @@ package struct DispatchLoop: Sendable {
             phase = .awaitingClaim
             return .claimChunk
         }
-        phase = .afterClaim(claimed: startedThisTurn)
+        phase = .afterClaim(claimed: false)
         return next(snapshot)
     }
 
