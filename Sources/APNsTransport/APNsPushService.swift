@@ -55,7 +55,13 @@ struct APNsPreparedPush: PreparedPush {
         requests.reserveCapacity(sends.count)
         for send in sends {
             requests.append(
-                APNsRequest(notification: notification, deviceToken: send.token, tag: send.tag, receiver: forwarder)
+                APNsRequest(
+                    notification: notification,
+                    deviceToken: send.token,
+                    tag: send.tag,
+                    receiver: forwarder,
+                    isExpress: send.isExpress
+                )
             )
         }
         return PushSubmission(ids: transport.submit(requests), submitted: requests.count)

@@ -38,6 +38,8 @@ public struct APNsRequest: Sendable {
     public let receiver: any APNsOutcomeReceiver
     /// When the client gives up on it. Nil: the client's configured request timeout from submission.
     public var deadline: NIODeadline?
+    /// Sent by the pool's express lane: a notification that must not wait behind a broadcast.
+    public var isExpress: Bool
 
     public init(
         notification: PreparedNotification,
@@ -45,7 +47,8 @@ public struct APNsRequest: Sendable {
         apnsID: APNsID? = nil,
         tag: UInt64 = 0,
         receiver: any APNsOutcomeReceiver,
-        deadline: NIODeadline? = nil
+        deadline: NIODeadline? = nil,
+        isExpress: Bool = false
     ) {
         self.notification = notification
         self.deviceToken = deviceToken
@@ -53,5 +56,6 @@ public struct APNsRequest: Sendable {
         self.tag = tag
         self.receiver = receiver
         self.deadline = deadline
+        self.isExpress = isExpress
     }
 }

@@ -297,7 +297,8 @@ final class ChunkDelivery {
                 tally.addHeld(service: target.token.platform, request: request, now: now)
                 continue
             }
-            sends.add(target.token, tag: sequence, prepared: prepared)
+            // A chunk read in one page (a one-device request's) goes by the transports' express lane.
+            sends.add(target.token, tag: sequence, prepared: prepared, express: fitsOnePage)
         }
         bufferedHead += count
         // Announced before they are submitted: an answer may come before `submit` returns.

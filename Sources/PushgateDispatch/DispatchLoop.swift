@@ -5,9 +5,15 @@ package import Foundation
 /// Claims report back through ``claimed(_:)`` and ``retriesClaimed(started:)``.
 ///
 /// Rules: the next chunk is claimed as soon as everything of the chunks under way is sent (at most
-/// ``maximumActiveChunks`` under way); a claim that found nothing is not repeated until new work is
-/// announced; due retries are claimed when no chunk is under way, and also while chunks are under way
-/// at most once per ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
+/// ``maximumActiveChunks`` under way), and, when new work was announced, at the loop's next turn even
+/// while a chunk is still sending, with up to twice the limit under way (so a one-device request sent
+/// during a broadcast is claimed, and goes first by ``ClaimScheduler``, instead of waiting for the
+/// broadcast's chunk to be sent). Announced work is remembered until a claim is made for it, whichever
+/// step of a turn it was announced at. Chunks already claimed (handed over by an enqueue's claim, or
+/// whose start failed) start at the next turn whatever is under way (they are ours, and waiting only
+/// holds them back), and are advanced before anything else is claimed. A claim that found nothing is not repeated until new work is announced; due retries
+/// are claimed when no chunk is under way, and also while chunks are under way at most once per
+/// ``idleInterval``, so that continuous new work never starves them; overdue requests are expired at
 /// most once a second, and not between a new request and its first send nor while sends are under way
 /// unless the last expiry is ``expiryDeferredAtMost`` old; nothing touches the store
 /// during a store back-off; a stop withdraws what is unsent and ends once nothing is under way.
@@ -90,6 +96,8 @@ package struct DispatchLoop: Sendable {
     private(set) var mayHaveChunks = true
     /// New work was announced during this turn: no expiry before it is sent.
     private var freshWork = false
+    /// New work was announced and no claim was made since: it may be claimed beside a chunk still sending.
+    private var claimWanted = false
     private var lastExpiry = Date.distantPast
     /// Since when an expiry that was due has been put off (new work, sends under way).
     private var expiryPutOffAt: Date?
@@ -109,6 +117,7 @@ package struct DispatchLoop: Sendable {
     package mutating func workAdded() {
         mayHaveChunks = true
         freshWork = true
+        claimWanted = true
     }
 
     package mutating func claimed(_ result: ClaimResult) {
@@ -144,20 +153,12 @@ package struct DispatchLoop: Sendable {
             }
             return next(snapshot)
         case .claim:
-            let mayStart =
-                !stopping && snapshot.storeAvailable
-                && (snapshot.active == 0 || (snapshot.active < maximumActiveChunks && snapshot.allSent))
-            if mayStart, snapshot.unstarted > 0 {
+            if !stopping, snapshot.storeAvailable, snapshot.unstarted > 0 {
+                // Sent before anything else is claimed: a claim announced with them waits for the next turn.
                 phase = .afterClaim(claimed: true)
                 return .startUnstarted
             }
-            if mayStart, snapshot.active == 0 || mayHaveChunks {
-                mayHaveChunks = false
-                phase = .awaitingClaim
-                return .claimChunk
-            }
-            phase = .afterClaim(claimed: false)
-            return next(snapshot)
+            return claimOrCarryOn(snapshot)
         case .awaitingClaim, .awaitingRetries:
             preconditionFailure("the loop must report the claim's result first")
         case .afterClaim(let claimed):
@@ -182,12 +183,37 @@ package struct DispatchLoop: Sendable {
             }
             return endTurn(started ? .again : .idle(until: deadline(after: idleInterval, snapshot)))
         case .afterAdvance(let claimed):
+            let storeUsable = snapshot.storeAvailable && !stopping
             let mayStartMore =
-                (mayHaveChunks || snapshot.unstarted > 0) && snapshot.storeAvailable && !stopping && snapshot.allSent
-                && snapshot.active < maximumActiveChunks
+                storeUsable
+                && (snapshot.unstarted > 0 || (mayHaveChunks && mayClaim(snapshot)))
             if claimed || snapshot.active == 0 || mayStartMore { return endTurn(.again) }
             return endTurn(.waitForAnswers(until: deadline(after: progressInterval, snapshot)))
         }
+    }
+
+    /// Whether a claim may add to what is under way: nothing is; everything is sent and there is room
+    /// under the limit; or new work waits and there is room under twice the limit (a broadcast's chunks
+    /// wait for their answers, a round trip, before they end, and a single must not wait for that; nor
+    /// when the claim made for it took the broadcast's next chunk instead: ``ClaimScheduler``'s rule
+    /// against starvation).
+    private func mayClaim(_ snapshot: Snapshot) -> Bool {
+        !stopping && snapshot.storeAvailable
+            && (snapshot.active == 0
+                || (snapshot.active < maximumActiveChunks && snapshot.allSent)
+                || (snapshot.active < 2 * maximumActiveChunks && claimWanted))
+    }
+
+    /// The turn's claim, if one may be made; otherwise on to the chunks under way.
+    private mutating func claimOrCarryOn(_ snapshot: Snapshot) -> Action {
+        if mayClaim(snapshot), snapshot.active == 0 || mayHaveChunks {
+            mayHaveChunks = false
+            claimWanted = false
+            phase = .awaitingClaim
+            return .claimChunk
+        }
+        phase = .afterClaim(claimed: false)
+        return next(snapshot)
     }
 
     private mutating func claimRetries(_ snapshot: Snapshot) -> Action {

@@ -70,7 +70,8 @@ extension Dispatcher {
                 ),
                 chunkSize: configuration.chunkSize,
                 pageLimit: configuration.pageSize,
-                maximumChunks: configuration.intakeBatch
+                maximumChunks: configuration.intakeBatch,
+                newRequestsOnly: handOffNewRequestsOnly.load(ordering: .sequentiallyConsistent)
             ) : nil
         let stored: EnqueueBatchResult
         do {

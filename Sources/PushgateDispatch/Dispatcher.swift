@@ -95,6 +95,9 @@ public final class Dispatcher: Service, NotificationIntake {
     /// and handed to the loop through ``handedWork``. Taken by one submission at a time; the loop opens it
     /// again when it sees nothing under way.
     let handOffOpen = Atomic<Bool>(false)
+    /// Whether the hand-off's claim takes new requests only (``BatchClaim/newRequestsOnly``): set by the
+    /// loop with ``handOffOpen``.
+    let handOffNewRequestsOnly = Atomic<Bool>(false)
     /// Submissions that may be claiming with their enqueue right now: while any is, the hand-off stays
     /// closed and the loop does not claim (the submission's claim is the next claim), and a stop waits
     /// for them before it releases this instance's leases.
@@ -249,19 +252,24 @@ public final class Dispatcher: Service, NotificationIntake {
                 return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
             }
             let submissionsClaiming = claimsInFlight.load(ordering: .sequentiallyConsistent)
-            // Chunks read in one page count as one together, up to ``Configuration/maximumChunksUnderWay``
-            // in all: a stream of one-device requests is many of those, and a broadcast's chunks keep the
-            // loop's limit of three.
+            // Chunks read in one page count as one together when nothing else is under way, and not at all
+            // beside a broadcast's chunks (so singles never hold up a broadcast's next chunk, nor the next
+            // single), up to ``Configuration/maximumChunksUnderWay`` in all: a stream of one-device requests
+            // is many of those, and a broadcast's chunks keep the loop's limit of three.
             let fitOnePage = active.count(where: \.fitsOnePage)
+            let large = active.count - fitOnePage
             let counted =
                 active.count >= configuration.maximumChunksUnderWay
-                ? active.count : active.count - fitOnePage + (fitOnePage > 0 ? 1 : 0)
+                ? active.count : (large > 0 ? large : min(fitOnePage, 1))
             let allSent = active.allSatisfy(\.isAllSent)
-            // Open whenever the loop itself could claim: everything under way sent, and room for more.
+            // Open whenever the loop would claim new work (``DispatchLoop``: up to twice its limit), even
+            // while a broadcast's chunk is still sending: a new request claims with its enqueue (the
+            // scheduler puts a new request first).
             let mayClaim =
                 active.isEmpty
-                || (allSent && counted < machine.maximumActiveChunks
-                    && active.count < configuration.maximumChunksUnderWay)
+                || (counted < 2 * machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
+            // Beside as many of a broadcast's chunks as may be under way, a claim takes new requests only.
+            handOffNewRequestsOnly.store(large >= machine.maximumActiveChunks, ordering: .sequentiallyConsistent)
             handOffOpen.store(
                 mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
                 ordering: .sequentiallyConsistent
@@ -316,7 +324,10 @@ public final class Dispatcher: Service, NotificationIntake {
                     ),
                     chunkSize: configuration.chunkSize,
                     pageLimit: configuration.pageSize,
-                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count)
+                    maximumChunks: max(1, configuration.maximumChunksUnderWay - active.count),
+                    // New work claimed beside the most of a broadcast's chunks (``DispatchLoop``'s rule of twice
+                    // the limit) must not take the broadcast's next chunk in its place.
+                    newRequestsOnly: active.count(where: { !$0.fitsOnePage }) >= machine.maximumActiveChunks
                 )
                 switch await storeHealth.attempt(.claimChunk, { try await store.claimChunks(claim) }) {
                 case .none: machine.claimed(.failed)
@@ -337,8 +348,12 @@ public final class Dispatcher: Service, NotificationIntake {
                 let budget = inFlightBudget
                 var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
                 var records = ProgressRecords()
-                for delivery in active {
-                    delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
+                // Chunks read in one page (one-device requests) are offered room first: a single never waits
+                // behind a broadcast's buffered page for the room its answers free.
+                for small in [true, false] {
+                    for delivery in active where delivery.fitsOnePage == small {
+                        delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
+                    }
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).

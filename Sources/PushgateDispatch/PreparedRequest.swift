@@ -46,8 +46,9 @@ struct RoutedSends {
         capacity = count
     }
 
-    mutating func add(_ token: DeviceToken, tag: UInt64, prepared: PreparedRequest) {
-        let send = PushSend(token: token, tag: tag)
+    /// `express`: the send must not wait behind a broadcast (``PushSend/isExpress``).
+    mutating func add(_ token: DeviceToken, tag: UInt64, prepared: PreparedRequest, express: Bool = false) {
+        let send = PushSend(token: token, tag: tag, isExpress: express)
         // A linear search: an app has a service or three.
         if let index = groups.firstIndex(where: { $0.service.platform == token.platform }) {
             groups[index].sends.append(send)

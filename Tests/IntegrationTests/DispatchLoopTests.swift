@@ -58,6 +58,98 @@ struct DispatchLoopTests {
         )
     }
 
+    @Test(
+        "new work announced while a broadcast's chunk is still sending is claimed at once, up to twice the limit"
+    )
+    func newWorkDuringABroadcast() {
+        var loop = Self.machine()
+        loop.workAdded()
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        // The broadcast's chunk waits for room: no claim without new work.
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
+        #expect(
+            loop.next(Self.at(0.01, active: 1, allSent: false))
+                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11))
+        )
+        // A single arrives: claimed in the same turn, though the broadcast's chunk is not all sent.
+        loop.workAdded()
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .again)
+        #expect(loop.next(Self.at(0.03, active: 1, allSent: false)) == .advance)
+        #expect(
+            loop.next(Self.at(0.03, active: 1, allSent: false))
+                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.13))
+        )
+        // Three broadcast chunks under way: new work still takes more, up to six; with six, it waits.
+        loop.workAdded()
+        #expect(loop.next(Self.at(0.04, active: 3, allSent: false)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0.04, active: 4, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0.04, active: 4, allSent: false)) == .again)
+        loop.workAdded()
+        #expect(loop.next(Self.at(0.05, active: 6, allSent: false)) == .advance)
+    }
+
+    @Test("new work announced at a turn's last step is claimed at the next turn, beside a chunk still sending")
+    func newWorkAnnouncedDuringTheAdvance() {
+        var loop = Self.machine()
+        loop.workAdded()
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
+        // Announced while the advance ran (the loop reads the announcement before asking again): the turn
+        // ends with another turn, not with a wait for answers, and that turn claims.
+        loop.workAdded()
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .again)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .again)
+        // Claimed for: nothing more until new work.
+        #expect(loop.next(Self.at(0.03, active: 1, allSent: false)) == .advance)
+        #expect(
+            loop.next(Self.at(0.03, active: 1, allSent: false))
+                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.13))
+        )
+    }
+
+    @Test(
+        "a chunk handed over while a broadcast's chunk is still sending starts at the next turn, announced or not"
+    )
+    func handedOverChunkStartsBesideAChunkStillSending() {
+        var loop = Self.machine()
+        loop.workAdded()
+        #expect(loop.next(Self.at(0)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        // Handed over by an enqueue's claim before its announcement was read: started all the same.
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false, unstarted: 1)) == .startUnstarted)
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .again)
+        // Handed over and announced: started and sent first; the claim the announcement asks for (the
+        // enqueue's claim may have left other new work) comes at the next turn.
+        loop.workAdded()
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false, unstarted: 1)) == .startUnstarted)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .again)
+        #expect(loop.next(Self.at(0.03, active: 1, allSent: false)) == .claimChunk)
+        loop.claimed(.nothing)
+        #expect(loop.next(Self.at(0.03, active: 1, allSent: false)) == .advance)
+        // Never during a store back-off.
+        _ = loop.next(Self.at(0.03, active: 1, allSent: false))
+        var down = Self.at(0.04, active: 1, allSent: false, unstarted: 1)
+        down.storeAvailable = false
+        #expect(loop.next(down) == .advance)
+    }
+
     @Test("three chunks under way and all sent: a fourth waits for one of them to end, then is claimed")
     func atMostThreeChunks() throws {
         var loop = Self.machine()

@@ -50,6 +50,27 @@ struct ChunkBatchClaimTests {
         )
     }
 
+    @Test("a claim of new requests only passes over a request already cut, even one whose turn is overdue")
+    func newRequestsOnly() {
+        // A broadcast cut at turn 5 and a one-device request never cut; four turns since: the broadcast
+        // is overdue, and an ordinary claim cuts it first.
+        let waiting = [Self.candidate(1, lastTurn: 5), Self.candidate(2)]
+        var ordinary = ChunkBatchClaim(Self.lease, chunkSize: 100, pageLimit: 10, maximumChunks: 50)
+        _ = ordinary.start()
+        _ = ordinary.tookOver(nil)
+        #expect(ordinary.candidatesRead(waiting) == .readLatestTurn)
+        #expect(ordinary.latestTurnRead(9) == .readRequest(seq: 1))
+
+        var claim = ChunkBatchClaim(
+            BatchClaim(lease: Self.lease, chunkSize: 100, pageLimit: 10, maximumChunks: 50, newRequestsOnly: true)
+        )
+        #expect(claim.start() == .takeOverExpiredLease)
+        #expect(claim.tookOver(nil) == .readCandidates(limit: ClaimScheduler.candidateLimit))
+        var action = claim.candidatesRead(waiting)
+        action = Self.cutOneDevice(&claim, action, seq: 2, id: 10)
+        #expect(action == .claimed([Self.chunk(10, of: 2, Self.oneMember)]), "the broadcast is not cut")
+    }
+
     @Test("a chunk that may hold more than a page (a broadcast's) ends the claim")
     func largeChunkEnds() {
         var claim = ChunkBatchClaim(Self.lease, chunkSize: 100, pageLimit: 10, maximumChunks: 50)

@@ -19,8 +19,9 @@ struct BenchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
-            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, SoakCommand.self,
-            MicroCommand.self, RetentionCommand.self, WebPushBenchCommand.self, WebPushGatewayCommand.self,
+            LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, TwoAppsCommand.self,
+            SoakCommand.self, MicroCommand.self, RetentionCommand.self, WebPushBenchCommand.self,
+            WebPushGatewayCommand.self,
         ],
         defaultSubcommand: ClientCommand.self
     )

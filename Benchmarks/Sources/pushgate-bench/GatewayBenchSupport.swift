@@ -129,6 +129,7 @@ enum StoreFill {
     /// seconds for millions, where `fill` would take minutes.
     static func prefill(
         path: String,
+        app: String = Registration.defaultApp,
         devices: Int,
         group: String
     ) async throws
@@ -138,7 +139,7 @@ enum StoreFill {
         logger.logLevel = .warning
         let store = try SQLiteStore(path: path, logger: logger)
         let start = ContinuousClock.now
-        let created = try await store.prefillForBenchmark(group: group, count: devices, at: Date())
+        let created = try await store.prefillForBenchmark(app: app, group: group, count: devices, at: Date())
         try store.close()
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
         return (created, (ContinuousClock.now - start).seconds, bytes)

@@ -22,16 +22,35 @@ struct GatewayLaunch: Sendable {
     var httpPort: Int = -1
     /// Appended as given (`--gateway-arg=--max-streams=1000`).
     var extraArguments: [String] = []
+    /// A configuration file naming several apps (``configuration(apps:)``): the single app's flags
+    /// (`--apns-host`, `--auth-key`, `--topic`...) are left out, the file says them per app.
+    var configurationPath: String? = nil
 
     var arguments: [String] {
         var arguments = [
-            "gateway", "-f", "-d", databasePath, "-l", "127.0.0.1", "-g", "0", "-n", "0", "--apns-host", apnsHost,
-            "--auth-key", authKeyPath, "--key-id", ThrowawayKey.keyID, "--team-id", ThrowawayKey.teamID, "--topic",
-            topic,
+            "gateway", "-f", "-d", databasePath, "-l", "127.0.0.1", "-g", "0", "-n", "0",
             "--http-port=\(httpPort)", "--log-level", logLevel,
+        ]
+        if let configurationPath { return arguments + ["--config", configurationPath] + extraArguments }
+        arguments += [
+            "--apns-host", apnsHost, "--auth-key", authKeyPath, "--key-id", ThrowawayKey.keyID, "--team-id",
+            ThrowawayKey.teamID, "--topic", topic,
         ]
         if let caPath { arguments += ["--ca", caPath] }
         return arguments + extraArguments
+    }
+
+    /// A YAML configuration with `apps`, each against the same stand-in with the throwaway key (apps of one
+    /// team share its provider token), topic `TOPIC.APP`.
+    func configuration(apps: [String]) -> String {
+        var yaml = "apps: [\(apps.joined(separator: ", "))]\napp:\n"
+        for app in apps {
+            yaml += "  \(app):\n    topic: \(topic).\(app)\n    apnsHost: \"\(apnsHost)\"\n"
+            if let caPath { yaml += "    ca: \(caPath)\n" }
+            yaml +=
+                "    token: {keyFile: \(authKeyPath), keyId: \(ThrowawayKey.keyID), teamId: \(ThrowawayKey.teamID)}\n"
+        }
+        return yaml
     }
 }
 

@@ -6,6 +6,13 @@ public protocol PoolableRequest: Sendable {
     /// Unique within the pool, for cancellation.
     var poolRequestID: UInt64 { get }
     var deadline: NIODeadline { get }
+    /// A request that must not wait behind a broadcast (a one-device request's notification): it goes
+    /// to the pool's express connection (``ConnectionPoolStateMachine``).
+    var isExpress: Bool { get }
+}
+
+extension PoolableRequest {
+    public var isExpress: Bool { false }
 }
 
 /// The decisions of a pool of connections to a push service: which connection takes queued work, when to open
@@ -14,6 +21,15 @@ public protocol PoolableRequest: Sendable {
 /// Work is *pulled*: a connection with free streams asks for up to that many requests at once and
 /// writes them in one flush. A connection that asked and got nothing is *parked*; a new request
 /// wakes one parked connection (one wake-up per burst, not per request).
+///
+/// **An express lane.** Requests marked ``PoolableRequest/isExpress`` (one-device requests) queue apart
+/// and go first. While two or more connections are active, the oldest active one is the *express
+/// connection*: it takes express requests only, so that a single never sits behind a broadcast's
+/// thousand streams in one connection's order (a server reads a connection's frames in order: a busy
+/// one answers the stream written last after all the others). Other connections take express requests
+/// only when the express connection has no free stream. With one connection active it takes
+/// everything; a pool's demand for bulk work counts the express connection's room only then, so the
+/// pool opens the connections bulk work needs as before.
 package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     package typealias ConnectionID = Int
 
@@ -84,6 +100,8 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     private let configuration: Configuration
     private var connections: [ConnectionID: ConnectionState] = [:]
     private var queue: Deque<Request> = []
+    /// Express requests, waiting in order, taken before ``queue``.
+    private var expressQueue: Deque<Request> = []
     private var nextConnectionID: ConnectionID = 0
     private var consecutiveFailures = 0
     private var lastConnectError: String?
@@ -102,7 +120,7 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         self.random = SplitMix64(seed: seed)
     }
 
-    package var queuedCount: Int { queue.count }
+    package var queuedCount: Int { queue.count + expressQueue.count }
     package var connectionCount: Int { connections.count }
     package var activeConnectionCount: Int {
         connections.values.filter { if case .active = $0 { true } else { false } }.count
@@ -125,10 +143,10 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         }
         var actions = Actions()
         for request in requests {
-            if queue.count >= configuration.maximumQueued {
+            if queuedCount >= configuration.maximumQueued {
                 actions.fail.append((request, .queueFull))
             } else {
-                queue.append(request)
+                if request.isExpress { expressQueue.append(request) } else { queue.append(request) }
                 earliestQueuedDeadline = min(earliestQueuedDeadline, request.deadline)
             }
         }
@@ -149,7 +167,7 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
             return actions
         }
         for request in requests.reversed() {
-            queue.prepend(request)
+            if request.isExpress { expressQueue.prepend(request) } else { queue.prepend(request) }
             earliestQueuedDeadline = min(earliestQueuedDeadline, request.deadline)
         }
         return dispatchQueuedWork()
@@ -168,23 +186,35 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
             return ([], Actions())
         }
         leased = max(0, leased - released)
-        let room = min(max(0, capacity - leased), maximum)
-        let count = lifecycle == .running ? min(room, queue.count) : 0
+        connections[id] = .active(capacity: capacity, leased: leased, parked: false)
+        let room = lifecycle == .running ? min(max(0, capacity - leased), maximum) : 0
+        let lanes = lanes(for: id)
         var taken: [Request] = []
-        if count > 0 {
+        if lanes.express {
+            let count = min(room, expressQueue.count)
             taken.reserveCapacity(count)
-            for _ in 0..<count { taken.append(queue.removeFirst()) }
+            for _ in 0..<count { taken.append(expressQueue.removeFirst()) }
         }
-        leased += count
-        connections[id] = .active(capacity: capacity, leased: leased, parked: count == 0)
+        if lanes.bulk {
+            let count = min(room - taken.count, queue.count)
+            if count > 0 {
+                taken.reserveCapacity(taken.count + count)
+                for _ in 0..<count { taken.append(queue.removeFirst()) }
+            }
+        }
+        leased += taken.count
+        connections[id] = .active(capacity: capacity, leased: leased, parked: taken.isEmpty)
         var actions = Actions()
-        if !queue.isEmpty { actions = dispatchQueuedWork() }
+        if queuedCount > 0 { actions = dispatchQueuedWork() }
         return (taken, actions)
     }
 
     /// Removes a queued request (the caller cancelled it). Returns it if it was still queued; if
     /// not, a connection holds it and must be told.
     package mutating func cancelQueued(requestID: UInt64) -> Request? {
+        if let index = expressQueue.firstIndex(where: { $0.poolRequestID == requestID }) {
+            return expressQueue.remove(at: index)
+        }
         guard let index = queue.firstIndex(where: { $0.poolRequestID == requestID }) else { return nil }
         return queue.remove(at: index)
     }
@@ -192,14 +222,20 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     /// Removes every still-queued request among `requestIDs` (never written to a connection, so
     /// the server never saw them) and returns them. Requests already on a connection are left alone.
     package mutating func withdrawQueued(requestIDs: Set<UInt64>) -> [Request] {
-        guard !queue.isEmpty, !requestIDs.isEmpty else { return [] }
-        var kept = Deque<Request>()
-        kept.reserveCapacity(queue.count)
+        guard queuedCount > 0, !requestIDs.isEmpty else { return [] }
         var withdrawn: [Request] = []
-        for request in queue {
-            if requestIDs.contains(request.poolRequestID) { withdrawn.append(request) } else { kept.append(request) }
+        for lane in [\Self.expressQueue, \Self.queue] where !self[keyPath: lane].isEmpty {
+            var kept = Deque<Request>()
+            kept.reserveCapacity(self[keyPath: lane].count)
+            for request in self[keyPath: lane] {
+                if requestIDs.contains(request.poolRequestID) {
+                    withdrawn.append(request)
+                } else {
+                    kept.append(request)
+                }
+            }
+            self[keyPath: lane] = kept
         }
-        queue = kept
         return withdrawn
     }
 
@@ -249,7 +285,7 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         }
         consecutiveFailures += 1
         lastConnectError = error
-        guard lifecycle == .running, !queue.isEmpty else { return Actions() }
+        guard lifecycle == .running, queuedCount > 0 else { return Actions() }
         if connections.isEmpty && !reconnectScheduled {
             reconnectScheduled = true
             var actions = Actions()
@@ -310,7 +346,7 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     package mutating func reconnectDelayElapsed(_ id: ConnectionID) -> Actions {
         reconnectScheduled = false
         guard lifecycle == .running else { return Actions() }
-        guard !queue.isEmpty, connections.count < configuration.maximumConnections else { return Actions() }
+        guard queuedCount > 0, connections.count < configuration.maximumConnections else { return Actions() }
         connections[id] = .connecting
         var actions = Actions()
         actions.connect = id
@@ -322,21 +358,23 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
         var actions = Actions()
         // Most ticks find nothing expired and look at nothing: only the earliest deadline is compared.
         guard earliestQueuedDeadline <= now else { return actions }
-        var kept = Deque<Request>()
-        kept.reserveCapacity(queue.count)
         var earliest = NIODeadline.distantFuture
         let connectFailed = connections.isEmpty && consecutiveFailures > 0
-        for request in queue {
-            if request.deadline <= now {
-                actions.fail.append(
-                    (request, connectFailed ? .connectFailed(lastConnectError ?? "unknown") : .deadlineExceeded)
-                )
-            } else {
-                kept.append(request)
-                earliest = min(earliest, request.deadline)
+        for lane in [\Self.expressQueue, \Self.queue] {
+            var kept = Deque<Request>()
+            kept.reserveCapacity(self[keyPath: lane].count)
+            for request in self[keyPath: lane] {
+                if request.deadline <= now {
+                    actions.fail.append(
+                        (request, connectFailed ? .connectFailed(lastConnectError ?? "unknown") : .deadlineExceeded)
+                    )
+                } else {
+                    kept.append(request)
+                    earliest = min(earliest, request.deadline)
+                }
             }
+            self[keyPath: lane] = kept
         }
-        queue = kept
         earliestQueuedDeadline = earliest
         return actions
     }
@@ -345,7 +383,8 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     package mutating func shutdown() -> Actions {
         var actions = Actions()
         lifecycle = .shuttingDown
-        actions.fail = queue.map { ($0, .shutdown) }
+        actions.fail = (expressQueue + queue).map { ($0, .shutdown) }
+        expressQueue.removeAll()
         queue.removeAll()
         for (id, state) in connections {
             if case .retiring = state { continue }
@@ -360,25 +399,38 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
     /// Wake parked connections with room, and open another connection when every usable one is full.
     private mutating func dispatchQueuedWork() -> Actions {
         var actions = Actions()
-        guard lifecycle == .running, !queue.isEmpty else { return actions }
+        guard lifecycle == .running, queuedCount > 0 else { return actions }
         var demand = queue.count
+        var expressDemand = expressQueue.count
         var anyConnecting = false
-        for (id, state) in connections.sorted(by: { $0.key < $1.key }) {
+        let express = expressConnection
+        // The express connection first: it is the one express requests wait for.
+        let ordered = connections.sorted { ($0.key == express ? -1 : $0.key) < ($1.key == express ? -1 : $1.key) }
+        for (id, state) in ordered {
             switch state {
             case .connecting:
                 if !staleConnecting.contains(id) { anyConnecting = true }
             case .active(let capacity, let leased, let parked):
-                let room = capacity - leased
+                var room = capacity - leased
                 guard room > 0 else { continue }
-                if parked, demand > 0 {
+                let lanes = lanes(for: id)
+                let wanted =
+                    (lanes.express ? expressDemand : 0) + (lanes.bulk ? demand : 0)
+                if parked, wanted > 0 {
                     connections[id] = .active(capacity: capacity, leased: leased, parked: false)
                     actions.wake.append(id)
                 }
-                demand -= room
+                if lanes.express {
+                    let taken = min(room, expressDemand)
+                    expressDemand -= taken
+                    room -= taken
+                }
+                if lanes.bulk { demand -= room }
             case .retiring:
                 continue
             }
         }
+        demand += max(0, expressDemand)
         // Every usable connection is full (or there is none) and work is left: open one more,
         // unless one is already on its way or a back-off is running.
         if demand > 0, !anyConnecting, !reconnectScheduled, connections.count < configuration.maximumConnections {
@@ -392,6 +444,24 @@ package struct ConnectionPoolStateMachine<Request: PoolableRequest>: Sendable {
             }
         }
         return actions
+    }
+
+    /// The express connection: the oldest active one, while two or more are active; nil otherwise.
+    private var expressConnection: ConnectionID? {
+        var active: [ConnectionID] = []
+        for (id, state) in connections {
+            if case .active = state { active.append(id) }
+        }
+        return active.count >= 2 ? active.min() : nil
+    }
+
+    /// What connection `id` takes: the express connection express requests only; the others bulk work,
+    /// and express requests only while the express connection has no free stream.
+    private func lanes(for id: ConnectionID) -> (express: Bool, bulk: Bool) {
+        guard let express = expressConnection else { return (true, true) }
+        if id == express { return (true, false) }
+        guard case .active(let capacity, let leased, _) = connections[express] else { return (true, true) }
+        return (leased >= capacity, true)
     }
 
     private mutating func makeConnectionID() -> ConnectionID {

@@ -18,6 +18,9 @@ public struct PoolEntry<Submission: TransportSubmission, Marks: PoolEntryMarks>:
     public var marks = Marks()
 
     @inlinable
+    public var isExpress: Bool { request.isExpress }
+
+    @inlinable
     public init(request: Submission, poolRequestID: UInt64, deadline: NIODeadline) {
         self.request = request
         self.poolRequestID = poolRequestID

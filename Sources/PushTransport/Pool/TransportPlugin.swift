@@ -71,6 +71,8 @@ extension PooledConnection {
 public protocol TransportSubmission: Sendable {
     /// When the pool gives up on it. Nil: the pool's configured request timeout from submission.
     var deadline: NIODeadline? { get }
+    /// Goes by the pool's express lane (``PoolableRequest/isExpress``).
+    var isExpress: Bool { get }
     /// Completes it without an answer (cancelled, shut down, deadline, connect failure...) through its
     /// own receiver.
     func fail(_ failure: PushTransportFailure)
@@ -87,4 +89,8 @@ public protocol TransportPooledRequest: PoolableRequest {
     var resends: Int { get set }
     /// Completes the request without an answer (cancelled, shut down, deadline, connect failure...).
     func fail(_ failure: PushTransportFailure)
+}
+
+extension TransportSubmission {
+    public var isExpress: Bool { false }
 }

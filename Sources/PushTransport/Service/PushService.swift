@@ -54,11 +54,15 @@ public protocol PreparedPush: Sendable {
 public struct PushSend: Sendable {
     public var token: DeviceToken
     public var tag: UInt64
+    /// A send that must not wait behind a broadcast (a one-device request's): the transport's express
+    /// lane, where it has one.
+    public var isExpress: Bool
 
     @inlinable
-    public init(token: DeviceToken, tag: UInt64) {
+    public init(token: DeviceToken, tag: UInt64, isExpress: Bool = false) {
         self.token = token
         self.tag = tag
+        self.isExpress = isExpress
     }
 }
 

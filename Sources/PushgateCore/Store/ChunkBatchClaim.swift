@@ -14,6 +14,10 @@
 /// 3. The claim ends at `maximumChunks`, or after a chunk that may hold more than `pageLimit` targets (a
 ///    broadcast's: the dispatcher bounds how many of those are under way), or when nothing is left.
 ///
+/// A claim of *new requests only* (``BatchClaim/newRequestsOnly``) leaves the requests already cut out
+/// of its candidates (``ClaimScheduler``'s rule against starvation would otherwise give a broadcast's
+/// next chunk the place of the one-device request the claim was made for); takeovers are as above.
+///
 /// Overdue requests are not expired here (``DeliveryLedger/expireOverdue(now:)`` is the dispatcher's,
 /// once a second): the store leaves them out of the takeovers and the candidates, so no chunk of an
 /// overdue request is claimed, and a claim no longer scans every unfinished request for them.
@@ -63,6 +67,7 @@ package struct ChunkBatchClaim: Sendable {
     package let chunkSize: Int
     package let pageLimit: Int
     package let maximumChunks: Int
+    package let newRequestsOnly: Bool
     private var state = State.idle
     private var chunks: [WorkChunk] = []
     /// The scheduler's view, kept up to date by this claim's own cuts.
@@ -75,12 +80,19 @@ package struct ChunkBatchClaim: Sendable {
     /// Requests cut (or found with nothing left to cut) in this claim: one chunk each.
     private var served: Set<Int64> = []
 
-    package init(_ lease: LeaseWindow, chunkSize: Int, pageLimit: Int, maximumChunks: Int) {
+    package init(
+        _ lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int,
+        maximumChunks: Int,
+        newRequestsOnly: Bool = false
+    ) {
         precondition(chunkSize > 0 && pageLimit > 0 && maximumChunks > 0, "a claim of at least one target and chunk")
         self.lease = lease
         self.chunkSize = chunkSize
         self.pageLimit = pageLimit
         self.maximumChunks = maximumChunks
+        self.newRequestsOnly = newRequestsOnly
     }
 
     package init(_ claim: BatchClaim) {
@@ -88,7 +100,8 @@ package struct ChunkBatchClaim: Sendable {
             claim.lease,
             chunkSize: claim.chunkSize,
             pageLimit: claim.pageLimit,
-            maximumChunks: claim.maximumChunks
+            maximumChunks: claim.maximumChunks,
+            newRequestsOnly: claim.newRequestsOnly
         )
     }
 
@@ -111,7 +124,7 @@ package struct ChunkBatchClaim: Sendable {
     /// The answer to ``Action/readCandidates(limit:)``.
     package mutating func candidatesRead(_ read: [ClaimScheduler.Candidate]) -> Action {
         guard case .readingCandidates = state else { preconditionFailure("candidates read unasked") }
-        candidates = read.filter { !served.contains($0.seq) }
+        candidates = read.filter { !served.contains($0.seq) && (!newRequestsOnly || $0.lastTurn == nil) }
         turns = [:]
         readWasFull = read.count >= ClaimScheduler.candidateLimit
         cutThroughSinceRead = 0

@@ -6,12 +6,22 @@ public struct BatchClaim: Hashable, Sendable {
     public var chunkSize: Int
     public var pageLimit: Int
     public var maximumChunks: Int
+    /// Cut only requests never cut before (``ChunkBatchClaim``): a claim made for new work beside as many
+    /// of a broadcast's chunks as may be under way, which must not take the broadcast's next chunk.
+    public var newRequestsOnly: Bool
 
-    public init(lease: LeaseWindow, chunkSize: Int, pageLimit: Int, maximumChunks: Int) {
+    public init(
+        lease: LeaseWindow,
+        chunkSize: Int,
+        pageLimit: Int,
+        maximumChunks: Int,
+        newRequestsOnly: Bool = false
+    ) {
         self.lease = lease
         self.chunkSize = chunkSize
         self.pageLimit = pageLimit
         self.maximumChunks = maximumChunks
+        self.newRequestsOnly = newRequestsOnly
     }
 }
 
