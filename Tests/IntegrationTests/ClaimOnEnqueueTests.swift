@@ -3,10 +3,11 @@ import APNsTransport
 import Foundation
 import PushTransport
 import PushgateCore
-import PushgateDispatch
 import PushgateSQLite
 import Synchronization
 import Testing
+
+@testable import PushgateDispatch
 
 /// A request submitted to a dispatcher with nothing under way is stored, claimed and paged in one store
 /// transaction, and handed to the loop (the path of one notification's latency).
@@ -111,8 +112,12 @@ struct ClaimOnEnqueueTests {
         try await Self.withIdleDispatcher { dispatcher, store, transport in
             let first = try await dispatcher.submit(Self.request("first")).id
             try await eventually("first sent") { transport.held.submitted == 3 }
-            // The first chunk waits for its answers, all sent: the loop would claim next, so the hand-off
-            // is open and the second request's chunk is claimed in its enqueue's transaction.
+            // The first chunk waits for its answers, all sent: the loop would claim next, so it opens the
+            // hand-off (at the end of its turn: waited for, not assumed, as the loop may still be in the turn
+            // that sent the chunk) and the second request's chunk is claimed in its enqueue's transaction.
+            try await eventually("the hand-off is open") {
+                dispatcher.handOffOpen.load(ordering: .sequentiallyConsistent)
+            }
             let second = try await dispatcher.submit(Self.request("second")).id
             try await eventually("second sent before any answer") { transport.held.submitted == 6 }
             #expect(store.chunksClaimedWithEnqueue == 2)
