@@ -41,7 +41,7 @@ struct PostgresStoreTests {
             }
             #expect(ready == 4)
             let migrations = try await TestDatabase.migrationVersions(schema: schema)
-            #expect(migrations == PostgresSchema.migrations.map(\.version), "each migration recorded once")
+            #expect(migrations == PostgresSchema.migrations.map { Int32($0.version) }, "each migration recorded once")
         }
     }
 
