@@ -8,6 +8,8 @@ import PushgateCore
 /// the helpers (`all`, `first`, `run`) need no extra argument. nil: no deadline.
 enum QueryDeadline {
     @TaskLocal static var timeout: Duration?
+    /// ``PostgresStore/Configuration/statementObserver``, for the queries of the current task.
+    @TaskLocal static var observer: (@Sendable (String) -> Void)?
 }
 
 extension PostgresConnection {
@@ -29,6 +31,7 @@ extension PostgresConnection {
     /// connection, and the pool replaces it.
     func collect(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
         let timeout = QueryDeadline.timeout
+        QueryDeadline.observer?(query.sql)
         return try await eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
             guard !self.isClosed else {
                 return self.eventLoop.makeFailedFuture(

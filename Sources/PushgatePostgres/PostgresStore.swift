@@ -365,9 +365,11 @@ public final class PostgresStore: PushStore, Service {
     /// of its queries bounded by ``Configuration/queryTimeout`` (``QueryDeadline``).
     private func lease<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await QueryDeadline.$timeout.withValue(configuration.queryTimeout) {
-            try await client.withConnection { connection in
-                await keepalive.configure(connection, logger: logger)
-                return try await body(connection)
+            try await QueryDeadline.$observer.withValue(configuration.statementObserver) {
+                try await client.withConnection { connection in
+                    await keepalive.configure(connection, logger: logger)
+                    return try await body(connection)
+                }
             }
         }
     }
