@@ -12,7 +12,7 @@ extension PostgresStore {
         let chunkSize = try StoreError.positive(chunkSize, "chunk size")
         return try await transaction { connection in
             var claim = ChunkClaim(lease, chunkSize: chunkSize)
-            var orderedIndexScans = false
+            var reads = SchedulerReads(store: self, nowMs: lease.nowMillis)
             var action = claim.start()
             while true {
                 switch action {
@@ -22,31 +22,17 @@ extension PostgresStore {
                 case .takeOverExpiredLease:
                     action = claim.tookOver(try await takeOverExpiredLease(lease, on: connection))
                 case .readCandidates(let limit):
-                    // Every instance reads the same turns, so they follow one order.
-                    if !orderedIndexScans {
-                        try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-                        orderedIndexScans = true
-                    }
-                    action = claim.candidatesRead(
-                        try await candidates(limit: limit, nowMs: lease.nowMillis, on: connection)
-                    )
+                    action = claim.candidatesRead(try await reads.candidates(limit: limit, on: connection))
                 case .readLatestTurn:
-                    let latest = try await connection.first(
-                        "SELECT coalesce(max(id), 0) FROM chunk",
-                        as: Int64.self,
-                        logger: logger
-                    )
-                    action = claim.latestTurnRead(latest ?? 0)
+                    action = claim.latestTurnRead(try await reads.latestTurn(on: connection))
                 case .readRecentTurns(let after):
                     action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
                 case .readRequest(let seq):
                     action = claim.requestRead(try await lockCutRequest(seq, on: connection))
                 case .scanMembers(let groupIDs, let scan):
-                    action = claim.membersScanned(
-                        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
-                    )
+                    action = claim.membersScanned(try await scanMembers(groupIDs, scan, on: connection))
                 case .markCutDone(let seq):
-                    try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                    try await markCutDone(seq, on: connection)
                     action = claim.cutMarkedDone()
                 case .finishIfDone(let seq):
                     try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
@@ -60,23 +46,32 @@ extension PostgresStore {
         }
     }
 
-    /// The steps of ``ChunkBatchClaim``, each with its statements, in one transaction; then each chunk's
-    /// first page, each in a snapshot of its own as ``targets(of:after:limit:)`` reads it. A request
-    /// another instance is cutting is waited for only while this claim holds no lock, else skipped.
-    /// Should a page read fail after the claim committed, the chunks are ours until their leases end,
-    /// then anyone's (ours included) to take over.
+    /// The steps of ``ChunkBatchClaim``, each with its statements, in one transaction; then the chunks'
+    /// first pages, together in one snapshot of their own (``firstPages(of:limit:)``). A request another
+    /// instance is cutting is waited for only while this claim holds no lock, else skipped. Should a page
+    /// read fail after the claim committed, the chunks are ours until their leases end, then anyone's
+    /// (ours included) to take over.
     public func claimChunks(_ batch: BatchClaim) async throws -> [ClaimedWork] {
+        try await claimChunks(batch, notifyingUnlessCut: [])
+    }
+
+    /// ``claimChunks(_:)``, and a `NOTIFY` in its transaction if any of `requests` (stored just before,
+    /// without one) is not cut through by it: what this claim leaves of them is for every instance.
+    func claimChunks(_ batch: BatchClaim, notifyingUnlessCut requests: Set<RequestID>) async throws -> [ClaimedWork] {
         _ = try StoreError.positive(batch.chunkSize, "chunk size")
         _ = try StoreError.positive(batch.pageLimit)
         _ = try StoreError.positive(batch.maximumChunks, "chunks")
         let lease = batch.lease
         let chunks = try await transaction { connection in
             var claim = ChunkBatchClaim(batch)
-            var orderedIndexScans = false
+            var reads = SchedulerReads(store: self, nowMs: lease.nowMillis)
             // The first request read waits for another instance cutting it (as ``claimChunk(_:chunkSize:)``
             // does: instances take turns on a broadcast); later ones, read while this transaction holds
             // locks, are skipped, so that it never waits holding a lock another transaction may wait for.
             var holdsLocks = false
+            // Of `requests`, those this claim read (by seq) and those it left with nothing to cut.
+            var read = [Int64: RequestID]()
+            var uncut = requests
             var action = claim.start()
             while true {
                 switch action {
@@ -85,50 +80,76 @@ extension PostgresStore {
                     if taken != nil { holdsLocks = true }
                     action = claim.tookOver(taken)
                 case .readCandidates(let limit):
-                    if !orderedIndexScans {
-                        try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-                        orderedIndexScans = true
-                    }
-                    action = claim.candidatesRead(
-                        try await candidates(limit: limit, nowMs: lease.nowMillis, on: connection)
-                    )
+                    action = claim.candidatesRead(try await reads.candidates(limit: limit, on: connection))
                 case .readLatestTurn:
-                    let latest = try await connection.first(
-                        "SELECT coalesce(max(id), 0) FROM chunk",
-                        as: Int64.self,
-                        logger: logger
-                    )
-                    action = claim.latestTurnRead(latest ?? 0)
+                    action = claim.latestTurnRead(try await reads.latestTurn(on: connection))
                 case .readRecentTurns(let after):
                     action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
                 case .readRequest(let seq):
                     // Locked even when it answers nil (cut through meanwhile) unless skipped.
                     let request = try await lockCutRequest(seq, skipLocked: holdsLocks, on: connection)
                     holdsLocks = true
+                    if let request, requests.contains(request.id) { read[seq] = request.id }
                     action = claim.requestRead(request)
                 case .scanMembers(let groupIDs, let scan):
-                    action = claim.membersScanned(
-                        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
-                    )
+                    action = claim.membersScanned(try await scanMembers(groupIDs, scan, on: connection))
                 case .markCutDone(let seq):
-                    try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                    try await markCutDone(seq, on: connection)
+                    if let id = read[seq] { uncut.remove(id) }
                     action = claim.cutMarkedDone()
                 case .finishIfDone(let seq):
                     try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
                     action = claim.completionChecked()
                 case .insertChunk(let seq, let cut):
+                    if cut.cutDone, let id = read[seq] { uncut.remove(id) }
                     action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
                 case .claimed(let chunks):
+                    if !uncut.isEmpty { try await notifyWork(on: connection) }
                     return chunks
                 }
             }
         }
-        var claimed: [ClaimedWork] = []
-        for chunk in chunks {
-            let page = try await targets(of: chunk, after: chunk.progress, limit: batch.pageLimit)
-            claimed.append(ClaimedWork(chunk: chunk, firstPage: page))
+        return try await firstPages(of: chunks, limit: batch.pageLimit)
+    }
+
+    /// The reads a claim makes for ``ClaimScheduler``: every instance reads the same turns, so they follow
+    /// one order.
+    private struct SchedulerReads {
+        let store: PostgresStore
+        let nowMs: Int64
+        private var orderedIndexScans = false
+
+        init(store: PostgresStore, nowMs: Int64) {
+            self.store = store
+            self.nowMs = nowMs
         }
-        return claimed
+
+        mutating func candidates(limit: Int, on connection: PostgresConnection) async throws
+            -> [ClaimScheduler.Candidate]
+        {
+            if !orderedIndexScans {
+                try await PostgresStore.preferOrderedIndexScans(on: connection, logger: store.logger)
+                orderedIndexScans = true
+            }
+            return try await store.candidates(limit: limit, nowMs: nowMs, on: connection)
+        }
+
+        func latestTurn(on connection: PostgresConnection) async throws -> Int64 {
+            try await connection.first("SELECT coalesce(max(id), 0) FROM chunk", as: Int64.self, logger: store.logger)
+                ?? 0
+        }
+    }
+
+    private func scanMembers(
+        _ groupIDs: [Int64],
+        _ scan: LedgerArithmetic.MemberScan,
+        on connection: PostgresConnection
+    ) async throws -> (count: Int, last: Int64?) {
+        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
+    }
+
+    private func markCutDone(_ seq: Int64, on connection: PostgresConnection) async throws {
+        try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
     }
 
     /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`; rows another
@@ -192,9 +213,9 @@ extension PostgresStore {
         return Dictionary(recent.map { ($0.0, $0.1) }, uniquingKeysWith: { max($0, $1) })
     }
 
-    /// Locks the request picked for a cut and reads its cursors and groups; nil when another instance
-    /// finished cutting it meanwhile (or, `skipLocked`, holds it right now). Instances cutting the same broadcast take turns on its row lock (a
-    /// cut takes milliseconds).
+    /// Locks the request picked for a cut and reads its cursors and groups, in one statement; nil when
+    /// another instance finished cutting it meanwhile (or, `skipLocked`, holds it right now). Instances
+    /// cutting the same broadcast take turns on its row lock (a cut takes milliseconds).
     private func lockCutRequest(
         _ seq: Int64,
         skipLocked: Bool = false,
@@ -202,30 +223,26 @@ extension PostgresStore {
     ) async throws
         -> ChunkClaim.CutRequest?
     {
+        // The groups' subquery is evaluated for the row once it is locked: request_group rows never change.
         guard
             let row = try await connection.first(
                 """
-                SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT
+                SELECT id, device_bound, group_cut, token_cut, token_count, cut_done, state::BIGINT,
+                    ARRAY(SELECT group_id FROM request_group WHERE request_seq = request.seq ORDER BY group_id)
                 FROM request WHERE seq = \(seq) FOR UPDATE \(unescaped: skipLocked ? "SKIP LOCKED" : "")
                 """,
-                as: (String, Int64, Int64, Int64, Int64, Bool, Int64).self,
+                as: (String, Int64, Int64, Int64, Int64, Bool, Int64, [Int64]).self,
                 logger: logger
             ),
             !row.5, row.6 < Code.done.rawValue
         else { return nil }
-        let requestID = try StoredForm.requestID(row.0)
-        let groupIDs = try await connection.all(
-            "SELECT group_id FROM request_group WHERE request_seq = \(seq) ORDER BY group_id",
-            as: Int64.self,
-            logger: logger
-        )
         return ChunkClaim.CutRequest(
-            id: requestID,
+            id: try StoredForm.requestID(row.0),
             bound: row.1,
             groupCut: row.2,
             tokenCut: row.3,
             tokenCount: row.4,
-            groupIDs: groupIDs
+            groupIDs: row.7
         )
     }
 
@@ -270,57 +287,113 @@ extension PostgresStore {
         // is either in the page or in its removed targets.
         return try await transaction(isolation: "REPEATABLE READ") { [start] connection in
             try await Self.preferOrderedIndexScans(on: connection, logger: logger)
-            var read = start
-            var action = first
-            while true {
-                switch action {
-                case .readRequest(let chunkID, _):
-                    // The groups come with the request in any case: one round trip.
-                    let request = try await connection.first(
-                        """
-                        SELECT c.request_seq, r.app,
-                            ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
-                            r.created_at
-                        FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = \(chunkID)
-                        """,
-                        as: (Int64, String, [Int64], Int64).self,
-                        logger: logger
-                    ).map { TargetPageRead.Request(seq: $0.0, app: $0.1, createdAt: $0.3, groupIDs: $0.2) }
-                    action = try read.requestRead(request)
-                case .readDeviceTargets(let groupIDs, let scan, let since):
-                    action = try read.rowsRead(
-                        try await Self.deviceTargets(
-                            groupIDs: groupIDs,
-                            scan,
-                            invalidatedSince: since,
-                            on: connection,
-                            logger: logger
-                        )
-                    )
-                case .readTokenTargets(let seq, let app, let scan, let since):
-                    action = try read.rowsRead(
-                        try await Self.tokenTargets(
-                            requestSeq: seq,
-                            app: app,
-                            scan,
-                            invalidatedSince: since,
-                            on: connection,
-                            logger: logger
-                        )
-                    )
-                case .readRemovedTargets(let seq, let after, let through):
-                    action = read.removedRead(
-                        try await Self.removedTargets(
-                            requestSeq: seq,
-                            after: after,
-                            through: through,
-                            on: connection,
-                            logger: logger
-                        )
-                    )
-                case .finished(let page):
-                    return page
+            let requests = try await pageRequests(of: [chunk.id], on: connection)
+            return try await page(start, first, requests[chunk.id], on: connection)
+        }
+    }
+
+    /// The first page of each chunk a claim took (at most `limit` targets after its progress), all in one
+    /// REPEATABLE READ snapshot: their requests in one statement, then each chunk's rows.
+    func firstPages(of chunks: [WorkChunk], limit: Int) async throws -> [ClaimedWork] {
+        var reads = [(read: TargetPageRead, first: TargetPageRead.Action)]()
+        for chunk in chunks {
+            var read = try TargetPageRead(chunk: chunk, after: chunk.progress, limit: limit)
+            let first = try read.start()
+            reads.append((read, first))
+        }
+        let toRead = chunks.indices.filter { if case .finished = reads[$0].first { false } else { true } }
+        var pages = [TargetPage?](repeating: nil, count: chunks.count)
+        for index in chunks.indices { if case .finished(let page) = reads[index].first { pages[index] = page } }
+        if !toRead.isEmpty {
+            let read = try await transaction(isolation: "REPEATABLE READ") { [reads] connection in
+                try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+                let requests = try await pageRequests(of: toRead.map { chunks[$0].id }, on: connection)
+                var read = [(Int, TargetPage)]()
+                for index in toRead {
+                    let (start, first) = reads[index]
+                    read.append((index, try await page(start, first, requests[chunks[index].id], on: connection)))
                 }
+                return read
+            }
+            for (index, page) in read { pages[index] = page }
+        }
+        return zip(chunks, pages).map { ClaimedWork(chunk: $0, firstPage: $1!) }
+    }
+
+    /// What a page read needs of a chunk's request, and whether any removed target of it is recorded.
+    private typealias PageRequest = (request: TargetPageRead.Request, hasRemovedTargets: Bool)
+
+    /// The requests of chunks `ids` with their groups, by chunk id, in one statement.
+    private func pageRequests(of ids: [Int64], on connection: PostgresConnection) async throws -> [Int64: PageRequest] {
+        var requests = [Int64: PageRequest]()
+        for (chunkID, seq, app, groupIDs, createdAt, hasRemoved) in try await connection.all(
+            """
+            SELECT c.id, c.request_seq, r.app,
+                ARRAY(SELECT group_id FROM request_group WHERE request_seq = c.request_seq ORDER BY group_id),
+                r.created_at, EXISTS (SELECT 1 FROM request_removed t WHERE t.request_seq = c.request_seq)
+            FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ANY(\(ids)::BIGINT[])
+            """,
+            as: (Int64, Int64, String, [Int64], Int64, Bool).self,
+            logger: logger
+        ) {
+            let request = TargetPageRead.Request(seq: seq, app: app, createdAt: createdAt, groupIDs: groupIDs)
+            requests[chunkID] = (request, hasRemoved)
+        }
+        return requests
+    }
+
+    /// The rest of a ``TargetPageRead`` from `action`, in the caller's snapshot, its request read already
+    /// (`request`, nil for an unknown chunk). A request with no removed target recorded in this snapshot
+    /// has none in the page's range: that read is left out.
+    private func page(
+        _ start: TargetPageRead,
+        _ action: TargetPageRead.Action,
+        _ request: PageRequest?,
+        on connection: PostgresConnection
+    ) async throws -> TargetPage {
+        var read = start
+        var action = action
+        while true {
+            switch action {
+            case .readRequest:
+                action = try read.requestRead(request?.request)
+            case .readDeviceTargets(let groupIDs, let scan, let since):
+                action = try read.rowsRead(
+                    try await Self.deviceTargets(
+                        groupIDs: groupIDs,
+                        scan,
+                        invalidatedSince: since,
+                        on: connection,
+                        logger: logger
+                    )
+                )
+            case .readTokenTargets(let seq, let app, let scan, let since):
+                action = try read.rowsRead(
+                    try await Self.tokenTargets(
+                        requestSeq: seq,
+                        app: app,
+                        scan,
+                        invalidatedSince: since,
+                        on: connection,
+                        logger: logger
+                    )
+                )
+            case .readRemovedTargets(let seq, let after, let through):
+                guard request?.hasRemovedTargets ?? true else {
+                    action = read.removedRead([])
+                    continue
+                }
+                action = read.removedRead(
+                    try await Self.removedTargets(
+                        requestSeq: seq,
+                        after: after,
+                        through: through,
+                        on: connection,
+                        logger: logger
+                    )
+                )
+            case .finished(let page):
+                return page
             }
         }
     }
@@ -346,19 +419,14 @@ extension PostgresStore {
         on connection: PostgresConnection
     ) async throws -> ProgressResult {
         let (chunk, nowMs) = (progress.chunk, lease.nowMillis)
-        // `request_seq` of a chunk never changes: read it unlocked, lock the request, then the chunk.
+        // `request_seq` of a chunk never changes: read it unlocked (in the statement that locks the request),
+        // then lock the chunk.
+        let lock: PostgresQuery =
+            progress.completesChunk
+            ? "SELECT seq FROM request WHERE seq = (SELECT request_seq FROM chunk WHERE id = \(chunk.id)) FOR UPDATE"
+            : "SELECT seq FROM request WHERE seq = (SELECT request_seq FROM chunk WHERE id = \(chunk.id)) FOR KEY SHARE"
         guard
-            let requestSeq = try await connection.first(
-                "SELECT request_seq FROM chunk WHERE id = \(chunk.id)",
-                as: Int64.self,
-                logger: logger
-            ),
-            try await Self.lockRequest(
-                requestSeq,
-                exclusive: progress.completesChunk,
-                on: connection,
-                logger: logger
-            ),
+            try await connection.first(lock, as: Int64.self, logger: logger) != nil,
             let row = try await connection.first(
                 """
                 SELECT c.request_seq, c.owner, c.generation, c.state::BIGINT, c.progress, r.app
@@ -395,7 +463,8 @@ extension PostgresStore {
             logger: logger
         )
         if progress.completesChunk {
-            try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, on: connection, logger: logger)
+            // Locked `FOR UPDATE` above.
+            try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, locked: true, on: connection, logger: logger)
             return .chunkCompleted
         }
         return .recorded(leaseExpiresAt: lease.expiresAt)
