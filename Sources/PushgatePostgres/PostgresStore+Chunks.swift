@@ -7,42 +7,15 @@ public import PushgateCore
 extension PostgresStore {
     // MARK: - Chunks
 
-    /// The steps of ``ChunkClaim``, each with its statements, in one transaction.
+    /// ``ChunkClaim``'s claim as ``ChunkBatchClaim``'s of one chunk (the same steps, but for the first:
+    /// overdue requests are expired in the same transaction before anything is claimed), so that one loop
+    /// runs both claims' statements.
     public func claimChunk(_ lease: LeaseWindow, chunkSize: Int) async throws -> WorkChunk? {
         let chunkSize = try StoreError.positive(chunkSize, "chunk size")
+        let claim = BatchClaim(lease: lease, chunkSize: chunkSize, pageLimit: chunkSize, maximumChunks: 1)
         return try await transaction { connection in
-            var claim = ChunkClaim(lease, chunkSize: chunkSize)
-            var reads = SchedulerReads(store: self, nowMs: lease.nowMillis)
-            var action = claim.start()
-            while true {
-                switch action {
-                case .expireOverdue:
-                    _ = try await Self.expireOverdue(nowMs: lease.nowMillis, on: connection, logger: logger)
-                    action = claim.overdueExpired()
-                case .takeOverExpiredLease:
-                    action = claim.tookOver(try await takeOverExpiredLease(lease, on: connection))
-                case .readCandidates(let limit):
-                    action = claim.candidatesRead(try await reads.candidates(limit: limit, on: connection))
-                case .readLatestTurn:
-                    action = claim.latestTurnRead(try await reads.latestTurn(on: connection))
-                case .readRecentTurns(let after):
-                    action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
-                case .readRequest(let seq):
-                    action = claim.requestRead(try await lockCutRequest(seq, on: connection))
-                case .scanMembers(let groupIDs, let scan):
-                    action = claim.membersScanned(try await scanMembers(groupIDs, scan, on: connection))
-                case .markCutDone(let seq):
-                    try await markCutDone(seq, on: connection)
-                    action = claim.cutMarkedDone()
-                case .finishIfDone(let seq):
-                    try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
-                    action = claim.completionChecked()
-                case .insertChunk(let seq, let cut):
-                    action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
-                case .claimed(let chunk):
-                    return chunk
-                }
-            }
+            _ = try await Self.expireOverdue(nowMs: lease.nowMillis, on: connection, logger: logger)
+            return try await claimChunks(claim, notifyingUnlessCut: [], on: connection).first
         }
     }
 
@@ -61,95 +34,78 @@ extension PostgresStore {
         _ = try StoreError.positive(batch.chunkSize, "chunk size")
         _ = try StoreError.positive(batch.pageLimit)
         _ = try StoreError.positive(batch.maximumChunks, "chunks")
-        let lease = batch.lease
         let chunks = try await transaction { connection in
-            var claim = ChunkBatchClaim(batch)
-            var reads = SchedulerReads(store: self, nowMs: lease.nowMillis)
-            // The first request read waits for another instance cutting it (as ``claimChunk(_:chunkSize:)``
-            // does: instances take turns on a broadcast); later ones, read while this transaction holds
-            // locks, are skipped, so that it never waits holding a lock another transaction may wait for.
-            var holdsLocks = false
-            // Of `requests`, those this claim read (by seq) and those it left with nothing to cut.
-            var read = [Int64: RequestID]()
-            var uncut = requests
-            var action = claim.start()
-            while true {
-                switch action {
-                case .takeOverExpiredLease:
-                    let taken = try await takeOverExpiredLease(lease, on: connection)
-                    if taken != nil { holdsLocks = true }
-                    action = claim.tookOver(taken)
-                case .readCandidates(let limit):
-                    action = claim.candidatesRead(try await reads.candidates(limit: limit, on: connection))
-                case .readLatestTurn:
-                    action = claim.latestTurnRead(try await reads.latestTurn(on: connection))
-                case .readRecentTurns(let after):
-                    action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
-                case .readRequest(let seq):
-                    // Locked even when it answers nil (cut through meanwhile) unless skipped.
-                    let request = try await lockCutRequest(seq, skipLocked: holdsLocks, on: connection)
-                    holdsLocks = true
-                    if let request, requests.contains(request.id) { read[seq] = request.id }
-                    action = claim.requestRead(request)
-                case .scanMembers(let groupIDs, let scan):
-                    action = claim.membersScanned(try await scanMembers(groupIDs, scan, on: connection))
-                case .markCutDone(let seq):
-                    try await markCutDone(seq, on: connection)
-                    if let id = read[seq] { uncut.remove(id) }
-                    action = claim.cutMarkedDone()
-                case .finishIfDone(let seq):
-                    try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
-                    action = claim.completionChecked()
-                case .insertChunk(let seq, let cut):
-                    if cut.cutDone, let id = read[seq] { uncut.remove(id) }
-                    action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
-                case .claimed(let chunks):
-                    if !uncut.isEmpty { try await notifyWork(on: connection) }
-                    return chunks
-                }
-            }
+            try await claimChunks(batch, notifyingUnlessCut: requests, on: connection)
         }
         return try await firstPages(of: chunks, limit: batch.pageLimit)
     }
 
-    /// The reads a claim makes for ``ClaimScheduler``: every instance reads the same turns, so they follow
-    /// one order.
-    private struct SchedulerReads {
-        let store: PostgresStore
-        let nowMs: Int64
-        private var orderedIndexScans = false
-
-        init(store: PostgresStore, nowMs: Int64) {
-            self.store = store
-            self.nowMs = nowMs
-        }
-
-        mutating func candidates(limit: Int, on connection: PostgresConnection) async throws
-            -> [ClaimScheduler.Candidate]
-        {
-            if !orderedIndexScans {
-                try await PostgresStore.preferOrderedIndexScans(on: connection, logger: store.logger)
-                orderedIndexScans = true
-            }
-            return try await store.candidates(limit: limit, nowMs: nowMs, on: connection)
-        }
-
-        func latestTurn(on connection: PostgresConnection) async throws -> Int64 {
-            try await connection.first("SELECT coalesce(max(id), 0) FROM chunk", as: Int64.self, logger: store.logger)
-                ?? 0
-        }
-    }
-
-    private func scanMembers(
-        _ groupIDs: [Int64],
-        _ scan: LedgerArithmetic.MemberScan,
+    /// The steps of ``ChunkBatchClaim`` in a READ COMMITTED transaction of the caller's.
+    private func claimChunks(
+        _ batch: BatchClaim,
+        notifyingUnlessCut requests: Set<RequestID>,
         on connection: PostgresConnection
-    ) async throws -> (count: Int, last: Int64?) {
-        try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
-    }
-
-    private func markCutDone(_ seq: Int64, on connection: PostgresConnection) async throws {
-        try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+    ) async throws -> [WorkChunk] {
+        let lease = batch.lease
+        var claim = ChunkBatchClaim(batch)
+        var orderedIndexScans = false
+        // The first request read waits for another instance cutting it (instances take turns on a
+        // broadcast); later ones, read while this transaction holds locks, are skipped, so that it never
+        // waits holding a lock another transaction may wait for.
+        var holdsLocks = false
+        // Of `requests`, those this claim read (by seq) and those it left with nothing to cut.
+        var read = [Int64: RequestID]()
+        var uncut = requests
+        var action = claim.start()
+        while true {
+            switch action {
+            case .takeOverExpiredLease:
+                let taken = try await takeOverExpiredLease(lease, on: connection)
+                if taken != nil { holdsLocks = true }
+                action = claim.tookOver(taken)
+            case .readCandidates(let limit):
+                // Every instance reads the same turns, so they follow one order.
+                if !orderedIndexScans {
+                    try await Self.preferOrderedIndexScans(on: connection, logger: logger)
+                    orderedIndexScans = true
+                }
+                action = claim.candidatesRead(
+                    try await candidates(limit: limit, nowMs: lease.nowMillis, on: connection)
+                )
+            case .readLatestTurn:
+                let latest = try await connection.first(
+                    "SELECT coalesce(max(id), 0) FROM chunk",
+                    as: Int64.self,
+                    logger: logger
+                )
+                action = claim.latestTurnRead(latest ?? 0)
+            case .readRecentTurns(let after):
+                action = claim.recentTurnsRead(try await recentTurns(after: after, on: connection))
+            case .readRequest(let seq):
+                // Locked even when it answers nil (cut through meanwhile) unless skipped.
+                let request = try await lockCutRequest(seq, skipLocked: holdsLocks, on: connection)
+                holdsLocks = true
+                if let request, requests.contains(request.id) { read[seq] = request.id }
+                action = claim.requestRead(request)
+            case .scanMembers(let groupIDs, let scan):
+                action = claim.membersScanned(
+                    try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
+                )
+            case .markCutDone(let seq):
+                try await connection.run("UPDATE request SET cut_done = TRUE WHERE seq = \(seq)", logger: logger)
+                if let id = read[seq] { uncut.remove(id) }
+                action = claim.cutMarkedDone()
+            case .finishIfDone(let seq):
+                try await Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, on: connection, logger: logger)
+                action = claim.completionChecked()
+            case .insertChunk(let seq, let cut):
+                if cut.cutDone, let id = read[seq] { uncut.remove(id) }
+                action = claim.chunkInserted(id: try await insertChunk(cut, of: seq, lease, on: connection))
+            case .claimed(let chunks):
+                if !uncut.isEmpty { try await notifyWork(on: connection) }
+                return chunks
+            }
+        }
     }
 
     /// Step 1 of a claim: the first open chunk whose lease ended, leased to `lease.owner`; rows another
@@ -246,24 +202,22 @@ extension PostgresStore {
         )
     }
 
-    /// Step 2's write: the request's cursor moved past the cut, and the chunk, leased. Answers its id.
+    /// Step 2's write, one statement: the request's cursor moved past the cut, and the chunk, leased.
+    /// Answers its id.
     private func insertChunk(
         _ cut: LedgerArithmetic.Cut,
         of seq: Int64,
         _ lease: LeaseWindow,
         on connection: PostgresConnection
     ) async throws -> Int64 {
-        try await connection.run(
-            """
-            UPDATE request SET \(unescaped: StoredForm.cutCursorColumn(cut.kind)) = \(cut.through),
-                cut_done = \(cut.cutDone), state = GREATEST(state, \(unescaped: Self.sql(Code.sending)))
-            WHERE seq = \(seq)
-            """,
-            logger: logger
-        )
         guard
             let chunkID = try await connection.first(
                 """
+                WITH u AS (
+                    UPDATE request SET \(unescaped: StoredForm.cutCursorColumn(cut.kind)) = \(cut.through),
+                        cut_done = \(cut.cutDone), state = GREATEST(state, \(unescaped: Self.sql(Code.sending)))
+                    WHERE seq = \(seq)
+                )
                 INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner, lease_expires_at, generation)
                 VALUES (\(seq), \(Int16(StoredForm.ChunkKindCode(cut.kind).rawValue)), \(cut.after),
                         \(cut.through), \(cut.after),
@@ -447,24 +401,38 @@ extension PostgresStore {
         for invalidation in progress.invalidations {
             _ = try await Self.invalidate(app: app, invalidation, at: lease.now, on: connection, logger: logger)
         }
-        try await connection.run(
+        // A completing record reads its request's completion in the same statement. The chunk's own UPDATE
+        // is not visible to it (one snapshot), so the chunk is left out of the open ones: it is done now.
+        let completion = try await connection.first(
             """
-            UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
-                state = \(Int16(progress.chunkState.rawValue)),
-                accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
-                fcm_accepted = fcm_accepted + \(Int64(progress.acceptedByService.fcm)),
-                webpush_accepted = webpush_accepted + \(Int64(progress.acceptedByService.webpush)),
-                fcm_skipped = fcm_skipped + \(Int64(progress.skippedByService.fcm)),
-                webpush_skipped = webpush_skipped + \(Int64(progress.skippedByService.webpush)),
-                last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
-                last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
-            WHERE id = \(chunk.id)
+            WITH u AS (
+                UPDATE chunk SET progress = \(newProgress), lease_expires_at = \(lease.expiresAtMillis),
+                    state = \(Int16(progress.chunkState.rawValue)),
+                    accepted = accepted + \(Int64(progress.accepted)), skipped = skipped + \(Int64(progress.skipped)),
+                    fcm_accepted = fcm_accepted + \(Int64(progress.acceptedByService.fcm)),
+                    webpush_accepted = webpush_accepted + \(Int64(progress.acceptedByService.webpush)),
+                    fcm_skipped = fcm_skipped + \(Int64(progress.skippedByService.fcm)),
+                    webpush_skipped = webpush_skipped + \(Int64(progress.skippedByService.webpush)),
+                    last_apns_id = COALESCE(\(progress.lastAPNsID), last_apns_id),
+                    last_apns_at = CASE WHEN \(progress.lastAPNsID)::TEXT IS NULL THEN last_apns_at ELSE \(nowMs) END
+                WHERE id = \(chunk.id)
+            )
+            \(unescaped: Self.completionColumns(excludingChunk: chunk.id))
+            FROM request r WHERE r.seq = \(seq) AND \(progress.completesChunk)::BOOLEAN
             """,
+            as: CompletionRow.self,
             logger: logger
         )
         if progress.completesChunk {
-            // Locked `FOR UPDATE` above.
-            try await Self.finishIfDone(requestSeq: seq, nowMs: nowMs, locked: true, on: connection, logger: logger)
+            // Locked `FOR UPDATE` above; nothing of the request changed since the read.
+            try await Self.finishIfDone(
+                requestSeq: seq,
+                nowMs: nowMs,
+                locked: true,
+                completion: .some(completion),
+                on: connection,
+                logger: logger
+            )
             return .chunkCompleted
         }
         return .recorded(leaseExpiresAt: lease.expiresAt)

@@ -191,6 +191,24 @@ extension PostgresStore {
         )
     }
 
+    /// A request's completion as ``finishIfDone(requestSeq:nowMs:locked:completion:on:logger:)`` reads it:
+    /// state, cut through, open chunks, pending retries, removed targets recorded.
+    typealias CompletionRow = (Int64, Bool, Bool, Bool, Bool)
+
+    /// The columns of a ``CompletionRow`` of request `r` (a statement adds `FROM request r WHERE …`),
+    /// leaving chunk `excluded` out of the open ones: a statement that closes it in a CTE of its own does
+    /// not see that write.
+    static func completionColumns(excludingChunk excluded: Int64? = nil) -> String {
+        """
+        SELECT r.state::BIGINT, r.cut_done,
+            EXISTS (
+                SELECT 1 FROM chunk c
+                WHERE c.request_seq = r.seq AND c.state = \(sql(ChunkCode.open))\(excluded.map { " AND c.id <> \($0)" } ?? "")),
+            EXISTS (SELECT 1 FROM retry t WHERE t.request_seq = r.seq),
+            EXISTS (SELECT 1 FROM request_removed t WHERE t.request_seq = r.seq)
+        """
+    }
+
     /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
     /// steps of ``RequestFinish``, each with its statements.
     ///
@@ -204,6 +222,7 @@ extension PostgresStore {
         requestSeq: Int64,
         nowMs: Int64,
         locked: Bool = false,
+        completion known: CompletionRow?? = nil,
         on connection: PostgresConnection,
         logger: Logger
     ) async throws {
@@ -213,19 +232,19 @@ extension PostgresStore {
         while true {
             switch action {
             case .readCompletion(let seq):
-                let row = try await connection.first(
-                    """
-                    SELECT state::BIGINT, cut_done,
-                        EXISTS (
-                            SELECT 1 FROM chunk
-                            WHERE request_seq = \(seq) AND state = \(unescaped: Self.sql(ChunkCode.open))),
-                        EXISTS (SELECT 1 FROM retry WHERE request_seq = \(seq)),
-                        EXISTS (SELECT 1 FROM request_removed WHERE request_seq = \(seq))
-                    FROM request WHERE seq = \(seq) \(unescaped: locked ? "" : "FOR UPDATE")
-                    """,
-                    as: (Int64, Bool, Bool, Bool, Bool).self,
-                    logger: logger
-                )
+                let row: CompletionRow?
+                if let known {
+                    row = known
+                } else {
+                    row = try await connection.first(
+                        """
+                        \(unescaped: completionColumns())
+                        FROM request r WHERE r.seq = \(seq) \(unescaped: locked ? "" : "FOR UPDATE")
+                        """,
+                        as: CompletionRow.self,
+                        logger: logger
+                    )
+                }
                 hasRemovedTargets = row?.4 ?? true
                 action = finish.completionRead(
                     row.map {

@@ -102,6 +102,10 @@ struct PostgresStatementCountTests {
                         + "intake and claim \(perRequest(intake)), outcome and completion \(perRequest(outcomes)), "
                         + "report \(perRequest(reading))"
                 )
+                // Main before this change (5ea9fe4), batch of 64: 20.1, 8.0 and 7.0 a request; alone: 27, 10 and 7.
+                #expect(intake.count <= 6 * batch + 14, "intake and claim: at most 6 a request and 14 a batch")
+                #expect(outcomes.count <= 4 * batch + 2, "outcome and completion: at most 4 a request and 2 a batch")
+                #expect(reading.count <= 1, "the reports of a batch: one statement in all")
                 var byStatement = [String: Int]()
                 for sql in intake + outcomes + reading {
                     let line = sql.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }

@@ -50,23 +50,38 @@ struct PostgresBenchStore: Sendable {
         return StoreFill.Result(devices: count, created: created, seconds: (ContinuousClock.now - start).seconds)
     }
 
-    /// CPU of every `postgres` process now, with what their exited children used (the postmaster reaps
-    /// the backends, so a connection closed during the run still counts).
-    static func serverCPU() -> CPUTime {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        var total = CPUTime.zero
-        for name in names where Int(name) != nil {
-            guard let comm = try? String(contentsOfFile: "/proc/\(name)/comm", encoding: .utf8),
+    /// CPU of the server at `port` now: its postmaster (the `postgres` process started with `-p PORT`)
+    /// with what its exited children used (it reaps the backends, so a connection closed during the run
+    /// still counts), and its live children. Other PostgreSQL servers on the machine are left out.
+    static func serverCPU(port: Int) -> CPUTime? {
+        let pids = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { Int($0) }
+        // Fields after "pid (comm) ", the state dropped: ppid is [0], utime [10], stime [11], cutime [12], cstime [13].
+        func stat(_ pid: Int) -> [Double]? {
+            guard let comm = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8),
                 comm.trimmingCharacters(in: .whitespacesAndNewlines) == "postgres",
-                let text = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
                 let close = text.lastIndex(of: ")")
-            else { continue }
-            // After "pid (comm) ": utime, stime, cutime, cstime are fields 14 to 17.
-            let fields = text[text.index(after: close)...].split(separator: " ").compactMap { Double($0) }
-            guard fields.count > 14 else { continue }
-            let ticks = ProcessMetrics.ticksPerSecond
-            total = total + CPUTime(user: (fields[10] + fields[12]) / ticks, system: (fields[11] + fields[13]) / ticks)
+            else { return nil }
+            let fields = text[text.index(after: close)...].split(separator: " ").dropFirst().compactMap { Double($0) }
+            return fields.count > 14 ? fields : nil
+        }
+        let postmaster = pids.first { pid in
+            guard stat(pid) != nil, let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else {
+                return false
+            }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            return zip(arguments, arguments.dropFirst()).contains { $0 == "-p" && $1 == String(port) }
+        }
+        guard let postmaster, let own = stat(postmaster) else { return nil }
+        let ticks = ProcessMetrics.ticksPerSecond
+        var total = CPUTime(user: (own[10] + own[12]) / ticks, system: (own[11] + own[13]) / ticks)
+        for pid in pids where pid != postmaster {
+            guard let fields = stat(pid), Int(fields[0]) == postmaster else { continue }
+            total = total + CPUTime(user: fields[10] / ticks, system: fields[11] / ticks)
         }
         return total
     }
+
+    /// The server's port, from the URL.
+    var port: Int { URLComponents(string: url)?.port ?? 5432 }
 }

@@ -268,7 +268,7 @@ struct TransactionalBenchmark {
             let standInBefore = ProcessMetrics.processCPU(pid: haproxy.pid)
             let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
             let gatewayBefore = gateway.cpu()
-            let postgresBefore = postgres.map { _ in PostgresBenchStore.serverCPU() }
+            let postgresBefore = postgres.flatMap { PostgresBenchStore.serverCPU(port: $0.port) }
             let start = ContinuousClock.now + .milliseconds(20)
             if http {
                 let bodies = (0..<total).map { Self.body(index: $0, devices: devices) }
@@ -322,7 +322,9 @@ struct TransactionalBenchmark {
             }
             run.doneLines = gateway.log.doneLines - command.warmup
             let gatewayAfter = gateway.cpu()
-            if let postgresBefore { run.postgresCPU = PostgresBenchStore.serverCPU() - postgresBefore }
+            if let postgres, let postgresBefore, let after = PostgresBenchStore.serverCPU(port: postgres.port) {
+                run.postgresCPU = after - postgresBefore
+            }
             if let before = dropsBefore, let after = ProcessMetrics.udpReceiveBufferErrors() {
                 run.kernelDrops = after - before
             }
