@@ -115,4 +115,44 @@ struct PostgresStatementCountTests {
             }
         }
     }
+    @Test("the group commit's claim notifies other instances only of requests it leaves with targets to cut")
+    func claimWithTheBatchNotifiesOnlyForUncutWork() async throws {
+        let statements = Statements()
+        try await TestDatabase.withFreshSchema { schema in
+            var configuration = try TestDatabase.configuration(schema: schema)
+            configuration.statementObserver = { statements.record($0) }
+            try await PostgresStore.withStore(configuration: configuration, logger: TestDatabase.quietLogger) {
+                store in
+                _ = try await store.register(
+                    batch: [Registration(token: Self.token(0), group: "one", at: Self.start)]
+                        + (1...3).map { Registration(token: Self.token($0), group: "three", at: Self.start) }
+                )
+                let lease = LeaseWindow(owner: Self.owner, now: Self.start, duration: .seconds(60))
+                func request(_ id: String, to group: String) -> NotificationRequest {
+                    NotificationRequest(
+                        id: try! RequestID(id),
+                        groups: [group],
+                        payload: Payload.alert("hi"),
+                        createdAt: Self.start
+                    )
+                }
+                func notifies(_ sql: [String]) -> Bool { sql.contains { $0.contains("pg_notify") } }
+
+                _ = statements.take()
+                let single = try await store.enqueue(
+                    batch: [request("single", to: "one")],
+                    claiming: BatchClaim(lease: lease, chunkSize: 100, pageLimit: 100, maximumChunks: 8)
+                )
+                #expect(single.claimed.map(\.chunk.requestID.value) == ["single"], "its one chunk claimed")
+                #expect(!notifies(statements.take()), "cut through by the claim: nothing for other instances")
+
+                let larger = try await store.enqueue(
+                    batch: [request("larger", to: "three")],
+                    claiming: BatchClaim(lease: lease, chunkSize: 1, pageLimit: 100, maximumChunks: 8)
+                )
+                #expect(larger.claimed.count == 1, "one chunk of a request claimed at a time")
+                #expect(notifies(statements.take()), "two devices left to cut: other instances are told")
+            }
+        }
+    }
 }
