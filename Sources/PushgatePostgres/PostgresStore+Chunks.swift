@@ -51,8 +51,10 @@ extension PostgresStore {
         var orderedIndexScans = false
         // The first request read waits for another instance cutting it (instances take turns on a
         // broadcast); later ones, read while this transaction holds locks, are skipped, so that it never
-        // waits holding a lock another transaction may wait for.
-        var holdsLocks = false
+        // waits holding a lock another transaction may wait for. A group commit's claim (`requests`) never
+        // waits: the claim holding the row (this instance's dispatcher, or another instance) takes it, and
+        // what is left uncut is announced.
+        var holdsLocks = !requests.isEmpty
         // Of `requests`, those this claim read (by seq) and those it left with nothing to cut.
         var read = [Int64: RequestID]()
         var uncut = requests
@@ -137,7 +139,7 @@ extension PostgresStore {
         return try StoredForm.chunk(takenOver: row, lease)
     }
 
-    /// The oldest unfinished requests with uncut targets (through `request_unfinished`), each with its
+    /// The oldest unfinished requests with uncut targets (through `request_uncut`), each with its
     /// newest chunk (through `chunk_by_request`).
     private func candidates(
         limit: Int,
