@@ -32,7 +32,10 @@ struct PostgresStatementCountTests {
         }
     }
 
-    @Test("a batch of one-device requests: intake with its claim, outcomes with completion, reports", arguments: [1, 64])
+    @Test(
+        "a batch of one-device requests: intake with its claim, outcomes with completion, reports",
+        arguments: [1, 64]
+    )
     func oneDeviceRequests(batch: Int) async throws {
         let statements = Statements()
         try await TestDatabase.withFreshSchema { schema in

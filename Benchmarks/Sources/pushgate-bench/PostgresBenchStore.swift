@@ -16,7 +16,8 @@ struct PostgresBenchStore: Sendable {
             throw BenchError("--postgres \"\(server.prefix(80))\" is not a URL")
         }
         schema = "bench_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
-        components.queryItems = (components.queryItems ?? []).filter { $0.name != "schema" }
+        components.queryItems =
+            (components.queryItems ?? []).filter { $0.name != "schema" }
             + [URLQueryItem(name: "schema", value: schema)]
         guard let url = components.string else { throw BenchError("--postgres: cannot add the schema to the URL") }
         self.url = url

@@ -143,7 +143,7 @@ struct TransactionalBenchmark {
                 + "\(Format.integer(command.devices)) devices each alone in its group"
         )
         report.line(
-            "  gateway: \(binary) gateway -f -d DB -l 127.0.0.1 -g 0 -n 0 --http-port=\(command.http ? 0 : -1) --apns-host … \(options.gatewayArguments.joined(separator: " "))"
+            "  gateway: \(binary) gateway -f \(command.postgres == nil ? "-d DB" : "--store URL") -l 127.0.0.1 -g 0 -n 0 --http-port=\(command.http ? 0 : -1) --apns-host … \(options.gatewayArguments.joined(separator: " "))"
         )
         report.line(
             "  stand-in: haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms; logs each request's receipt time (µs) and body to this process over UDP"
@@ -402,7 +402,8 @@ struct TransactionalBenchmark {
             cpu += " = \(Format.micro(perRequest * 1e6)) µs/request"
         }
         if let postgres = run.postgresCPU, run.sent > 0 {
-            cpu += "; PostgreSQL \(Format.cpu(postgres)) = \(Format.micro(postgres.total / Double(run.sent) * 1e6)) µs/request"
+            cpu +=
+                "; PostgreSQL \(Format.cpu(postgres)) = \(Format.micro(postgres.total / Double(run.sent) * 1e6)) µs/request"
         }
         cpu += "; stand-in \(run.standInCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
