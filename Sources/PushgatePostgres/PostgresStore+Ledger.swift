@@ -213,8 +213,10 @@ extension PostgresStore {
     /// steps of ``RequestFinish``, each with its statements.
     ///
     /// The request row is locked `FOR UPDATE` before it is read (here, or by the caller before any chunk
-    /// or retry row: `locked`): two instances completing its last two chunks at once then take turns, and
-    /// the second one's check (a new snapshot, READ COMMITTED) sees the first one's chunk done. The
+    /// or retry row: `locked`), in an earlier statement: two instances completing its last two chunks at
+    /// once then take turns, and the second one's check (a new snapshot, READ COMMITTED) sees the first
+    /// one's chunk done. `completion`, when given, is that check as a later statement of the caller's
+    /// already read it. The
     /// removed targets are deleted only when the completion read saw one: a row that a membership's
     /// deletion commits after that read is left behind, as one committed after the `DELETE` always was
     /// (the triggers take no lock on the request); no read of a finished request looks at them.
@@ -236,10 +238,19 @@ extension PostgresStore {
                 if let known {
                     row = known
                 } else {
+                    // The lock in a statement of its own: the read after it takes a new snapshot, which sees
+                    // what the transaction it waited for committed (a read in the locking statement would
+                    // recheck only the request row, and see the other chunk still open).
+                    if !locked {
+                        try await connection.run(
+                            "SELECT seq FROM request WHERE seq = \(seq) FOR UPDATE",
+                            logger: logger
+                        )
+                    }
                     row = try await connection.first(
                         """
                         \(unescaped: completionColumns())
-                        FROM request r WHERE r.seq = \(seq) \(unescaped: locked ? "" : "FOR UPDATE")
+                        FROM request r WHERE r.seq = \(seq)
                         """,
                         as: CompletionRow.self,
                         logger: logger
