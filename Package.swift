@@ -48,6 +48,7 @@ let package = Package(
         .library(name: "WebPushTransport", targets: ["WebPushTransport"]),
         // For the sibling package Benchmarks/ (pushgate-bench), which depends on this one by path.
         .library(name: "PushgateSQLite", targets: ["PushgateSQLite"]),
+        .library(name: "PushgatePostgres", targets: ["PushgatePostgres"]),
         .library(name: "PushgateUDP", targets: ["PushgateUDP"]),
         .library(name: "APNsLegacy", targets: ["APNsLegacy"]),
     ],

@@ -54,6 +54,8 @@ let package = Package(
                 .product(name: "APNsTransport", package: pushgateFolder),
                 .product(name: "APNsSimulator", package: pushgateFolder),
                 .product(name: "PushgateSQLite", package: pushgateFolder),
+                // `transactional --postgres`: fills the gateway's PostgreSQL store.
+                .product(name: "PushgatePostgres", package: pushgateFolder),
                 // `soak`: reads the gateway's store at the end (skipped targets).
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -7,12 +7,19 @@ import PushgateCore
 /// the queries of the current task: ``PostgresStore`` sets it around every transaction and read, so that
 /// the helpers (`all`, `first`, `run`) need no extra argument. nil: no deadline.
 enum QueryDeadline {
-    @TaskLocal static var timeout: Duration?
+    /// The deadline, and ``PostgresStore/Configuration/statementObserver``: one task-local value (a
+    /// second one, nested, crashed a release build in `swift_task_localValuePush`).
+    struct Settings: Sendable {
+        var timeout: Duration?
+        var observer: (@Sendable (String) -> Void)?
+    }
+
+    @TaskLocal static var settings = Settings()
 }
 
 extension PostgresConnection {
     /// Runs `query` and collects its rows; fails at once, instead of waiting forever, when the connection
-    /// is already closed, and closes the connection when the query outlives ``QueryDeadline/timeout``.
+    /// is already closed, and closes the connection when the query outlives ``QueryDeadline/Settings/timeout``.
     ///
     /// postgres-nio (as pinned) writes a query into its channel without a write promise. Once the server
     /// has closed a connection (a restart, `pg_terminate_backend`) and NIO has torn down the channel's
@@ -28,7 +35,9 @@ extension PostgresConnection {
     /// the dispatcher's back-off retries), the transaction's `ROLLBACK` fails at once on the closed
     /// connection, and the pool replaces it.
     func collect(_ query: PostgresQuery, logger: Logger) async throws -> PostgresQueryResult {
-        let timeout = QueryDeadline.timeout
+        let settings = QueryDeadline.settings
+        settings.observer?(query.sql)
+        let timeout = settings.timeout
         return try await eventLoop.flatSubmit { () -> EventLoopFuture<PostgresQueryResult> in
             guard !self.isClosed else {
                 return self.eventLoop.makeFailedFuture(

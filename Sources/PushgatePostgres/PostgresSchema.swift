@@ -34,6 +34,8 @@ import PushgateCore
 /// requests stored before: no split), `request.fcm_accepted`/`webpush_accepted` (retries'),
 /// `chunk.fcm_accepted`/`webpush_accepted`/`fcm_skipped`/`webpush_skipped` (fan-out's), the APNs part being
 /// the total less these, as in SQLite's v10; and `request_removed.platform`, which the triggers now record.
+/// Version 9 adds the partial index `request_uncut (seq) WHERE state < 2 AND NOT cut_done`, which the claim's
+/// candidate read scans (PostgreSQL only: SQLite's claim reads `request_unfinished` as before).
 enum PostgresSchema {
     struct Migration: Sendable {
         var version: Int
@@ -90,6 +92,17 @@ enum PostgresSchema {
             ]
         ),
         Migration(version: 8, name: "the report split by service", statements: splitByService),
+        Migration(
+            version: 9,
+            name: "the claim's candidates: unfinished requests with uncut targets",
+            statements: [
+                // What the claim's candidate read scans: `request_unfinished` also holds every request whose
+                // chunks are all cut but not yet sent, and, under a stream of one-device requests, the dead
+                // entries of each one's updates (its state is in the predicate, so no update of it is HOT):
+                // at 2,000 requests/s that read took 175 ms on average.
+                "CREATE INDEX request_uncut ON request (seq) WHERE state < 2 AND NOT cut_done"
+            ]
+        ),
     ]
 
     /// Version 8's columns (see above) and v5's trigger functions again, recording each removed target's

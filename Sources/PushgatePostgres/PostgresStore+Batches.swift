@@ -4,10 +4,20 @@ public import PushgateCore
 
 /// Group commit: many requests, or the progress of many chunks, in one transaction.
 extension PostgresStore {
-    /// One REPEATABLE READ transaction, each request in a savepoint of its own: a refusal
-    /// (``StoreError/refusesOnlyItsRequest``) rolls back only that request and is its answer; any other
-    /// error fails the transaction, and so the batch (a serialization failure runs the whole batch again,
-    /// as it does a single request). Claims nothing: this store claims the usual way.
+    /// One REPEATABLE READ transaction: the groups and the device bound read once for the batch
+    /// (``targetLookups(for:on:)``), then each request as ``enqueue(_:)`` stores it. A refusal
+    /// (``StoreError/refusesOnlyItsRequest``) writes nothing of its request and is its answer: a request
+    /// without an idempotency key is refused before its first write (``store(_:groups:tokens:lookups:on:)``),
+    /// and one with a key is stored in a savepoint of its own (clearing an expired key is a write that a
+    /// later refusal must take back). Any other error fails the transaction, and so the batch (a
+    /// serialization failure runs the whole batch again, as it does a single request).
+    ///
+    /// With `claiming`, the claim follows in a READ COMMITTED transaction of its own (``claimChunks(_:)``'s,
+    /// the scheduler's choice; PostgreSQL's claim locks rows that other instances write, which a REPEATABLE
+    /// READ transaction would answer with serialization failures), and the batch's `NOTIFY` is sent only
+    /// if a request stored here is left with uncut targets: other instances are woken for work, not for
+    /// chunks this instance took already. A claim that fails costs the batch nothing: its requests are
+    /// stored, and the `NOTIFY` is sent on its own.
     public func enqueue(
         batch requests: [NotificationRequest],
         claiming: BatchClaim?
@@ -24,31 +34,59 @@ extension PostgresStore {
                 results[index] = .failure(error)
             }
         }
+        var pending = [RequestID]()
         if !checked.isEmpty {
             let batch = checked
-            let answers = try await transaction(isolation: "REPEATABLE READ") { connection in
+            let notifies = claiming == nil
+            let stored = try await transaction(isolation: "REPEATABLE READ") { connection in
+                let lookups = try await targetLookups(
+                    for: batch.map { (requests[$0.index].app, $0.groups) },
+                    on: connection
+                )
                 var answers: [(index: Int, answer: Result<EnqueueResult, StoreError>)] = []
+                var pending = [RequestID]()
                 for item in batch {
-                    try await connection.run("SAVEPOINT batch_request", logger: logger)
+                    let request = requests[item.index]
+                    let keyed = request.idempotency != nil
+                    if keyed { try await connection.run("SAVEPOINT batch_request", logger: logger) }
                     do {
                         let stored = try await store(
-                            requests[item.index],
+                            request,
                             groups: item.groups,
                             tokens: item.tokens,
+                            lookups: lookups,
                             on: connection
                         )
-                        try await connection.run("RELEASE SAVEPOINT batch_request", logger: logger)
-                        answers.append((item.index, .success(stored)))
+                        if keyed { try await connection.run("RELEASE SAVEPOINT batch_request", logger: logger) }
+                        if stored.pending { pending.append(stored.result.id) }
+                        answers.append((item.index, .success(stored.result)))
                     } catch let error as StoreError where error.refusesOnlyItsRequest {
-                        try await connection.run("ROLLBACK TO SAVEPOINT batch_request", logger: logger)
+                        if keyed {
+                            try await connection.run("ROLLBACK TO SAVEPOINT batch_request", logger: logger)
+                        }
                         answers.append((item.index, .failure(error)))
                     }
                 }
-                return answers
+                if notifies && !pending.isEmpty { try await notifyWork(on: connection) }
+                return (answers: answers, pending: pending)
             }
-            for (index, answer) in answers { results[index] = answer }
+            for (index, answer) in stored.answers { results[index] = answer }
+            pending = stored.pending
         }
-        return EnqueueBatchResult(results: results.map { $0! })
+        guard var claim = claiming, !pending.isEmpty else { return EnqueueBatchResult(results: results.map { $0! }) }
+        claim.maximumChunks = min(claim.maximumChunks, pending.count)
+        let claimed: [ClaimedWork]
+        do {
+            claimed = try await claimChunks(claim, notifyingUnlessCut: Set(pending))
+        } catch {
+            logger.debug(
+                "claim with a group commit failed; other instances are told of its requests",
+                metadata: ["store.error": "\(Self.storeError(error).message)"]
+            )
+            _ = try? await read { connection in try await notifyWork(on: connection) }
+            claimed = []
+        }
+        return EnqueueBatchResult(results: results.map { $0! }, claimed: claimed)
     }
 
     /// One transaction, the chunks in id order (their requests' lock order, mostly: fewer deadlocks with

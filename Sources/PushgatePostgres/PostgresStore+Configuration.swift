@@ -28,6 +28,9 @@ extension PostgresStore {
         /// legitimate query (a large batch registration is one statement); nil: no deadline. URL parameter
         /// `query_timeout` (seconds, `0` for none).
         public var queryTimeout: Duration? = PostgresStore.defaultQueryTimeout
+        /// Called with the SQL of every statement the store sends (transaction control included: each is a
+        /// round trip). Tests count statements per operation with it; nil (the default) costs nothing.
+        package var statementObserver: (@Sendable (String) -> Void)?
 
         /// Whether the connection is encrypted.
         public var requiresTLS: Bool { tlsMode != .disable }

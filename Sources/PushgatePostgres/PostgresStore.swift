@@ -364,7 +364,11 @@ public final class PostgresStore: PushStore, Service {
     /// Runs `body` with a connection of the pool, its socket kept alive (``ConnectionKeepalive``) and each
     /// of its queries bounded by ``Configuration/queryTimeout`` (``QueryDeadline``).
     private func lease<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
-        try await QueryDeadline.$timeout.withValue(configuration.queryTimeout) {
+        let settings = QueryDeadline.Settings(
+            timeout: configuration.queryTimeout,
+            observer: configuration.statementObserver
+        )
+        return try await QueryDeadline.$settings.withValue(settings) {
             try await client.withConnection { connection in
                 await keepalive.configure(connection, logger: logger)
                 return try await body(connection)

@@ -25,10 +25,13 @@ struct GatewayLaunch: Sendable {
     /// A configuration file naming several apps (``configuration(apps:)``): the single app's flags
     /// (`--apns-host`, `--auth-key`, `--topic`...) are left out, the file says them per app.
     var configurationPath: String? = nil
+    /// `--store URL` (PostgreSQL) instead of `-d databasePath`.
+    var storeURL: String? = nil
 
     var arguments: [String] {
-        var arguments = [
-            "gateway", "-f", "-d", databasePath, "-l", "127.0.0.1", "-g", "0", "-n", "0",
+        var arguments = ["gateway", "-f"] + (storeURL.map { ["--store", $0] } ?? ["-d", databasePath])
+        arguments += [
+            "-l", "127.0.0.1", "-g", "0", "-n", "0",
             "--http-port=\(httpPort)", "--log-level", logLevel,
         ]
         if let configurationPath { return arguments + ["--config", configurationPath] + extraArguments }

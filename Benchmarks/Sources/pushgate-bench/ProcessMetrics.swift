@@ -27,7 +27,7 @@ struct CPUTime: Sendable, Codable {
 /// Readings of this process, its threads, its children and the whole machine, from
 /// `getrusage(2)` and `/proc` (Linux). Every reading is optional where `/proc` may be missing.
 enum ProcessMetrics {
-    private static let ticksPerSecond: Double = {
+    static let ticksPerSecond: Double = {
         let ticks = sysconf(Int32(_SC_CLK_TCK))
         return ticks > 0 ? Double(ticks) : 100
     }()

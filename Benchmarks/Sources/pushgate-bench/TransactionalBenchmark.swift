@@ -39,6 +39,14 @@ struct TransactionalCommand: AsyncParsableCommand {
     @Option(help: "Requests sent and answered before timing (they open the APNs connection).")
     var warmup: Int = 10
 
+    @Option(
+        help: ArgumentHelp(
+            "Store in PostgreSQL: the server's URL (postgres://user:password@host:port/database).",
+            discussion: "Each run works in a fresh schema; the figures add the CPU of every postgres process."
+        )
+    )
+    var postgres: String?
+
     func validate() throws {
         guard (1...1_000_000).contains(rate) else { throw ValidationError("--rate must be 1...1000000") }
         guard seconds > 0, seconds <= 3_600 else { throw ValidationError("--seconds must be in (0, 3600]") }
@@ -83,6 +91,8 @@ struct TransactionalRun: Sendable {
     /// `RcvbufErrors` over the run, machine-wide (UDP datagrams the kernel dropped for a full buffer).
     var kernelDrops: Int?
     var gatewayCPU: CPUTime?
+    /// With `--postgres`: the server's processes.
+    var postgresCPU: CPUTime?
     var standInCPU: CPUTime?
     var otherMachineCPUSeconds: Double?
     var gatewayPeakRSSBytes: Int?
@@ -133,7 +143,7 @@ struct TransactionalBenchmark {
                 + "\(Format.integer(command.devices)) devices each alone in its group"
         )
         report.line(
-            "  gateway: \(binary) gateway -f -d DB -l 127.0.0.1 -g 0 -n 0 --http-port=\(command.http ? 0 : -1) --apns-host … \(options.gatewayArguments.joined(separator: " "))"
+            "  gateway: \(binary) gateway -f \(command.postgres == nil ? "-d DB" : "--store URL") -l 127.0.0.1 -g 0 -n 0 --http-port=\(command.http ? 0 : -1) --apns-host … \(options.gatewayArguments.joined(separator: " "))"
         )
         report.line(
             "  stand-in: haproxy, 1 thread (\(HAProxyStandIn.scriptPath)): 200, a fresh apns-id, every answer held \(rtt) ms; logs each request's receipt time (µs) and body to this process over UDP"
@@ -150,9 +160,16 @@ struct TransactionalBenchmark {
         )
 
         let database = work.appendingPathComponent("transactional.db").path
-        let fill = try await StoreFill.fillSingles(path: database, count: command.devices, prefix: Self.groupPrefix)
+        let postgres = try command.postgres.map(PostgresBenchStore.init(server:))
+        let fill: StoreFill.Result
+        if let postgres {
+            report.line("  store: PostgreSQL \(postgres.redacted) (--store; replaces the SQLite file)")
+            fill = try await postgres.fillSingles(count: command.devices, prefix: Self.groupPrefix)
+        } else {
+            fill = try await StoreFill.fillSingles(path: database, count: command.devices, prefix: Self.groupPrefix)
+        }
         report.line(
-            "fill: \(Format.integer(fill.devices)) devices in \(Format.integer(fill.devices)) groups in \(Format.seconds(fill.seconds)) s (SQLiteStore.register(batch:))"
+            "fill: \(Format.integer(fill.devices)) devices in \(Format.integer(fill.devices)) groups in \(Format.seconds(fill.seconds)) s (\(postgres == nil ? "SQLiteStore" : "PostgresStore").register(batch:))"
         )
 
         let listener = try ReceiptListener()
@@ -167,6 +184,7 @@ struct TransactionalBenchmark {
             result = try await measure(
                 binary: binary,
                 database: database,
+                postgres: postgres,
                 keyPath: keyPath,
                 haproxy: haproxy,
                 listener: listener
@@ -187,6 +205,7 @@ struct TransactionalBenchmark {
     private func measure(
         binary: String,
         database: String,
+        postgres: PostgresBenchStore?,
         keyPath: String,
         haproxy: HAProxyStandIn,
         listener: ReceiptListener
@@ -201,7 +220,8 @@ struct TransactionalBenchmark {
                 authKeyPath: keyPath,
                 topic: options.topic,
                 httpPort: command.http ? 0 : -1,
-                extraArguments: options.gatewayArguments
+                extraArguments: options.gatewayArguments,
+                storeURL: postgres?.url
             )
         )
         var run = TransactionalRun()
@@ -248,6 +268,7 @@ struct TransactionalBenchmark {
             let standInBefore = ProcessMetrics.processCPU(pid: haproxy.pid)
             let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
             let gatewayBefore = gateway.cpu()
+            let postgresBefore = postgres.flatMap { PostgresBenchStore.serverCPU(port: $0.port) }
             let start = ContinuousClock.now + .milliseconds(20)
             if http {
                 let bodies = (0..<total).map { Self.body(index: $0, devices: devices) }
@@ -301,6 +322,9 @@ struct TransactionalBenchmark {
             }
             run.doneLines = gateway.log.doneLines - command.warmup
             let gatewayAfter = gateway.cpu()
+            if let postgres, let postgresBefore, let after = PostgresBenchStore.serverCPU(port: postgres.port) {
+                run.postgresCPU = after - postgresBefore
+            }
             if let before = dropsBefore, let after = ProcessMetrics.udpReceiveBufferErrors() {
                 run.kernelDrops = after - before
             }
@@ -318,7 +342,9 @@ struct TransactionalBenchmark {
             if let before = gatewayBefore, let after = gatewayAfter { run.gatewayCPU = after - before }
             if let before = standInBefore, let after = standInAfter { run.standInCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
-                let ours = (run.gatewayCPU?.total ?? 0) + (run.standInCPU?.total ?? 0) + (ownAfter - ownBefore).total
+                let ours =
+                    (run.gatewayCPU?.total ?? 0) + (run.standInCPU?.total ?? 0) + (run.postgresCPU?.total ?? 0)
+                    + (ownAfter - ownBefore).total
                 run.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
             }
             run.gatewayPeakRSSBytes = gateway.peakRSS()
@@ -374,6 +400,10 @@ struct TransactionalBenchmark {
         var cpu = "  gateway CPU: \(run.gatewayCPU.map(Format.cpu) ?? "?")"
         if let perRequest = run.cpuPerRequestSeconds {
             cpu += " = \(Format.micro(perRequest * 1e6)) µs/request"
+        }
+        if let postgres = run.postgresCPU, run.sent > 0 {
+            cpu +=
+                "; PostgreSQL \(Format.cpu(postgres)) = \(Format.micro(postgres.total / Double(run.sent) * 1e6)) µs/request"
         }
         cpu += "; stand-in \(run.standInCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
