@@ -465,7 +465,8 @@ extension SQLiteStore {
     /// The reports of `ids` (in their order, unknown ones left out) in four statements whatever their
     /// number: the requests, then their failure counts, pending retries and unknown groups, each for all
     /// of them at once (the lists passed as JSON arrays, read with `json_each`, through the same indexes a
-    /// lookup of one uses).
+    /// lookup of one uses). A request's chunk sums are one pass over its chunks (a join), not one
+    /// subquery per sum.
     static func reports(_ ids: [RequestID], in db: Database) throws -> [DeliveryReport] {
         // Request ids are letters, digits, '.', '_' and '-' (``RequestID``): nothing to escape in JSON.
         let idList = "[" + ids.map { "\"\($0.value)\"" }.joined(separator: ",") + "]"
@@ -477,19 +478,18 @@ extension SQLiteStore {
         let requestCursor = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT seq, id, app, state, target_count,
-                        accepted
-                            + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        created_at, finished_at, last_apns_id,
-                        (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        fcm_targets, webpush_targets,
-                        fcm_accepted + (SELECT COALESCE(SUM(c.fcm_accepted), 0) FROM chunk c
-                                        WHERE c.request_seq = request.seq),
-                        webpush_accepted + (SELECT COALESCE(SUM(c.webpush_accepted), 0) FROM chunk c
-                                            WHERE c.request_seq = request.seq),
-                        (SELECT COALESCE(SUM(c.fcm_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        (SELECT COALESCE(SUM(c.webpush_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
-                    FROM request WHERE id IN (SELECT value FROM json_each(?))
+                    SELECT r.seq, r.id, r.app, r.state, r.target_count,
+                        r.accepted + COALESCE(SUM(c.accepted), 0),
+                        r.created_at, r.finished_at, r.last_apns_id,
+                        COALESCE(SUM(c.skipped), 0),
+                        r.fcm_targets, r.webpush_targets,
+                        r.fcm_accepted + COALESCE(SUM(c.fcm_accepted), 0),
+                        r.webpush_accepted + COALESCE(SUM(c.webpush_accepted), 0),
+                        COALESCE(SUM(c.fcm_skipped), 0),
+                        COALESCE(SUM(c.webpush_skipped), 0)
+                    FROM request r LEFT JOIN chunk c ON c.request_seq = r.seq
+                    WHERE r.id IN (SELECT value FROM json_each(?))
+                    GROUP BY r.seq
                     """
             ),
             arguments: [idList]
