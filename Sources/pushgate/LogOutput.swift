@@ -78,7 +78,8 @@ struct LogOutput {
         let rendered =
             metadata.isEmpty
             ? "" : " " + metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        return "\(LogTimestamp.string(Date(), milliseconds: false)) \(event.level) \(label):\(rendered) \(event.message)\n"
+        let time = LogTimestamp.string(Date(), milliseconds: false)
+        return "\(time) \(event.level) \(label):\(rendered) \(event.message)\n"
     }
 
     /// One line to standard error in one `write`, so that lines of several threads never interleave.
