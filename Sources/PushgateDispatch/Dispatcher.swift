@@ -582,6 +582,14 @@ public final class Dispatcher: Service, NotificationIntake {
         for report in reports where report.state.isFinished { logCompletion(report) }
     }
 
+    /// `duration` in seconds with three decimals (`12.034`), as `String(format: "%.3f")` writes it
+    /// without Foundation's formatter: it is on every request's "done" line.
+    static func seconds(_ duration: TimeInterval) -> String {
+        let millis = Int64((max(0, duration) * 1000).rounded())
+        let fraction = String(millis % 1000)
+        return "\(millis / 1000)." + String(repeating: "0", count: 3 - fraction.count) + fraction
+    }
+
     /// `apns=T/A/F/S,fcm=…,webpush=…` (targets/accepted/failed/skipped) for the services with targets.
     static func serviceSummary(_ split: ServiceSplit) -> String {
         let parts = PushPlatform.allCases.filter { split.targets[$0] > 0 }.map { platform in
@@ -609,7 +617,7 @@ public final class Dispatcher: Service, NotificationIntake {
                 "push.accepted": "\(report.accepted)", "push.failed": "\(report.failed)",
                 "push.failed_by_reason": "\(failed)", "push.skipped": "\(report.skipped)",
                 "push.by_service": "\(report.byService.map(Self.serviceSummary) ?? "none")",
-                "push.duration_s": "\(String(format: "%.3f", duration))",
+                "push.duration_s": "\(Self.seconds(duration))",
             ]
         )
     }

@@ -465,34 +465,40 @@ extension SQLiteStore {
     /// The reports of `ids` (in their order, unknown ones left out) in four statements whatever their
     /// number: the requests, then their failure counts, pending retries and unknown groups, each for all
     /// of them at once (the lists passed as JSON arrays, read with `json_each`, through the same indexes a
-    /// lookup of one uses).
+    /// lookup of one uses). A request's chunk sums are one pass over its chunks (a join), not one
+    /// subquery per sum.
     static func reports(_ ids: [RequestID], in db: Database) throws -> [DeliveryReport] {
         // Request ids are letters, digits, '.', '_' and '-' (``RequestID``): nothing to escape in JSON.
         let idList = "[" + ids.map { "\"\($0.value)\"" }.joined(separator: ",") + "]"
-        let rows = try Row.fetchAll(
+        // Read through cursors: each row's values are decoded from the statement as it steps, instead of
+        // copied into a `Row` (with its column names) first; the "request done" lines read these at the
+        // rate requests finish.
+        var requestRows: [ReportRow] = []
+        requestRows.reserveCapacity(ids.count)
+        let requestCursor = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
-                    SELECT seq, id, app, state, target_count,
-                        accepted
-                            + (SELECT COALESCE(SUM(c.accepted), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        created_at, finished_at, last_apns_id,
-                        (SELECT COALESCE(SUM(c.skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        fcm_targets, webpush_targets,
-                        fcm_accepted + (SELECT COALESCE(SUM(c.fcm_accepted), 0) FROM chunk c
-                                        WHERE c.request_seq = request.seq),
-                        webpush_accepted + (SELECT COALESCE(SUM(c.webpush_accepted), 0) FROM chunk c
-                                            WHERE c.request_seq = request.seq),
-                        (SELECT COALESCE(SUM(c.fcm_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq),
-                        (SELECT COALESCE(SUM(c.webpush_skipped), 0) FROM chunk c WHERE c.request_seq = request.seq)
-                    FROM request WHERE id IN (SELECT value FROM json_each(?))
+                    SELECT r.seq, r.id, r.app, r.state, r.target_count,
+                        r.accepted + COALESCE(SUM(c.accepted), 0),
+                        r.created_at, r.finished_at, r.last_apns_id,
+                        COALESCE(SUM(c.skipped), 0),
+                        r.fcm_targets, r.webpush_targets,
+                        r.fcm_accepted + COALESCE(SUM(c.fcm_accepted), 0),
+                        r.webpush_accepted + COALESCE(SUM(c.webpush_accepted), 0),
+                        COALESCE(SUM(c.fcm_skipped), 0),
+                        COALESCE(SUM(c.webpush_skipped), 0)
+                    FROM request r LEFT JOIN chunk c ON c.request_seq = r.seq
+                    WHERE r.id IN (SELECT value FROM json_each(?))
+                    GROUP BY r.seq
                     """
             ),
             arguments: [idList]
         )
-        if rows.isEmpty { return [] }
-        let seqList = "[" + rows.map { String($0[0] as Int64) }.joined(separator: ",") + "]"
+        while let row = try requestCursor.next() { requestRows.append(ReportRow(row)) }
+        if requestRows.isEmpty { return [] }
+        let seqList = "[" + requestRows.map { String($0.seq) }.joined(separator: ",") + "]"
         var failedByReason = [Int64: [String: Int]]()
-        for row in try Row.fetchAll(
+        let failureCursor = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
                     SELECT request_seq, reason, count FROM failure_count
@@ -500,11 +506,10 @@ extension SQLiteStore {
                     """
             ),
             arguments: [seqList]
-        ) {
-            failedByReason[row[0], default: [:]][row[1]] = row[2]
-        }
+        )
+        while let row = try failureCursor.next() { failedByReason[row[0], default: [:]][row[1]] = row[2] }
         var pending = [Int64: Int]()
-        for row in try Row.fetchAll(
+        let retryCursor = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
                     SELECT request_seq, COUNT(*) FROM retry
@@ -512,11 +517,10 @@ extension SQLiteStore {
                     """
             ),
             arguments: [seqList]
-        ) {
-            pending[row[0]] = row[1]
-        }
+        )
+        while let row = try retryCursor.next() { pending[row[0]] = row[1] }
         var unknownGroups = [Int64: [String]]()
-        for row in try Row.fetchAll(
+        let unknownCursor = try Row.fetchCursor(
             db.cachedStatement(
                 sql: """
                     SELECT request_seq, name FROM request_unknown_group
@@ -524,42 +528,78 @@ extension SQLiteStore {
                     """
             ),
             arguments: [seqList]
-        ) {
-            unknownGroups[row[0], default: []].append(row[1])
-        }
+        )
+        while let row = try unknownCursor.next() { unknownGroups[row[0], default: []].append(row[1]) }
         var byID = [String: DeliveryReport]()
-        for row in rows {
-            let seq: Int64 = row[0]
-            let finishedAt: Int64? = row[7]
-            let state = StoredForm.requestState(row[3])
+        byID.reserveCapacity(requestRows.count)
+        for row in requestRows {
+            let seq = row.seq
+            let state = StoredForm.requestState(row.state)
             let failed = failedByReason[seq] ?? [:]
-            let fcmTargets: Int? = row[10]
-            let webPushTargets: Int? = row[11]
             let byService = try ServiceSplit.read(
                 finished: state.isFinished,
-                totals: (row[4], row[5], failed.values.reduce(0, +), row[9]),
-                targets: fcmTargets.map { ($0, webPushTargets ?? 0) },
-                accepted: (row[12], row[13]),
-                skipped: (row[14], row[15]),
-                failedRows: state.isFinished || fcmTargets == nil ? (0, 0) : failedRows(requestSeq: seq, in: db)
+                totals: (row.targets, row.accepted, failed.values.reduce(0, +), row.skipped),
+                targets: row.fcmTargets.map { ($0, row.webPushTargets ?? 0) },
+                accepted: (row.fcmAccepted, row.webPushAccepted),
+                skipped: (row.fcmSkipped, row.webPushSkipped),
+                failedRows: state.isFinished || row.fcmTargets == nil ? (0, 0) : failedRows(requestSeq: seq, in: db)
             )
-            byID[row[1]] = DeliveryReport(
-                id: try StoredForm.requestID(row[1]),
-                app: row[2],
+            byID[row.id] = DeliveryReport(
+                id: try StoredForm.requestID(row.id),
+                app: row.app,
                 state: state,
-                targets: row[4],
-                accepted: row[5],
+                targets: row.targets,
+                accepted: row.accepted,
                 failedByReason: failed,
                 pendingRetries: pending[seq] ?? 0,
-                createdAt: Millis.date(row[6]),
-                finishedAt: finishedAt.map(Millis.date),
-                lastAPNsID: row[8],
+                createdAt: Millis.date(row.createdAt),
+                finishedAt: row.finishedAt.map(Millis.date),
+                lastAPNsID: row.lastAPNsID,
                 unknownGroups: unknownGroups[seq] ?? [],
-                skipped: row[9],
+                skipped: row.skipped,
                 byService: byService
             )
         }
         return ids.compactMap { byID[$0.value] }
+    }
+
+    /// One row of ``reports(_:in:)``'s first statement, decoded as its cursor steps.
+    private struct ReportRow {
+        var seq: Int64
+        var id: String
+        var app: String
+        var state: Int64
+        var targets: Int
+        var accepted: Int
+        var createdAt: Int64
+        var finishedAt: Int64?
+        var lastAPNsID: String?
+        var skipped: Int
+        var fcmTargets: Int?
+        var webPushTargets: Int?
+        var fcmAccepted: Int
+        var webPushAccepted: Int
+        var fcmSkipped: Int
+        var webPushSkipped: Int
+
+        init(_ row: Row) {
+            seq = row[0]
+            id = row[1]
+            app = row[2]
+            state = row[3]
+            targets = row[4]
+            accepted = row[5]
+            createdAt = row[6]
+            finishedAt = row[7]
+            lastAPNsID = row[8]
+            skipped = row[9]
+            fcmTargets = row[10]
+            webPushTargets = row[11]
+            fcmAccepted = row[12]
+            webPushAccepted = row[13]
+            fcmSkipped = row[14]
+            webPushSkipped = row[15]
+        }
     }
 
     /// An unfinished request's failure rows of FCM and of Web Push devices: ranges of the primary key

@@ -62,13 +62,13 @@ struct LogOutput {
     func handler(label: String) -> any LogHandler {
         var handler: any LogHandler
         switch (format, file) {
-        case (.text, nil): handler = StreamLogHandler.standardError(label: label)
+        // Standard error gets the same lines as the file (one write each): swift-log's StreamLogHandler
+        // formats its time with `strftime` in the local time zone, which cost more than the rest of a
+        // "notification request done" line.
+        case (.text, nil): handler = LineLogHandler(label: label, render: Self.textLine, write: Self.writeStandardError)
         case (.text, let file?): handler = LineLogHandler(label: label, render: Self.textLine) { file.append($0) }
         case (.json, let file?): handler = LineLogHandler(label: label, render: Self.jsonLine) { file.append($0) }
-        case (.json, nil):
-            handler = LineLogHandler(label: label, render: Self.jsonLine) {
-                FileHandle.standardError.write(Data($0.utf8))
-            }
+        case (.json, nil): handler = LineLogHandler(label: label, render: Self.jsonLine, write: Self.writeStandardError)
         }
         handler.logLevel = level
         return handler
@@ -78,13 +78,28 @@ struct LogOutput {
         let rendered =
             metadata.isEmpty
             ? "" : " " + metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        return "\(Date().formatted(.iso8601)) \(event.level) \(label):\(rendered) \(event.message)\n"
+        let time = LogTimestamp.string(Date(), milliseconds: false)
+        return "\(time) \(event.level) \(label):\(rendered) \(event.message)\n"
+    }
+
+    /// One line to standard error in one `write`, so that lines of several threads never interleave.
+    @Sendable static func writeStandardError(_ line: String) {
+        var line = line
+        line.withUTF8 { bytes in
+            var rest = UnsafeRawBufferPointer(bytes)
+            while !rest.isEmpty {
+                let written = write(2, rest.baseAddress, rest.count)
+                if written < 0, errno == EINTR { continue }
+                guard written > 0 else { return }
+                rest = UnsafeRawBufferPointer(rebasing: rest[written...])
+            }
+        }
     }
 
     static let fixedFields: Set<String> = ["time", "level", "label", "message", "source"]
 
     static func jsonLine(_ label: String, _ event: LogEvent, _ metadata: Logger.Metadata) -> String {
-        let time = Date().formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
+        let time = LogTimestamp.string(Date(), milliseconds: true)
         var line = "{\"time\":\(JSONText.string(time)),\"level\":\(JSONText.string(event.level.rawValue))"
         line += ",\"label\":\(JSONText.string(label)),\"message\":\(JSONText.string("\(event.message)"))"
         line += ",\"source\":\(JSONText.string(event.source))"

@@ -490,12 +490,14 @@ public final class UDPIngress: Service, Sendable {
             let answers = await intake.submit(batch: pending)
             var failed: [(request: NotificationRequest, failure: any Error)] = []
             for (request, answer) in zip(pending, answers) {
-                var metadata = Self.metadata(of: request)
                 switch answer {
                 case .success(let result):
                     counters.applied(on: .notification, count: 1)
-                    metadata["push.targets"] = "\(result.targetCount)"
-                    logger.debug("Notification request stored", metadata: metadata)
+                    // Built only when written: this runs for every request.
+                    logger.debug(
+                        "Notification request stored",
+                        metadata: Self.metadata(of: request).merging(["push.targets": "\(result.targetCount)"]) { $1 }
+                    )
                 case .failure(let failure):
                     if retries > 0, (failure as? StoreError)?.code == .duplicateRequestID {
                         // An earlier attempt was stored, though its answer was lost.
@@ -503,7 +505,7 @@ public final class UDPIngress: Service, Sendable {
                     } else if StoreFailureKind(classifying: failure) == .transient {
                         failed.append((request, failure))
                     } else {
-                        storeRejected(failure, port: .notification, metadata: metadata)
+                        storeRejected(failure, port: .notification, metadata: Self.metadata(of: request))
                     }
                 }
             }
