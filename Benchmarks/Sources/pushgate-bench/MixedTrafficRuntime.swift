@@ -121,6 +121,13 @@ func onThreads(_ count: Int, name: String, _ body: @escaping @Sendable (Int) -> 
     }
 }
 
+/// CPU time of the calling thread, in seconds.
+func threadCPUSeconds() -> Double {
+    var now = timespec()
+    guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0 else { return 0 }
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
 /// Sleeps this thread until `instant` (no-op when it has passed).
 func sleepUntil(_ instant: ContinuousClock.Instant) {
     let wait = (instant - ContinuousClock.now).seconds
@@ -291,6 +298,8 @@ enum PacedHTTPClients {
         var errors: [String] = []
         var lateness = SendLateness()
         var seconds = 0.0
+        /// CPU the client threads used (each thread's own clock, so nothing else of this process counts).
+        var cpuSeconds = 0.0
     }
 
     static func run(
@@ -305,7 +314,11 @@ enum PacedHTTPClients {
         let results = Mutex<[Result]>([])
         await onThreads(connections, name: "bench-http") { _ in
             var result = Result()
-            defer { results.withLock { $0.append(result) } }
+            let cpuBefore = threadCPUSeconds()
+            defer {
+                result.cpuSeconds = threadCPUSeconds() - cpuBefore
+                results.withLock { $0.append(result) }
+            }
             let connection: HTTPConnection
             do {
                 connection = try HTTPConnection(port: port)
@@ -337,6 +350,7 @@ enum PacedHTTPClients {
             total.accepted += result.accepted
             total.otherStatuses.merge(result.otherStatuses, uniquingKeysWith: +)
             total.errors += result.errors
+            total.cpuSeconds += result.cpuSeconds
             for value in result.lateness.values { total.lateness.record(value) }
         }
         total.seconds = (ContinuousClock.now - start).seconds

@@ -39,6 +39,17 @@ struct TransactionalCommand: AsyncParsableCommand {
     @Option(help: "Requests sent and answered before timing (they open the APNs connection).")
     var warmup: Int = 10
 
+    @Flag(
+        help: """
+            With --http: after the run, h2load --h1 (a C client) offers the same rate from the same number of \
+            keep-alive connections to the same gateway for --seconds (one fixed body: a warm-up request's).
+            """
+    )
+    var h2load = false
+
+    @Option(help: "The h2load binary (with --h2load).")
+    var h2loadPath = "/usr/bin/h2load"
+
     func validate() throws {
         guard (1...1_000_000).contains(rate) else { throw ValidationError("--rate must be 1...1000000") }
         guard seconds > 0, seconds <= 3_600 else { throw ValidationError("--seconds must be in (0, 3600]") }
@@ -52,6 +63,7 @@ struct TransactionalCommand: AsyncParsableCommand {
             throw ValidationError("transactional times receipts at its own haproxy stand-in: it excludes --apns-host")
         }
         if !http && clients != 32 { throw ValidationError("--clients applies with --http only") }
+        if !http && h2load { throw ValidationError("--h2load applies with --http only") }
     }
 
     var total: Int { Int((Double(rate) * seconds).rounded(.down)) }
@@ -78,6 +90,16 @@ struct TransactionalRun: Sendable {
     var accepted: Int?
     var otherStatuses: [Int: Int] = [:]
     var clientErrors: [String] = []
+    /// HTTP only: CPU of the client threads.
+    var clientCPUSeconds: Double?
+    /// The gateway's CPU and context switches from the first send to the last answer to a client (HTTP) or
+    /// the last datagram sent (UDP): what accepting cost, with whatever delivery ran meanwhile.
+    var sendingGatewayCPU: CPUTime?
+    var sendingContextSwitches: Int?
+    /// The gateway's context switches over the whole run (to its last done line).
+    var contextSwitches: Int?
+    /// HTTP with --h2load: h2load's run against the same gateway after this one.
+    var h2load: TransactionalH2Load?
     var tally = TrafficTally(capacity: 0)
     var doneLines = 0
     /// `RcvbufErrors` over the run, machine-wide (UDP datagrams the kernel dropped for a full buffer).
@@ -248,6 +270,7 @@ struct TransactionalBenchmark {
             let standInBefore = ProcessMetrics.processCPU(pid: haproxy.pid)
             let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
             let gatewayBefore = gateway.cpu()
+            let switchesBefore = ProcessMetrics.contextSwitches(pid: gateway.pid)
             let start = ContinuousClock.now + .milliseconds(20)
             if http {
                 let bodies = (0..<total).map { Self.body(index: $0, devices: devices) }
@@ -265,6 +288,7 @@ struct TransactionalBenchmark {
                 run.clientErrors = clients.errors
                 run.lateness = clients.lateness
                 run.senderSeconds = clients.seconds
+                run.clientCPUSeconds = clients.cpuSeconds
             } else {
                 let datagrams = (0..<total).map { Self.body(index: $0, devices: devices) }
                 let port = ports.notification
@@ -276,6 +300,10 @@ struct TransactionalBenchmark {
                 run.failedSends = paced.failedSends
                 run.lateness = paced.lateness
                 run.senderSeconds = paced.seconds
+            }
+            if let before = gatewayBefore, let after = gateway.cpu() { run.sendingGatewayCPU = after - before }
+            if let before = switchesBefore, let after = ProcessMetrics.contextSwitches(pid: gateway.pid) {
+                run.sendingContextSwitches = after - before
             }
 
             // Every sent request answered by the stand-in; or --timeout after the last send, or 30 s
@@ -301,6 +329,9 @@ struct TransactionalBenchmark {
             }
             run.doneLines = gateway.log.doneLines - command.warmup
             let gatewayAfter = gateway.cpu()
+            if let before = switchesBefore, let after = ProcessMetrics.contextSwitches(pid: gateway.pid) {
+                run.contextSwitches = after - before
+            }
             if let before = dropsBefore, let after = ProcessMetrics.udpReceiveBufferErrors() {
                 run.kernelDrops = after - before
             }
@@ -322,6 +353,17 @@ struct TransactionalBenchmark {
                 run.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
             }
             run.gatewayPeakRSSBytes = gateway.peakRSS()
+            if command.h2load, let port = ports.http {
+                run.h2load = try await TransactionalH2Load.run(
+                    path: command.h2loadPath,
+                    port: port,
+                    connections: command.clients,
+                    rate: command.rate,
+                    seconds: command.seconds,
+                    body: Self.warmupBody(index: 0, devices: devices),
+                    gateway: gateway
+                )
+            }
         } catch {
             await gateway.stop()
             throw error
@@ -352,6 +394,22 @@ struct TransactionalBenchmark {
             }
             report.line(line)
         }
+        if let accepted = run.accepted, let cpu = run.clientCPUSeconds {
+            report.line(
+                "  accepted/s over the sending: \(Format.integer(Double(accepted) / max(run.senderSeconds, 1e-9))); "
+                    + "client threads' CPU \(Format.seconds(cpu)) s = "
+                    + "\(Format.micro(cpu / Double(max(1, run.sent)) * 1e6)) µs/request"
+            )
+        }
+        if let sending = run.sendingGatewayCPU {
+            var line =
+                "  gateway while sending: CPU \(Format.cpu(sending)) = "
+                + "\(Format.micro(sending.total / Double(max(1, run.sent)) * 1e6)) µs/request"
+            if let switches = run.sendingContextSwitches {
+                line += "; \(Format.micro(Double(switches) / Double(max(1, run.sent)))) context switches/request"
+            }
+            report.line(line)
+        }
         if !run.clientErrors.isEmpty {
             report.line(
                 "  client errors (\(run.clientErrors.count)): \(run.clientErrors.prefix(3).joined(separator: "; "))"
@@ -378,8 +436,15 @@ struct TransactionalBenchmark {
         cpu += "; stand-in \(run.standInCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         report.line(cpu)
+        if let switches = run.contextSwitches {
+            report.line(
+                "  gateway context switches, whole run: \(Format.integer(switches)) = "
+                    + "\(Format.micro(Double(switches) / Double(max(1, run.sent))))/request"
+            )
+        }
         report.line(
             "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); load average \(FileSystem.loadAverage() ?? "?") at the end"
         )
+        if let h2load = run.h2load { h2load.describe(report: report) }
     }
 }
