@@ -92,6 +92,8 @@ struct TransactionalRun: Sendable {
     var clientErrors: [String] = []
     /// HTTP only: CPU of the client threads.
     var clientCPUSeconds: Double?
+    /// HTTP only: each request's round trip at its client (written → answer read).
+    var roundTrips: [Double] = []
     /// The gateway's CPU and context switches from the first send to the last answer to a client (HTTP) or
     /// the last datagram sent (UDP): what accepting cost, with whatever delivery ran meanwhile.
     var sendingGatewayCPU: CPUTime?
@@ -289,6 +291,7 @@ struct TransactionalBenchmark {
                 run.lateness = clients.lateness
                 run.senderSeconds = clients.seconds
                 run.clientCPUSeconds = clients.cpuSeconds
+                run.roundTrips = clients.roundTrips
             } else {
                 let datagrams = (0..<total).map { Self.body(index: $0, devices: devices) }
                 let port = ports.notification
@@ -400,6 +403,9 @@ struct TransactionalBenchmark {
                     + "client threads' CPU \(Format.seconds(cpu)) s = "
                     + "\(Format.micro(cpu / Double(max(1, run.sent)) * 1e6)) µs/request"
             )
+        }
+        if !run.roundTrips.isEmpty {
+            report.line("  client round trip (written → 202 read): \(Percentiles(run.roundTrips).summary)")
         }
         if let sending = run.sendingGatewayCPU {
             var line =
