@@ -259,7 +259,9 @@ final class HTTPConnection {
         }
         let head = HTTPAnswerHead(pending[consumed..<headEnd!])
         guard let status = head.status else {
-            throw BenchError("HTTP API: no status line in \(String(decoding: pending[consumed..<headEnd!].prefix(80), as: UTF8.self))")
+            throw BenchError(
+                "HTTP API: no status line in \(String(decoding: pending[consumed..<headEnd!].prefix(80), as: UTF8.self))"
+            )
         }
         if head.chunked { throw BenchError("HTTP API: a chunked answer; this client reads Content-Length only") }
         let end = headEnd! + 4 + head.contentLength
@@ -337,7 +339,8 @@ struct HTTPAnswerHead: Equatable {
         let needle = Array(word.utf8)
         guard bytes.count >= needle.count else { return false }
         let lower = bytes.map(lowered)
-        for start in 0...(lower.count - needle.count) where lower[start..<(start + needle.count)].elementsEqual(needle) {
+        for start in 0...(lower.count - needle.count) where lower[start..<(start + needle.count)].elementsEqual(needle)
+        {
             return true
         }
         return false
