@@ -30,7 +30,7 @@ struct EventLoopBoundChannel<Base: ServerChildChannel>: ServerChildChannel {
 
 /// Runs a task's jobs on one NIO event loop.
 ///
-/// `@unchecked`-free: the event loop is `Sendable` and is the only state; a job is handed to it with
+/// `Sendable` as checked by the compiler: its only state is the event loop, and a job is handed to it with
 /// `execute`, which any thread may call.
 final class EventLoopTaskExecutor: TaskExecutor {
     let eventLoop: any EventLoop
