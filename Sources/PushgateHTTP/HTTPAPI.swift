@@ -139,11 +139,18 @@ public struct HTTPAPI: Sendable {
         return router
     }
 
-    /// HTTP/1.1, inside TLS when ``Configuration/tls`` is set.
+    /// HTTP/1.1, inside TLS when ``Configuration/tls`` is set; each connection's requests handled on its
+    /// own event loop (``EventLoopBoundChannel``).
     private func serverBuilder() -> HTTPServerBuilder {
-        guard let tls = configuration.tls else { return .http1() }
+        guard let tls = configuration.tls else {
+            return HTTPServerBuilder { responder in
+                EventLoopBoundChannel(base: HTTP1Channel(responder: responder, configuration: .init()))
+            }
+        }
         return HTTPServerBuilder { responder in
-            ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: .init()), tls: tls)
+            EventLoopBoundChannel(
+                base: ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: .init()), tls: tls)
+            )
         }
     }
 

@@ -121,6 +121,13 @@ func onThreads(_ count: Int, name: String, _ body: @escaping @Sendable (Int) -> 
     }
 }
 
+/// CPU time of the calling thread, in seconds.
+func threadCPUSeconds() -> Double {
+    var now = timespec()
+    guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now) == 0 else { return 0 }
+    return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+}
+
 /// Sleeps this thread until `instant` (no-op when it has passed).
 func sleepUntil(_ instant: ContinuousClock.Instant) {
     let wait = (instant - ContinuousClock.now).seconds
@@ -172,21 +179,29 @@ enum PacedSender {
 }
 
 /// One HTTP/1.1 keep-alive connection over a blocking socket: a request, then its whole answer.
-/// Deliberately thin (no parsing beyond the status line and Content-Length), so that the client
-/// costs about what a C client would.
+/// Deliberately thin (no parsing beyond the status line, Content-Length and Connection, all on bytes; one
+/// read buffer kept for the connection's life; the request written with one `write`), so that the client
+/// costs about what a C client would: `transactional --http` prints its CPU per request, and `--h2load`
+/// puts h2load's beside it.
 final class HTTPConnection {
     private let port: Int
     private var fd: Int32 = -1
+    /// Bytes read and not yet consumed: `pending[consumed...]`.
     private var pending: [UInt8] = []
+    private var consumed = 0
+    private var readBuffer = [UInt8](repeating: 0, count: 16_384)
+    private let headPrefix: [UInt8]
 
     init(port: Int) throws {
         self.port = port
+        self.headPrefix = Array("Host: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\nContent-Length: ".utf8)
         try connectSocket()
     }
 
     private func connectSocket() throws {
         if fd >= 0 { close(fd) }
         pending = []
+        consumed = 0
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw BenchError("socket(): \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -210,10 +225,15 @@ final class HTTPConnection {
     /// `POST path` with a JSON body; the answer's status. `beforeWrite` runs just before the request's
     /// first byte is written (the send time).
     func post(_ path: String, body: [UInt8], beforeWrite: () -> Void) throws -> Int {
-        let head =
-            "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
-            + "Content-Length: \(body.count)\r\n\r\n"
-        let request = Array(head.utf8) + body
+        var request: [UInt8] = []
+        request.reserveCapacity(headPrefix.count + path.utf8.count + body.count + 40)
+        request.append(contentsOf: "POST ".utf8)
+        request.append(contentsOf: path.utf8)
+        request.append(contentsOf: " HTTP/1.1\r\n".utf8)
+        request.append(contentsOf: headPrefix)
+        request.append(contentsOf: String(body.count).utf8)
+        request.append(contentsOf: "\r\n\r\n".utf8)
+        request.append(contentsOf: body)
         beforeWrite()
         var written = 0
         while written < request.count {
@@ -228,54 +248,103 @@ final class HTTPConnection {
 
     /// Reads one answer: its status and whether the server closes the connection after it.
     private func readAnswer() throws -> (status: Int, close: Bool) {
-        let separator: [UInt8] = [13, 10, 13, 10]
         var headEnd: Int? = nil
+        var searched = consumed
         while headEnd == nil {
-            headEnd = Self.find(separator, in: pending)
-            if headEnd == nil { try fill() }
-        }
-        let head = String(decoding: pending[0..<headEnd!], as: UTF8.self).lowercased()
-        let lines = head.split(separator: "\r\n")
-        guard let statusLine = lines.first,
-            let status = statusLine.split(separator: " ").dropFirst().first.flatMap({ Int($0) })
-        else { throw BenchError("HTTP API: no status line in \(head.prefix(80))") }
-        var length = 0
-        var close = false
-        for line in lines.dropFirst() {
-            if line.hasPrefix("content-length:") {
-                length = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
-            } else if line.hasPrefix("transfer-encoding:") {
-                throw BenchError("HTTP API: a chunked answer; this client reads Content-Length only")
-            } else if line.hasPrefix("connection:") && line.contains("close") {
-                close = true
+            headEnd = Self.headEnd(in: pending, from: searched)
+            if headEnd == nil {
+                searched = max(consumed, pending.count - 3)
+                try fill()
             }
         }
-        let end = headEnd! + separator.count + length
+        let head = HTTPAnswerHead(pending[consumed..<headEnd!])
+        guard let status = head.status else {
+            throw BenchError(
+                "HTTP API: no status line in \(String(decoding: pending[consumed..<headEnd!].prefix(80), as: UTF8.self))"
+            )
+        }
+        if head.chunked { throw BenchError("HTTP API: a chunked answer; this client reads Content-Length only") }
+        let end = headEnd! + 4 + head.contentLength
         while pending.count < end { try fill() }
-        pending.removeFirst(end)
-        return (status, close)
+        consumed = end
+        if consumed == pending.count {
+            pending.removeAll(keepingCapacity: true)
+            consumed = 0
+        }
+        return (status, head.close)
     }
 
     private func fill() throws {
-        var buffer = [UInt8](repeating: 0, count: 16_384)
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        let count = readBuffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
         guard count > 0 else {
             throw BenchError(
                 count == 0 ? "HTTP API: connection closed" : "HTTP API: read: \(String(cString: strerror(errno)))"
             )
         }
-        pending += buffer[0..<count]
+        pending.append(contentsOf: readBuffer[0..<count])
     }
 
-    private static func find(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
-        guard haystack.count >= needle.count else { return nil }
-        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
-            if haystack[start..<(start + needle.count)].elementsEqual(needle) { return start }
+    /// Where `\r\n\r\n` starts in `bytes` at or after `start`.
+    private static func headEnd(in bytes: [UInt8], from start: Int) -> Int? {
+        guard bytes.count >= 4, start <= bytes.count - 4 else { return nil }
+        for index in start...(bytes.count - 4)
+        where bytes[index] == 13 && bytes[index + 1] == 10 && bytes[index + 2] == 13 && bytes[index + 3] == 10 {
+            return index
         }
         return nil
     }
 
     deinit { if fd >= 0 { close(fd) } }
+}
+
+/// What the bench's HTTP client reads of an answer's head (status line and header lines, without the blank
+/// line), on bytes: the status, `Content-Length`, `Connection: close` and whether it is chunked.
+struct HTTPAnswerHead: Equatable {
+    var status: Int?
+    var contentLength = 0
+    var close = false
+    var chunked = false
+
+    init(_ head: ArraySlice<UInt8>) {
+        var lines = head.split(separator: 10, omittingEmptySubsequences: true).makeIterator()
+        guard let statusLine = lines.next() else { return }
+        // "HTTP/1.1 202 Accepted": the three digits after the first space.
+        if let space = statusLine.firstIndex(of: 32), statusLine.endIndex - space > 3 {
+            let digits = statusLine[(space + 1)...(space + 3)]
+            if digits.allSatisfy({ (48...57).contains($0) }) {
+                status = digits.reduce(0) { $0 * 10 + Int($1 - 48) }
+            }
+        }
+        while let line = lines.next() {
+            guard let colon = line.firstIndex(of: 58) else { continue }
+            let name = line[line.startIndex..<colon]
+            let value = line[(colon + 1)...].drop { $0 == 32 || $0 == 9 }
+            if Self.equalsIgnoringCase(name, "content-length") {
+                contentLength = value.prefix { (48...57).contains($0) }.reduce(0) { $0 * 10 + Int($1 - 48) }
+            } else if Self.equalsIgnoringCase(name, "transfer-encoding") {
+                chunked = true
+            } else if Self.equalsIgnoringCase(name, "connection") {
+                close = Self.contains(value, "close")
+            }
+        }
+    }
+
+    private static func lowered(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte + 32 : byte }
+
+    private static func equalsIgnoringCase(_ bytes: ArraySlice<UInt8>, _ name: String) -> Bool {
+        bytes.count == name.utf8.count && zip(bytes, name.utf8).allSatisfy { lowered($0) == $1 }
+    }
+
+    private static func contains(_ bytes: ArraySlice<UInt8>, _ word: String) -> Bool {
+        let needle = Array(word.utf8)
+        guard bytes.count >= needle.count else { return false }
+        let lower = bytes.map(lowered)
+        for start in 0...(lower.count - needle.count) where lower[start..<(start + needle.count)].elementsEqual(needle)
+        {
+            return true
+        }
+        return false
+    }
 }
 
 /// `connections` HTTP/1.1 keep-alive clients posting `body(index)` to `POST /v1/notifications` on one
@@ -291,6 +360,10 @@ enum PacedHTTPClients {
         var errors: [String] = []
         var lateness = SendLateness()
         var seconds = 0.0
+        /// CPU the client threads used (each thread's own clock, so nothing else of this process counts).
+        var cpuSeconds = 0.0
+        /// Seconds from each request's first byte written to its whole answer read.
+        var roundTrips: [Double] = []
     }
 
     static func run(
@@ -305,7 +378,11 @@ enum PacedHTTPClients {
         let results = Mutex<[Result]>([])
         await onThreads(connections, name: "bench-http") { _ in
             var result = Result()
-            defer { results.withLock { $0.append(result) } }
+            let cpuBefore = threadCPUSeconds()
+            defer {
+                result.cpuSeconds = threadCPUSeconds() - cpuBefore
+                results.withLock { $0.append(result) }
+            }
             let connection: HTTPConnection
             do {
                 connection = try HTTPConnection(port: port)
@@ -319,10 +396,13 @@ enum PacedHTTPClients {
                 let due = start + .seconds(schedule.offset(of: index))
                 sleepUntil(due)
                 do {
+                    var written = ContinuousClock.now
                     let status = try connection.post("/v1/notifications", body: body(index)) {
-                        result.lateness.record((ContinuousClock.now - due).seconds)
+                        written = ContinuousClock.now
+                        result.lateness.record((written - due).seconds)
                         sent(index)
                     }
+                    result.roundTrips.append((ContinuousClock.now - written).seconds)
                     result.sent += 1
                     if status == 202 { result.accepted += 1 } else { result.otherStatuses[status, default: 0] += 1 }
                 } catch {
@@ -337,6 +417,8 @@ enum PacedHTTPClients {
             total.accepted += result.accepted
             total.otherStatuses.merge(result.otherStatuses, uniquingKeysWith: +)
             total.errors += result.errors
+            total.cpuSeconds += result.cpuSeconds
+            total.roundTrips += result.roundTrips
             for value in result.lateness.values { total.lateness.record(value) }
         }
         total.seconds = (ContinuousClock.now - start).seconds

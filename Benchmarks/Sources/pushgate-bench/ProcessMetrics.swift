@@ -72,6 +72,23 @@ enum ProcessMetrics {
         return nil
     }
 
+    /// Context switches (voluntary and not) of every thread of a process, summed from
+    /// `/proc/PID/task/*/status` (threads that have exited no longer count).
+    static func contextSwitches(pid: Int32) -> Int? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var total = 0
+        for task in tasks {
+            guard let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)
+            else { continue }
+            for line in status.split(separator: "\n") {
+                guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:")
+                else { continue }
+                total += line.split(separator: ":").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+            }
+        }
+        return total
+    }
+
     /// Entries of a `/proc/PID/` directory (`fd`: open file descriptors, `task`: threads).
     static func entries(pid: Int32, directory: String) -> Int? {
         (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/\(directory)"))?.count

@@ -42,10 +42,21 @@ struct TransactionalCommand: AsyncParsableCommand {
     @Option(
         help: ArgumentHelp(
             "Store in PostgreSQL: the server's URL (postgres://user:password@host:port/database).",
-            discussion: "Each run works in a fresh schema; the figures add the CPU of every postgres process."
+            discussion: "Each run works in a fresh schema; the figures add the CPU of the server at the URL's port."
         )
     )
     var postgres: String?
+
+    @Flag(
+        help: """
+            With --http: after the run, h2load --h1 (a C client) offers the same rate from the same number of \
+            keep-alive connections to the same gateway for --seconds (one fixed body: a warm-up request's).
+            """
+    )
+    var h2load = false
+
+    @Option(help: "The h2load binary (with --h2load).")
+    var h2loadPath = "/usr/bin/h2load"
 
     func validate() throws {
         guard (1...1_000_000).contains(rate) else { throw ValidationError("--rate must be 1...1000000") }
@@ -60,6 +71,7 @@ struct TransactionalCommand: AsyncParsableCommand {
             throw ValidationError("transactional times receipts at its own haproxy stand-in: it excludes --apns-host")
         }
         if !http && clients != 32 { throw ValidationError("--clients applies with --http only") }
+        if !http && h2load { throw ValidationError("--h2load applies with --http only") }
     }
 
     var total: Int { Int((Double(rate) * seconds).rounded(.down)) }
@@ -86,6 +98,18 @@ struct TransactionalRun: Sendable {
     var accepted: Int?
     var otherStatuses: [Int: Int] = [:]
     var clientErrors: [String] = []
+    /// HTTP only: CPU of the client threads.
+    var clientCPUSeconds: Double?
+    /// HTTP only: each request's round trip at its client (written → answer read).
+    var roundTrips: [Double] = []
+    /// The gateway's CPU and context switches from the first send to the last answer to a client (HTTP) or
+    /// the last datagram sent (UDP): what accepting cost, with whatever delivery ran meanwhile.
+    var sendingGatewayCPU: CPUTime?
+    var sendingContextSwitches: Int?
+    /// The gateway's context switches over the whole run (to its last done line).
+    var contextSwitches: Int?
+    /// HTTP with --h2load: h2load's run against the same gateway after this one.
+    var h2load: TransactionalH2Load?
     var tally = TrafficTally(capacity: 0)
     var doneLines = 0
     /// `RcvbufErrors` over the run, machine-wide (UDP datagrams the kernel dropped for a full buffer).
@@ -269,6 +293,7 @@ struct TransactionalBenchmark {
             let dropsBefore = ProcessMetrics.udpReceiveBufferErrors()
             let gatewayBefore = gateway.cpu()
             let postgresBefore = postgres.flatMap { PostgresBenchStore.serverCPU(port: $0.port) }
+            let switchesBefore = ProcessMetrics.contextSwitches(pid: gateway.pid)
             let start = ContinuousClock.now + .milliseconds(20)
             if http {
                 let bodies = (0..<total).map { Self.body(index: $0, devices: devices) }
@@ -286,6 +311,8 @@ struct TransactionalBenchmark {
                 run.clientErrors = clients.errors
                 run.lateness = clients.lateness
                 run.senderSeconds = clients.seconds
+                run.clientCPUSeconds = clients.cpuSeconds
+                run.roundTrips = clients.roundTrips
             } else {
                 let datagrams = (0..<total).map { Self.body(index: $0, devices: devices) }
                 let port = ports.notification
@@ -297,6 +324,10 @@ struct TransactionalBenchmark {
                 run.failedSends = paced.failedSends
                 run.lateness = paced.lateness
                 run.senderSeconds = paced.seconds
+            }
+            if let before = gatewayBefore, let after = gateway.cpu() { run.sendingGatewayCPU = after - before }
+            if let before = switchesBefore, let after = ProcessMetrics.contextSwitches(pid: gateway.pid) {
+                run.sendingContextSwitches = after - before
             }
 
             // Every sent request answered by the stand-in; or --timeout after the last send, or 30 s
@@ -325,6 +356,9 @@ struct TransactionalBenchmark {
             if let postgres, let postgresBefore, let after = PostgresBenchStore.serverCPU(port: postgres.port) {
                 run.postgresCPU = after - postgresBefore
             }
+            if let before = switchesBefore, let after = ProcessMetrics.contextSwitches(pid: gateway.pid) {
+                run.contextSwitches = after - before
+            }
             if let before = dropsBefore, let after = ProcessMetrics.udpReceiveBufferErrors() {
                 run.kernelDrops = after - before
             }
@@ -348,6 +382,17 @@ struct TransactionalBenchmark {
                 run.otherMachineCPUSeconds = max(0, (after.busy - before.busy) - ours)
             }
             run.gatewayPeakRSSBytes = gateway.peakRSS()
+            if command.h2load, let port = ports.http {
+                run.h2load = try await TransactionalH2Load.run(
+                    path: command.h2loadPath,
+                    port: port,
+                    connections: command.clients,
+                    rate: command.rate,
+                    seconds: command.seconds,
+                    body: Self.warmupBody(index: 0, devices: devices),
+                    gateway: gateway
+                )
+            }
         } catch {
             await gateway.stop()
             throw error
@@ -375,6 +420,25 @@ struct TransactionalBenchmark {
                 line += run.otherStatuses.sorted { $0.key < $1.key }.map { "\($0.key) x \($0.value)" }.joined(
                     separator: ", "
                 )
+            }
+            report.line(line)
+        }
+        if let accepted = run.accepted, let cpu = run.clientCPUSeconds {
+            report.line(
+                "  accepted/s over the sending: \(Format.integer(Double(accepted) / max(run.senderSeconds, 1e-9))); "
+                    + "client threads' CPU \(Format.seconds(cpu)) s = "
+                    + "\(Format.micro(cpu / Double(max(1, run.sent)) * 1e6)) µs/request"
+            )
+        }
+        if !run.roundTrips.isEmpty {
+            report.line("  client round trip (written → 202 read): \(Percentiles(run.roundTrips).summary)")
+        }
+        if let sending = run.sendingGatewayCPU {
+            var line =
+                "  gateway while sending: CPU \(Format.cpu(sending)) = "
+                + "\(Format.micro(sending.total / Double(max(1, run.sent)) * 1e6)) µs/request"
+            if let switches = run.sendingContextSwitches {
+                line += "; \(Format.micro(Double(switches) / Double(max(1, run.sent)))) context switches/request"
             }
             report.line(line)
         }
@@ -408,8 +472,15 @@ struct TransactionalBenchmark {
         cpu += "; stand-in \(run.standInCPU.map { Format.seconds($0.total) + " s" } ?? "?")"
         if let other = run.otherMachineCPUSeconds { cpu += "; other CPU \(Format.seconds(other)) s" }
         report.line(cpu)
+        if let switches = run.contextSwitches {
+            report.line(
+                "  gateway context switches, whole run: \(Format.integer(switches)) = "
+                    + "\(Format.micro(Double(switches) / Double(max(1, run.sent))))/request"
+            )
+        }
         report.line(
             "  gateway peak RSS (VmHWM): \(Format.mebibytes(run.gatewayPeakRSSBytes)); load average \(FileSystem.loadAverage() ?? "?") at the end"
         )
+        if let h2load = run.h2load { h2load.describe(report: report) }
     }
 }

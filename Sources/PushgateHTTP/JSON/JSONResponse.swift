@@ -12,10 +12,15 @@ enum JSONResponse {
         }
         // Encoding our own response types cannot fail (no non-finite floats, no failing encode(to:)).
         let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(
+        return make(bytes: data, status: status)
+    }
+
+    /// A JSON answer whose body is already encoded.
+    static func make(bytes: some Sequence<UInt8>, status: HTTPResponse.Status) -> Response {
+        Response(
             status: status,
             headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data))
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes))
         )
     }
 }

@@ -187,7 +187,10 @@ struct APIHandlers: Sendable {
                 : "notification request accepted",
             metadata: [PushLogKey.requestID: "\(result.id)", "push.targets": "\(result.targetCount)"]
         )
-        return JSONResponse.make(SubmitBody(id: result.id.value, targets: result.targetCount), status: .accepted)
+        return JSONResponse.make(
+            bytes: SubmitBody(id: result.id.value, targets: result.targetCount).json,
+            status: .accepted
+        )
     }
 
     /// (`HTTPField.Name`, through the one HTTPTypes type Hummingbird re-exports.)
