@@ -139,18 +139,11 @@ public struct HTTPAPI: Sendable {
         return router
     }
 
-    /// HTTP/1.1, inside TLS when ``Configuration/tls`` is set; each connection's requests handled on its
-    /// own event loop (``EventLoopBoundChannel``).
+    /// HTTP/1.1, inside TLS when ``Configuration/tls`` is set.
     private func serverBuilder() -> HTTPServerBuilder {
-        guard let tls = configuration.tls else {
-            return HTTPServerBuilder { responder in
-                EventLoopBoundChannel(base: HTTP1Channel(responder: responder, configuration: .init()))
-            }
-        }
+        guard let tls = configuration.tls else { return .http1() }
         return HTTPServerBuilder { responder in
-            EventLoopBoundChannel(
-                base: ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: .init()), tls: tls)
-            )
+            ReloadableTLSChannel(base: HTTP1Channel(responder: responder, configuration: .init()), tls: tls)
         }
     }
 

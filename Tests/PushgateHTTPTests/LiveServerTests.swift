@@ -41,26 +41,6 @@ struct LiveServerTests {
         }
     }
 
-    @Test("a request is handled on the event loop of its connection, not on a pool thread (EventLoopBoundChannel)")
-    func handledOnTheConnectionsEventLoop() async throws {
-        try await withAPI(port: 0) { fixture in
-            try await fixture.api.buildApplication().test(.live) { client in
-                #expect(try await client.send(.put, "/v1/groups/news/devices/\(tokenA)").status == .noContent)
-                for _ in 0..<3 {
-                    let submitted = try await client.send(
-                        .post,
-                        "/v1/notifications",
-                        json: #"{"groups": ["news"], "type": "normal", "payload": {"aps": {}}}"#
-                    )
-                    #expect(submitted.status == .accepted)
-                }
-            }
-            let threads = fixture.intake.submittingThreads
-            #expect(threads.count == 3)
-            #expect(threads.allSatisfy { $0.hasPrefix("NIO-") }, "submitted on \(threads)")
-        }
-    }
-
     @Test("run() serves on the configured port until cancelled")
     func runAndCancel() async throws {
         let bound = AsyncStream<Int>.makeStream()

@@ -11,27 +11,16 @@ import Synchronization
 final class StoringIntake: NotificationIntake {
     let store: SQLiteStore
     private let handed = Mutex<[NotificationRequest]>([])
-    private let threads = Mutex<[String]>([])
 
     init(store: SQLiteStore) { self.store = store }
 
     /// Every request the API submitted, in order.
     var submitted: [NotificationRequest] { handed.withLock { $0 } }
 
-    /// The name of the thread each submission was made on, in order.
-    var submittingThreads: [String] { threads.withLock { $0 } }
-
     func submit(_ request: NotificationRequest) async throws -> EnqueueResult {
         handed.withLock { $0.append(request) }
-        threads.withLock { $0.append(currentThreadName()) }
         return try await store.enqueue(request)
     }
-}
-
-/// The calling thread's name (Linux: `/proc/thread-self/comm`): NIO names its event loop threads `NIO-…`.
-func currentThreadName() -> String {
-    let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-    return name.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 /// Request ids `req-1`, `req-2`, ... in order.
