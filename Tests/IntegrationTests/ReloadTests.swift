@@ -167,20 +167,7 @@ struct ReloadTests {
         try await APNsSimulator.withRunning(simulatorConfiguration) { simulator in
             let file = ConfigFile(path: files.directory.path("pushgate.yaml"))
             @Sendable func yaml(keyFile: String, keyID: String, logLevel: String = "info") -> String {
-                """
-                logLevel: \(logLevel)
-                listen: 127.0.0.1
-                udp: {registrationPort: 0, notificationPort: 0}
-                http: {port: -1}
-                store: {path: \(files.directory.path("gateway.db"))}
-                apps: [weather]
-                app:
-                  weather:
-                    topic: com.example.weather
-                    apnsHost: "127.0.0.1:\(simulator.port)"
-                    ca: \(simulator.caCertificatePath!)
-                    token: {keyFile: \(keyFile), keyId: \(keyID), teamId: \(MultiAppFiles.teamID)}
-                """
+                Self.weatherYAML(files, apns: simulator, keyFile: keyFile, keyID: keyID, logLevel: logLevel)
             }
             try file.write(yaml(keyFile: files.p8Path, keyID: MultiAppFiles.keyID))
             try await GatewayFixture.run(try await file.load(), reloadSource: file.reloadSource) { running, _ in
@@ -395,10 +382,18 @@ struct ReloadTests {
         }
     }
 
-    /// A gateway with one app, `weather`, on the APNs simulator with a provider token, plus `route` (the
-    /// app's other keys, indented under it).
-    static func weatherYAML(_ files: MultiAppFiles, apns simulator: RunningAPNsSimulator, _ route: String) -> String {
+    /// A gateway with one app, `weather`, on the APNs simulator with a provider token (the fixture's key unless
+    /// `keyFile`/`keyID` name another), plus `route` (the app's other keys, indented under it).
+    static func weatherYAML(
+        _ files: MultiAppFiles,
+        apns simulator: RunningAPNsSimulator,
+        _ route: String = "",
+        keyFile: String? = nil,
+        keyID: String = MultiAppFiles.keyID,
+        logLevel: String = "info"
+    ) -> String {
         """
+        logLevel: \(logLevel)
         listen: 127.0.0.1
         udp: {registrationPort: 0, notificationPort: 0}
         http: {port: -1}
@@ -409,7 +404,7 @@ struct ReloadTests {
             topic: com.example.weather
             apnsHost: "127.0.0.1:\(simulator.port)"
             ca: \(simulator.caCertificatePath!)
-            token: {keyFile: \(files.p8Path), keyId: \(MultiAppFiles.keyID), teamId: \(MultiAppFiles.teamID)}
+            token: {keyFile: \(keyFile ?? files.p8Path), keyId: \(keyID), teamId: \(MultiAppFiles.teamID)}
         \(route)
         """
     }
