@@ -53,7 +53,7 @@ public enum WebPushEncryption {
     /// its verification), which cost more than the message's ECDH itself: about half of the
     /// encryption's CPU (`pushgate-bench micro --cases webpush-encrypt`). The key is as random; the
     /// self-test guards against a broken generator implementation, not against a weak key.
-    static func freshServerKey(using generator: inout some RandomNumberGenerator) -> P256.KeyAgreement.PrivateKey {
+    package static func freshServerKey(using generator: inout some RandomNumberGenerator) -> P256.KeyAgreement.PrivateKey {
         while true {
             if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: randomBytes(32, using: &generator)) {
                 return key
