@@ -75,11 +75,20 @@ public struct WebPushSubscription: Hashable, Sendable {
     /// A subscription from a Web Push device's token value (``DeviceToken/init(webPush:)``'s
     /// `ENDPOINT P256DH AUTH`), validated whole.
     public init(tokenValue value: String, field: String = "subscription") throws(ValidationError) {
-        let parts = value.split(separator: " ", omittingEmptySubsequences: false)
-        guard parts.count == 3 else {
+        // The two spaces found by bytes: the generic `split` cost a few µs, and each message's send comes here.
+        let bytes = value.utf8
+        guard let first = bytes.firstIndex(of: 0x20),
+            let second = bytes[bytes.index(after: first)...].firstIndex(of: 0x20),
+            !bytes[bytes.index(after: second)...].contains(0x20)
+        else {
             throw Self.invalid(field, "must be a subscription's endpoint, p256dh and auth separated by spaces")
         }
-        try self.init(endpoint: String(parts[0]), p256dh: String(parts[1]), auth: String(parts[2]), field: field)
+        try self.init(
+            endpoint: String(value[..<first]),
+            p256dh: String(value[bytes.index(after: first)..<second]),
+            auth: String(value[bytes.index(after: second)...]),
+            field: field
+        )
     }
 
     /// The subscription of a Web Push device (``DeviceToken/init(webPush:)``).
@@ -158,7 +167,10 @@ public struct WebPushSubscription: Hashable, Sendable {
 
     /// An endpoint through `URLComponents`, checked: the general path of `parseEndpoint` (after its byte
     /// checks), `package` for the test that compares it with ``parseCommonEndpoint(_:)``.
-    package static func parseAnyEndpoint(_ text: String, field: String) throws(ValidationError) -> (
+    package static func parseAnyEndpoint(
+        _ text: String,
+        field: String
+    ) throws(ValidationError) -> (
         WebPushOrigin, String
     ) {
         guard let components = URLComponents(string: text), let scheme = components.scheme else {
