@@ -23,7 +23,7 @@ extension MicroCase {
                 prepare: { webPushKeyGenerationWorkload() }
             ),
             MicroCase(
-                name: "webpush-keygen-fips",
+                name: "webpush-fipskey",
                 operation:
                     "P256.KeyAgreement.PrivateKey() and its public key's x9.63 form: swift-crypto's generator, with"
                     + " its FIPS self-test (not used: for comparison)",
@@ -35,7 +35,7 @@ extension MicroCase {
                 prepare: { try webPushECDHWorkload() }
             ),
             MicroCase(
-                name: "webpush-subscription",
+                name: "webpush-readback",
                 operation:
                     "a stored subscription read back from its device token (WebPushSubscription(deviceToken:)),"
                     + " as each message's send does",
