@@ -57,6 +57,22 @@ enum Fixture {
         try await store.register(Registration(app: app, token: token, group: group, at: at(seconds)))
     }
 
+    /// Enqueues each request and checks that it reads back whole, and that the first one's service
+    /// override (`override` picks FCM's or Web Push's) keeps its bytes unchanged.
+    static func expectRequestsReadBack(
+        _ store: any PushStore,
+        _ requests: [NotificationRequest],
+        override: (NotificationRequest) -> [UInt8]?,
+        equals expected: [UInt8]
+    ) async throws {
+        for request in requests {
+            _ = try await store.enqueue(request)
+            try expectEqual(try await store.request(request.id), request, "request \(request.id) read back")
+        }
+        let first = try unwrap(try await store.request(requests[0].id), "request \(requests[0].id)")
+        try expectEqual(override(first), expected, "the override's bytes, unchanged")
+    }
+
     /// The failures of `id` read one a page, each page after the previous one's last token.
     static func failuresPagedOneByOne(_ store: any PushStore, of id: RequestID) async throws -> [DeviceToken] {
         var paged = [DeviceToken]()

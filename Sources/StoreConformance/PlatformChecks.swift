@@ -175,14 +175,6 @@ enum PlatformChecks {
                 createdAt: F.at(3)
             ),
         ]
-        for request in variants {
-            _ = try await store.enqueue(request)
-            try expectEqual(try await store.request(request.id), request, "request \(request.id) read back")
-        }
-        try expectEqual(
-            try await store.request(F.requestID("with-fcm"))?.fcm?.bytes,
-            override.bytes,
-            "the override's bytes, unchanged"
-        )
+        try await F.expectRequestsReadBack(store, variants, override: { $0.fcm?.bytes }, equals: override.bytes)
     }
 }

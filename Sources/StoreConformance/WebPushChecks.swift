@@ -181,15 +181,7 @@ enum WebPushChecks {
                 createdAt: F.at(3)
             ),
         ]
-        for request in variants {
-            _ = try await store.enqueue(request)
-            try expectEqual(try await store.request(request.id), request, "request \(request.id) read back")
-        }
-        try expectEqual(
-            try await store.request(F.requestID("with-webpush"))?.webPush?.bytes,
-            override.bytes,
-            "the override's bytes, unchanged"
-        )
+        try await F.expectRequestsReadBack(store, variants, override: { $0.webPush?.bytes }, equals: override.bytes)
         try expectEqual(
             try await store.request(F.requestID("without-webpush"))?.webPush,
             nil,

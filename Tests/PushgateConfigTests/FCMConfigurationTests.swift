@@ -8,26 +8,18 @@ import Testing
 /// `app.NAME.fcm.*`: an app's FCM credentials beside its APNs ones.
 @Suite("FCM configuration: keys, flags, validation, service-account files")
 struct FCMConfigurationTests {
-    static let file = """
-        apps: [news, weather]
-        app:
-          news:
-            topic: com.example.news
-            certificate:
-              file: /etc/news.crt
-            fcm:
-              serviceAccount: /etc/news-firebase.json
-              host: 127.0.0.1:8443
-              tokenUri: https://127.0.0.1:8443/token
-              ca: /etc/fcm-ca.pem
-              pool:
-                maxConnections: 4
-                maxStreams: 50
-          weather:
-            topic: com.example.weather
-            certificate:
-              file: /etc/weather.crt
-        """
+    static let file = newsAndWeatherFile(
+        news: """
+                fcm:
+                  serviceAccount: /etc/news-firebase.json
+                  host: 127.0.0.1:8443
+                  tokenUri: https://127.0.0.1:8443/token
+                  ca: /etc/fcm-ca.pem
+                  pool:
+                    maxConnections: 4
+                    maxStreams: 50
+            """
+    )
 
     @Test("the file's app.NAME.fcm.* keys give the app an FCM route; an app without them has none")
     func fromFile() async throws {
@@ -102,12 +94,7 @@ struct FCMConfigurationTests {
     }
 
     static var valid: GatewayConfiguration {
-        var configuration = GatewayConfiguration()
-        var news = GatewayConfiguration.App(name: "news", authentication: .certificate(file: "news.crt", key: nil))
-        news.topic = "com.example.news"
-        news.fcm = .init(serviceAccountFile: "news-firebase.json")
-        configuration.apps = [news]
-        return configuration
+        newsCertificateApp { $0.fcm = .init(serviceAccountFile: "news-firebase.json") }
     }
 
     /// (what breaks it, the one line expected)
@@ -160,16 +147,7 @@ struct FCMConfigurationTests {
 
     /// A token app (a fresh P-256 key, so no certificate is needed) with the given FCM route.
     static func loadable(_ folder: ConfigFolder, fcm: GatewayConfiguration.App.FCM) throws -> GatewayConfiguration {
-        var configuration = GatewayConfiguration()
-        let key = try folder.write("auth.p8", P256.Signing.PrivateKey().pemRepresentation)
-        var app = GatewayConfiguration.App(
-            name: "news",
-            authentication: .token(keyFile: key, keyID: "KEY1234567", teamID: "TEAM123456")
-        )
-        app.topic = "com.example.news"
-        app.fcm = fcm
-        configuration.apps = [app]
-        return configuration
+        try newsTokenApp(folder) { $0.fcm = fcm }
     }
 
     @Test("a service-account file is read and parsed at start-up: project, endpoint, trust and pool limits")

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushgateConfig
 
@@ -49,3 +50,50 @@ func problem(_ body: () async throws(ConfigurationProblem) -> Void) async -> Con
 /// The repository's root, from this file's path.
 let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
     .deletingLastPathComponent()
+
+/// A file of two apps: `news`, a certificate app whose last lines are `service` (a service's block, its
+/// lines indented as under `news:`), and `weather` without one.
+func newsAndWeatherFile(news service: String) -> String {
+    """
+    apps: [news, weather]
+    app:
+      news:
+        topic: com.example.news
+        certificate:
+          file: /etc/news.crt
+    \(service)
+      weather:
+        topic: com.example.weather
+        certificate:
+          file: /etc/weather.crt
+    """
+}
+
+/// One certificate app, `news`, with what `configure` adds (a service's route): what a validation test
+/// breaks one value of.
+func newsCertificateApp(_ configure: (inout GatewayConfiguration.App) -> Void) -> GatewayConfiguration {
+    var configuration = GatewayConfiguration()
+    var news = GatewayConfiguration.App(name: "news", authentication: .certificate(file: "news.crt", key: nil))
+    news.topic = "com.example.news"
+    configure(&news)
+    configuration.apps = [news]
+    return configuration
+}
+
+/// One token app, `news` (a fresh P-256 key written to `folder`, so no certificate is needed), with what
+/// `configure` adds: for tests that load credentials.
+func newsTokenApp(
+    _ folder: ConfigFolder,
+    _ configure: (inout GatewayConfiguration.App) throws -> Void
+) throws -> GatewayConfiguration {
+    var configuration = GatewayConfiguration()
+    let key = try folder.write("auth.p8", P256.Signing.PrivateKey().pemRepresentation)
+    var app = GatewayConfiguration.App(
+        name: "news",
+        authentication: .token(keyFile: key, keyID: "KEY1234567", teamID: "TEAM123456")
+    )
+    app.topic = "com.example.news"
+    try configure(&app)
+    configuration.apps = [app]
+    return configuration
+}

@@ -7,25 +7,17 @@ import Testing
 /// `app.NAME.webpush.*`: an app's VAPID key pair, contact and pool caps beside its APNs credentials.
 @Suite("Web Push configuration: keys, validation, the VAPID key file")
 struct WebPushConfigurationTests {
-    static let file = """
-        apps: [news, weather]
-        app:
-          news:
-            topic: com.example.news
-            certificate:
-              file: /etc/news.crt
-            webpush:
-              vapidKey: /etc/news-vapid.pem
-              subject: mailto:ops@example.com
-              ca: /etc/push-ca.pem
-              pool:
-                maxConnectionsPerOrigin: 2
-                maxConnections: 40
-          weather:
-            topic: com.example.weather
-            certificate:
-              file: /etc/weather.crt
-        """
+    static let file = newsAndWeatherFile(
+        news: """
+                webpush:
+                  vapidKey: /etc/news-vapid.pem
+                  subject: mailto:ops@example.com
+                  ca: /etc/push-ca.pem
+                  pool:
+                    maxConnectionsPerOrigin: 2
+                    maxConnections: 40
+            """
+    )
 
     @Test("the file's app.NAME.webpush.* keys give the app a Web Push route; defaults for the pool; none without them")
     func fromFile() async throws {
@@ -56,12 +48,7 @@ struct WebPushConfigurationTests {
     }
 
     static var valid: GatewayConfiguration {
-        var configuration = GatewayConfiguration()
-        var news = GatewayConfiguration.App(name: "news", authentication: .certificate(file: "news.crt", key: nil))
-        news.topic = "com.example.news"
-        news.webPush = .init(vapidKeyFile: "vapid.pem", subject: "https://example.com/contact")
-        configuration.apps = [news]
-        return configuration
+        newsCertificateApp { $0.webPush = .init(vapidKeyFile: "vapid.pem", subject: "https://example.com/contact") }
     }
 
     /// (what breaks it, the one line expected)
@@ -104,17 +91,11 @@ struct WebPushConfigurationTests {
     @Test("the VAPID key is read at start-up (the public key shown, never the private one); a bad file names the key")
     func loadsTheKey() throws {
         let folder = try ConfigFolder()
-        var configuration = GatewayConfiguration()
-        let authKey = try folder.write("auth.p8", P256.Signing.PrivateKey().pemRepresentation)
-        var app = GatewayConfiguration.App(
-            name: "news",
-            authentication: .token(keyFile: authKey, keyID: "KEY1234567", teamID: "TEAM123456")
-        )
-        app.topic = "com.example.news"
         let vapid = P256.Signing.PrivateKey()
         let keyFile = try folder.write("vapid.pem", vapid.pemRepresentation)
-        app.webPush = .init(vapidKeyFile: keyFile, subject: "mailto:ops@example.com")
-        configuration.apps = [app]
+        var configuration = try newsTokenApp(folder) {
+            $0.webPush = .init(vapidKeyFile: keyFile, subject: "mailto:ops@example.com")
+        }
         let loaded = try #require(try configuration.loadCredentials(environment: [:]).apps[0].webPush)
         #expect(loaded.vapidKey.publicKey.rawRepresentation == vapid.publicKey.rawRepresentation)
         #expect(loaded.subject.description == "mailto:ops@example.com")

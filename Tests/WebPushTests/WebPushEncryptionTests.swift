@@ -63,6 +63,21 @@ struct WebPushEncryptionTests {
         )
     }
 
+    @Test("the HKDF's HMAC-SHA-256 is swift-crypto's HMAC, for keys of 0 to 64 bytes and messages of 0 to 200")
+    func hmacIsSwiftCryptos() {
+        for keyLength in [0, 1, 16, 31, 32, 33, 63, 64] {
+            for messageLength in [0, 1, 55, 56, 64, 119, 200] {
+                let key = (0..<keyLength).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+                let message = (0..<messageLength).map { UInt8(truncatingIfNeeded: $0 &* 101 &+ keyLength) }
+                let expected = Array(HMAC<SHA256>.authenticationCode(for: message, using: SymmetricKey(data: key)))
+                #expect(
+                    WebPushEncryption.hmacSHA256(key: key, message) == expected,
+                    "key \(keyLength) bytes, message \(messageLength) bytes"
+                )
+            }
+        }
+    }
+
     @Test("3,993 bytes of plaintext make a 4,096-byte body; 3,994 are refused naming the field")
     func limit() throws {
         let subscription = try WebPushSubscription(jsonBytes: subscriptionJSON())

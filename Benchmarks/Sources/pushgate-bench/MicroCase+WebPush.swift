@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushgateCore
 import WebPush
@@ -13,6 +14,32 @@ extension MicroCase {
                     "one Web Push message encrypted for one subscription (WebPushEncryption.encrypt: P-256 key"
                     + " pair, ECDH, HKDF, AES-128-GCM on the 133-byte payload)",
                 prepare: { try webPushEncryptionWorkload() }
+            ),
+            MicroCase(
+                name: "webpush-keygen",
+                operation:
+                    "the message's fresh P-256 key pair and its public key's x9.63 form (what encrypt does before"
+                    + " the ECDH)",
+                prepare: { webPushKeyGenerationWorkload() }
+            ),
+            MicroCase(
+                name: "webpush-fipskey",
+                operation:
+                    "P256.KeyAgreement.PrivateKey() and its public key's x9.63 form: swift-crypto's generator, with"
+                    + " its FIPS self-test (not used: for comparison)",
+                prepare: { webPushFIPSKeyGenerationWorkload() }
+            ),
+            MicroCase(
+                name: "webpush-ecdh",
+                operation: "one P-256 ECDH (sharedSecretFromKeyAgreement) with the browser's key, the key pair given",
+                prepare: { try webPushECDHWorkload() }
+            ),
+            MicroCase(
+                name: "webpush-readback",
+                operation:
+                    "a stored subscription read back from its device token (WebPushSubscription(deviceToken:)),"
+                    + " as each message's send does",
+                prepare: { try webPushSubscriptionWorkload() }
             ),
             MicroCase(
                 name: "webpush-vapid",
@@ -45,6 +72,47 @@ extension MicroCase {
         )
         return MicroWorkload {
             for _ in 0..<10 { _ = try WebPushEncryption.encrypt(plaintext, for: subscription) }
+            return 10
+        }
+    }
+
+    private static func webPushKeyGenerationWorkload() -> MicroWorkload {
+        var generator = SystemRandomNumberGenerator()
+        return MicroWorkload {
+            for _ in 0..<10 {
+                _ = WebPushEncryption.freshServerKey(using: &generator).publicKey.x963Representation
+            }
+            return 10
+        }
+    }
+
+    private static func webPushFIPSKeyGenerationWorkload() -> MicroWorkload {
+        MicroWorkload {
+            for _ in 0..<10 { _ = P256.KeyAgreement.PrivateKey().publicKey.x963Representation }
+            return 10
+        }
+    }
+
+    private static func webPushECDHWorkload() throws -> MicroWorkload {
+        let subscription = try makeWebPushSubscription()
+        let serverKey = P256.KeyAgreement.PrivateKey()
+        let secret = try serverKey.sharedSecretFromKeyAgreement(with: subscription.userAgentPublicKey)
+        try MicroCheckFailure.require(secret.withUnsafeBytes { $0.count } == 32, "the ECDH secret is not 32 bytes")
+        return MicroWorkload {
+            for _ in 0..<10 { _ = try serverKey.sharedSecretFromKeyAgreement(with: subscription.userAgentPublicKey) }
+            return 10
+        }
+    }
+
+    private static func webPushSubscriptionWorkload() throws -> MicroWorkload {
+        let subscription = try makeWebPushSubscription()
+        let token = subscription.deviceToken
+        try MicroCheckFailure.require(
+            try WebPushSubscription(deviceToken: token) == subscription,
+            "the token does not read back as its subscription"
+        )
+        return MicroWorkload {
+            for _ in 0..<10 { _ = try WebPushSubscription(deviceToken: token) }
             return 10
         }
     }

@@ -21,7 +21,8 @@ import Testing
         let names = Set(MicroCase.all.map(\.name))
         let expected: Set = [
             "apns-exchange", "apns-headers", "h2-answers", "udp-notification", "json-payload", "fcm-message",
-            "fcm-body", "jwt-sign", "legacy-encode", "legacy-decode", "webpush-encrypt", "webpush-vapid",
+            "fcm-body", "jwt-sign", "legacy-encode", "legacy-decode", "webpush-encrypt", "webpush-keygen",
+            "webpush-fipskey", "webpush-ecdh", "webpush-readback", "webpush-vapid",
         ]
         #expect(names == expected)
         #expect(names.count == MicroCase.all.count, "case names are unique")
