@@ -1,7 +1,7 @@
 import Foundation
 import PushgateCore
 import PushgatePostgres
-import Synchronization
+import StoreConformance
 import Testing
 
 /// What one-device requests cost in PostgreSQL statements (each a round trip, transaction control
@@ -20,17 +20,7 @@ struct PostgresStatementCountTests {
         try! DeviceToken(hex: String(format: "%064x", 0xC0_0000 + number))
     }
 
-    /// The SQL the store sent, in order, until taken.
-    final class Statements: Sendable {
-        private let seen = Mutex<[String]>([])
-        func record(_ sql: String) { seen.withLock { $0.append(sql) } }
-        func take() -> [String] {
-            seen.withLock { taken in
-                defer { taken = [] }
-                return taken
-            }
-        }
-    }
+    typealias Statements = RecordedStatements
 
     /// A migrated store in a fresh schema whose statements `body` reads from the ``Statements`` it gets.
     static func withCountedStore(_ body: @Sendable (PostgresStore, Statements) async throws -> Void) async throws {

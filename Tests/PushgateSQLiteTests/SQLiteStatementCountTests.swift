@@ -1,6 +1,6 @@
 import Foundation
 import PushgateCore
-import Synchronization
+import StoreConformance
 import Testing
 
 @testable import PushgateSQLite
@@ -19,17 +19,7 @@ struct SQLiteStatementCountTests {
         try! DeviceToken(hex: String(format: "%064x", 0xC0_0000 + number))
     }
 
-    /// The SQL each connection ran, in order, until taken.
-    final class Statements: Sendable {
-        private let seen = Mutex<[String]>([])
-        func record(_ sql: String) { seen.withLock { $0.append(sql) } }
-        func take() -> [String] {
-            seen.withLock { taken in
-                defer { taken = [] }
-                return taken
-            }
-        }
-    }
+    typealias Statements = RecordedStatements
 
     /// Statements of the phase, without transaction control (BEGIN, COMMIT, savepoints, PRAGMAs).
     static func work(_ statements: [String]) -> [String] {
