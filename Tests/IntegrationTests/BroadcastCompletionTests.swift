@@ -14,27 +14,10 @@ import Testing
 @Suite("Dispatcher: a broadcast finished by a claim is reported done", .timeLimit(.minutes(2)))
 struct BroadcastCompletionTests {
     /// The ids of the requests whose `notification request done` line was logged.
-    final class CompletionLines: Sendable {
-        private let ids = Mutex<[String]>([])
-
-        var done: [String] { ids.withLock { $0 } }
-
-        func logger() -> Logger { Logger(label: "dispatch") { _ in Handler(lines: self) } }
-
-        private struct Handler: LogHandler {
-            let lines: CompletionLines
-            var metadata: Logger.Metadata = [:]
-            var logLevel: Logger.Level = .info
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { metadata[key] }
-                set { metadata[key] = newValue }
-            }
-            func log(event: LogEvent) {
-                guard event.message.description == "notification request done",
-                    let id = event.metadata?["push.request_id"]
-                else { return }
-                lines.ids.withLock { $0.append("\(id)") }
-            }
+    static func completionLines() -> CapturedLog {
+        CapturedLog { event in
+            guard event.message.description == "notification request done" else { return nil }
+            return event.metadata?["push.request_id"].map { "\($0)" }
         }
     }
 
@@ -63,7 +46,7 @@ struct BroadcastCompletionTests {
         configuration.pageSize = 5
         configuration.idleInterval = .milliseconds(50)
         configuration.shutdownGracePeriod = .milliseconds(100)
-        let lines = CompletionLines()
+        let lines = Self.completionLines()
         let topic = try Topic("com.example.completion")
         let dispatcher = Dispatcher(
             store: store,
@@ -72,7 +55,7 @@ struct BroadcastCompletionTests {
                 "b": DeliveryRoute(transport: transport, topic: topic),
             ],
             configuration: configuration,
-            logger: lines.logger()
+            logger: lines.logger("dispatch")
         )
         let payload = try Payload(jsonString: #"{"aps":{"alert":"hi"}}"#)
         let (a, b) = (try RequestID("broadcast-a"), try RequestID("broadcast-b"))
@@ -104,9 +87,9 @@ struct BroadcastCompletionTests {
             } while !(try await finished())
             #expect(transport.submitted == 80, "every device once")
             try await eventually("both done lines", timeout: .seconds(10)) {
-                Set(lines.done) == ["\(a)", "\(b)"]
+                Set(lines.lines) == ["\(a)", "\(b)"]
             }
-            #expect(lines.done.count == 2, "one line each")
+            #expect(lines.lines.count == 2, "one line each")
             group.cancelAll()
         }
     }

@@ -27,7 +27,7 @@ struct FullDiskIntakeTests {
         let first = try DeviceToken(hex: Self.token(0))
         _ = try await sqlite.register(Registration(app: "default", token: first, group: "g", at: Date()))
         let store = FaultInjectingStore(base: sqlite)
-        let warnings = CapturedWarnings()
+        let warnings = CapturedLog.warnings()
         var configuration = UDPIngress.Configuration(host: "127.0.0.1", registrationPort: 0, notificationPort: 0)
         configuration.storeRetryBackoff = Backoff(base: .milliseconds(5), cap: .milliseconds(50))
         let ingress = UDPIngress(

@@ -96,7 +96,7 @@ struct GatewayCrashTests {
         let pipe = Pipe()
         process.standardError = pipe
         process.standardOutput = FileHandle.nullDevice
-        pipe.fileHandleForReading.readChunksInBackground { output.append($0) }
+        pipe.fileHandleForReading.readChunksInBackground({ output.append($0) }, onEnd: { output.end() })
         try process.run()
         return Daemon(process: process, output: output)
     }
@@ -191,7 +191,10 @@ struct GatewayCrashTests {
             defer { kill(first.process.processIdentifier, SIGKILL) }
             let second = try Self.launchDaemon(database: database, simulator: simulator, keyPath: keyPath)
             defer { kill(second.process.processIdentifier, SIGKILL) }
-            try await eventually("the second process gives up", timeout: .seconds(30)) { !second.process.isRunning }
+            // Its exit comes before the last of its stderr is read from the pipe: wait for both.
+            try await eventually("the second process gives up", timeout: .seconds(30)) {
+                !second.process.isRunning && second.output.isComplete
+            }
             #expect(second.process.terminationStatus == 78)
             #expect(second.output.text.contains("another pushgate process uses it"))
             #expect(!second.output.text.contains("pushgate ready"))

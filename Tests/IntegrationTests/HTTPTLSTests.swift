@@ -172,23 +172,13 @@ struct HTTPTLSTests {
 
     @Test("without TLS beyond loopback, start-up warns once that bearer keys travel in clear text")
     func clearTextWarning() throws {
-        let lines = Mutex<[String]>([])
-        struct Sink: LogHandler {
-            let lines: @Sendable (String) -> Void
-            var logLevel: Logger.Level = .info
-            var metadata: Logger.Metadata = [:]
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { metadata[key] }
-                set { metadata[key] = newValue }
-            }
-            func log(event: LogEvent) { lines("\(event.level) \(event.message)") }
-        }
-        let logger = Logger(label: "test") { _ in Sink { line in lines.withLock { $0.append(line) } } }
+        let lines = CapturedLog { "\($0.level) \($0.message)" }
+        let logger = lines.logger("test")
         let hook = ReloadHook()
         Gateway.prepareTLS(of: HTTPAPI.Configuration(host: "192.0.2.10", port: 0), reloadHook: hook, logger: logger)
         Gateway.prepareTLS(of: HTTPAPI.Configuration(host: "127.0.0.1", port: 0), reloadHook: hook, logger: logger)
         Gateway.prepareTLS(of: HTTPAPI.Configuration(host: "::1", port: 0), reloadHook: hook, logger: logger)
-        let logged = lines.withLock { $0 }
+        let logged = lines.lines
         #expect(logged.count == 1, "\(logged)")
         #expect(logged.first?.hasPrefix("warning") == true && logged.first?.contains("clear text") == true)
     }

@@ -146,6 +146,11 @@ struct StoreFaultTests {
                     defer { ended.set() }
                     try await dispatcher.run()
                 }
+                // The dispatcher idles once on the empty store before the request arrives, so every run asks
+                // for its next wake-up (a request that finished before the first idle turn never did).
+                try await eventually("the dispatcher idles on the empty store", timeout: .seconds(60)) {
+                    (store.calls[.nextWakeUp] ?? 0) > 0
+                }
                 let id = try RequestID("faults")
                 // Stored as another instance would store it: the dispatcher reads the request back.
                 _ = try await store.enqueue(

@@ -45,7 +45,7 @@ struct WebPushNotConfiguredTests {
         configuration.shutdownGracePeriod = .milliseconds(100)
         let apns = RecordingAPNsTransport()
         let registry = PrometheusCollectorRegistry()
-        let warnings = CapturedWarnings()
+        let warnings = CapturedLog.warnings()
         let dispatcher = Dispatcher(
             store: store,
             routes: [Registration.defaultApp: DeliveryRoute(transport: apns, topic: try Topic("com.example.mixed"))],

@@ -17,20 +17,30 @@ enum TestLogger {
     }
 }
 
-/// The warning and error lines a component logged (message and its `push.reason`), for tests that
-/// check what an operator would see.
-final class CapturedWarnings: Sendable {
+/// The lines a component logged, each as `render` writes it (nil: not kept), for tests that check what an
+/// operator would see.
+final class CapturedLog: Sendable {
     private let captured = Mutex<[String]>([])
+    private let render: @Sendable (LogEvent) -> String?
+
+    init(_ render: @escaping @Sendable (LogEvent) -> String?) { self.render = render }
+
+    /// The warning and error lines (message and its `push.reason`).
+    static func warnings() -> CapturedLog {
+        CapturedLog { event in
+            guard event.level >= .warning else { return nil }
+            let reason = event.metadata?["push.reason"].map { " reason=\($0)" } ?? ""
+            return "\(event.message)\(reason)"
+        }
+    }
 
     var lines: [String] { captured.withLock { $0 } }
 
-    /// A logger whose warnings (and worse) land here.
-    func logger(_ label: String) -> Logger { Logger(label: label) { _ in Handler(warnings: self) } }
-
-    fileprivate func append(_ line: String) { captured.withLock { $0.append(line) } }
+    /// A logger whose lines (at info and worse) land here.
+    func logger(_ label: String) -> Logger { Logger(label: label) { _ in Handler(log: self) } }
 
     private struct Handler: LogHandler {
-        let warnings: CapturedWarnings
+        let log: CapturedLog
         var metadata: Logger.Metadata = [:]
         var logLevel: Logger.Level = .info
         subscript(metadataKey key: String) -> Logger.Metadata.Value? {
@@ -38,9 +48,8 @@ final class CapturedWarnings: Sendable {
             set { metadata[key] = newValue }
         }
         func log(event: LogEvent) {
-            guard event.level >= .warning else { return }
-            let reason = event.metadata?["push.reason"].map { " reason=\($0)" } ?? ""
-            warnings.append("\(event.message)\(reason)")
+            guard let line = log.render(event) else { return }
+            log.captured.withLock { $0.append(line) }
         }
     }
 }
