@@ -127,15 +127,7 @@ enum BatchChecks {
         try await F.register(store, 2...2, in: "b")
         _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
         _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
-        var chunks = [RequestID: WorkChunk]()
-        while let chunk = try await store.claimChunk(
-            owner: F.instanceA,
-            now: F.at(1),
-            leaseDuration: F.lease,
-            chunkSize: 10
-        ) {
-            chunks[chunk.requestID] = chunk
-        }
+        let chunks = try await claimAll(store)
         let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
         let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
         // B's lease runs out and another instance takes its chunk over: A's records of it are refused.
@@ -152,14 +144,8 @@ enum BatchChecks {
         try expectEqual(takenOver.id, chunkB.id, "the expired chunk is rb's")
         let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
         let results = await store.recordProgress(batch: [
-            ProgressRecord(
-                ChunkProgress(chunk: chunkB, through: chunkB.through, accepted: 1, completesChunk: true),
-                renewing: lease
-            ),
-            ProgressRecord(
-                ChunkProgress(chunk: chunkA, through: chunkA.through, accepted: 1, completesChunk: true),
-                renewing: lease
-            ),
+            completing(chunkB, lease),
+            completing(chunkA, lease),
         ])
         try expectEqual(results.count, 2, "one answer per record")
         try expectEqual(try? results[0].get(), .leaseLost, "rb's chunk is another holder's now")
@@ -182,15 +168,7 @@ enum BatchChecks {
         for (name, group) in [("ra", "a"), ("rb", "b"), ("rc", "c")] {
             _ = try await store.enqueue(F.request(name, groups: [group], at: 1))
         }
-        var chunks = [RequestID: WorkChunk]()
-        while let chunk = try await store.claimChunk(
-            owner: F.instanceA,
-            now: F.at(1),
-            leaseDuration: F.lease,
-            chunkSize: 10
-        ) {
-            chunks[chunk.requestID] = chunk
-        }
+        let chunks = try await claimAll(store)
         let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
         let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
         let chunkC = try unwrap(chunks[F.requestID("rc")], "rc's chunk")
@@ -233,14 +211,8 @@ enum BatchChecks {
 
         let later = LeaseWindow(owner: F.instanceA, now: F.at(3), duration: F.lease)
         let rest = await store.recordProgress(batch: [
-            ProgressRecord(
-                ChunkProgress(chunk: chunkC, through: chunkC.through, accepted: 1, completesChunk: true),
-                renewing: later
-            ),
-            ProgressRecord(
-                ChunkProgress(chunk: chunkA, through: chunkA.through, accepted: 1, completesChunk: true),
-                renewing: later
-            ),
+            completing(chunkC, later),
+            completing(chunkA, later),
         ])
         try expectEqual(try? rest[0].get(), .chunkCompleted, "rc's chunk completed")
         let rcDone = try unwrap(try await store.report(F.requestID("rc")), "rc's report")
@@ -248,5 +220,27 @@ enum BatchChecks {
         try expectEqual(rcDone.accepted, 2, "both of rc's devices counted")
         try expectEqual(rcDone.lastAPNsID, "apns-c", "an answer without an apns-id keeps the last one")
         try expectEqual(try await store.report(F.requestID("ra"))?.accepted, 1, "a done chunk counts nothing again")
+    }
+
+    /// Every chunk there is to claim, claimed by instance A at second 1, by request.
+    private static func claimAll(_ store: any PushStore) async throws -> [RequestID: WorkChunk] {
+        var chunks = [RequestID: WorkChunk]()
+        while let chunk = try await store.claimChunk(
+            owner: F.instanceA,
+            now: F.at(1),
+            leaseDuration: F.lease,
+            chunkSize: 10
+        ) {
+            chunks[chunk.requestID] = chunk
+        }
+        return chunks
+    }
+
+    /// A record of `chunk` sent whole to its one device, completing it.
+    private static func completing(_ chunk: WorkChunk, _ lease: LeaseWindow) -> ProgressRecord {
+        ProgressRecord(
+            ChunkProgress(chunk: chunk, through: chunk.through, accepted: 1, completesChunk: true),
+            renewing: lease
+        )
     }
 }
