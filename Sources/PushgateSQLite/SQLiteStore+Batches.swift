@@ -34,7 +34,8 @@ extension SQLiteStore {
             var large: [Int] = []
             var newWork = 0
             var lookups = TargetLookups()
-            // The request_group rows this transaction wrote, by request seq: the claim below cuts from them.
+            try lookups.read(batch: batch.map { (requests[$0.index].app, $0.groups) }, in: db)
+            // The request_group rows this transaction writes, by request seq: the claim below cuts from them.
             var knownGroups = [Int64: [Int64]]()
             for item in batch {
                 let request = requests[item.index]
@@ -61,7 +62,7 @@ extension SQLiteStore {
                         lookups: &lookups,
                         in: db
                     )
-                    let inserted = try Self.insertRequest(request, plan, in: db)
+                    let inserted = try Self.insertRequest(request, plan, groupRows: false, in: db)
                     answer = inserted.stored
                     knownGroups[inserted.seq] = plan.groupIDs
                     return true
@@ -89,6 +90,7 @@ extension SQLiteStore {
                 if !answer.isReplay && answer.targetCount > 0 { newWork += 1 }
                 answers.append((item.index, .success(answer)))
             }
+            try Self.insertRequestGroups(knownGroups, in: db)
             // As many claims as the batch brought work, each the scheduler's choice: a claim cuts the most
             // deserving chunk, which is not necessarily one of this batch's.
             var claimed: [ClaimedWork] = []
@@ -112,11 +114,25 @@ extension SQLiteStore {
         return EnqueueBatchResult(results: results.map { $0! }, claimed: written.claimed)
     }
 
+    /// The request_group rows of a batch's new requests (`groupIDs` by request seq), in one statement.
+    private static func insertRequestGroups(_ groupIDs: [Int64: [Int64]], in db: Database) throws {
+        var rows = [String]()
+        for (seq, ids) in groupIDs {
+            for id in ids { rows.append("[\(seq),\(id)]") }
+        }
+        if rows.isEmpty { return }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO request_group (request_seq, group_id) SELECT value ->> 0, value ->> 1 FROM json_each(?)
+                """
+        ).execute(arguments: ["[" + rows.joined(separator: ",") + "]"])
+    }
+
     public func recordProgress(batch records: [ProgressRecord]) async -> [Result<ProgressResult, StoreError>] {
         if records.isEmpty { return [] }
         do {
             let results = try await write { db in
-                try records.map { try Self.recordProgress($0.progress, renewing: $0.lease, in: db) }
+                try Self.recordProgress(batch: records, in: db)
             }
             return results.map { .success($0) }
         } catch let error as StoreError {

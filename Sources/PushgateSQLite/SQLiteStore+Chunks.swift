@@ -354,22 +354,100 @@ extension SQLiteStore {
         renewing lease: LeaseWindow,
         in db: Database
     ) throws -> ProgressResult {
+        let held = try Row.fetchOne(
+            try db.cachedStatement(
+                sql: """
+                    SELECT c.id, c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
+                    FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
+                    """
+            ),
+            arguments: [progress.chunk.id]
+        ).map(HeldChunk.init)
+        guard let seq = try writeProgress(progress, over: held, renewing: lease, in: db) else { return .leaseLost }
+        return try finishProgress(progress, requestSeq: seq, renewing: lease, in: db)
+    }
+
+    /// Group commit's outcomes: ``recordProgress(_:renewing:in:)`` of each record, in order, with the
+    /// chunks read in one statement and the completions of the chunks they complete in one more, when the
+    /// records' writes cannot touch each other's reads (distinct chunks of distinct requests, no
+    /// invalidation: a device removed from its groups records a removed target of other requests).
+    /// Otherwise record by record.
+    static func recordProgress(batch records: [ProgressRecord], in db: Database) throws -> [ProgressResult] {
+        let chunkIDs = records.map(\.progress.chunk.id)
+        let sequential = { try records.map { try recordProgress($0.progress, renewing: $0.lease, in: db) } }
+        guard records.count > 1, Set(chunkIDs).count == records.count,
+            records.allSatisfy({ $0.progress.invalidations.isEmpty })
+        else { return try sequential() }
+        var held = [Int64: HeldChunk]()
+        let cursor = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT c.id, c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
+                    FROM json_each(?) j JOIN chunk c ON c.id = j.value JOIN request r ON r.seq = c.request_seq
+                    """
+            ),
+            arguments: ["[" + chunkIDs.map { String($0) }.joined(separator: ",") + "]"]
+        )
+        while let row = try cursor.next() { held[row[0]] = HeldChunk(row) }
+        guard Set(held.values.map(\.seq)).count == held.count else { return try sequential() }
+        var results = [ProgressResult?](repeating: nil, count: records.count)
+        var completing: [(index: Int, seq: Int64)] = []
+        for (index, record) in records.enumerated() {
+            let progress = record.progress
+            guard let seq = try writeProgress(progress, over: held[progress.chunk.id], renewing: record.lease, in: db)
+            else {
+                results[index] = .leaseLost
+                continue
+            }
+            if progress.completesChunk {
+                completing.append((index, seq))
+            } else {
+                results[index] = try finishProgress(progress, requestSeq: seq, renewing: record.lease, in: db)
+            }
+        }
+        if !completing.isEmpty {
+            let completions = try completionRows(requestSeqs: completing.map(\.seq), in: db)
+            for (index, seq) in completing {
+                results[index] = try finishProgress(
+                    records[index].progress,
+                    requestSeq: seq,
+                    renewing: records[index].lease,
+                    completion: completions[seq],
+                    in: db
+                )
+            }
+        }
+        return results.map { $0! }
+    }
+
+    /// A chunk as a progress record finds it: its request and its lease.
+    private struct HeldChunk {
+        var seq: Int64
+        var lease: StoredForm.ChunkLease
+        var app: String
+
+        /// Columns: chunk id, request seq, owner, generation, state, progress, app.
+        init(_ row: Row) {
+            seq = row[1]
+            lease = (row[2], row[3], row[4], row[5])
+            app = row[6]
+        }
+    }
+
+    /// A progress record's writes but the request's: its failures, retries, invalidations and the chunk's
+    /// progress. Answers the request's seq; nil (nothing written) when the lease is lost.
+    private static func writeProgress(
+        _ progress: ChunkProgress,
+        over held: HeldChunk?,
+        renewing lease: LeaseWindow,
+        in db: Database
+    ) throws -> Int64? {
         let chunk = progress.chunk
-        guard
-            let row = try Row.fetchOne(
-                try db.cachedStatement(
-                    sql: """
-                        SELECT c.request_seq, c.owner, c.generation, c.state, c.progress, r.app
-                        FROM chunk c JOIN request r ON r.seq = c.request_seq WHERE c.id = ?
-                        """
-                ),
-                arguments: [chunk.id]
-            )
-        else { return .leaseLost }
-        let held: StoredForm.ChunkLease = (row[1], row[2], row[3], row[4])
-        guard let newProgress = progress.progressToStore(over: held, owner: lease.owner) else { return .leaseLost }
-        let seq: Int64 = row[0]
-        let app: String = row[5]
+        guard let held, let newProgress = progress.progressToStore(over: held.lease, owner: lease.owner) else {
+            return nil
+        }
+        let seq = held.seq
+        let app = held.app
 
         try Self.recordFailures(progress.failures, requestSeq: seq, in: db)
         let upsertRetry = try db.cachedStatement(
@@ -401,10 +479,28 @@ extension SQLiteStore {
             progress.acceptedByService.fcm, progress.acceptedByService.webpush, progress.skippedByService.fcm,
             progress.skippedByService.webpush, chunk.id,
         ])
+        return seq
+    }
+
+    /// A progress record's write of its request, after ``writeProgress(_:over:renewing:in:)``: the
+    /// completion check when it completes its chunk (with `completion` read by the caller, or read here).
+    private static func finishProgress(
+        _ progress: ChunkProgress,
+        requestSeq seq: Int64,
+        renewing lease: LeaseWindow,
+        completion: CompletionRow? = nil,
+        in db: Database
+    ) throws -> ProgressResult {
         // The last apns-id goes with the request's completion when this record completes it (one
         // statement instead of two for a one-chunk request), on its own otherwise.
         if progress.completesChunk,
-            try Self.finishIfDone(requestSeq: seq, nowMs: lease.nowMillis, recording: progress.lastAPNsID, in: db)
+            try Self.finishIfDone(
+                requestSeq: seq,
+                nowMs: lease.nowMillis,
+                recording: progress.lastAPNsID,
+                completion: completion,
+                in: db
+            )
         {
             return .chunkCompleted
         }

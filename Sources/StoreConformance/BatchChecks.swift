@@ -127,15 +127,7 @@ enum BatchChecks {
         try await F.register(store, 2...2, in: "b")
         _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
         _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
-        var chunks = [RequestID: WorkChunk]()
-        while let chunk = try await store.claimChunk(
-            owner: F.instanceA,
-            now: F.at(1),
-            leaseDuration: F.lease,
-            chunkSize: 10
-        ) {
-            chunks[chunk.requestID] = chunk
-        }
+        let chunks = try await claimAll(store)
         let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
         let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
         // B's lease runs out and another instance takes its chunk over: A's records of it are refused.
@@ -152,14 +144,8 @@ enum BatchChecks {
         try expectEqual(takenOver.id, chunkB.id, "the expired chunk is rb's")
         let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
         let results = await store.recordProgress(batch: [
-            ProgressRecord(
-                ChunkProgress(chunk: chunkB, through: chunkB.through, accepted: 1, completesChunk: true),
-                renewing: lease
-            ),
-            ProgressRecord(
-                ChunkProgress(chunk: chunkA, through: chunkA.through, accepted: 1, completesChunk: true),
-                renewing: lease
-            ),
+            completing(chunkB, lease),
+            completing(chunkA, lease),
         ])
         try expectEqual(results.count, 2, "one answer per record")
         try expectEqual(try? results[0].get(), .leaseLost, "rb's chunk is another holder's now")
@@ -170,5 +156,91 @@ enum BatchChecks {
         try expectEqual(rb.accepted, 0, "nothing of the refused record was written")
         try expectEqual(rb.state == .done, false, "rb is not done")
         try expectEqual(await store.recordProgress(batch: []).isEmpty, true, "an empty batch answers nothing")
+    }
+
+    /// A batch of records of different requests finishes each as the records alone would: a request whose
+    /// last chunk completes is done with its last apns-id, one with a retry pending or a chunk unfinished
+    /// is not (group commit reads the chunks and the completions once for the batch).
+    static func batchOfProgressFinishesEachRequestAsAloneWould(_ store: any PushStore) async throws {
+        try await F.register(store, 1...1, in: "a")
+        try await F.register(store, 2...2, in: "b")
+        try await F.register(store, 3...4, in: "c")
+        for (name, group) in [("ra", "a"), ("rb", "b"), ("rc", "c")] {
+            _ = try await store.enqueue(F.request(name, groups: [group], at: 1))
+        }
+        let chunks = try await claimAll(store)
+        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
+        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
+        let chunkC = try unwrap(chunks[F.requestID("rc")], "rc's chunk")
+        let firstOfC = try await store.targets(of: chunkC, after: chunkC.progress, limit: 1)
+        let lease = LeaseWindow(owner: F.instanceA, now: F.at(2), duration: F.lease)
+        let retry = RetryEntry(token: F.token(2), attempt: 1, nextAttemptAt: F.at(5), reason: "InternalServerError")
+        let results = await store.recordProgress(batch: [
+            ProgressRecord(
+                ChunkProgress(
+                    chunk: chunkA,
+                    through: chunkA.through,
+                    accepted: 1,
+                    lastAPNsID: "apns-a",
+                    completesChunk: true
+                ),
+                renewing: lease
+            ),
+            ProgressRecord(
+                ChunkProgress(chunk: chunkB, through: chunkB.through, retries: [retry], completesChunk: true),
+                renewing: lease
+            ),
+            ProgressRecord(
+                ChunkProgress(chunk: chunkC, through: firstOfC.scannedThrough, accepted: 1, lastAPNsID: "apns-c"),
+                renewing: lease
+            ),
+        ])
+        try expectEqual(try? results[0].get(), .chunkCompleted, "ra's chunk completed")
+        try expectEqual(try? results[1].get(), .chunkCompleted, "rb's chunk completed")
+        try expectEqual(try? results[2].get(), .recorded(leaseExpiresAt: F.at(32)), "rc's progress recorded")
+        let ra = try unwrap(try await store.report(F.requestID("ra")), "ra's report")
+        try expectEqual(ra.state, .done, "ra is done")
+        try expectEqual(ra.lastAPNsID, "apns-a", "ra's last apns-id is the completing record's")
+        let rb = try unwrap(try await store.report(F.requestID("rb")), "rb's report")
+        try expectEqual(rb.state == .done, false, "rb waits for its retry")
+        try expectEqual(rb.pendingRetries, 1, "rb's retry is pending")
+        let rc = try unwrap(try await store.report(F.requestID("rc")), "rc's report")
+        try expectEqual(rc.state == .done, false, "rc has a device left")
+        try expectEqual(rc.accepted, 1, "rc's first device counted")
+        try expectEqual(rc.lastAPNsID, "apns-c", "rc's apns-id recorded without its completion")
+
+        let later = LeaseWindow(owner: F.instanceA, now: F.at(3), duration: F.lease)
+        let rest = await store.recordProgress(batch: [
+            completing(chunkC, later),
+            completing(chunkA, later),
+        ])
+        try expectEqual(try? rest[0].get(), .chunkCompleted, "rc's chunk completed")
+        let rcDone = try unwrap(try await store.report(F.requestID("rc")), "rc's report")
+        try expectEqual(rcDone.state, .done, "rc is done")
+        try expectEqual(rcDone.accepted, 2, "both of rc's devices counted")
+        try expectEqual(rcDone.lastAPNsID, "apns-c", "an answer without an apns-id keeps the last one")
+        try expectEqual(try await store.report(F.requestID("ra"))?.accepted, 1, "a done chunk counts nothing again")
+    }
+
+    /// Every chunk there is to claim, claimed by instance A at second 1, by request.
+    private static func claimAll(_ store: any PushStore) async throws -> [RequestID: WorkChunk] {
+        var chunks = [RequestID: WorkChunk]()
+        while let chunk = try await store.claimChunk(
+            owner: F.instanceA,
+            now: F.at(1),
+            leaseDuration: F.lease,
+            chunkSize: 10
+        ) {
+            chunks[chunk.requestID] = chunk
+        }
+        return chunks
+    }
+
+    /// A record of `chunk` sent whole to its one device, completing it.
+    private static func completing(_ chunk: WorkChunk, _ lease: LeaseWindow) -> ProgressRecord {
+        ProgressRecord(
+            ChunkProgress(chunk: chunk, through: chunk.through, accepted: 1, completesChunk: true),
+            renewing: lease
+        )
     }
 }

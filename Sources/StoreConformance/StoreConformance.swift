@@ -60,6 +60,10 @@ public enum StoreConformance {
         StoreCheck("batchAnswersEachRequestAsAloneWould", BatchChecks.batchAnswersEachRequestAsAloneWould),
         StoreCheck("batchClaimsAtMostOneChunkPerNewRequest", BatchChecks.batchClaimsAtMostOneChunkPerNewRequest),
         StoreCheck("batchOfProgressChecksEachLease", BatchChecks.batchOfProgressChecksEachLease),
+        StoreCheck(
+            "batchOfProgressFinishesEachRequestAsAloneWould",
+            BatchChecks.batchOfProgressFinishesEachRequestAsAloneWould
+        ),
     ]
 
     static let retentionChecks: [StoreCheck] = [

@@ -75,11 +75,14 @@ struct LogOutput {
     }
 
     static func textLine(_ label: String, _ event: LogEvent, _ metadata: Logger.Metadata) -> String {
-        let rendered =
-            metadata.isEmpty
-            ? "" : " " + metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let time = LogTimestamp.string(Date(), milliseconds: false)
-        return "\(time) \(event.level) \(label):\(rendered) \(event.message)\n"
+        // One string appended to, not a string per field joined: every "request done" line comes here.
+        var line = LogTimestamp.string(Date(), milliseconds: false)
+        line += " \(event.level) " + label + ":"
+        for (key, value) in metadata.sorted(by: { $0.key < $1.key }) {
+            line += " " + key + "=" + value.description
+        }
+        line += " \(event.message)\n"
+        return line
     }
 
     /// One line to standard error in one `write`, so that lines of several threads never interleave.
@@ -150,8 +153,9 @@ struct LineLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var merged = metadata
-        if let extra = event.metadata { merged.merge(extra) { $1 } }
-        write(render(label, event, merged))
+        // Without metadata of the handler's own (the usual case), the event's is the line's: no merge.
+        guard let extra = event.metadata, !extra.isEmpty else { return write(render(label, event, metadata)) }
+        if metadata.isEmpty { return write(render(label, event, extra)) }
+        write(render(label, event, metadata.merging(extra) { $1 }))
     }
 }
