@@ -58,6 +58,14 @@ struct TransactionalCommand: AsyncParsableCommand {
     @Option(help: "The h2load binary (with --h2load).")
     var h2loadPath = "/usr/bin/h2load"
 
+    @Option(
+        help: ArgumentHelp(
+            "With --h2load: requests h2load pipelines on each connection (its -m; 1: one in flight, as our clients).",
+            discussion: "HTTP/1.1 pipelining: each connection writes its next requests before the answers come back."
+        )
+    )
+    var h2loadPipeline: Int = 1
+
     func validate() throws {
         guard (1...1_000_000).contains(rate) else { throw ValidationError("--rate must be 1...1000000") }
         guard seconds > 0, seconds <= 3_600 else { throw ValidationError("--seconds must be in (0, 3600]") }
@@ -72,6 +80,8 @@ struct TransactionalCommand: AsyncParsableCommand {
         }
         if !http && clients != 32 { throw ValidationError("--clients applies with --http only") }
         if !http && h2load { throw ValidationError("--h2load applies with --http only") }
+        guard (1...256).contains(h2loadPipeline) else { throw ValidationError("--h2load-pipeline must be 1...256") }
+        if !h2load && h2loadPipeline != 1 { throw ValidationError("--h2load-pipeline applies with --h2load only") }
     }
 
     var total: Int { Int((Double(rate) * seconds).rounded(.down)) }
@@ -387,6 +397,7 @@ struct TransactionalBenchmark {
                     path: command.h2loadPath,
                     port: port,
                     connections: command.clients,
+                    pipeline: command.h2loadPipeline,
                     rate: command.rate,
                     seconds: command.seconds,
                     body: Self.warmupBody(index: 0, devices: devices),

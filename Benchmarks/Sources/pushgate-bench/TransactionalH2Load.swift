@@ -5,8 +5,9 @@ import Glibc
 #endif
 
 /// `transactional --http --h2load`: h2load over HTTP/1.1 (`--h1`, a C client) against the gateway the run
-/// used, with the run's connections, one request in flight on each (`-m 1`, as our clients) and the run's
-/// rate (`--rps` per connection), for the run's seconds. One fixed body for every request (h2load cannot
+/// used, with the run's connections, one request in flight on each (`-m 1`, as our clients; more with
+/// `--h2load-pipeline`, HTTP/1.1 pipelining) and the run's rate (`--rps` per connection), for the run's
+/// seconds. One fixed body for every request (h2load cannot
 /// vary it), a warm-up request's, which the stand-in does not log: this compares the clients, not the
 /// latencies.
 struct TransactionalH2Load: Sendable {
@@ -21,6 +22,7 @@ struct TransactionalH2Load: Sendable {
         path: String,
         port: Int,
         connections: Int,
+        pipeline: Int,
         rate: Int,
         seconds: Double,
         body: [UInt8],
@@ -34,12 +36,14 @@ struct TransactionalH2Load: Sendable {
         defer { try? FileManager.default.removeItem(at: directory) }
         let bodyPath = directory.appendingPathComponent("body.json").path
         try Data(body).write(to: URL(fileURLWithPath: bodyPath))
-        let perConnection = String(format: "%.3f", Double(rate) / Double(connections))
-        let arguments = [
-            "--h1", "-c", String(connections), "-m", "1", "-t", "1", "-D", String(format: "%.0f", seconds.rounded(.up)),
-            "--rps", perConnection, "-H", "content-type: application/json", "-d", bodyPath,
-            "http://127.0.0.1:\(port)/v1/notifications",
-        ]
+        let arguments = Self.arguments(
+            port: port,
+            connections: connections,
+            pipeline: pipeline,
+            rate: rate,
+            seconds: seconds,
+            bodyPath: bodyPath
+        )
         let command = ([path] + arguments).joined(separator: " ").replacingOccurrences(of: bodyPath, with: "<body>")
         let outputPath = directory.appendingPathComponent("h2load.out").path
         guard FileManager.default.createFile(atPath: outputPath, contents: nil) else {
@@ -77,6 +81,25 @@ struct TransactionalH2Load: Sendable {
             throw BenchError("could not read h2load's result:\n\(text.suffix(2_000))")
         }
         return result
+    }
+
+    /// h2load's arguments: `connections` HTTP/1.1 connections, `pipeline` requests in flight on each (its
+    /// `-m`), `rate` a second in all (`--rps` is per connection), for `seconds` (rounded up).
+    static func arguments(
+        port: Int,
+        connections: Int,
+        pipeline: Int,
+        rate: Int,
+        seconds: Double,
+        bodyPath: String
+    ) -> [String] {
+        [
+            "--h1", "-c", String(connections), "-m", String(pipeline), "-t", "1",
+            "-D", String(format: "%.0f", seconds.rounded(.up)),
+            "--rps", String(format: "%.3f", Double(rate) / Double(connections)),
+            "-H", "content-type: application/json", "-d", bodyPath,
+            "http://127.0.0.1:\(port)/v1/notifications",
+        ]
     }
 
     func describe(report: Report) {
