@@ -27,6 +27,7 @@ final class WebPushSimulatorCore: Sendable {
         /// Each origin's connections, by origin index (not forgotten by `reset`).
         var connections: [Int: WebPushSimulatorConnections] = [:]
         var latencyMilliseconds = 0
+        var checking: WebPushSimulatorChecking
         var nextSubscription = 1
         var nextMessage = 1
     }
@@ -37,7 +38,12 @@ final class WebPushSimulatorCore: Sendable {
     let decryptsMessages: Bool
 
     init(configuration: WebPushSimulator.Configuration) {
-        state = Mutex(State(latencyMilliseconds: configuration.latencyMilliseconds))
+        state = Mutex(
+            State(
+                latencyMilliseconds: configuration.latencyMilliseconds,
+                checking: WebPushSimulatorChecking(decryptEvery: configuration.decryptEvery)
+            )
+        )
         now = configuration.now
         recordLimit = configuration.recordLimit
         decryptsMessages = configuration.decryptsMessages
