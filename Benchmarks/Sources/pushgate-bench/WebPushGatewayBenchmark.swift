@@ -39,13 +39,19 @@ struct WebPushGatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("webpush-workers"),
-        help: "Threads of the Web Push simulator that verify VAPID and decrypt (default: 2 with --webpush-decrypt-every 1, else 0)."
+        help: """
+            Threads of the Web Push simulator that verify VAPID and decrypt (default: 2 with \
+            --webpush-decrypt-every 1, else 0).
+            """
     )
     var webPushWorkers: Int?
 
     @Option(
         name: .customLong("webpush-decrypt-every"),
-        help: "The Web Push simulator decrypts every Nth message (1: every message, and every VAPID signature verified)."
+        help: """
+            The Web Push simulator decrypts every Nth message (1: every message, and every VAPID signature \
+            verified).
+            """
     )
     var webPushDecryptEvery: Int = 100
 
