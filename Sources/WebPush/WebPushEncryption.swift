@@ -115,13 +115,10 @@ public enum WebPushEncryption {
             )
         }
         precondition(salt.count == saltByteCount, "the aes128gcm salt is 16 bytes")
-        // Bytes, once: swift-crypto's `Data` goes through generic appends each time it is read.
-        let serverPublic = serverKey.publicKey.x963Representation.withUnsafeBytes { Array($0) }
+        let serverPublic = serverKey.publicKey.x963Representation
         do {
             let shared = try serverKey.sharedSecretFromKeyAgreement(with: userAgentPublicKey)
-            var keyInfo: [UInt8] = []
-            keyInfo.reserveCapacity(Self.keyInfoPrefix.count + userAgentPublic.count + serverPublic.count + 1)
-            keyInfo += Self.keyInfoPrefix
+            var keyInfo = Array("WebPush: info".utf8) + [0]
             keyInfo += userAgentPublic
             keyInfo += serverPublic
             // HKDF-SHA-256 (RFC 5869) written out as its HMACs: each output is at most one block (32 bytes),
@@ -135,9 +132,7 @@ public enum WebPushEncryption {
             let pseudoRandomKey = hmacSHA256(key: salt, inputKeyMaterial)
             let contentKey = SymmetricKey(data: hmacSHA256(key: pseudoRandomKey, Self.contentKeyInfo)[0..<16])
             let nonceBytes = Array(hmacSHA256(key: pseudoRandomKey, Self.nonceInfo)[0..<12])
-            var record: [UInt8] = []
-            record.reserveCapacity(plaintext.count + 1)
-            record += plaintext
+            var record = plaintext
             record.append(0x02)  // the last record's delimiter, no padding after it
             let sealed = try AES.GCM.seal(record, using: contentKey, nonce: AES.GCM.Nonce(data: nonceBytes))
 
@@ -148,10 +143,8 @@ public enum WebPushEncryption {
             body += [UInt8(recordSize >> 8 & 0xff), UInt8(recordSize & 0xff)]
             body.append(UInt8(serverPublic.count))
             body += serverPublic
-            // `combined` (a 12-byte nonce's) is nonce ‖ ciphertext ‖ tag: one read of its bytes rather than
-            // two `Data` slices.
-            guard let combined = sealed.combined else { preconditionFailure("a 12-byte nonce has a combined form") }
-            combined.withUnsafeBytes { body += UnsafeRawBufferPointer(rebasing: $0[nonceBytes.count...]) }
+            body += sealed.ciphertext
+            body += sealed.tag
             return body
         } catch {
             // ECDH with a validated point, HKDF and AES-GCM with valid sizes do not fail.
@@ -167,20 +160,17 @@ public enum WebPushEncryption {
         precondition(key.count <= 64, "an HMAC key here is at most one SHA-256 block")
         var block = [UInt8](repeating: 0x36, count: 64)
         for index in key.indices { block[index] ^= key[index] }
-        // Through raw buffers: `update(data:)` is generic over `DataProtocol`, resolved per call.
         var inner = SHA256()
-        block.withUnsafeBytes { inner.update(bufferPointer: $0) }
-        message.withUnsafeBytes { inner.update(bufferPointer: $0) }
+        inner.update(data: block)
+        inner.update(data: message)
         let innerDigest = inner.finalize()
         for index in block.indices { block[index] ^= 0x36 ^ 0x5c }
         var outer = SHA256()
-        block.withUnsafeBytes { outer.update(bufferPointer: $0) }
+        outer.update(data: block)
         innerDigest.withUnsafeBytes { outer.update(bufferPointer: $0) }
         return outer.finalize().withUnsafeBytes { Array($0) }
     }
 
-    /// RFC 8291 §3.4's `key_info` before the two public keys: "WebPush: info" 0x00.
-    private static let keyInfoPrefix = Array("WebPush: info".utf8) + [0]
     /// The expansions' info, with HKDF's block counter 0x01 already appended.
     private static let contentKeyInfo = Array("Content-Encoding: aes128gcm".utf8) + [0, 1]
     private static let nonceInfo = Array("Content-Encoding: nonce".utf8) + [0, 1]
