@@ -15,22 +15,15 @@ enum SimulatorMessageDecryption {
         userAgentKey: P256.KeyAgreement.PrivateKey,
         authSecret: [UInt8]
     ) throws(Failure) -> [UInt8] {
-        // RFC 8188 §2.1: salt (16) ‖ rs (uint32) ‖ idlen (uint8) ‖ keyid (idlen).
-        guard body.count >= 21 else { throw Failure("body shorter than the aes128gcm header") }
-        let salt = Array(body[0..<16])
-        let recordSize = body[16..<20].reduce(0) { $0 << 8 | Int($1) }
-        let idLength = Int(body[20])
-        guard recordSize >= 18 else { throw Failure("record size \(recordSize) below 18") }
-        // RFC 8291 §4: the keyid is the application server's uncompressed public key.
-        guard idLength == 65, body.count >= 21 + idLength else {
-            throw Failure("keyid must be the 65-byte application server key (idlen \(idLength))")
+        let header: SimulatorRecordHeader
+        do {
+            header = try SimulatorRecordHeader(parsing: body)
+        } catch {
+            throw Failure(error.description)
         }
-        let serverPublicBytes = Array(body[21..<(21 + idLength)])
-        let records = Array(body[(21 + idLength)...])
-        guard !records.isEmpty else { throw Failure("no record") }
-        // Web Push messages are one record (RFC 8291 §4: "a push message MUST include ... a single record").
-        guard records.count <= recordSize else { throw Failure("more than one record") }
-        guard records.count >= 17 else { throw Failure("record shorter than its tag") }
+        let salt = Array(header.salt)
+        let serverPublicBytes = Array(header.serverPublicKey)
+        let records = header.record
         let serverPublic: P256.KeyAgreement.PublicKey
         do {
             serverPublic = try P256.KeyAgreement.PublicKey(x963Representation: serverPublicBytes)

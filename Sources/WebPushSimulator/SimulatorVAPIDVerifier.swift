@@ -8,6 +8,8 @@ enum SimulatorVAPIDVerifier {
         var audience: String
         var expiresAt: Int64
         var publicKey: String
+        /// `publicKey` decoded: the 65-byte point, compared with a subscription's `applicationServerKey`.
+        var publicKeyBytes: [UInt8] = []
     }
 
     struct Refusal: Error, CustomStringConvertible {
@@ -56,6 +58,12 @@ enum SimulatorVAPIDVerifier {
         if let subject, !(subject.hasPrefix("mailto:") || subject.hasPrefix("https:")) {
             throw Refusal("sub must be a mailto: or https: URI")
         }
-        return Verified(subject: subject, audience: audience, expiresAt: exp, publicKey: key)
+        return Verified(
+            subject: subject,
+            audience: audience,
+            expiresAt: exp,
+            publicKey: key,
+            publicKeyBytes: keyBytes
+        )
     }
 }

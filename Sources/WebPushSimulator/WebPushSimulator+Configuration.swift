@@ -33,6 +33,12 @@ extension WebPushSimulator {
         /// for load tests that measure the sender, not this simulator: the message is then recorded
         /// without its plaintext.
         public var decryptsMessages = true
+        /// 1 (default), the checking mode: every message decrypted and every VAPID token's signature
+        /// verified. N > 1, for throughput runs, checks what a real push service checks (which decrypts
+        /// nothing): a token's signature once per origin and distinct `Authorization` header (its `exp`
+        /// on every message), every message's headers and `aes128gcm` record header; and decrypts every
+        /// Nth message, so that wrong encryption still fails the run. See ``WebPushSimulatorChecking``.
+        public var decryptEvery = 1
         /// The simulator's idea of now (VAPID `exp` checks).
         public var now: @Sendable () -> Date = { Date() }
         public var eventLoopThreads = 1

@@ -37,6 +37,9 @@ public struct WebPushSimulator: LoopbackSimulator {
         guard !configuration.origins.isEmpty else {
             throw SimulatorError.invalidConfiguration(key: "origins", problem: "at least one origin is needed")
         }
+        guard configuration.decryptEvery >= 1 else {
+            throw SimulatorError.invalidConfiguration(key: "decryptEvery", problem: "must be at least 1")
+        }
         let authority = try SimulatorCertificateAuthority(commonName: "pushgate Web Push simulator CA")
         let issued = try authority.issueServerCertificate()
         let certificate = try NIOSSLCertificate(bytes: Array(issued.certificatePEM.utf8), format: .pem)

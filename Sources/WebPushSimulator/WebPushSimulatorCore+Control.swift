@@ -53,7 +53,8 @@ extension WebPushSimulatorCore {
                         "requests": stats.requests, "delivered": stats.delivered, "answeredByStatus": byStatus,
                         "http2Requests": stats.http2Requests, "http1Requests": stats.http1Requests,
                         "subscriptionsDelivered": stats.subscriptionsDelivered, "duplicates": stats.duplicates,
-                        "checkedOnWorkers": stats.checkedOnWorkers,
+                        "checkedOnWorkers": stats.checkedOnWorkers, "decrypted": stats.decrypted,
+                        "tokensVerified": stats.tokensVerified,
                     ]
                 )
             case ("POST", "/expire"):

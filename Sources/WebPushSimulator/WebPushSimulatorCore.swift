@@ -9,6 +9,8 @@ final class WebPushSimulatorCore: Sendable {
         var info: WebPushSimulatorSubscription
         var key: P256.KeyAgreement.PrivateKey
         var authSecret: [UInt8]
+        /// `info.applicationServerKey` decoded once (a message's VAPID key is compared with it).
+        var applicationServerKeyBytes: [UInt8]?
         /// 404 or 410 once expired.
         var goneStatus: Int?
         /// Messages answered 201 (since the last reset).
@@ -27,6 +29,7 @@ final class WebPushSimulatorCore: Sendable {
         /// Each origin's connections, by origin index (not forgotten by `reset`).
         var connections: [Int: WebPushSimulatorConnections] = [:]
         var latencyMilliseconds = 0
+        var checking: WebPushSimulatorChecking
         var nextSubscription = 1
         var nextMessage = 1
     }
@@ -37,7 +40,12 @@ final class WebPushSimulatorCore: Sendable {
     let decryptsMessages: Bool
 
     init(configuration: WebPushSimulator.Configuration) {
-        state = Mutex(State(latencyMilliseconds: configuration.latencyMilliseconds))
+        state = Mutex(
+            State(
+                latencyMilliseconds: configuration.latencyMilliseconds,
+                checking: WebPushSimulatorChecking(decryptEvery: configuration.decryptEvery)
+            )
+        )
         now = configuration.now
         recordLimit = configuration.recordLimit
         decryptsMessages = configuration.decryptsMessages
@@ -53,10 +61,12 @@ final class WebPushSimulatorCore: Sendable {
     ) throws(WebPushSimulatorError)
         -> WebPushSimulatorSubscription
     {
+        var applicationServerKeyBytes: [UInt8]?
         if let applicationServerKey {
             guard let bytes = SimulatorBase64URL.decode(applicationServerKey), bytes.count == 65,
                 (try? P256.Signing.PublicKey(x963Representation: bytes)) != nil
             else { throw .invalidRequest("applicationServerKey must be base64url of a 65-byte P-256 public key") }
+            applicationServerKeyBytes = bytes
         }
         var generator = SystemRandomNumberGenerator()
         let key = Self.freshKey(using: &generator)
@@ -78,7 +88,12 @@ final class WebPushSimulatorCore: Sendable {
                 privateKey: SimulatorBase64URL.encode(key.rawRepresentation),
                 applicationServerKey: applicationServerKey
             )
-            state.subscriptions[id] = Subscription(info: info, key: key, authSecret: secret)
+            state.subscriptions[id] = Subscription(
+                info: info,
+                key: key,
+                authSecret: secret,
+                applicationServerKeyBytes: applicationServerKeyBytes
+            )
             return info
         }
     }

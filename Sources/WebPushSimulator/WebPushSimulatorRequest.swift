@@ -14,7 +14,7 @@ struct WebPushSimulatorRequest: Sendable {
     var onWorkerThread = false
 
     func header(_ name: String) -> String? {
-        headers.first { $0.0.lowercased() == name }?.1
+        headers.first { $0.0.utf8.count == name.utf8.count && $0.0.lowercased() == name }?.1
     }
 
     var path: Substring { uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)[0] }

@@ -14,4 +14,8 @@ public struct WebPushSimulatorStats: Sendable, Hashable {
     public var duplicates = 0
     /// Push requests checked (VAPID, decryption) on a worker thread (``WebPushSimulator/Configuration/workerThreads``).
     public var checkedOnWorkers = 0
+    /// Messages decrypted (every one in the checking mode, a sample with
+    /// ``WebPushSimulator/Configuration/decryptEvery`` above 1), and VAPID signatures verified.
+    public var decrypted = 0
+    public var tokensVerified = 0
 }

@@ -141,10 +141,22 @@ struct SimulateCommand: AsyncParsableCommand {
     )
     var webPushWorkerThreads: Int = 0
 
+    @Option(
+        name: .customLong("webpush-decrypt-every"),
+        help: """
+            1 (default): every Web Push message decrypted and every VAPID signature verified. N > 1, for \
+            throughput runs: checks what a real push service checks (a VAPID signature once per distinct \
+            Authorization header, every message's headers and aes128gcm record header) and decrypts every \
+            Nth message.
+            """
+    )
+    var webPushDecryptEvery: Int = 1
+
     func validate() throws {
         guard (0...64).contains(self.webPushWorkerThreads) else {
             throw ValidationError("--webpush-worker-threads must be 0...64")
         }
+        guard self.webPushDecryptEvery >= 1 else { throw ValidationError("--webpush-decrypt-every must be at least 1") }
         guard (-1...65_535).contains(self.webPushPort) else {
             throw ValidationError("--webpush-port must be -1 (off) or 0...65535")
         }
@@ -275,6 +287,7 @@ struct SimulateCommand: AsyncParsableCommand {
         configuration.controlPort = webPushControlPort
         configuration.eventLoopThreads = threads
         configuration.workerThreads = webPushWorkerThreads
+        configuration.decryptEvery = webPushDecryptEvery
         configuration.recordLimit = recordLimit
         configuration.logger = Logger(label: "pushgate.webpush-simulator")
         return configuration

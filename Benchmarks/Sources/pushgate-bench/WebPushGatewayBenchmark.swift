@@ -17,8 +17,12 @@ struct WebPushGatewayCommand: AsyncParsableCommand {
             'apns' and the N browsers in group 'webpush' (directly, as e2e does), starts pushgate gateway \
             with the app's webpush.* keys, and sends one notification request per group over UDP: APNs \
             first, then Web Push. Each broadcast is timed to its simulator's count of answers and its \
-            gateway CPU read from /proc. The Web Push simulator verifies VAPID and decrypts every message, \
-            on --webpush-workers threads. The encryption's own cost is measured in this process first.
+            gateway CPU read from /proc. With --webpush-decrypt-every 1 the Web Push simulator verifies every \
+            VAPID signature and decrypts every message (the checking mode); by default it checks what a real \
+            push service checks (a signature once per distinct Authorization header, every message's headers \
+            and aes128gcm record header) and decrypts every 100th message, so that the gateway can be driven \
+            at a real service's rate and wrong encryption still fails the run. The encryption's own cost is \
+            measured in this process first.
             """
     )
 
@@ -35,9 +39,29 @@ struct WebPushGatewayCommand: AsyncParsableCommand {
 
     @Option(
         name: .customLong("webpush-workers"),
-        help: "Threads of the Web Push simulator that verify VAPID and decrypt."
+        help: """
+            Threads of the Web Push simulator that verify VAPID and decrypt (default: 2 with \
+            --webpush-decrypt-every 1, else 0).
+            """
     )
-    var webPushWorkers: Int = 2
+    var webPushWorkers: Int?
+
+    @Option(
+        name: .customLong("webpush-decrypt-every"),
+        help: """
+            The Web Push simulator decrypts every Nth message (1: every message, and every VAPID signature \
+            verified).
+            """
+    )
+    var webPushDecryptEvery: Int = 100
+
+    @Option(
+        name: .customLong("simulator-binary"),
+        help: "The pushgate executable that runs the Web Push simulator (default: --pushgate-binary's)."
+    )
+    var simulatorBinary: String?
+
+    var simulatorWorkers: Int { webPushWorkers ?? (webPushDecryptEvery == 1 ? 2 : 0) }
 
     @Option(
         name: .customLong("webpush-connections"),
@@ -50,7 +74,8 @@ struct WebPushGatewayCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard count >= 1, (apnsDevices ?? 0) >= 0 else { throw ValidationError("--count must be at least 1") }
-        guard (0...64).contains(webPushWorkers) else { throw ValidationError("--webpush-workers must be 0...64") }
+        guard (0...64).contains(simulatorWorkers) else { throw ValidationError("--webpush-workers must be 0...64") }
+        guard webPushDecryptEvery >= 1 else { throw ValidationError("--webpush-decrypt-every must be at least 1") }
         guard webPushConnections >= 1 else { throw ValidationError("--webpush-connections must be at least 1") }
         guard (1...1_000).contains(pollMilliseconds) else { throw ValidationError("--poll-ms must be 1...1000") }
         if gateway.apnsHost != nil { throw ValidationError("webpush-gateway runs our simulators: no --apns-host") }
@@ -80,6 +105,8 @@ struct GatewayBroadcastRun: Sendable {
     var standInCPU: CPUTime?
     var otherMachineCPUSeconds: Double?
     var loadAverage: String?
+    /// What the stand-in checked with cryptography, when it says.
+    var checked: String?
 
     var line: String {
         var line = "  \(service): \(Format.integer(devices)) messages"
@@ -98,6 +125,7 @@ struct GatewayBroadcastRun: Sendable {
         if let distinct = share.distinctDevices, let duplicates = share.duplicates {
             line += "; distinct \(Format.integer(distinct)), duplicates \(Format.integer(duplicates))"
         }
+        if let checked { line += "; \(checked)" }
         line += "; load average \(loadAverage ?? "?")"
         return line
     }
@@ -144,7 +172,12 @@ struct WebPushGatewayBenchmark {
         report.line("  encryption: \(try WebPushEncryptionCost.measure().line)")
 
         try await StandIn.with(options: options, workDirectory: work, keyPath: apnsKeyPath) { apns in
-            try await WebPushStandIn.with(options: options, workers: command.webPushWorkers) { webPush in
+            try await WebPushStandIn.with(
+                options: options,
+                binary: command.simulatorBinary,
+                workers: command.simulatorWorkers,
+                decryptEvery: command.webPushDecryptEvery
+            ) { webPush in
                 report.line("  Web Push stand-in: \(webPush.description)")
                 let made = ContinuousClock.now
                 let subscriptions = try webPush.createSubscriptions(
@@ -212,6 +245,11 @@ struct WebPushGatewayBenchmark {
                             port: ports.notification,
                             doneLines: runs.count + 1,
                             standInCPU: webPush.cpu,
+                            checked: {
+                                guard let stats = try? webPush.stats() else { return nil }
+                                return "its simulator decrypted \(Format.integer(stats.decrypted)), verified "
+                                    + "\(Format.integer(stats.tokensVerified)) VAPID signature(s)"
+                            },
                             answered: {
                                 let stats = try webPush.stats()
                                 return (stats.answered, stats.subscriptionsDelivered, stats.duplicates)
@@ -239,6 +277,7 @@ struct WebPushGatewayBenchmark {
         port: Int,
         doneLines: Int,
         standInCPU: () -> CPUTime?,
+        checked: () -> String? = { nil },
         answered: @escaping () throws -> (answered: Int, distinct: Int?, duplicates: Int?)
     ) async throws -> GatewayBroadcastRun {
         let options = command.gateway
@@ -285,6 +324,7 @@ struct WebPushGatewayBenchmark {
             run.share.duplicates = counts.duplicates
         }
         run.loadAverage = FileSystem.loadAverage()
+        run.checked = checked()
         return run
     }
 }

@@ -2,18 +2,26 @@ import Foundation
 import PushgateCore
 
 /// The Web Push simulator of a gateway benchmark: `pushgate simulate` as a process of its own (its APNs
-/// side idle on a free port), one HTTP/2 origin, VAPID verified and every message decrypted on
-/// `workers` threads, so that its CPU is apart from the gateway's.
+/// side idle on a free port), one HTTP/2 origin, so that its CPU is apart from the gateway's. With
+/// `decryptEvery` 1 it verifies every VAPID signature and decrypts every message (on `workers` threads);
+/// above 1 it checks what a real push service checks (which decrypts nothing: a signature once per
+/// distinct `Authorization` header, every message's headers and record header) and decrypts a sample.
 struct WebPushStandIn: Sendable {
     var origin: String
     var controlPort: Int
     var caPath: String
     var processPID: Int32
     var workers: Int
+    var decryptEvery: Int
 
     var description: String {
-        "our Web Push simulator as a separate process, origin \(origin), VAPID verified and every message "
-            + "decrypted on \(workers) worker thread(s)"
+        let checks =
+            decryptEvery == 1
+            ? "VAPID verified and every message decrypted"
+            : "as a real push service checks (VAPID signature once per distinct Authorization header, every "
+                + "message's headers and aes128gcm record header), every \(decryptEvery)th message decrypted"
+        return "our Web Push simulator as a separate process, origin \(origin), \(checks), on \(workers) worker "
+            + "thread(s)"
     }
 
     func cpu() -> CPUTime? { ProcessMetrics.processCPU(pid: processPID) }
@@ -24,6 +32,8 @@ struct WebPushStandIn: Sendable {
         var delivered: Int
         var subscriptionsDelivered: Int
         var duplicates: Int
+        var decrypted: Int
+        var tokensVerified: Int
 
         /// Push requests answered, whatever the answer.
         var answered: Int { requests }
@@ -39,7 +49,9 @@ struct WebPushStandIn: Sendable {
             requests: integer("requests"),
             delivered: integer("delivered"),
             subscriptionsDelivered: integer("subscriptionsDelivered"),
-            duplicates: integer("duplicates")
+            duplicates: integer("duplicates"),
+            decrypted: integer("decrypted"),
+            tokensVerified: integer("tokensVerified")
         )
     }
 
@@ -75,11 +87,12 @@ struct WebPushStandIn: Sendable {
         return tokens
     }
 
-    static func arguments(options: GatewayBenchOptions, workers: Int) -> [String] {
+    static func arguments(options: GatewayBenchOptions, workers: Int, decryptEvery: Int) -> [String] {
         [
             "simulate", "--host", "127.0.0.1", "--port", "0", "--control-port", "0", "--legacy-port=-1",
             "--feedback-port=-1", "--fcm-port=-1", "--webpush-port", "0", "--webpush-http1-port=-1",
-            "--webpush-control-port", "0", "--webpush-worker-threads", String(workers), "--threads",
+            "--webpush-control-port", "0", "--webpush-worker-threads", String(workers),
+            "--webpush-decrypt-every", String(decryptEvery), "--threads",
             String(options.simulatorThreads), "--record-limit", "0", "--log-level", "warning",
         ]
     }
@@ -87,12 +100,14 @@ struct WebPushStandIn: Sendable {
     /// Runs `body` with a fresh simulator, and stops it afterwards.
     static func with<Result: Sendable>(
         options: GatewayBenchOptions,
+        binary: String? = nil,
         workers: Int,
+        decryptEvery: Int = 1,
         _ body: (WebPushStandIn) async throws -> Result
     ) async throws -> Result {
         let child = try SimulatorProcess.start(
-            binary: try options.binary(),
-            arguments: arguments(options: options, workers: workers),
+            binary: try binary ?? options.binary(),
+            arguments: arguments(options: options, workers: workers, decryptEvery: decryptEvery),
             role: .webPushSimulator
         )
         do {
@@ -110,7 +125,8 @@ struct WebPushStandIn: Sendable {
                 controlPort: controlPort,
                 caPath: caPath,
                 processPID: child.pid,
-                workers: workers
+                workers: workers,
+                decryptEvery: decryptEvery
             )
             let result = try await body(standIn)
             await child.stop()
