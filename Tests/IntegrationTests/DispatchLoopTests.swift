@@ -25,6 +25,30 @@ struct DispatchLoopTests {
         )
     }
 
+    /// New work announced on an idle loop: claimed, and its chunk (a broadcast's) started in the first
+    /// turn; the second turn finds it still sending.
+    static func sendingAChunk() -> DispatchLoop {
+        var loop = machine()
+        loop.workAdded()
+        #expect(loop.next(at(0)) == .claimChunk)
+        loop.claimed(.found)
+        #expect(loop.next(at(0, active: 1, allSent: false)) == .advance)
+        #expect(loop.next(at(0, active: 1, allSent: false)) == .again)
+        return loop
+    }
+
+    /// ``sendingAChunk()``, then a turn at 10 ms that only advances the chunk still sending and waits for
+    /// answers: no expiry, no claim without new work.
+    static func waitingForAChunksAnswers() -> DispatchLoop {
+        var loop = sendingAChunk()
+        #expect(loop.next(at(0.01, active: 1, allSent: false)) == .advance)
+        #expect(
+            loop.next(at(0.01, active: 1, allSent: false))
+                == .waitForAnswers(until: t0.addingTimeInterval(0.11))
+        )
+        return loop
+    }
+
     @Test(
         "idle: expire, claim, claim retries, sleep the idle interval; woken, it claims again but expires once a second"
     )
@@ -44,36 +68,16 @@ struct DispatchLoopTests {
 
     @Test("new work: claimed and started at once, without an expiry before its first send")
     func newWorkGoesFirst() {
-        var loop = Self.machine()
-        loop.workAdded()
-        #expect(loop.next(Self.at(0)) == .claimChunk)
-        loop.claimed(.found)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
-        // Still sending the chunk: no expiry, no claim; advance and wait for answers.
-        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
-        #expect(
-            loop.next(Self.at(0.01, active: 1, allSent: false))
-                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11))
-        )
+        // Claimed and advanced in the first turn; the second, still sending, neither expires nor claims.
+        _ = Self.waitingForAChunksAnswers()
     }
 
     @Test(
         "new work announced while a broadcast's chunk is still sending is claimed at once, up to twice the limit"
     )
     func newWorkDuringABroadcast() {
-        var loop = Self.machine()
-        loop.workAdded()
-        #expect(loop.next(Self.at(0)) == .claimChunk)
-        loop.claimed(.found)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
         // The broadcast's chunk waits for room: no claim without new work.
-        #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
-        #expect(
-            loop.next(Self.at(0.01, active: 1, allSent: false))
-                == .waitForAnswers(until: Self.t0.addingTimeInterval(0.11))
-        )
+        var loop = Self.waitingForAChunksAnswers()
         // A single arrives: claimed in the same turn, though the broadcast's chunk is not all sent.
         loop.workAdded()
         #expect(loop.next(Self.at(0.02, active: 1, allSent: false)) == .claimChunk)
@@ -97,12 +101,7 @@ struct DispatchLoopTests {
 
     @Test("new work announced at a turn's last step is claimed at the next turn, beside a chunk still sending")
     func newWorkAnnouncedDuringTheAdvance() {
-        var loop = Self.machine()
-        loop.workAdded()
-        #expect(loop.next(Self.at(0)) == .claimChunk)
-        loop.claimed(.found)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        var loop = Self.sendingAChunk()
         #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)
         // Announced while the advance ran (the loop reads the announcement before asking again): the turn
         // ends with another turn, not with a wait for answers, and that turn claims.
@@ -124,12 +123,7 @@ struct DispatchLoopTests {
         "a chunk handed over while a broadcast's chunk is still sending starts at the next turn, announced or not"
     )
     func handedOverChunkStartsBesideAChunkStillSending() {
-        var loop = Self.machine()
-        loop.workAdded()
-        #expect(loop.next(Self.at(0)) == .claimChunk)
-        loop.claimed(.found)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .advance)
-        #expect(loop.next(Self.at(0, active: 1, allSent: false)) == .again)
+        var loop = Self.sendingAChunk()
         // Handed over by an enqueue's claim before its announcement was read: started all the same.
         #expect(loop.next(Self.at(0.01, active: 1, allSent: false, unstarted: 1)) == .startUnstarted)
         #expect(loop.next(Self.at(0.01, active: 1, allSent: false)) == .advance)

@@ -6,6 +6,27 @@ import Synchronization
 import Glibc
 #endif
 
+extension GatewayLaunch {
+    /// A gateway of the bench's options against `haproxy`.
+    init(
+        binary: String,
+        databasePath: String,
+        standIn haproxy: HAProxyStandIn,
+        authKeyPath: String,
+        options: GatewayBenchOptions
+    ) {
+        self.init(
+            binary: binary,
+            databasePath: databasePath,
+            apnsHost: "\(haproxy.host):\(haproxy.port)",
+            caPath: haproxy.caPath,
+            authKeyPath: authKeyPath,
+            topic: options.topic,
+            extraArguments: options.gatewayArguments
+        )
+    }
+}
+
 /// How the gateway child reaches its APNs stand-in, and with which credentials.
 struct GatewayLaunch: Sendable {
     var binary: String

@@ -74,6 +74,29 @@ struct HAProxyStandIn: Sendable {
         )
     }
 
+    /// Runs `body` with a fresh stand-in (``start(script:rttMilliseconds:logAddress:)``, the script found
+    /// by ``locateScript(override:)``), stopped afterwards whether `body` throws or not.
+    static func with<Result: Sendable>(
+        scriptOverride: String?,
+        rttMilliseconds: Int,
+        logAddress: String? = nil,
+        _ body: (HAProxyStandIn) async throws -> Result
+    ) async throws -> Result {
+        let haproxy = try await start(
+            script: try locateScript(override: scriptOverride),
+            rttMilliseconds: rttMilliseconds,
+            logAddress: logAddress
+        )
+        do {
+            let result = try await body(haproxy)
+            await haproxy.stop()
+            return result
+        } catch {
+            await haproxy.stop()
+            throw error
+        }
+    }
+
     func stop() async {
         ChildProcesses.unregister(.simulator)
         _ = try? await Self.runScript(script, ["stop", root])

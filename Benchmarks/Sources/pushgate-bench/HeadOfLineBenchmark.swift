@@ -170,13 +170,12 @@ struct HeadOfLineBenchmark {
     {
         let listener = try ReceiptListener()
         defer { listener.stop() }
-        let haproxy = try await HAProxyStandIn.start(
-            script: try HAProxyStandIn.locateScript(override: command.gateway.standInScript),
+        return try await HAProxyStandIn.with(
+            scriptOverride: command.gateway.standInScript,
             rttMilliseconds: rtt,
             logAddress: listener.address
-        )
-        do {
-            let phase = try await measure(
+        ) { haproxy in
+            try await measure(
                 withSingles: withSingles,
                 binary: binary,
                 database: database,
@@ -184,11 +183,6 @@ struct HeadOfLineBenchmark {
                 haproxy: haproxy,
                 listener: listener
             )
-            await haproxy.stop()
-            return phase
-        } catch {
-            await haproxy.stop()
-            throw error
         }
     }
 
@@ -205,11 +199,9 @@ struct HeadOfLineBenchmark {
             GatewayLaunch(
                 binary: binary,
                 databasePath: database,
-                apnsHost: "\(haproxy.host):\(haproxy.port)",
-                caPath: haproxy.caPath,
+                standIn: haproxy,
                 authKeyPath: keyPath,
-                topic: options.topic,
-                extraArguments: options.gatewayArguments
+                options: options
             )
         )
         var phase = HeadOfLinePhase(withSingles: withSingles)

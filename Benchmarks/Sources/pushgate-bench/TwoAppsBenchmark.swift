@@ -129,24 +129,9 @@ struct TwoAppsBenchmark {
     }
 
     private func runOnce(binary: String, database: String, keyPath: String, work: URL) async throws -> TwoAppsRun {
-        let haproxy = try await HAProxyStandIn.start(
-            script: try HAProxyStandIn.locateScript(override: command.gateway.standInScript),
-            rttMilliseconds: rtt,
-            logAddress: nil
-        )
-        do {
-            let run = try await measure(
-                binary: binary,
-                database: database,
-                keyPath: keyPath,
-                work: work,
-                haproxy: haproxy
-            )
-            await haproxy.stop()
-            return run
-        } catch {
-            await haproxy.stop()
-            throw error
+        try await HAProxyStandIn.with(scriptOverride: command.gateway.standInScript, rttMilliseconds: rtt) {
+            haproxy in
+            try await measure(binary: binary, database: database, keyPath: keyPath, work: work, haproxy: haproxy)
         }
     }
 
@@ -161,11 +146,9 @@ struct TwoAppsBenchmark {
         var launch = GatewayLaunch(
             binary: binary,
             databasePath: database,
-            apnsHost: "\(haproxy.host):\(haproxy.port)",
-            caPath: haproxy.caPath,
+            standIn: haproxy,
             authKeyPath: keyPath,
-            topic: options.topic,
-            extraArguments: options.gatewayArguments
+            options: options
         )
         let configurationPath = work.appendingPathComponent("two-apps.yaml").path
         try Data(launch.configuration(apps: Self.apps).utf8).write(to: URL(fileURLWithPath: configurationPath))
