@@ -245,6 +245,8 @@ public final class Dispatcher: Service, NotificationIntake {
         /// Claimed chunks not started yet (still leased to us): handed over by a submission, with their first
         /// page, or claimed here and their start failed on a store error.
         var unstarted: [ClaimedChunk] = []
+        /// Per app: how many of its broadcasts' sends may be unanswered (``InFlightWindow``).
+        var windows: [String: InFlightWindow] = [:]
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
             unstarted += handedWork.withLock { handed in
@@ -349,11 +351,37 @@ public final class Dispatcher: Service, NotificationIntake {
                 var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
                 var records = ProgressRecords()
                 // Chunks read in one page (one-device requests) are offered room first: a single never waits
-                // behind a broadcast's buffered page for the room its answers free.
-                for small in [true, false] {
-                    for delivery in active where delivery.fitsOnePage == small {
-                        delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
-                    }
+                // behind a broadcast's buffered page for the room its answers free. They may use all the
+                // transports' room; the others only their app's ``InFlightWindow``, so a single never
+                // waits behind a queue the broadcast built at the server either.
+                for delivery in active where delivery.fitsOnePage {
+                    delivery.advance(
+                        room: &room,
+                        budget: budget,
+                        window: &windows[delivery.request.app, default: InFlightWindow()],
+                        records: &records,
+                        group: &group,
+                        signal: wake
+                    )
+                }
+                var appInFlight: [String: Int] = [:]
+                for delivery in active { appInFlight[delivery.request.app, default: 0] += delivery.inFlight }
+                for delivery in active where !delivery.fitsOnePage {
+                    let app = delivery.request.app
+                    let window = windows[app, default: InFlightWindow()].budget(capacity: budget)
+                    var windowRoom = min(room, window - appInFlight[app, default: 0])
+                    let offered = windowRoom
+                    delivery.advance(
+                        room: &windowRoom,
+                        budget: budget,
+                        window: &windows[app, default: InFlightWindow()],
+                        records: &records,
+                        group: &group,
+                        signal: wake
+                    )
+                    let sent = max(0, offered - windowRoom)
+                    room -= sent
+                    appInFlight[app, default: 0] += sent
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
