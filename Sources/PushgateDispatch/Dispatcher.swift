@@ -245,8 +245,11 @@ public final class Dispatcher: Service, NotificationIntake {
         /// Claimed chunks not started yet (still leased to us): handed over by a submission, with their first
         /// page, or claimed here and their start failed on a store error.
         var unstarted: [ClaimedChunk] = []
-        /// Per app: how many of its broadcasts' sends may be unanswered (``InFlightWindow``).
-        var windows: [String: InFlightWindow] = [:]
+        /// How many of each app's broadcast sends may be unanswered (``InFlightWindow``). One for all apps,
+        /// the limit applied to each: windows of their own, an app that started while another's queue
+        /// was already built would take that queue's round trip for the path's and never shrink, while
+        /// the first shrank to its minimum (twoapps: one app 95 s, the other not done in 300 s).
+        var window = InFlightWindow()
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
             unstarted += handedWork.withLock { handed in
@@ -352,13 +355,13 @@ public final class Dispatcher: Service, NotificationIntake {
                 var records = ProgressRecords()
                 // Chunks read in one page (one-device requests) are offered room first: a single never waits
                 // behind a broadcast's buffered page for the room its answers free. They may use all the
-                // transports' room; the others only their app's ``InFlightWindow``, so a single never
-                // waits behind a queue the broadcast built at the server either.
+                // transports' room; the others, per app, only the ``InFlightWindow``'s limit, so a single
+                // never waits behind a queue the broadcast built at the server either.
                 for delivery in active where delivery.fitsOnePage {
                     delivery.advance(
                         room: &room,
                         budget: budget,
-                        window: &windows[delivery.request.app, default: InFlightWindow()],
+                        window: &window,
                         records: &records,
                         group: &group,
                         signal: wake
@@ -368,13 +371,12 @@ public final class Dispatcher: Service, NotificationIntake {
                 for delivery in active { appInFlight[delivery.request.app, default: 0] += delivery.inFlight }
                 for delivery in active where !delivery.fitsOnePage {
                     let app = delivery.request.app
-                    let window = windows[app, default: InFlightWindow()].budget(capacity: budget)
-                    var windowRoom = min(room, window - appInFlight[app, default: 0])
+                    var windowRoom = min(room, window.budget(capacity: budget) - appInFlight[app, default: 0])
                     let offered = windowRoom
                     delivery.advance(
                         room: &windowRoom,
                         budget: budget,
-                        window: &windows[app, default: InFlightWindow()],
+                        window: &window,
                         records: &records,
                         group: &group,
                         signal: wake

@@ -1,7 +1,8 @@
 package import Foundation
 
 /// How many of an app's broadcast sends may be unanswered at once, as a pure state machine: round
-/// trips of answered sends in, a limit out (``budget(capacity:)``).
+/// trips of answered sends in, a limit out (``budget(capacity:)``). The dispatcher keeps one for all
+/// apps and applies its limit to each app's sends (so apps sharing a server get equal shares).
 ///
 /// The transports could carry more (connections x streams: 16,000 on a 50 ms path), but a server that
 /// cannot answer that many a round trip queues what it cannot yet handle, and every send behind that
