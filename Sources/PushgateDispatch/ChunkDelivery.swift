@@ -284,7 +284,7 @@ final class ChunkDelivery {
         guard count > 0 else { return }
         var sends = RoutedSends(reservingCapacity: count)
         let now = dispatcher.clock.now()
-        var timed = false
+        var timed = !configuration.holdsToInFlightWindow
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
