@@ -352,6 +352,8 @@ public final class Dispatcher: Service, NotificationIntake {
                         )
                     }
                 }
+                // The claim may have finished a broadcast whose chunks were all done (``finishUnreported``).
+                logFinishUnreported(in: &group)
             case .claimRetries:
                 machine.retriesClaimed(started: await startRetries(now: snapshot.now, group: &group))
             case .advance:
@@ -392,15 +394,22 @@ public final class Dispatcher: Service, NotificationIntake {
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).
-                let completed = active.filter { $0.isDone && $0.completedChunk }.map(\.request.id)
+                let completed = active.filter { $0.isDone && $0.completedChunk }
                 if !completed.isEmpty {
-                    group.addTask { await self.logCompletion(of: completed) }
+                    // A broadcast still unfinished may be finished by a claim later (``finishUnreported``).
+                    let onePage = completed.filter(\.fitsOnePage).map(\.request.id)
+                    let broadcasts = completed.filter { !$0.fitsOnePage }.map(\.request.id)
+                    group.addTask {
+                        await self.logCompletion(of: onePage)
+                        await self.logCompletion(of: broadcasts, rememberingUnfinished: true)
+                    }
                 }
                 forgetPrepared(active.filter { $0.isDone && $0.fitsOnePage }.map(\.request.id))
                 active.removeAll(where: \.isDone)
             case .again:
                 continue
             case .idle(var until):
+                logFinishUnreported(in: &group)
                 if storeHealth.mayTry(),
                     let next = await storeHealth.attempt(
                         .nextWakeUp,
@@ -609,12 +618,40 @@ public final class Dispatcher: Service, NotificationIntake {
     // MARK: Reporting
 
     private let completionLogged = Mutex<Set<RequestID>>([])
+    /// Broadcasts a chunk of which completed while the request did not finish. A request is finished by
+    /// the transaction that finds it complete: usually its last chunk's record, but a chunk cut of a full
+    /// chunk size cannot tell that no target follows (``LedgerArithmetic/MemberScan``), so the request's cut
+    /// is marked done by the next claim that looks for more, and when its chunks are all done by then, that
+    /// claim finishes it (``ChunkBatchClaim``), with no record of ours to log it. Without this, twoapps
+    /// with the in-flight window never saw app a's done line (its last chunk was answered before the
+    /// claim that came after b's chunk, the window holding b's sends longer). Looked at again after the
+    /// loop's claims and when it idles; a request leaves once its report is finished or gone.
+    private let finishUnreported = Mutex<Set<RequestID>>([])
 
     /// One info line per request of `ids` that is finished, their reports read together: targets,
     /// accepted, failed by reason, skipped (targets invalidated after the request was stored), duration.
-    func logCompletion(of ids: [RequestID]) async {
+    /// With `rememberingUnfinished`, those not finished are kept in ``finishUnreported`` to be looked at
+    /// again (``logFinishUnreported(in:)``); a request found finished or gone leaves it.
+    func logCompletion(of ids: [RequestID], rememberingUnfinished: Bool = false) async {
         guard !ids.isEmpty, let reports = try? await store.reports(ids) else { return }
+        let unfinished = Set(reports.filter { !$0.state.isFinished }.map(\.id))
+        finishUnreported.withLock { waiting in
+            if rememberingUnfinished {
+                waiting.subtract(ids)
+                waiting.formUnion(unfinished)
+            } else {
+                waiting.subtract(ids.filter { !unfinished.contains($0) })
+            }
+        }
         for report in reports where report.state.isFinished { logCompletion(report) }
+    }
+
+    /// Reads again the reports of the requests in ``finishUnreported`` (in the background) and logs those
+    /// that finished meanwhile.
+    private func logFinishUnreported(in group: inout DiscardingTaskGroup) {
+        let waiting = finishUnreported.withLock { Array($0) }
+        guard !waiting.isEmpty else { return }
+        group.addTask { await self.logCompletion(of: waiting, rememberingUnfinished: true) }
     }
 
     /// `apns=T/A/F/S,fcm=…,webpush=…` (targets/accepted/failed/skipped) for the services with targets.
