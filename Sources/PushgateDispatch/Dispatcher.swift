@@ -45,10 +45,10 @@ public final class Dispatcher: Service, NotificationIntake {
         /// A cap on notifications sent but not yet answered (the crash-duplicate window). Nil: what
         /// the routes' transports can carry (``Dispatcher/inFlightBudget``).
         public var maximumInFlight: Int? = nil
-        /// Hold a broadcast's sends to the ``InFlightWindow`` (round trips measured as answers come).
-        /// Off by default: in `pushgate-bench twoapps` (500,000 devices each, one stand-in) the first app's
-        /// broadcast did not finish within 300 s with it, and the cause is not found yet. Off, the window
-        /// stays lifted and the sends are exactly as before.
+        /// Hold a broadcast's sends to the ``InFlightWindow`` (round trips measured as answers come);
+        /// `dispatch.inFlightWindow`. Off by default until its figures are settled (docs/benchmarks.md).
+        /// Off, the window stays lifted and the sends are exactly as before. (`twoapps` once seemed never
+        /// to finish with it: the request was done, its done line missing, ``finishUnreported``.)
         public var holdsToInFlightWindow = false
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
