@@ -250,10 +250,10 @@ public final class Dispatcher: Service, NotificationIntake {
         /// Claimed chunks not started yet (still leased to us): handed over by a submission, with their first
         /// page, or claimed here and their start failed on a store error.
         var unstarted: [ClaimedChunk] = []
-        /// How many of each app's broadcast sends may be unanswered (``InFlightWindow``). One for all apps,
-        /// the limit applied to each: windows of their own, an app that started while another's queue
-        /// was already built would take that queue's round trip for the path's and never shrink, while
-        /// the first shrank to its minimum (twoapps: one app 95 s, the other not done in 300 s).
+        /// How many broadcast sends may be unanswered (``InFlightWindow``). One for all apps, its limit on
+        /// all their sends together: windows of their own, an app that started while another's queue was
+        /// already built would take that queue's round trip for the path's and never shrink, while the first
+        /// shrank to its minimum (twoapps: one app 95 s, the other not done in 300 s).
         var window = InFlightWindow()
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
@@ -375,10 +375,17 @@ public final class Dispatcher: Service, NotificationIntake {
                     )
                 }
                 var appInFlight: [String: Int] = [:]
-                for delivery in active { appInFlight[delivery.request.app, default: 0] += delivery.inFlight }
+                var wanting = Set<String>()
+                for delivery in active where !delivery.fitsOnePage {
+                    appInFlight[delivery.request.app, default: 0] += delivery.inFlight
+                    if !delivery.isAllSent { wanting.insert(delivery.request.app) }
+                }
                 for delivery in active where !delivery.fitsOnePage {
                     let app = delivery.request.app
-                    var windowRoom = min(room, window.budget(capacity: budget) - appInFlight[app, default: 0])
+                    var windowRoom = min(
+                        room,
+                        window.room(for: app, inFlight: appInFlight, wanting: wanting, capacity: budget)
+                    )
                     let offered = windowRoom
                     delivery.advance(
                         room: &windowRoom,

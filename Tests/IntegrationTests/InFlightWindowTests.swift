@@ -120,4 +120,56 @@ struct InFlightWindowTests {
         Self.interval(&window, roundTrip: 0.05, at: 0.4)
         #expect(window.limit == 8_000)
     }
+
+    @Test(
+        "two apps' broadcasts share one limit: a chunk starting beside another app's unanswered tail gets what it leaves"
+    )
+    func appsShareTheLimit() {
+        var window = InFlightWindow()
+        Self.interval(&window, roundTrip: 0.0625, at: 0)
+        Self.interval(&window, roundTrip: 0.125, at: 0.2)
+        #expect(window.limit == 12_000)
+        // twoapps: a's chunk is all sent, 8,000 of it unanswered, when b's next chunk starts. A limit for each
+        // app would let b add 12,000 (20,000 in flight at a limit of 12,000: the round trip jumps, the limit
+        // falls, and the next chunk's start does it again).
+        #expect(window.room(for: "b", inFlight: ["a": 8_000], wanting: ["b"], capacity: Self.capacity) == 4_000)
+        // As a's answers come, b takes their room.
+        #expect(
+            window.room(for: "b", inFlight: ["a": 2_000, "b": 4_000], wanting: ["b"], capacity: Self.capacity)
+                == 6_000
+        )
+        // Both with sends waiting: an equal share each, all together within the limit.
+        let inFlight = ["a": 0, "b": 10_000]
+        #expect(window.room(for: "a", inFlight: inFlight, wanting: ["a", "b"], capacity: Self.capacity) == 2_000)
+        #expect(window.room(for: "b", inFlight: inFlight, wanting: ["a", "b"], capacity: Self.capacity) == 0)
+        #expect(
+            window.room(for: "a", inFlight: ["a": 0, "b": 4_000], wanting: ["a", "b"], capacity: Self.capacity)
+                == 6_000
+        )
+        // Lifted, the room is what the transports have left, whoever waits (as without the window).
+        let lifted = InFlightWindow()
+        #expect(
+            lifted.room(for: "a", inFlight: ["a": 0, "b": 10_000], wanting: ["a", "b"], capacity: Self.capacity)
+                == 6_000
+        )
+    }
+
+    @Test("a service with a long round trip keeps the transports' whole room: its own round trip is its lowest")
+    func longRoundTripIsNotStarved() {
+        var window = InFlightWindow()
+        // A Firebase-like path at 375 ms, its answers spread between 375 and 531 ms (within the target of
+        // 375 ms + 187.5 ms): never held.
+        for index in 0..<40 {
+            let roundTrip = 0.375 + 0.15625 * Double(index % 5) / 4
+            Self.interval(&window, roundTrip: roundTrip, at: 0.2 * Double(index))
+        }
+        #expect(window.lowestRoundTrip == 0.375)
+        #expect(window.target == 0.5625)
+        #expect(window.limit == nil)
+        #expect(window.room(for: "a", inFlight: ["a": 1_000], wanting: ["a"], capacity: Self.capacity) == 15_000)
+        // Queueing there shrinks it, never below the minimum: 1,000 a round trip still go.
+        for index in 40..<60 { Self.interval(&window, roundTrip: 4, at: 0.2 * Double(index)) }
+        #expect(window.limit == 1_000)
+        #expect(window.room(for: "a", inFlight: [:], wanting: ["a"], capacity: Self.capacity) == 1_000)
+    }
 }
