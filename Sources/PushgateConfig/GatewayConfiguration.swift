@@ -31,8 +31,8 @@ public struct GatewayConfiguration: Sendable, Hashable {
     /// topic or Firebase project), its devices are held and kept instead of invalidated.
     public var misconfiguration = Misconfiguration()
     /// `dispatch.inFlightWindow`: hold a broadcast's sends to the dispatcher's in-flight window (its
-    /// round trip kept near the lowest seen). Off by default.
-    public var dispatchInFlightWindow: Bool = false
+    /// round trip kept near the lowest seen). On by default; `false` sends as before the window.
+    public var dispatchInFlightWindow: Bool = true
 
     public init() {}
 

@@ -46,10 +46,10 @@ public final class Dispatcher: Service, NotificationIntake {
         /// the routes' transports can carry (``Dispatcher/inFlightBudget``).
         public var maximumInFlight: Int? = nil
         /// Hold a broadcast's sends to the ``InFlightWindow`` (round trips measured as answers come);
-        /// `dispatch.inFlightWindow`. Off by default until its figures are settled (docs/benchmarks.md).
-        /// Off, the window stays lifted and the sends are exactly as before. (`twoapps` once seemed never
-        /// to finish with it: the request was done, its done line missing, ``finishUnreported``.)
-        public var holdsToInFlightWindow = false
+        /// `dispatch.inFlightWindow`. On by default: one-device requests sent during a broadcast do not
+        /// wait behind the queue it would build at the server (docs/benchmarks.md, "Singles during a
+        /// broadcast"). Off, the window stays lifted and the sends are exactly as before it.
+        public var holdsToInFlightWindow = true
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
         public var progressInterval: Duration = .milliseconds(100)

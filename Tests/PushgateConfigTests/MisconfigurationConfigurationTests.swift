@@ -66,13 +66,17 @@ struct MisconfigurationConfigurationTests {
     }
 }
 
-/// `dispatch.inFlightWindow`: off unless set, from a flag or the environment.
+/// `dispatch.inFlightWindow`: on unless set off, from a flag or the environment.
 @Suite("Configuration: dispatch.inFlightWindow")
 struct InFlightWindowConfigurationTests {
-    @Test("off by default; on from --dispatch-in-flight-window or PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW")
-    func offUnlessSet() async throws {
-        #expect(try await load().dispatchInFlightWindow == false)
+    @Test("on by default; off from --dispatch-in-flight-window false or PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW")
+    func onUnlessSetOff() async throws {
+        #expect(try await load().dispatchInFlightWindow)
+        #expect(try await load(arguments: ["--dispatch-in-flight-window", "false"]).dispatchInFlightWindow == false)
+        #expect(
+            try await load(environment: ["PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW": "false"]).dispatchInFlightWindow
+                == false
+        )
         #expect(try await load(arguments: ["--dispatch-in-flight-window", "true"]).dispatchInFlightWindow)
-        #expect(try await load(environment: ["PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW": "true"]).dispatchInFlightWindow)
     }
 }
