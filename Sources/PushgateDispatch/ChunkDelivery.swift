@@ -63,7 +63,7 @@ final class ChunkDelivery {
     /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
     private var deferred: [DeferredOutcome] = []
     /// The first send of each batch sent, by sequence, and when it was sent: its answer is a round trip
-    /// for the app's ``InFlightWindow`` (one sample a batch: no clock read per send).
+    /// for the dispatcher's ``InFlightWindow`` (one sample a batch: no clock read per send).
     private var timedSends: [UInt64: Date] = [:]
     private(set) var isDone = false
     /// Every target came in the first page read (a one-device request's chunk, say): nothing more to read.

@@ -362,8 +362,8 @@ public final class Dispatcher: Service, NotificationIntake {
                 var records = ProgressRecords()
                 // Chunks read in one page (one-device requests) are offered room first: a single never waits
                 // behind a broadcast's buffered page for the room its answers free. They may use all the
-                // transports' room; the others, per app, only the ``InFlightWindow``'s limit, so a single
-                // never waits behind a queue the broadcast built at the server either.
+                // transports' room; broadcasts, all apps together, only the ``InFlightWindow``'s limit, so a
+                // single never waits behind a queue the broadcast built at the server either.
                 for delivery in active where delivery.fitsOnePage {
                     delivery.advance(
                         room: &room,
