@@ -161,6 +161,8 @@ public struct ConfigurationLoader: Sendable {
             try values.int("misconfiguration.probeLimit") ?? guardDefaults.probeLimitSeconds
         configuration.misconfiguration.probeAnswers =
             try values.int("misconfiguration.probeAnswers") ?? guardDefaults.probeAnswers
+        configuration.dispatchInFlightWindow =
+            try values.bool("dispatch.inFlightWindow") ?? defaults.dispatchInFlightWindow
 
         for name in keyNames {
             let prefix = "apiKey.\(name)"
@@ -353,6 +355,7 @@ public struct ConfigurationLoader: Sendable {
             "apps", "apiKeys", "listen", "udp.registrationPort", "udp.notificationPort", "udp.allow", "http.port",
             "http.host", "http.tls.certificate", "http.tls.key", "http.tls.clientCA", "store.path", "store.url",
             "store.minimumFreeBytes", "store.retention", "instanceId", "logLevel", "logFormat", "shutdown.timeout",
+            "dispatch.inFlightWindow",
         ]
         keys.formUnion(misconfigurationKeys.map { "misconfiguration.\($0)" })
         for app in apps {

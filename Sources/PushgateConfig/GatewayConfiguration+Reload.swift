@@ -30,6 +30,7 @@ extension GatewayConfiguration {
         check("logLevel", logLevel, fresh.logLevel)
         check("logFormat", logFormat, fresh.logFormat)
         check("shutdown.timeout", shutdownTimeoutSeconds, fresh.shutdownTimeoutSeconds)
+        check("dispatch.inFlightWindow", dispatchInFlightWindow, fresh.dispatchInFlightWindow)
         check("misconfiguration", misconfiguration, fresh.misconfiguration)
         // Whether the API asks for keys at all (and so which address it may bind) is decided at start-up;
         // which keys it accepts is not.

@@ -30,6 +30,9 @@ public struct GatewayConfiguration: Sendable, Hashable {
     /// `misconfiguration.*`: when most of an app's answers refuse its device tokens (a wrong environment,
     /// topic or Firebase project), its devices are held and kept instead of invalidated.
     public var misconfiguration = Misconfiguration()
+    /// `dispatch.inFlightWindow`: hold a broadcast's sends to the dispatcher's in-flight window (its
+    /// round trip kept near the lowest seen). On by default; `false` sends as before the window.
+    public var dispatchInFlightWindow: Bool = true
 
     public init() {}
 

@@ -62,6 +62,9 @@ final class ChunkDelivery {
     /// Suspect answers the misconfiguration breaker has not decided yet: neither recorded nor counted as
     /// answered, so progress stops before them and a crash sends them again (``MisconfigurationBreaker``).
     private var deferred: [DeferredOutcome] = []
+    /// The first send of each batch sent, by sequence, and when it was sent: its answer is a round trip
+    /// for the dispatcher's ``InFlightWindow`` (one sample a batch: no clock read per send).
+    private var timedSends: [UInt64: Date] = [:]
     private(set) var isDone = false
     /// Every target came in the first page read (a one-device request's chunk, say): nothing more to read.
     private(set) var fitsOnePage = false
@@ -114,6 +117,7 @@ final class ChunkDelivery {
     func advance(
         room: inout Int,
         budget: Int,
+        window: inout InFlightWindow,
         records: inout ProgressRecords,
         group: inout DiscardingTaskGroup,
         signal: WakeSignal
@@ -121,7 +125,7 @@ final class ChunkDelivery {
         guard !isDone else { return }
         collectBackgroundWork()
         if isDone { return }
-        gatherOutcomes()
+        gatherOutcomes(window: &window, capacity: budget)
         resolveDeferred()
         if stopDeadline == nil {
             send(room: &room)
@@ -203,7 +207,7 @@ final class ChunkDelivery {
         scanEnded = page.isEnd
     }
 
-    private func gatherOutcomes() {
+    private func gatherOutcomes(window: inout InFlightWindow, capacity: Int) {
         let completed = collector.drain()
         guard !completed.isEmpty else { return }
         let now = dispatcher.clock.now()
@@ -214,6 +218,9 @@ final class ChunkDelivery {
                     // Withdrawn before it was sent: it stays pending, so progress stops before it and
                     // the next run sends it.
                     continue
+                }
+                if !timedSends.isEmpty, let sentAt = timedSends.removeValue(forKey: outcome.tag) {
+                    window.answered(roundTrip: now.timeIntervalSince(sentAt), now: now, capacity: capacity)
                 }
                 let disposition = OutcomeDisposition.decide(
                     outcome.outcome,
@@ -277,6 +284,7 @@ final class ChunkDelivery {
         guard count > 0 else { return }
         var sends = RoutedSends(reservingCapacity: count)
         let now = dispatcher.clock.now()
+        var timed = !configuration.holdsToInFlightWindow
         for index in bufferedHead..<(bufferedHead + count) {
             let target = buffered[index]
             let sequence = order.append(target.cursor)
@@ -299,6 +307,10 @@ final class ChunkDelivery {
             }
             // A chunk read in one page (a one-device request's) goes by the transports' express lane.
             sends.add(target.token, tag: sequence, prepared: prepared, express: fitsOnePage)
+            if !timed {
+                timed = true
+                timedSends[sequence] = now
+            }
         }
         bufferedHead += count
         // Announced before they are submitted: an answer may come before `submit` returns.

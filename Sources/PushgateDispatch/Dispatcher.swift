@@ -45,6 +45,11 @@ public final class Dispatcher: Service, NotificationIntake {
         /// A cap on notifications sent but not yet answered (the crash-duplicate window). Nil: what
         /// the routes' transports can carry (``Dispatcher/inFlightBudget``).
         public var maximumInFlight: Int? = nil
+        /// Hold a broadcast's sends to the ``InFlightWindow`` (round trips measured as answers come);
+        /// `dispatch.inFlightWindow`. On by default: one-device requests sent during a broadcast do not
+        /// wait behind the queue it would build at the server (docs/benchmarks.md, "Singles during a
+        /// broadcast"). Off, the window stays lifted and the sends are exactly as before it.
+        public var holdsToInFlightWindow = true
         /// Outcomes recorded per transaction, at most; and the longest they wait to be recorded.
         public var progressBatch: Int = 4_000
         public var progressInterval: Duration = .milliseconds(100)
@@ -245,6 +250,11 @@ public final class Dispatcher: Service, NotificationIntake {
         /// Claimed chunks not started yet (still leased to us): handed over by a submission, with their first
         /// page, or claimed here and their start failed on a store error.
         var unstarted: [ClaimedChunk] = []
+        /// How many broadcast sends may be unanswered (``InFlightWindow``). One for all apps, its limit on
+        /// all their sends together: windows of their own, an app that started while another's queue was
+        /// already built would take that queue's round trip for the path's and never shrink, while the first
+        /// shrank to its minimum (twoapps: one app 95 s, the other not done in 300 s).
+        var window = InFlightWindow()
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
             unstarted += handedWork.withLock { handed in
@@ -351,11 +361,43 @@ public final class Dispatcher: Service, NotificationIntake {
                 var room = budget - active.reduce(0) { $0 + $1.inFlight } - retriesInFlight
                 var records = ProgressRecords()
                 // Chunks read in one page (one-device requests) are offered room first: a single never waits
-                // behind a broadcast's buffered page for the room its answers free.
-                for small in [true, false] {
-                    for delivery in active where delivery.fitsOnePage == small {
-                        delivery.advance(room: &room, budget: budget, records: &records, group: &group, signal: wake)
-                    }
+                // behind a broadcast's buffered page for the room its answers free. They may use all the
+                // transports' room; broadcasts, all apps together, only the ``InFlightWindow``'s limit, so a
+                // single never waits behind a queue the broadcast built at the server either.
+                for delivery in active where delivery.fitsOnePage {
+                    delivery.advance(
+                        room: &room,
+                        budget: budget,
+                        window: &window,
+                        records: &records,
+                        group: &group,
+                        signal: wake
+                    )
+                }
+                var appInFlight: [String: Int] = [:]
+                var wanting = Set<String>()
+                for delivery in active where !delivery.fitsOnePage {
+                    appInFlight[delivery.request.app, default: 0] += delivery.inFlight
+                    if !delivery.isAllSent { wanting.insert(delivery.request.app) }
+                }
+                for delivery in active where !delivery.fitsOnePage {
+                    let app = delivery.request.app
+                    var windowRoom = min(
+                        room,
+                        window.room(for: app, inFlight: appInFlight, wanting: wanting, capacity: budget)
+                    )
+                    let offered = windowRoom
+                    delivery.advance(
+                        room: &windowRoom,
+                        budget: budget,
+                        window: &window,
+                        records: &records,
+                        group: &group,
+                        signal: wake
+                    )
+                    let sent = max(0, offered - windowRoom)
+                    room -= sent
+                    appInFlight[app, default: 0] += sent
                 }
                 records.start(in: &group, dispatcher: self, signal: wake)
                 // One task for the turn's completions, not one per chunk (one-device requests end many at once).

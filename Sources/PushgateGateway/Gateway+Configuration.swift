@@ -82,6 +82,7 @@ extension Gateway.Configuration {
             ? LedgerRetention.Configuration(retention: .seconds(configuration.store.retentionSeconds)) : nil
         if let chunkSize = configuration.store.chunkSize { dispatcher.chunkSize = chunkSize }
         if let lease = configuration.store.lease { dispatcher.leaseDuration = lease }
+        dispatcher.holdsToInFlightWindow = configuration.dispatchInFlightWindow
         let guardKeys = configuration.misconfiguration
         dispatcher.misconfiguration =
             guardKeys.enabled

@@ -65,3 +65,18 @@ struct MisconfigurationConfigurationTests {
         }
     }
 }
+
+/// `dispatch.inFlightWindow`: on unless set off, from a flag or the environment.
+@Suite("Configuration: dispatch.inFlightWindow")
+struct InFlightWindowConfigurationTests {
+    @Test("on by default; off from --dispatch-in-flight-window false or PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW")
+    func onUnlessSetOff() async throws {
+        #expect(try await load().dispatchInFlightWindow)
+        #expect(try await load(arguments: ["--dispatch-in-flight-window", "false"]).dispatchInFlightWindow == false)
+        #expect(
+            try await load(environment: ["PUSHGATE_DISPATCH_IN_FLIGHT_WINDOW": "false"]).dispatchInFlightWindow
+                == false
+        )
+        #expect(try await load(arguments: ["--dispatch-in-flight-window", "true"]).dispatchInFlightWindow)
+    }
+}

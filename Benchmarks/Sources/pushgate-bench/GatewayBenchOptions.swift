@@ -174,12 +174,9 @@ struct StandIn: Sendable {
             return try await body(StandIn(host: endpoint.host, port: endpoint.port, caPath: options.ca))
         }
         if let rtt = options.rttMilliseconds, simulatorLatency == nil {
-            let haproxy = try await HAProxyStandIn.start(
-                script: try HAProxyStandIn.locateScript(override: options.standInScript),
-                rttMilliseconds: rtt
-            )
-            do {
-                let result = try await body(
+            return try await HAProxyStandIn.with(scriptOverride: options.standInScript, rttMilliseconds: rtt) {
+                haproxy in
+                try await body(
                     StandIn(
                         host: haproxy.host,
                         port: haproxy.port,
@@ -188,11 +185,6 @@ struct StandIn: Sendable {
                         maxConcurrentStreams: 1_000
                     )
                 )
-                await haproxy.stop()
-                return result
-            } catch {
-                await haproxy.stop()
-                throw error
             }
         }
         let caPath = workDirectory.appendingPathComponent("simulator-ca-\(UUID().uuidString).pem").path

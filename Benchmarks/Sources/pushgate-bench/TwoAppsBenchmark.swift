@@ -213,6 +213,9 @@ struct TwoAppsBenchmark {
             if done.count < Self.apps.count {
                 let missing = Self.apps.filter { done[$0] == nil }.joined(separator: ", ")
                 run.incomplete = "no done line for app \(missing) within \(options.timeout) s"
+                // What the gateway was doing when the bench gave up (its log is not kept otherwise).
+                report.line("  the gateway's last lines:")
+                for line in gateway.log.recent { report.line("    \(line)") }
             }
             if let before = gatewayBefore, let after = gatewayAfter { run.gatewayCPU = after - before }
             if let before = machineBefore, let after = machineAfter {
