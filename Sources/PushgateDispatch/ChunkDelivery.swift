@@ -220,7 +220,12 @@ final class ChunkDelivery {
                     continue
                 }
                 if !timedSends.isEmpty, let sentAt = timedSends.removeValue(forKey: outcome.tag) {
-                    window.answered(roundTrip: now.timeIntervalSince(sentAt), now: now, capacity: capacity)
+                    window.answered(
+                        roundTrip: now.timeIntervalSince(sentAt),
+                        service: outcome.token.platform,
+                        now: now,
+                        capacity: capacity
+                    )
                 }
                 let disposition = OutcomeDisposition.decide(
                     outcome.outcome,

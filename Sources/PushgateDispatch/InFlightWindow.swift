@@ -1,4 +1,5 @@
 package import Foundation
+package import PushgateCore
 
 /// How many broadcast sends may be unanswered at once, as a pure state machine: round trips of
 /// answered sends in, a limit out (``budget(capacity:)``), and the room an app's broadcast may take now
@@ -25,7 +26,12 @@ package import Foundation
 /// so a broadcast on a path without a queue is sent exactly as before.
 ///
 /// The lowest round trip is the lowest of the last ``Configuration/baseWindow`` (two halves: a path
-/// that became slower for good is followed within that time). Holds no clock: the times come in.
+/// that became slower for good is followed within that time), kept for each service: a group of phones
+/// and browsers is one broadcast on several paths (APNs, FCM, a Web Push origin) whose round trips differ
+/// without any queue, and measured against the fastest one's, the slower path's answers would read as
+/// a queue and hold the whole broadcast to the minimum. Each answer is compared with its own service's
+/// target; the limit shrinks when the answers, so compared, are late on average. Holds no clock: the
+/// times come in.
 package struct InFlightWindow: Sendable, Equatable {
     package struct Configuration: Sendable, Equatable {
         /// The queue the window lets a server build above the lowest round trip: the larger of this
@@ -46,32 +52,38 @@ package struct InFlightWindow: Sendable, Equatable {
     package let configuration: Configuration
     /// Nil: lifted (the capacity).
     package private(set) var limit: Int?
-    /// The lowest round trip of the current half of the base window, and of the one before.
-    private var lowest: (current: TimeInterval, previous: TimeInterval) = (.infinity, .infinity)
+    /// For each service, the lowest round trip of the current half of the base window and of the one before.
+    private var lowest: [PushPlatform: Lowest] = [:]
     private var halfStartedAt: Date?
     private var intervalStartedAt: Date?
-    private var intervalSum: TimeInterval = 0
+    /// The interval's answers so far, for each service.
+    private var interval: [PushPlatform: Tally] = [:]
     private var intervalCount = 0
+
+    private struct Lowest: Sendable, Equatable {
+        var current = TimeInterval.infinity
+        var previous = TimeInterval.infinity
+    }
+
+    private struct Tally: Sendable, Equatable {
+        var sum: TimeInterval = 0
+        var count = 0
+    }
 
     package init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
     }
 
-    package static func == (lhs: Self, rhs: Self) -> Bool {
-        lhs.limit == rhs.limit && lhs.lowest == rhs.lowest && lhs.halfStartedAt == rhs.halfStartedAt
-            && lhs.intervalStartedAt == rhs.intervalStartedAt && lhs.intervalSum == rhs.intervalSum
-            && lhs.intervalCount == rhs.intervalCount && lhs.configuration == rhs.configuration
-    }
-
-    /// The lowest round trip of the base window (nil before the first answer).
-    package var lowestRoundTrip: TimeInterval? {
+    /// The lowest round trip of `service` in the base window (nil before its first answer).
+    package func lowestRoundTrip(of service: PushPlatform = .apns) -> TimeInterval? {
+        guard let lowest = lowest[service] else { return nil }
         let value = min(lowest.current, lowest.previous)
         return value.isFinite ? value : nil
     }
 
-    /// The mean round trip above which the limit shrinks.
-    package var target: TimeInterval? {
-        lowestRoundTrip.map { $0 + max(configuration.allowance, $0 * configuration.allowanceFraction) }
+    /// The mean round trip of `service` above which its answers count as late.
+    package func target(of service: PushPlatform = .apns) -> TimeInterval? {
+        lowestRoundTrip(of: service).map { $0 + max(configuration.allowance, $0 * configuration.allowanceFraction) }
     }
 
     /// The sends that may be unanswered: the limit, or `capacity` if it is lower or the limit is lifted.
@@ -92,39 +104,56 @@ package struct InFlightWindow: Sendable, Equatable {
         return max(0, min(budget - total, share - inFlight[app, default: 0]))
     }
 
-    /// A send was answered `roundTrip` seconds after it was sent, seen at `now`; `capacity` is what the
-    /// transports could carry now.
-    package mutating func answered(roundTrip: TimeInterval, now: Date, capacity: Int) {
+    /// A send to `service` was answered `roundTrip` seconds after it was sent, seen at `now`; `capacity`
+    /// is what the transports could carry now.
+    package mutating func answered(
+        roundTrip: TimeInterval,
+        service: PushPlatform = .apns,
+        now: Date,
+        capacity: Int
+    ) {
         let roundTrip = max(0, roundTrip)
-        if let started = halfStartedAt, now.timeIntervalSince(started) < configuration.baseWindow / 2 {
-            lowest.current = min(lowest.current, roundTrip)
-        } else {
-            lowest = (roundTrip, halfStartedAt == nil ? .infinity : lowest.current)
+        if halfStartedAt.map({ now.timeIntervalSince($0) >= configuration.baseWindow / 2 }) ?? true {
+            let first = halfStartedAt == nil
+            lowest = lowest.mapValues { Lowest(previous: first ? .infinity : $0.current) }
             halfStartedAt = now
         }
+        lowest[service, default: Lowest()].current = min(lowest[service]?.current ?? .infinity, roundTrip)
         guard let started = intervalStartedAt else {
             intervalStartedAt = now
-            intervalSum = roundTrip
+            interval = [service: Tally(sum: roundTrip, count: 1)]
             intervalCount = 1
             return
         }
-        intervalSum += roundTrip
+        interval[service, default: Tally()].sum += roundTrip
+        interval[service, default: Tally()].count += 1
         intervalCount += 1
         guard now.timeIntervalSince(started) >= configuration.interval,
             intervalCount >= configuration.minimumSamples
         else { return }
-        decide(mean: intervalSum / Double(intervalCount), capacity: capacity)
+        decide(capacity: capacity)
         // The next interval starts with the next answer.
         intervalStartedAt = nil
     }
 
-    private mutating func decide(mean: TimeInterval, capacity: Int) {
-        guard let target, capacity > 0 else { return }
+    /// Each service's mean round trip over its target, weighted by its answers: above 1, the answers were
+    /// late on average and the limit shrinks in proportion (for one service: its target over its mean).
+    private mutating func decide(capacity: Int) {
+        var lateness = 0.0
+        var count = 0
+        for (service, tally) in interval {
+            guard let target = target(of: service), target > 0 else { continue }
+            lateness += tally.sum / target
+            count += tally.count
+        }
+        guard count > 0, capacity > 0 else { return }
+        let late = lateness / Double(count)
         let current = budget(capacity: capacity)
         let floor = min(configuration.minimum, capacity)
-        if mean > target {
-            let factor = max(0.5, target / mean)
-            limit = max(floor, Int(Double(current) * factor))
+        if late > 1 {
+            let factor = max(0.5, 1 / late)
+            // Rounded: the lateness is a sum of quotients, 0.75 may come out a hair under.
+            limit = max(floor, Int((Double(current) * factor).rounded()))
         } else if let limit {
             let grown = limit + max(limit / 2, 1)
             self.limit = grown >= capacity ? nil : grown

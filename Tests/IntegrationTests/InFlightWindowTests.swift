@@ -1,4 +1,5 @@
 import Foundation
+import PushgateCore
 import PushgateDispatch
 import Testing
 
@@ -30,9 +31,9 @@ struct InFlightWindowTests {
         #expect(window.budget(capacity: Self.capacity) == Self.capacity)
         for index in 0..<5 { Self.interval(&window, roundTrip: 0.0625, at: 0.2 * Double(index)) }
         #expect(window.limit == nil)
-        #expect(window.lowestRoundTrip == 0.0625)
+        #expect(window.lowestRoundTrip() == 0.0625)
         // 62.5 ms + the larger of 25 ms and half of 62.5 ms.
-        #expect(window.target == 0.09375)
+        #expect(window.target() == 0.09375)
         #expect(window.budget(capacity: Self.capacity) == Self.capacity)
     }
 
@@ -97,16 +98,16 @@ struct InFlightWindowTests {
     func lowestRoundTripFollowsThePath() {
         var window = InFlightWindow()
         Self.interval(&window, roundTrip: 0.0625, at: 0)
-        #expect(window.lowestRoundTrip == 0.0625)
+        #expect(window.lowestRoundTrip() == 0.0625)
         // From 5.5 s on the path is 125 ms: the lowest stays 62.5 ms while 0-5 s is the previous half.
         Self.interval(&window, roundTrip: 0.125, at: 5.5)
-        #expect(window.lowestRoundTrip == 0.0625)
+        #expect(window.lowestRoundTrip() == 0.0625)
         #expect(window.limit == 12_000)
         // Once both halves have passed, only 125 ms remains (target 187.5 ms), and 125 ms answers grow the
         // limit the change left back towards lifted.
         Self.interval(&window, roundTrip: 0.125, at: 11)
-        #expect(window.lowestRoundTrip == 0.125)
-        #expect(window.target == 0.1875)
+        #expect(window.lowestRoundTrip() == 0.125)
+        #expect(window.target() == 0.1875)
         #expect(window.limit == nil)
     }
 
@@ -114,7 +115,7 @@ struct InFlightWindowTests {
     func absoluteAllowance() {
         var window = InFlightWindow()
         Self.interval(&window, roundTrip: 0, at: 0)
-        #expect(window.target == 0.025)
+        #expect(window.target() == 0.025)
         Self.interval(&window, roundTrip: 0.015625, at: 0.2)
         #expect(window.limit == nil)
         Self.interval(&window, roundTrip: 0.05, at: 0.4)
@@ -163,13 +164,55 @@ struct InFlightWindowTests {
             let roundTrip = 0.375 + 0.15625 * Double(index % 5) / 4
             Self.interval(&window, roundTrip: roundTrip, at: 0.2 * Double(index))
         }
-        #expect(window.lowestRoundTrip == 0.375)
-        #expect(window.target == 0.5625)
+        #expect(window.lowestRoundTrip() == 0.375)
+        #expect(window.target() == 0.5625)
         #expect(window.limit == nil)
         #expect(window.room(for: "a", inFlight: ["a": 1_000], wanting: ["a"], capacity: Self.capacity) == 15_000)
         // Queueing there shrinks it, never below the minimum: 1,000 a round trip still go.
         for index in 40..<60 { Self.interval(&window, roundTrip: 4, at: 0.2 * Double(index)) }
         #expect(window.limit == 1_000)
         #expect(window.room(for: "a", inFlight: [:], wanting: ["a"], capacity: Self.capacity) == 1_000)
+    }
+
+    /// One interval as ``interval(_:roundTrip:at:count:capacity:)``, its answers alternating between APNs
+    /// (even) and FCM (odd).
+    static func mixedInterval(
+        _ window: inout InFlightWindow,
+        apns: TimeInterval,
+        fcm: TimeInterval,
+        at start: TimeInterval
+    ) {
+        let count = 20
+        for index in 0..<count {
+            let offset = index == count - 1 ? 0.15 : 0.09 * Double(index) / Double(count)
+            window.answered(
+                roundTrip: index.isMultiple(of: 2) ? apns : fcm,
+                service: index.isMultiple(of: 2) ? .apns : .fcm,
+                now: t0.addingTimeInterval(start + offset),
+                capacity: capacity
+            )
+        }
+    }
+
+    @Test(
+        "one broadcast to phones on two services: each answer is compared with its own service's lowest round trip"
+    )
+    func servicesAreMeasuredApart() {
+        var window = InFlightWindow()
+        // APNs at 62.5 ms and FCM at 187.5 ms, neither queueing. Against APNs's lowest alone (target 93.75 ms)
+        // the mean of 125 ms would read as a queue and hold the broadcast down; each against its own
+        // (93.75 and 281.25 ms), both answer early.
+        for index in 0..<10 { Self.mixedInterval(&window, apns: 0.0625, fcm: 0.1875, at: 0.2 * Double(index)) }
+        #expect(window.lowestRoundTrip(of: .apns) == 0.0625)
+        #expect(window.lowestRoundTrip(of: .fcm) == 0.1875)
+        #expect(window.target(of: .fcm) == 0.28125)
+        #expect(window.limit == nil)
+        // FCM queueing, at twice its target: the answers are late on average ((2/3 + 2) / 2 = 4/3), the limit
+        // shrinks to three quarters.
+        Self.mixedInterval(&window, apns: 0.0625, fcm: 0.5625, at: 2)
+        #expect(window.limit == 12_000)
+        // Both back at their lowest: it grows again.
+        Self.mixedInterval(&window, apns: 0.0625, fcm: 0.1875, at: 2.2)
+        #expect(window.limit == 16_000 || window.limit == nil)
     }
 }
