@@ -136,4 +136,56 @@ struct ClaimSchedulerTests {
         #expect(ClaimScheduler.next(candidates, recentAppTurns: ["a": 5]) == 2)
         #expect(ClaimScheduler.next(candidates, recentAppTurns: ["a": 5, "b": 6]) == 1)
     }
+
+    /// The rules as first written (a dictionary of each app's candidates, a filtered array per rule):
+    /// ``ClaimScheduler/next(_:recentAppTurns:)`` now runs once per chunk cut inside the store's writer
+    /// without those allocations, and must choose exactly as this did.
+    static func reference(_ candidates: [ClaimScheduler.Candidate], recentAppTurns: [String: Int64]) -> Int64? {
+        guard candidates.count > 1 else { return candidates.first?.seq }
+        let latest = max(recentAppTurns.values.max() ?? 0, candidates.compactMap(\.lastTurn).max() ?? 0)
+        var byApp: [String: [ClaimScheduler.Candidate]] = [:]
+        for candidate in candidates { byApp[candidate.app, default: []].append(candidate) }
+        func appTurn(_ app: String) -> Int64 {
+            max(recentAppTurns[app] ?? -1, byApp[app]?.compactMap(\.lastTurn).max() ?? -1)
+        }
+        func oldest(_ app: String) -> Int64 { byApp[app]?.map(\.seq).min() ?? .max }
+        guard
+            let app = byApp.keys.min(by: { (appTurn($0), oldest($0)) < (appTurn($1), oldest($1)) }),
+            let requests = byApp[app]
+        else { return nil }
+        let overdueAfter = Int64(candidates.count)
+        let overdue = requests.filter { $0.lastTurn.map { latest - $0 >= overdueAfter } ?? false }
+        if let first = overdue.min(by: { ($0.lastTurn ?? 0, $0.seq) < ($1.lastTurn ?? 0, $1.seq) }) {
+            return first.seq
+        }
+        let fresh = requests.filter { $0.lastTurn == nil }
+        if let first = fresh.min(by: { ($0.urgent ? 0 : 1, $0.seq) < ($1.urgent ? 0 : 1, $1.seq) }) {
+            return first.seq
+        }
+        return requests.min(by: { ($0.lastTurn ?? 0, $0.seq) < ($1.lastTurn ?? 0, $1.seq) })?.seq
+    }
+
+    @Test("chooses as the rules' first writing did, for 5,000 random candidate sets of one to three apps")
+    func matchesReference() {
+        var generator = SplitMix64(seed: 23)
+        for round in 0..<5_000 {
+            let apps = ["a", "b", "c"].prefix(Int.random(in: 1...3, using: &generator))
+            let count = Int.random(in: 0...ClaimScheduler.candidateLimit, using: &generator)
+            let seqs = (1...Int64(200)).shuffled(using: &generator).prefix(count)
+            let candidates = seqs.map { seq in
+                ClaimScheduler.Candidate(
+                    seq: seq,
+                    app: apps.randomElement(using: &generator)!,
+                    urgent: Bool.random(using: &generator),
+                    lastTurn: Bool.random(using: &generator) ? nil : Int64.random(in: 1...300, using: &generator)
+                )
+            }
+            var recent: [String: Int64] = [:]
+            for app in apps where Bool.random(using: &generator) {
+                recent[app] = Int64.random(in: 1...300, using: &generator)
+            }
+            let expected = Self.reference(candidates, recentAppTurns: recent)
+            #expect(ClaimScheduler.next(candidates, recentAppTurns: recent) == expected, "round \(round)")
+        }
+    }
 }

@@ -54,28 +54,40 @@ public enum ClaimScheduler {
     /// turn still counts as served. Apps not in it were served longer ago.
     public static func next(_ candidates: [Candidate], recentAppTurns: [String: Int64] = [:]) -> Int64? {
         guard candidates.count > 1 else { return candidates.first?.seq }
+        // Called once per chunk cut, inside the store's write transaction (the SQLite writer, the serial
+        // resource of one-device traffic): one pass per rule and no per-call arrays, and with one app among
+        // the candidates (the usual case) rule 1 has nothing to choose.
+        let app: String
+        let firstApp = candidates[0].app
+        if candidates.allSatisfy({ $0.app == firstApp }) {
+            app = firstApp
+        } else {
+            var byApp: [String: (turn: Int64, oldest: Int64)] = [:]
+            for candidate in candidates {
+                var entry = byApp[candidate.app] ?? (recentAppTurns[candidate.app] ?? -1, .max)
+                entry.turn = max(entry.turn, candidate.lastTurn ?? -1)
+                entry.oldest = min(entry.oldest, candidate.seq)
+                byApp[candidate.app] = entry
+            }
+            guard let chosen = byApp.min(by: { ($0.value.turn, $0.value.oldest) < ($1.value.turn, $1.value.oldest) })
+            else { return nil }
+            app = chosen.key
+        }
         let latest = max(recentAppTurns.values.max() ?? 0, candidates.compactMap(\.lastTurn).max() ?? 0)
-
-        var byApp: [String: [Candidate]] = [:]
-        for candidate in candidates { byApp[candidate.app, default: []].append(candidate) }
-        func appTurn(_ app: String) -> Int64 {
-            max(recentAppTurns[app] ?? -1, byApp[app]?.compactMap(\.lastTurn).max() ?? -1)
-        }
-        func oldest(_ app: String) -> Int64 { byApp[app]?.map(\.seq).min() ?? .max }
-        guard
-            let app = byApp.keys.min(by: { (appTurn($0), oldest($0)) < (appTurn($1), oldest($1)) }),
-            let requests = byApp[app]
-        else { return nil }
-
         let overdueAfter = Int64(candidates.count)
-        let overdue = requests.filter { $0.lastTurn.map { latest - $0 >= overdueAfter } ?? false }
-        if let first = overdue.min(by: { ($0.lastTurn ?? 0, $0.seq) < ($1.lastTurn ?? 0, $1.seq) }) {
-            return first.seq
+        var overdue: (turn: Int64, seq: Int64)?
+        var fresh: (rank: Int, seq: Int64)?
+        var served: (turn: Int64, seq: Int64)?
+        for candidate in candidates where candidate.app == app {
+            guard let turn = candidate.lastTurn else {
+                let key = (candidate.urgent ? 0 : 1, candidate.seq)
+                if fresh.map({ key < $0 }) ?? true { fresh = key }
+                continue
+            }
+            let key = (turn, candidate.seq)
+            if latest - turn >= overdueAfter, overdue.map({ key < $0 }) ?? true { overdue = key }
+            if served.map({ key < $0 }) ?? true { served = key }
         }
-        let fresh = requests.filter { $0.lastTurn == nil }
-        if let first = fresh.min(by: { ($0.urgent ? 0 : 1, $0.seq) < ($1.urgent ? 0 : 1, $1.seq) }) {
-            return first.seq
-        }
-        return requests.min(by: { ($0.lastTurn ?? 0, $0.seq) < ($1.lastTurn ?? 0, $1.seq) })?.seq
+        return overdue?.seq ?? fresh?.seq ?? served?.seq
     }
 }
