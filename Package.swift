@@ -543,7 +543,7 @@ let package = Package(
         .testTarget(
             name: "IntegrationTests",
             dependencies: [
-                "APNsHTTP2", "PushTransport", "APNsTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch",
+                "APNsHTTP2", "PushTransport", "APNsTransport", "APNsSimulator", "APNsLegacy", "PushgateCore", "PushgateSQLite", "PushgatePostgres", "PushgateDispatch", "StoreConformance",
                 "PushgateUDP", "PushgateGateway", "PushgateConfig",
                 "PushgateHTTP",
                 "FCMTransport", "FCMSimulator", "WebPushSimulator", "WebPushTransport",

@@ -1,9 +1,10 @@
 public import PushgateCore
 
 /// The intake: requests are stored here by group commit (``GroupCommit``): those that arrive while a
-/// store write is under way are stored together by the next one, in one transaction. While the loop has
-/// room for new work, the transaction also claims the batch's first chunks and reads their first pages,
-/// and hands them to the loop.
+/// store write is under way are stored together by the next one, in one transaction, with the progress
+/// records that fell due meanwhile (``Dispatcher/recordProgress(batch:)``). While the loop has room for
+/// new work, the transaction also claims the batch's first chunks and reads their first pages, and hands
+/// them to the loop.
 extension Dispatcher {
     /// Stores the request durably (with whatever other requests arrived meanwhile), then wakes the
     /// dispatch loop. Answers only after the commit that holds the request; a refusal of this request
@@ -25,8 +26,9 @@ extension Dispatcher {
                 )
             }
         }
-        let stored = await intake.submit(known.map { requests[$0] }) { batch in await self.storeBatch(batch) }
-        for (index, answer) in zip(known, stored) {
+        let stored = await ledgerWrites.submit(known.map { .request(requests[$0]) }) { await self.writeLedger($0) }
+        for (index, written) in zip(known, stored) {
+            guard case .request(let answer) = written else { preconditionFailure("a request answered as a record") }
             answers[index] = answer
             guard case .success(let result) = answer else { continue }
             let request = requests[index]
@@ -51,8 +53,34 @@ extension Dispatcher {
         return answers.map { $0! }
     }
 
-    /// One group commit: the batch in one store transaction, claiming with it if the hand-off is open.
-    private func storeBatch(_ batch: [NotificationRequest]) async -> [Result<EnqueueResult, any Error>] {
+    /// One group commit: the requests and progress records of the batch in one store transaction,
+    /// claiming with the requests if the hand-off is open. Answers each item in the batch's order.
+    package func writeLedger(_ items: [LedgerItem]) async -> [LedgerAnswer] {
+        var batch = LedgerWrite()
+        for item in items {
+            switch item {
+            case .request(let request): batch.requests.append(request)
+            case .progress(let record): batch.records.append(record)
+            }
+        }
+        let (enqueued, recorded) = await write(batch)
+        var (nextRequest, nextRecord) = (0, 0)
+        return items.map { item in
+            switch item {
+            case .request:
+                defer { nextRequest += 1 }
+                return .request(enqueued[nextRequest])
+            case .progress:
+                defer { nextRecord += 1 }
+                return .progress(recorded[nextRecord])
+            }
+        }
+    }
+
+    private func write(
+        _ batch: LedgerWrite
+    ) async -> (enqueued: [Result<EnqueueResult, any Error>], recorded: [Result<ProgressResult, StoreError>]) {
+        guard !batch.requests.isEmpty else { return ([], await store.write(batch).recorded) }
         // Counted before the hand-off is taken, so that the loop never sees it open while a claim is under
         // way, and a stop never releases leases before such a claim has committed.
         claimsInFlight.wrappingAdd(1, ordering: .sequentiallyConsistent)
@@ -60,7 +88,8 @@ extension Dispatcher {
             !stopping.load(ordering: .sequentiallyConsistent)
             && handOffOpen.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged
         if !claiming { claimsInFlight.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
-        let claim =
+        var batch = batch
+        batch.claiming =
             claiming
             ? BatchClaim(
                 lease: LeaseWindow(
@@ -73,14 +102,16 @@ extension Dispatcher {
                 maximumChunks: configuration.intakeBatch,
                 newRequestsOnly: handOffNewRequestsOnly.load(ordering: .sequentiallyConsistent)
             ) : nil
+        let written = await store.write(batch)
         let stored: EnqueueBatchResult
-        do {
-            stored = try await store.enqueue(batch: batch, claiming: claim)
-        } catch {
+        switch written.enqueued {
+        case .success(let result):
+            stored = result
+        case .failure(let error):
             if claiming { endClaim() }
-            return Array(repeating: .failure(error), count: batch.count)
+            return (Array(repeating: .failure(error), count: batch.requests.count), written.recorded)
         }
-        for (request, result) in zip(batch, stored.results) {
+        for (request, result) in zip(batch.requests, stored.results) {
             // Stored: from here on a failure to prepare it is the dispatcher's to report, not the caller's.
             // Prepared before the claimed work is handed over, so that its start finds it cached.
             if case .success(let answer) = result, !answer.isReplay { _ = try? prepare(request) }
@@ -91,7 +122,7 @@ extension Dispatcher {
         } else {
             wakeUp()
         }
-        return stored.results.map { $0.mapError { $0 } }
+        return (stored.results.map { $0.mapError { $0 } }, written.recorded)
     }
 
     /// Wakes the dispatch loop when work was added elsewhere (another instance, through the store's
@@ -107,4 +138,17 @@ extension Dispatcher {
         claimsInFlight.wrappingSubtract(1, ordering: .sequentiallyConsistent)
         wake.signal()
     }
+}
+
+/// What one ``Dispatcher/ledgerWrites`` group commit carries: requests submitted and progress records,
+/// written together in one store transaction.
+package enum LedgerItem: Sendable {
+    case request(NotificationRequest)
+    case progress(ProgressRecord)
+}
+
+/// The answer of a ``LedgerItem``, of the same kind.
+package enum LedgerAnswer: Sendable {
+    case request(Result<EnqueueResult, any Error>)
+    case progress(Result<ProgressResult, StoreError>)
 }

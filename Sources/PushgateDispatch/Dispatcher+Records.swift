@@ -2,9 +2,9 @@ import PushgateCore
 import Synchronization
 
 /// Group commit of progress: the records of chunks that fall due in one turn of the loop are written by
-/// one background task (``ProgressRecords``), and those of turns that fall due while a record is being
-/// written go together in the next store transaction (``DeliveryLedger/recordProgress(batch:)``), each
-/// with its own lease check. Many one-device requests finishing at once share one commit and one fsync,
+/// one background task (``ProgressRecords``), and those of turns that fall due while a store write is
+/// under way go together in the next store transaction (``DeliveryLedger/write(_:)``), with the requests
+/// submitted meanwhile, each with its own lease check. Many one-device requests finishing at once share one commit and one fsync,
 /// and one task and one wake-up instead of one each.
 extension Dispatcher {
     /// Records chunks' progress with whatever other records wait, and answers once the transaction that
@@ -15,9 +15,10 @@ extension Dispatcher {
             now: clock.now(),
             duration: configuration.leaseDuration
         )
-        let store = self.store
-        return await progressRecords.submit(progress.map { ProgressRecord($0, renewing: lease) }) { records in
-            await store.recordProgress(batch: records)
+        let records = progress.map { LedgerItem.progress(ProgressRecord($0, renewing: lease)) }
+        return await ledgerWrites.submit(records) { await self.writeLedger($0) }.map { answer in
+            guard case .progress(let result) = answer else { preconditionFailure("a record answered as a request") }
+            return result
         }
     }
 }

@@ -123,9 +123,9 @@ public final class Dispatcher: Service, NotificationIntake {
     /// Retries whose last answer waits for the breaker's verdict (``UndecidedRetries``).
     let undecidedRetries = UndecidedRetries()
     let random = Mutex(SystemRandomNumberGenerator())
-    /// Group commit of submitted requests (``submit(_:)``) and of chunks' progress records.
-    let intake: GroupCommit<NotificationRequest, Result<EnqueueResult, any Error>>
-    let progressRecords: GroupCommit<ProgressRecord, Result<ProgressResult, StoreError>>
+    /// Group commit of submitted requests (``submit(_:)``) and of chunks' progress records, together: the
+    /// records that fall due while requests are being stored share the next requests' transaction and fsync.
+    let ledgerWrites: GroupCommit<LedgerItem, LedgerAnswer>
 
     public init(
         store: any PushStore,
@@ -142,8 +142,7 @@ public final class Dispatcher: Service, NotificationIntake {
         self.clock = clock
         self.logger = logger
         self.alarms = SharedFailureStorm(clock: clock, interval: 60)
-        self.intake = GroupCommit(maximumBatch: max(1, configuration.intakeBatch))
-        self.progressRecords = GroupCommit(maximumBatch: max(1, configuration.intakeBatch))
+        self.ledgerWrites = GroupCommit(maximumBatch: max(1, configuration.intakeBatch))
         self.misconfiguration = MisconfigurationMonitor(
             configuration: configuration.misconfiguration,
             logger: logger,

@@ -222,6 +222,64 @@ enum BatchChecks {
         try expectEqual(try await store.report(F.requestID("ra"))?.accepted, 1, "a done chunk counts nothing again")
     }
 
+    /// One group commit of progress records and new requests (``DeliveryLedger/write(_:)``) answers each
+    /// half as its own call would: the records (one completing its request, one refused for a lost lease)
+    /// and then the requests (one stored and claimed, one refused for its unknown group), and the claim
+    /// comes after the records (the request they finish is not claimed again).
+    static func writeOfRecordsAndRequestsAnswersEachAsAloneWould(_ store: any PushStore) async throws {
+        try await F.register(store, 1...1, in: "a")
+        try await F.register(store, 2...2, in: "b")
+        try await F.register(store, 3...3, in: "c")
+        _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
+        _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
+        let chunks = try await claimAll(store)
+        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
+        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
+        // rb's lease is renewed; ra's runs out and another instance takes its chunk over.
+        _ = try await store.recordProgress(
+            ChunkProgress(chunk: chunkB, through: chunkB.progress),
+            owner: F.instanceA,
+            now: F.at(20),
+            leaseDuration: F.lease
+        )
+        let takenOver = try await store.claimChunk(
+            owner: F.instanceB,
+            now: F.at(40),
+            leaseDuration: F.lease,
+            chunkSize: 10
+        )
+        try expectEqual(takenOver?.id, chunkA.id, "ra's expired chunk is taken over by B")
+        let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
+        let written = await store.write(
+            LedgerWrite(
+                requests: [F.request("rc", groups: ["c"], at: 41), F.request("rx", groups: ["nobody"], at: 41)],
+                claiming: BatchClaim(lease: lease, chunkSize: 10, pageLimit: 10, maximumChunks: 2),
+                records: [completing(chunkA, lease), completing(chunkB, lease)]
+            )
+        )
+        try expectEqual(written.recorded.count, 2, "one answer per record")
+        try expectEqual(try? written.recorded[0].get(), .leaseLost, "ra's chunk is B's now")
+        try expectEqual(try? written.recorded[1].get(), .chunkCompleted, "rb's chunk is recorded and completed")
+        let enqueued = try written.enqueued.get()
+        try expectEqual(enqueued.results.count, 2, "one answer per request")
+        try expectEqual((try? enqueued.results[0].get())?.targetCount, 1, "rc is stored")
+        let refusal: StoreError.Code? = {
+            guard case .failure(let error) = enqueued.results[1] else { return nil }
+            return error.code
+        }()
+        try expectEqual(refusal, .unknownGroup, "rx is refused: its group is unknown")
+        try expectEqual(enqueued.claimed.map(\.chunk.requestID), [F.requestID("rc")], "only rc's chunk is claimed")
+        try expectEqual(try await store.report(F.requestID("rb"))?.state, .done, "rb is done")
+        try expectEqual(try await store.report(F.requestID("ra"))?.accepted, 0, "nothing of ra's refused record")
+        try expectEqual(try await store.request(F.requestID("rx")) == nil, true, "rx is not stored")
+
+        let recordsOnly = await store.write(LedgerWrite(records: [completing(chunkB, lease)]))
+        try expectEqual((try? recordsOnly.enqueued.get())?.results.isEmpty, true, "no requests, no answers")
+        try expectEqual(recordsOnly.recorded.count, 1, "the record alone is answered")
+        let empty = await store.write(LedgerWrite())
+        try expectEqual(empty.recorded.isEmpty && (try? empty.enqueued.get())?.results.isEmpty == true, true, "empty")
+    }
+
     /// Every chunk there is to claim, claimed by instance A at second 1, by request.
     private static func claimAll(_ store: any PushStore) async throws -> [RequestID: WorkChunk] {
         var chunks = [RequestID: WorkChunk]()

@@ -64,6 +64,10 @@ public enum StoreConformance {
             "batchOfProgressFinishesEachRequestAsAloneWould",
             BatchChecks.batchOfProgressFinishesEachRequestAsAloneWould
         ),
+        StoreCheck(
+            "writeOfRecordsAndRequestsAnswersEachAsAloneWould",
+            BatchChecks.writeOfRecordsAndRequestsAnswersEachAsAloneWould
+        ),
     ]
 
     static let retentionChecks: [StoreCheck] = [

@@ -3,6 +3,7 @@ import Foundation
 import PushTransport
 import PushgateCore
 import PushgateDispatch
+import StoreConformance
 import Synchronization
 import Testing
 
@@ -85,6 +86,71 @@ struct GroupCommitTests {
             }
             try await body(dispatcher, store, transport)
         }
+    }
+
+    @Test("progress records and requests of one group commit: one store transaction, each answered as its own")
+    func recordsAndRequestsShareATransaction() async throws {
+        let statements = RecordedStatements()
+        var storeConfiguration = SQLiteStore.Configuration()
+        storeConfiguration.statementObserver = { statements.record($0) }
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteStore(path: directory.path("shared-commit.db"), configuration: storeConfiguration)
+        defer { try? store.close() }
+        _ = try await store.register(
+            batch: (0..<4).map { Registration(token: Self.token($0), group: "u\($0)", at: Date()) }
+        )
+        let instance = InstanceID("group-commit")
+        let dispatcher = Dispatcher(
+            store: store,
+            routes: [
+                Registration.defaultApp: DeliveryRoute(
+                    transport: RecordingAPNsTransport(),
+                    topic: try Topic("com.example.group")
+                )
+            ],
+            configuration: Dispatcher.Configuration(instanceID: instance),
+            logger: TestLogger.make("dispatch")
+        )
+        let lease = LeaseWindow(owner: instance, now: Date(), duration: .seconds(60))
+        let claimed = try await store.enqueue(
+            batch: [Self.request(0), Self.request(1)],
+            claiming: BatchClaim(lease: lease, chunkSize: 100, pageLimit: 100, maximumChunks: 2)
+        ).claimed
+        #expect(claimed.count == 2)
+        let records = claimed.map { work in
+            LedgerItem.progress(
+                ProgressRecord(
+                    ChunkProgress(
+                        chunk: work.chunk,
+                        through: work.firstPage.scannedThrough,
+                        accepted: 1,
+                        completesChunk: true
+                    ),
+                    renewing: lease
+                )
+            )
+        }
+        _ = statements.take()
+        // Interleaved as arrivals would be: a record, a request, a refused request, the other record.
+        let answers = await dispatcher.writeLedger([
+            records[0], .request(Self.request(2)), .request(Self.request(3, group: "missing")), records[1],
+        ])
+        let written = statements.take()
+        #expect(written.filter { $0.uppercased().hasPrefix("BEGIN") }.count == 1, "one transaction: \(written)")
+        #expect(written.filter { $0.uppercased().hasPrefix("COMMIT") }.count == 1)
+        #expect(answers.count == 4)
+        guard answers.count == 4, case .progress(let first) = answers[0], case .request(let stored) = answers[1],
+            case .request(let refused) = answers[2], case .progress(let last) = answers[3]
+        else {
+            Issue.record("each item answered in its place and of its kind: \(answers)")
+            return
+        }
+        #expect((try? first.get()) == .chunkCompleted)
+        #expect((try? last.get()) == .chunkCompleted)
+        #expect((try? stored.get())?.targetCount == 1, "r2 is stored")
+        #expect((refused.failure as? StoreError)?.code == .unknownGroup, "r3's own refusal")
+        let reports = try await store.reports([try RequestID("r0"), try RequestID("r1"), try RequestID("r2")])
+        #expect(reports.map(\.state) == [.done, .done, .queued], "r0 and r1 finished by their records; r2 waits")
     }
 
     @Test("concurrent submissions share commits; refused ones get their own error and cost the others nothing")

@@ -98,4 +98,56 @@ struct SQLiteStatementCountTests {
             for (sql, count) in byStatement.sorted(by: { $0.value > $1.value }) { print("  \(count)\t\(sql)") }
         }
     }
+
+    @Test("one batch's outcomes and the next batch's requests: one transaction, as many statements as apart")
+    func outcomesWithTheNextIntake() async throws {
+        let statements = Statements()
+        var configuration = SQLiteStore.Configuration()
+        configuration.statementObserver = { statements.record($0) }
+        try await withTemporaryStore(configuration: configuration) { store in
+            _ = try await store.register(
+                batch: (1...2 * Self.batch).map {
+                    Registration(token: Self.token($0), group: "user\($0)", at: Self.start)
+                }
+            )
+            let requests = (1...2 * Self.batch).map { index in
+                NotificationRequest(
+                    id: try! RequestID("r\(index)"),
+                    groups: ["user\(index)"],
+                    payload: Payload.alert("hi"),
+                    createdAt: Self.start
+                )
+            }
+            let lease = LeaseWindow(owner: Self.owner, now: Self.start, duration: .seconds(60))
+            let claim = BatchClaim(lease: lease, chunkSize: 1_000, pageLimit: 500, maximumChunks: Self.batch)
+            let first = try await store.enqueue(batch: Array(requests.prefix(Self.batch)), claiming: claim)
+            let records = first.claimed.map { work in
+                ProgressRecord(
+                    ChunkProgress(
+                        chunk: work.chunk,
+                        through: work.firstPage.scannedThrough,
+                        accepted: work.firstPage.targets.count,
+                        completesChunk: true
+                    ),
+                    renewing: lease
+                )
+            }
+            _ = statements.take()
+            let written = await store.write(
+                LedgerWrite(requests: Array(requests.suffix(Self.batch)), claiming: claim, records: records)
+            )
+            let all = statements.take()
+            #expect(written.recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
+            let second = try written.enqueued.get()
+            #expect(second.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
+            #expect(second.claimed.count == Self.batch, "the second batch's chunks claimed with it")
+            let begins = all.filter { $0.uppercased().hasPrefix("BEGIN") }
+            let commits = all.filter { $0.uppercased().hasPrefix("COMMIT") }
+            #expect(begins.count == 1 && commits.count == 1, "one transaction: \(begins) \(commits)")
+            #expect(Self.work(all).count <= 7 * Self.batch + 10, "as many statements as the two phases apart")
+            let reports = try await store.reports(requests.map(\.id))
+            #expect(reports.prefix(Self.batch).allSatisfy { $0.state == .done && $0.accepted == 1 })
+            #expect(reports.suffix(Self.batch).allSatisfy { $0.state != .done })
+        }
+    }
 }

@@ -49,6 +49,38 @@ public struct ProgressRecord: Hashable, Sendable {
     }
 }
 
+/// What one group commit writes: progress records of chunks under way and new requests (with the claim
+/// made with them), for ``DeliveryLedger/write(_:)``.
+public struct LedgerWrite: Sendable {
+    public var requests: [NotificationRequest]
+    public var claiming: BatchClaim?
+    public var records: [ProgressRecord]
+
+    public init(requests: [NotificationRequest] = [], claiming: BatchClaim? = nil, records: [ProgressRecord] = []) {
+        self.requests = requests
+        self.claiming = claiming
+        self.records = records
+    }
+}
+
+/// What ``DeliveryLedger/write(_:)`` did: the answers ``DeliveryLedger/enqueue(batch:claiming:)`` would
+/// have given or thrown, and those of ``DeliveryLedger/recordProgress(batch:)``, one per record.
+public struct LedgerWriteResult: Sendable {
+    public var enqueued: Result<EnqueueBatchResult, StoreError>
+    public var recorded: [Result<ProgressResult, StoreError>]
+
+    public init(enqueued: Result<EnqueueBatchResult, StoreError>, recorded: [Result<ProgressResult, StoreError>]) {
+        self.enqueued = enqueued
+        self.recorded = recorded
+    }
+
+    /// Both halves failed with `error` (the transaction that held them).
+    public init(failing batch: LedgerWrite, with error: StoreError) {
+        self.enqueued = .failure(error)
+        self.recorded = Array(repeating: .failure(error), count: batch.records.count)
+    }
+}
+
 extension StoreError {
     /// A request's own refusal in a batch (it writes nothing, and the others go on) as opposed to a
     /// failure of the store, which fails the batch's transaction.
@@ -98,6 +130,23 @@ extension DeliveryLedger {
             }
         }
         return outcome
+    }
+
+    /// The two halves one after the other, each in transactions of its own (for stores without a
+    /// transaction that holds both): the records first, then the requests.
+    public func write(_ batch: LedgerWrite) async -> LedgerWriteResult {
+        let recorded = batch.records.isEmpty ? [] : await recordProgress(batch: batch.records)
+        let enqueued: Result<EnqueueBatchResult, StoreError>
+        if batch.requests.isEmpty {
+            enqueued = .success(EnqueueBatchResult(results: []))
+        } else {
+            do {
+                enqueued = .success(try await enqueue(batch: batch.requests, claiming: batch.claiming))
+            } catch {
+                enqueued = .failure((error as? StoreError) ?? StoreError.backend("\(error)"))
+            }
+        }
+        return LedgerWriteResult(enqueued: enqueued, recorded: recorded)
     }
 
     /// Records each chunk's progress in a transaction of its own (for stores without a batch of their

@@ -149,6 +149,12 @@ public protocol DeliveryLedger: Sendable {
     /// the batch (none is written); the default implementation writes each in a transaction of its own.
     func recordProgress(batch records: [ProgressRecord]) async -> [Result<ProgressResult, StoreError>]
 
+    /// Group commit of the intake and the progress together: ``recordProgress(batch:)`` of `records`,
+    /// then ``enqueue(batch:claiming:)`` of `requests`, each answered exactly as by those two calls, in one
+    /// transaction and one fsync where the store can (SQLite). A failure of that transaction fails both
+    /// halves and writes nothing. The default implementation makes the two calls, one after the other.
+    func write(_ batch: LedgerWrite) async -> LedgerWriteResult
+
     /// The stored request (nil if unknown).
     func request(_ id: RequestID) async throws -> NotificationRequest?
 
