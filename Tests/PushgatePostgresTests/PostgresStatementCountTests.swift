@@ -41,63 +41,30 @@ struct PostgresStatementCountTests {
     )
     func oneDeviceRequests(batch: Int) async throws {
         try await Self.withCountedStore { store, statements in
-            _ = try await store.register(
-                batch: (1...batch).map { Registration(token: Self.token($0), group: "user\($0)", at: Self.start) }
+            let phases = try await OneDeviceRequestPhases.run(
+                store,
+                statements: statements,
+                batch: batch,
+                owner: Self.owner,
+                start: Self.start
             )
-            let requests = (1...batch).map { index in
-                NotificationRequest(
-                    id: try! RequestID("r\(index)"),
-                    groups: ["user\(index)"],
-                    payload: Payload.alert("hi"),
-                    createdAt: Self.start
-                )
-            }
-            _ = statements.take()
-            let lease = LeaseWindow(owner: Self.owner, now: Self.start, duration: .seconds(60))
-            let claim = BatchClaim(lease: lease, chunkSize: 1_000, pageLimit: 500, maximumChunks: batch)
-            let stored = try await store.enqueue(batch: requests, claiming: claim)
-            var claimed = stored.claimed
-            // A store that claims nothing with the enqueue: the dispatcher's next claim takes the chunks.
-            while claimed.count < batch {
-                let more = try await store.claimChunks(claim)
-                if more.isEmpty { break }
-                claimed += more
-            }
-            let intake = statements.take()
+            let (intake, outcomes, reading) = (phases.intake, phases.outcomes, phases.reading)
             #expect(
                 !intake.contains { $0.uppercased().hasPrefix("SAVEPOINT") },
                 "requests without an idempotency key are stored without savepoints"
             )
-            #expect(stored.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
-            #expect(claimed.count == batch, "every request's one chunk claimed")
-            #expect(claimed.allSatisfy { $0.firstPage.targets.count == 1 }, "each with its one device")
-
-            let records = claimed.map { work in
-                ProgressRecord(
-                    ChunkProgress(
-                        chunk: work.chunk,
-                        through: work.firstPage.scannedThrough,
-                        accepted: work.firstPage.targets.count,
-                        lastAPNsID: "apns-\(work.chunk.id)",
-                        completesChunk: true
-                    ),
-                    renewing: lease
-                )
-            }
-            let recorded = await store.recordProgress(batch: records)
-            let outcomes = statements.take()
-            #expect(recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
-
-            let reports = try await store.reports(requests.map(\.id))
-            let reading = statements.take()
-            #expect(reports.map(\.id) == requests.map(\.id))
-            #expect(reports.allSatisfy { $0.state == .done && $0.accepted == 1 })
+            #expect(phases.stored.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
+            #expect(phases.claimed.count == batch, "every request's one chunk claimed")
+            #expect(phases.claimed.allSatisfy { $0.firstPage.targets.count == 1 }, "each with its one device")
+            #expect(phases.recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
+            #expect(phases.reports.map(\.id) == phases.requests.map(\.id))
+            #expect(phases.reports.allSatisfy { $0.state == .done && $0.accepted == 1 })
             #expect(
-                zip(reports, claimed).allSatisfy { $0.lastAPNsID == "apns-\($1.chunk.id)" },
+                zip(phases.reports, phases.claimed).allSatisfy { $0.lastAPNsID == "apns-\($1.chunk.id)" },
                 "each report names its chunk's apns-id"
             )
 
-            let perRequest = { (phase: [String]) in Double(phase.count) / Double(batch) }
+            let perRequest = { OneDeviceRequestPhases.perRequest($0, batch: batch) }
             print(
                 "PostgreSQL statements per one-device request (batch of \(batch)): "
                     + "intake and claim \(perRequest(intake)), outcome and completion \(perRequest(outcomes)), "

@@ -35,54 +35,26 @@ struct SQLiteStatementCountTests {
         var configuration = SQLiteStore.Configuration()
         configuration.statementObserver = { statements.record($0) }
         try await withTemporaryStore(configuration: configuration) { store in
-            _ = try await store.register(
-                batch: (1...Self.batch).map { Registration(token: Self.token($0), group: "user\($0)", at: Self.start) }
+            let phases = try await OneDeviceRequestPhases.run(
+                store,
+                statements: statements,
+                batch: Self.batch,
+                owner: Self.owner,
+                start: Self.start
             )
-            let requests = (1...Self.batch).map { index in
-                NotificationRequest(
-                    id: try! RequestID("r\(index)"),
-                    groups: ["user\(index)"],
-                    payload: Payload.alert("hi"),
-                    createdAt: Self.start
-                )
-            }
-            _ = statements.take()
-            let lease = LeaseWindow(owner: Self.owner, now: Self.start, duration: .seconds(60))
-            let stored = try await store.enqueue(
-                batch: requests,
-                claiming: BatchClaim(lease: lease, chunkSize: 1_000, pageLimit: 500, maximumChunks: Self.batch)
-            )
-            let intakeAll = statements.take()
-            let intake = Self.work(intakeAll)
+            let intake = Self.work(phases.intake)
+            let (outcomes, reading) = (Self.work(phases.outcomes), Self.work(phases.reading))
             #expect(
-                !intakeAll.contains { $0.uppercased().hasPrefix("SAVEPOINT") },
+                !phases.intake.contains { $0.uppercased().hasPrefix("SAVEPOINT") },
                 "requests without an idempotency key are stored without savepoints"
             )
-            #expect(stored.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
-            #expect(stored.claimed.count == Self.batch, "every request's one chunk claimed with the enqueue")
+            #expect(phases.stored.results.allSatisfy { (try? $0.get())?.targetCount == 1 })
+            #expect(phases.stored.claimed.count == Self.batch, "every request's one chunk claimed with the enqueue")
+            #expect(phases.recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
+            #expect(phases.reports.count == Self.batch)
+            #expect(phases.reports.allSatisfy { $0.state == .done && $0.accepted == 1 })
 
-            let records = stored.claimed.map { work in
-                ProgressRecord(
-                    ChunkProgress(
-                        chunk: work.chunk,
-                        through: work.firstPage.scannedThrough,
-                        accepted: work.firstPage.targets.count,
-                        lastAPNsID: "apns-\(work.chunk.id)",
-                        completesChunk: true
-                    ),
-                    renewing: lease
-                )
-            }
-            let recorded = await store.recordProgress(batch: records)
-            let outcomes = Self.work(statements.take())
-            #expect(recorded.allSatisfy { (try? $0.get()) == .chunkCompleted })
-
-            let reports = try await store.reports(requests.map(\.id))
-            let reading = Self.work(statements.take())
-            #expect(reports.count == Self.batch)
-            #expect(reports.allSatisfy { $0.state == .done && $0.accepted == 1 })
-
-            let perRequest = { (phase: [String]) in Double(phase.count) / Double(Self.batch) }
+            let perRequest = { OneDeviceRequestPhases.perRequest($0, batch: Self.batch) }
             print(
                 "statements per one-device request (batch of \(Self.batch)): "
                     + "intake and claim \(perRequest(intake)), outcome and completion \(perRequest(outcomes)), "
