@@ -123,25 +123,8 @@ enum BatchChecks {
     }
 
     static func batchOfProgressChecksEachLease(_ store: any PushStore) async throws {
-        try await F.register(store, 1...1, in: "a")
-        try await F.register(store, 2...2, in: "b")
-        _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
-        _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
-        let chunks = try await claimAll(store)
-        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
-        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
         // B's lease runs out and another instance takes its chunk over: A's records of it are refused.
-        _ = try await store.recordProgress(
-            ChunkProgress(chunk: chunkA, through: chunkA.progress),
-            owner: F.instanceA,
-            now: F.at(20),
-            leaseDuration: F.lease
-        )
-        let takenOver = try unwrap(
-            try await store.claimChunk(owner: F.instanceB, now: F.at(40), leaseDuration: F.lease, chunkSize: 10),
-            "rb's expired chunk is taken over"
-        )
-        try expectEqual(takenOver.id, chunkB.id, "the expired chunk is rb's")
+        let (chunkA, chunkB) = try await chunksOfRaAndRb(store, expiring: "rb")
         let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
         let results = await store.recordProgress(batch: [
             completing(chunkB, lease),
@@ -227,28 +210,9 @@ enum BatchChecks {
     /// and then the requests (one stored and claimed, one refused for its unknown group), and the claim
     /// comes after the records (the request they finish is not claimed again).
     static func writeOfRecordsAndRequestsAnswersEachAsAloneWould(_ store: any PushStore) async throws {
-        try await F.register(store, 1...1, in: "a")
-        try await F.register(store, 2...2, in: "b")
         try await F.register(store, 3...3, in: "c")
-        _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
-        _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
-        let chunks = try await claimAll(store)
-        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
-        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
         // rb's lease is renewed; ra's runs out and another instance takes its chunk over.
-        _ = try await store.recordProgress(
-            ChunkProgress(chunk: chunkB, through: chunkB.progress),
-            owner: F.instanceA,
-            now: F.at(20),
-            leaseDuration: F.lease
-        )
-        let takenOver = try await store.claimChunk(
-            owner: F.instanceB,
-            now: F.at(40),
-            leaseDuration: F.lease,
-            chunkSize: 10
-        )
-        try expectEqual(takenOver?.id, chunkA.id, "ra's expired chunk is taken over by B")
+        let (chunkA, chunkB) = try await chunksOfRaAndRb(store, expiring: "ra")
         let lease = LeaseWindow(owner: F.instanceA, now: F.at(41), duration: F.lease)
         let written = await store.write(
             LedgerWrite(
@@ -278,6 +242,34 @@ enum BatchChecks {
         try expectEqual(recordsOnly.recorded.count, 1, "the record alone is answered")
         let empty = await store.write(LedgerWrite())
         try expectEqual(empty.recorded.isEmpty && (try? empty.enqueued.get())?.results.isEmpty == true, true, "empty")
+    }
+
+    /// Requests ra (group a, one device) and rb (group b, one device), each chunk claimed by instance A at
+    /// second 1; the other's lease renewed at 20, `expiring`'s runs out and instance B takes it over at 40.
+    private static func chunksOfRaAndRb(
+        _ store: any PushStore,
+        expiring: String
+    ) async throws -> (ra: WorkChunk, rb: WorkChunk) {
+        try await F.register(store, 1...1, in: "a")
+        try await F.register(store, 2...2, in: "b")
+        _ = try await store.enqueue(F.request("ra", groups: ["a"], at: 1))
+        _ = try await store.enqueue(F.request("rb", groups: ["b"], at: 1))
+        let chunks = try await claimAll(store)
+        let chunkA = try unwrap(chunks[F.requestID("ra")], "ra's chunk")
+        let chunkB = try unwrap(chunks[F.requestID("rb")], "rb's chunk")
+        let (kept, lost) = expiring == "ra" ? (chunkB, chunkA) : (chunkA, chunkB)
+        _ = try await store.recordProgress(
+            ChunkProgress(chunk: kept, through: kept.progress),
+            owner: F.instanceA,
+            now: F.at(20),
+            leaseDuration: F.lease
+        )
+        let takenOver = try unwrap(
+            try await store.claimChunk(owner: F.instanceB, now: F.at(40), leaseDuration: F.lease, chunkSize: 10),
+            "\(expiring)'s expired chunk is taken over"
+        )
+        try expectEqual(takenOver.id, lost.id, "the expired chunk is \(expiring)'s")
+        return (chunkA, chunkB)
     }
 
     /// Every chunk there is to claim, claimed by instance A at second 1, by request.
