@@ -151,6 +151,44 @@ struct GroupCommitTests {
         #expect((refused.failure as? StoreError)?.code == .unknownGroup, "r3's own refusal")
         let reports = try await store.reports([try RequestID("r0"), try RequestID("r1"), try RequestID("r2")])
         #expect(reports.map(\.state) == [.done, .done, .queued], "r0 and r1 finished by their records; r2 waits")
+
+        // A failure of the shared transaction (a request's insert aborted by SQLite) fails both halves: the
+        // record is answered with the store's error and nothing of it is written.
+        let more = try await store.enqueue(
+            batch: [Self.request(10, group: "u0")],
+            claiming: BatchClaim(lease: lease, chunkSize: 100, pageLimit: 100, maximumChunks: 1)
+        ).claimed
+        let pending = try #require(more.first)
+        try await store.write { db in
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER fail_r11 BEFORE INSERT ON request WHEN NEW.id = 'r11'
+                    BEGIN SELECT RAISE(ABORT, 'injected failure'); END
+                    """
+            )
+        }
+        let failed = await dispatcher.writeLedger([
+            .progress(
+                ProgressRecord(
+                    ChunkProgress(
+                        chunk: pending.chunk,
+                        through: pending.firstPage.scannedThrough,
+                        accepted: 1,
+                        completesChunk: true
+                    ),
+                    renewing: lease
+                )
+            ),
+            .request(Self.request(11, group: "u1")),
+        ])
+        guard failed.count == 2, case .progress(let record) = failed[0], case .request(let request) = failed[1] else {
+            Issue.record("both items answered: \(failed)")
+            return
+        }
+        #expect((record.failure as StoreError?)?.code == .backend, "the record fails with the transaction")
+        #expect((request.failure as? StoreError)?.code == .backend, "and so does the request")
+        #expect(try await store.report(try RequestID("r10"))?.state != .done, "nothing of the record was written")
+        #expect(try await store.request(try RequestID("r11")) == nil, "r11 is not stored")
     }
 
     @Test("concurrent submissions share commits; refused ones get their own error and cost the others nothing")
