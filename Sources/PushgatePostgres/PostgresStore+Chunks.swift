@@ -89,7 +89,7 @@ extension PostgresStore {
                 holdsLocks = true
                 if let request, requests.contains(request.id) { read[seq] = request.id }
                 action = claim.requestRead(request)
-            case .scanMembers(let groupIDs, let scan):
+            case .scanMembers(_, let groupIDs, let scan):
                 action = claim.membersScanned(
                     try await Self.cutMembers(groupIDs: groupIDs, scan, on: connection, logger: logger)
                 )

@@ -109,6 +109,8 @@ extension SQLiteStore {
         try lookups.read(batch: batch.map { (requests[$0.index].app, $0.groups) }, in: db)
         // The request_group rows this transaction writes, by request seq: the claim below cuts from them.
         var knownGroups = [Int64: [Int64]]()
+        // Their memberships, for those of one group that the lookups counted: the claim's first cut.
+        var knownMemberships = [Int64: Int]()
         for item in batch {
             let request = requests[item.index]
             var answer: EnqueueResult?
@@ -137,6 +139,12 @@ extension SQLiteStore {
                 let inserted = try Self.insertRequest(request, plan, groupRows: false, in: db)
                 answer = inserted.stored
                 knownGroups[inserted.seq] = plan.groupIDs
+                // (Counted up to the limit + 1: exact only within it.)
+                if plan.groupIDs.count == 1, let count = lookups.membershipCount(of: plan.groupIDs[0]),
+                    count <= Self.plannedInWriterLimit
+                {
+                    knownMemberships[inserted.seq] = count
+                }
                 return true
             }
             do {
@@ -168,7 +176,12 @@ extension SQLiteStore {
         var claimed: [ClaimedWork] = []
         if var claim = claiming, min(newWork, claim.maximumChunks) > 0 {
             claim.maximumChunks = min(newWork, claim.maximumChunks)
-            claimed = try Self.claimChunks(claim, knownGroups: knownGroups, in: db)
+            claimed = try Self.claimChunks(
+                claim,
+                knownGroups: knownGroups,
+                knownMemberships: knownMemberships,
+                in: db
+            )
         }
         return StoredBatch(answers: answers, large: large, claimed: claimed)
     }

@@ -68,9 +68,14 @@ extension SQLiteStore {
     /// (from the candidates) are the ones its chunks' inserts wrote, and a chunk it cut reads its first
     /// page with the request it was cut from. `knownGroups` are request_group rows written earlier in this
     /// transaction (by seq; a group commit's enqueue passes those it just inserted), used instead of a read.
+    /// `knownMemberships` are, by seq of a request stored earlier in this transaction with one group, that
+    /// group's memberships as its enqueue counted them: fewer than a chunk, they are the request's first
+    /// cut without a scan (every membership is within the request's bound, the highest device id of this
+    /// transaction, and nothing in it changes memberships between that count and this claim).
     static func claimChunks(
         _ batch: BatchClaim,
         knownGroups: [Int64: [Int64]] = [:],
+        knownMemberships: [Int64: Int] = [:],
         in db: Database
     ) throws -> [ClaimedWork] {
         let lease = batch.lease
@@ -107,8 +112,13 @@ extension SQLiteStore {
                 } else {
                     action = claim.requestRead(try requestRow(seq: seq, in: db).map { try cutRequest($0, in: db) })
                 }
-            case .scanMembers(let groupIDs, let scan):
-                action = claim.membersScanned(try cutMembers(groupIDs: groupIDs, scan, in: db))
+            case .scanMembers(let seq, let groupIDs, let scan):
+                if scan.after == 0, groupIDs.count == 1, let count = knownMemberships[seq], count < scan.limit {
+                    // A short first scan covers the rest up to the bound, whatever its last id.
+                    action = claim.membersScanned((count, count > 0 ? scan.bound : nil))
+                } else {
+                    action = claim.membersScanned(try cutMembers(groupIDs: groupIDs, scan, in: db))
+                }
             case .markCutDone(let seq):
                 try db.cachedStatement(sql: "UPDATE request SET cut_done = 1 WHERE seq = ?").execute(arguments: [seq])
                 action = claim.cutMarkedDone()

@@ -30,7 +30,7 @@ struct ChunkBatchClaimTests {
     ) -> ChunkBatchClaim.Action {
         #expect(action == .readRequest(seq: seq))
         let scan = LedgerArithmetic.MemberScan(after: 0, bound: 1_000, limit: claim.chunkSize)
-        #expect(claim.requestRead(oneDevice(seq)) == .scanMembers(groupIDs: [seq], scan))
+        #expect(claim.requestRead(oneDevice(seq)) == .scanMembers(seq: seq, groupIDs: [seq], scan))
         #expect(claim.membersScanned((count: 1, last: 700 + seq)) == .insertChunk(seq: seq, oneMember))
         return claim.chunkInserted(id: id)
     }

@@ -121,4 +121,92 @@ struct SQLiteClaimOnEnqueueTests {
             #expect(try await store.report(stored.id)?.state == .done)
         }
     }
+
+    /// A chunk and its first page, as compared between the two ways of claiming.
+    struct Cut: Hashable {
+        var request: RequestID
+        var kind: WorkChunk.Kind
+        var after: Int64
+        var through: Int64
+        var targets: [DeviceToken]
+        var isEnd: Bool
+    }
+
+    /// The group commit's claim takes a one-group request's first cut from the membership count its
+    /// enqueue read (no scan): the chunks and first pages must be the ones a claim of its own, which
+    /// scans, cuts from the same requests. Groups around the chunk size, with an invalid member, an
+    /// unassigned one, a device registered after the others (so the bound is past every group's last
+    /// member), an empty group and a request of two overlapping groups.
+    @Test(
+        "a batch's claim cuts one-group requests from their membership counts exactly as a scan would",
+        arguments: [3, 4]
+    )
+    func batchClaimCutsAsAScanWould(pageLimit: Int) async throws {
+        let chunkSize = 4
+        let sizes = ["g1": 1, "g3": 3, "g4": 4, "g5": 5, "g9": 9]
+        func fill(_ store: SQLiteStore) async throws {
+            var registrations: [Registration] = []
+            var number = 0
+            // Interleaved, so that a group's members are not consecutive ids.
+            for round in 0..<9 {
+                for (group, size) in sizes.sorted(by: { $0.key < $1.key }) where round < size {
+                    number += 1
+                    registrations.append(Registration(token: Self.token(number), group: group, at: Self.start))
+                }
+            }
+            _ = try await store.register(batch: registrations)
+            _ = try await store.register(Registration(token: Self.token(1_000), group: "empty-later", at: Self.start))
+            _ = try await store.unassign(app: Registration.defaultApp, token: Self.token(1_000), group: "empty-later")
+            // g3's second member (number 7 in the interleaving) invalid; g5's first (3) taken out of it.
+            _ = try await store.invalidate(
+                app: Registration.defaultApp,
+                token: Self.token(7),
+                reason: .badDeviceToken,
+                appleTimestamp: nil,
+                at: Self.start
+            )
+            _ = try await store.unassign(app: Registration.defaultApp, token: Self.token(3), group: "g5")
+            _ = try await store.register(Registration(token: Self.token(2_000), group: "late", at: Self.start))
+        }
+        let requests =
+            sizes.keys.sorted().map { Self.request("r-\($0)", groups: [$0]) }
+            + [Self.request("r-empty", groups: ["empty-later"]), Self.request("r-two", groups: ["g4", "g5"])]
+        let claim = BatchClaim(lease: Self.lease(), chunkSize: chunkSize, pageLimit: pageLimit, maximumChunks: 100)
+        func cuts(_ claimed: [ClaimedWork]) -> [Cut] {
+            claimed.map {
+                Cut(
+                    request: $0.chunk.requestID,
+                    kind: $0.chunk.kind,
+                    after: $0.chunk.after,
+                    through: $0.chunk.through,
+                    targets: $0.firstPage.targets.map(\.token),
+                    isEnd: $0.firstPage.isEnd
+                )
+            }
+        }
+        func rest(_ store: SQLiteStore) async throws -> [Cut] {
+            var all: [Cut] = []
+            while case let more = try await store.claimChunks(claim), !more.isEmpty { all += cuts(more) }
+            return all
+        }
+        let (withEnqueue, withEnqueueRest) = try await withTemporaryStore { store in
+            try await fill(store)
+            let stored = try await store.enqueue(batch: requests, claiming: claim)
+            return (cuts(stored.claimed), try await rest(store))
+        }
+        let (scanned, scannedRest) = try await withTemporaryStore { store in
+            try await fill(store)
+            let stored = try await store.enqueue(batch: requests, claiming: nil)
+            #expect(stored.claimed.isEmpty)
+            return (cuts(try await store.claimChunks(claim)), try await rest(store))
+        }
+        if pageLimit >= chunkSize {
+            #expect(withEnqueue.count == requests.count - 1, "one chunk of each request with targets: \(withEnqueue)")
+        } else {
+            #expect(withEnqueue.count < requests.count - 1, "a chunk that may not fit a page ends the claim")
+        }
+        #expect(Set(withEnqueue) == Set(scanned))
+        #expect(Set(withEnqueueRest) == Set(scannedRest))
+        #expect(withEnqueueRest.contains { $0.request.description == "r-g9" }, "g9's second chunk")
+    }
 }

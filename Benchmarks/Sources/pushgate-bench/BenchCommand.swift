@@ -20,7 +20,8 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             ClientCommand.self, H2LoadCommand.self, AllCommand.self, EndToEndCommand.self, RegistrationsCommand.self,
             LatencyCommand.self, TransactionalCommand.self, HeadOfLineCommand.self, TwoAppsCommand.self,
-            SoakCommand.self, MicroCommand.self, RetentionCommand.self, WebPushBenchCommand.self,
+            SoakCommand.self, MicroCommand.self, RetentionCommand.self, LedgerWriteCommand.self,
+            WebPushBenchCommand.self,
             WebPushGatewayCommand.self,
         ],
         defaultSubcommand: ClientCommand.self

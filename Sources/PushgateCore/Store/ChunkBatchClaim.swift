@@ -37,8 +37,9 @@ package struct ChunkBatchClaim: Sendable {
         /// As in ``ChunkClaim``; PostgreSQL may skip a row another instance holds (answering nil). Then
         /// ``requestRead(_:)``.
         case readRequest(seq: Int64)
-        /// As in ``ChunkClaim``: then ``membersScanned(_:)``.
-        case scanMembers(groupIDs: [Int64], LedgerArithmetic.MemberScan)
+        /// As in ``ChunkClaim``, naming the request (`seq`) whose members are scanned: then
+        /// ``membersScanned(_:)``.
+        case scanMembers(seq: Int64, groupIDs: [Int64], LedgerArithmetic.MemberScan)
         /// As in ``ChunkClaim``: then ``cutMarkedDone()``.
         case markCutDone(seq: Int64)
         /// As in ``ChunkClaim``: then ``completionChecked()``.
@@ -166,7 +167,7 @@ package struct ChunkBatchClaim: Sendable {
             return .insertChunk(seq: seq, cut)
         case .members(let scan):
             state = .scanningMembers(seq: seq, request, scan)
-            return .scanMembers(groupIDs: request.groupIDs, scan)
+            return .scanMembers(seq: seq, groupIDs: request.groupIDs, scan)
         }
     }
 
