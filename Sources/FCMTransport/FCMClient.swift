@@ -159,6 +159,10 @@ public final class FCMClient: FCMNotificationTransport, PushTransportClient {
     /// How many access tokens were fetched (for metrics and tests).
     public var accessTokenFetches: Int { managers.withLock { $0.reduce(0) { $0 + $1.fetches } } }
 
+    /// How many access tokens were obtained: the fetches that succeeded. A fetch that failed (a timeout on
+    /// a loaded machine, an outage) is tried again and counts in ``accessTokenFetches`` only.
+    public var accessTokensObtained: Int { managers.withLock { $0.reduce(0) { $0 + $1.tokensObtained } } }
+
     /// While the token endpoint refuses the service account's credentials (the last fetch was refused:
     /// `invalid_grant`, `invalid_client`...), what it answered and since when, for `/readyz`; nil otherwise.
     /// Outages of the endpoint are not alarms: they only delay.

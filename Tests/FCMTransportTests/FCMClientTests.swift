@@ -99,7 +99,7 @@ struct FCMClientTests {
                 let first = try #require(recorded.first)
                 let received = try JSONSerialization.jsonObject(with: Data(first.messageJSON.utf8))
                 #expect(expected != nil && expected == received as? NSDictionary)
-                #expect(client.accessTokenFetches == 1)
+                #expect(client.accessTokensObtained == 1)
             }
         }
     }
@@ -133,7 +133,7 @@ struct FCMClientTests {
                 // Four connections of ten streams, as the server's SETTINGS said.
                 #expect(client.inFlightCapacity == 40)
                 #expect(client.statistics.connections > 1)
-                #expect(client.accessTokenFetches == 1)
+                #expect(client.accessTokensObtained == 1)
             }
         }
     }
@@ -176,8 +176,9 @@ struct FCMClientTests {
                 simulator.expireAccessTokens()
                 let outcome = await client.send(try notificationMessage("again"), to: registrationToken(5))
                 #expect(outcome.isAccepted)
-                #expect(client.accessTokenFetches == 2)
-                #expect(simulator.stats().accessTokensIssued == 2)
+                // Tokens obtained, not fetch attempts: a fetch that timed out on a loaded machine is tried
+                // again, and the simulator may have issued the token the client gave up on.
+                #expect(client.accessTokensObtained == 2)
                 #expect(simulator.messages(token: registrationToken(5)).count == 1)
             }
         }
@@ -193,7 +194,9 @@ struct FCMClientTests {
                 #expect(outcome.accessTokenRejected)
                 #expect(outcome.isConfigurationAlarm)
                 #expect(!outcome.invalidatesDevice)
-                #expect(client.accessTokenFetches == 2)
+                // One refresh: two tokens obtained (a fetch that timed out under load is retried, so attempts
+                // may be more) and two sends, the second with the fresh token.
+                #expect(client.accessTokensObtained == 2)
                 #expect(simulator.stats().sends == 2)
             }
         }

@@ -139,7 +139,7 @@ struct FCMDeliveryTests {
             let fcm = context.fcmSimulator.messages().compactMap(\.token)
             #expect(fcm.count == 1_000)
             #expect(Set(fcm) == Set((0..<1_000).map { Self.fcmToken($0).value }))
-            #expect(context.fcmClient.accessTokenFetches == 1)
+            #expect(context.fcmClient.accessTokensObtained == 1)
         }
     }
 
@@ -173,12 +173,12 @@ struct FCMDeliveryTests {
     func expiredAccessTokenRefreshedOnce() async throws {
         try await Self.withBothServices(apnsDevices: 10, fcmDevices: 30) { context in
             #expect(try await context.notify("before-expiry").accepted == 40)
-            #expect(context.fcmClient.accessTokenFetches == 1)
+            #expect(context.fcmClient.accessTokensObtained == 1)
             context.fcmSimulator.expireAccessTokens()
             let report = try await context.notify("after-expiry")
             #expect(report.accepted == 40)
             #expect(report.failed == 0)
-            #expect(context.fcmClient.accessTokenFetches == 2)
+            #expect(context.fcmClient.accessTokensObtained == 2)
             #expect(context.fcmSimulator.messages().count == 60)
         }
     }

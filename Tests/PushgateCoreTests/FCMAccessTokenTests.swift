@@ -182,6 +182,9 @@ struct FCMAccessTokenManagerTests {
         exchanger.failNext()
         await #expect(throws: FCMCredentialError.exchangeFailed) { try await manager.currentToken() }
         #expect(try await manager.currentToken().value == "token-2")
+        // Both attempts count as fetches; only the one that produced a token counts as obtained.
+        #expect(manager.fetches == 2)
+        #expect(manager.tokensObtained == 1)
     }
 
     @Test("a 401 refreshes the token once and resends once with the new token")

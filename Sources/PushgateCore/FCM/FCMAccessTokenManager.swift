@@ -23,6 +23,7 @@ public final class FCMAccessTokenManager: Sendable, CustomStringConvertible {
         var waiters: [Waiter] = []
         var fetching = false
         var fetches = 0
+        var tokensObtained = 0
     }
 
     private let signer: FCMAssertionSigner
@@ -44,8 +45,12 @@ public final class FCMAccessTokenManager: Sendable, CustomStringConvertible {
 
     public var account: FCMServiceAccount { signer.account }
 
-    /// How many times a token was fetched (for metrics and tests).
+    /// How many times a token was fetched (for metrics and tests), failed attempts included: a fetch
+    /// that timed out or met an outage is tried again and counted again.
     public var fetches: Int { state.withLock { $0.fetches } }
+
+    /// How many fetches produced a token: the refreshes, whatever the token endpoint's failures cost.
+    public var tokensObtained: Int { state.withLock { $0.tokensObtained } }
 
     /// The token for the next request's `authorization` header.
     public func currentToken() async throws(FCMCredentialError) -> FCMAccessToken {
@@ -111,7 +116,9 @@ public final class FCMAccessTokenManager: Sendable, CustomStringConvertible {
         }
         let waiters = state.withLock { (state: inout State) -> [Waiter] in
             switch result {
-            case .success(let token): state.machine.fetchSucceeded(token)
+            case .success(let token):
+                state.machine.fetchSucceeded(token)
+                state.tokensObtained += 1
             case .failure: state.machine.fetchFailed(now: clock.now())
             }
             state.fetching = false
