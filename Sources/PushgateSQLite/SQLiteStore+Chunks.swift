@@ -270,17 +270,27 @@ extension SQLiteStore {
                     state = max(state, ?)
                 WHERE seq = ?
                 """
-        ).execute(arguments: [cut.through, cut.cutDone, Code.sending.rawValue, seq])
+        ).bindAndExecute { row in
+            row.bind(cut.through)
+            row.bind(cut.cutDone)
+            row.bind(Code.sending.rawValue)
+            row.bind(seq)
+        }
         try db.cachedStatement(
             sql: """
                 INSERT INTO chunk (request_seq, kind, range_after, range_through, progress, state, owner,
                                    lease_expires_at, generation)
                 VALUES (?, ?, ?, ?, ?, \(ChunkCode.open.rawValue), ?, ?, 1)
                 """
-        ).execute(arguments: [
-            seq, StoredForm.ChunkKindCode(cut.kind).rawValue, cut.after, cut.through, cut.after,
-            lease.owner.value, lease.expiresAtMillis,
-        ])
+        ).bindAndExecute { row in
+            row.bind(seq)
+            row.bind(StoredForm.ChunkKindCode(cut.kind).rawValue)
+            row.bind(cut.after)
+            row.bind(cut.through)
+            row.bind(cut.after)
+            row.bind(lease.owner.value)
+            row.bind(lease.expiresAtMillis)
+        }
         return db.lastInsertedRowID
     }
 
@@ -484,11 +494,18 @@ extension SQLiteStore {
                     fcm_skipped = fcm_skipped + ?, webpush_skipped = webpush_skipped + ?
                 WHERE id = ?
                 """
-        ).execute(arguments: [
-            newProgress, lease.expiresAtMillis, progress.chunkState.rawValue, progress.accepted, progress.skipped,
-            progress.acceptedByService.fcm, progress.acceptedByService.webpush, progress.skippedByService.fcm,
-            progress.skippedByService.webpush, chunk.id,
-        ])
+        ).bindAndExecute { row in
+            row.bind(newProgress)
+            row.bind(lease.expiresAtMillis)
+            row.bind(progress.chunkState.rawValue)
+            row.bind(progress.accepted)
+            row.bind(progress.skipped)
+            row.bind(progress.acceptedByService.fcm)
+            row.bind(progress.acceptedByService.webpush)
+            row.bind(progress.skippedByService.fcm)
+            row.bind(progress.skippedByService.webpush)
+            row.bind(chunk.id)
+        }
         return seq
     }
 

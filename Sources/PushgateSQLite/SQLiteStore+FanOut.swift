@@ -33,8 +33,13 @@ extension SQLiteStore {
         for groupID in groupIDs {
             var list = [TargetScan.Row]()
             let rows = try Row.fetchCursor(
-                statement,
-                arguments: [groupID, scan.after, scan.through, invalidatedSince, scan.limit]
+                statement.bound {
+                    $0.bind(groupID)
+                    $0.bind(scan.after)
+                    $0.bind(scan.through)
+                    $0.bind(invalidatedSince)
+                    $0.bind(scan.limit)
+                }
             )
             while let row = try rows.next() { list.append((row[0], row[1], (row[2] as Int64) != 0)) }
             lists.append(list)

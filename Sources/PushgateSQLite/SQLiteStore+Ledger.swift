@@ -282,14 +282,28 @@ extension SQLiteStore {
                                      idempotency_key, idempotency_fingerprint, webpush, fcm_targets, webpush_targets)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
-        ).execute(arguments: [
-            request.id.value, request.app, request.pushType.rawValue, request.priority.rawValue,
-            StoredForm.expiration(request.expiration), request.collapseID?.value, Data(request.payload.bytes),
-            request.fcm.map { Data($0.bytes) }, created, plan.bound, tokenCount, plan.targetCount,
-            (done ? Code.done : Code.queued).rawValue, done ? created : nil, done,
-            request.idempotency?.key.value, request.idempotency.map { Data($0.fingerprint) },
-            request.webPush.map { Data($0.bytes) }, plan.targets.fcm, plan.targets.webpush,
-        ])
+        ).bindAndExecute { row in
+            row.bind(request.id.value)
+            row.bind(request.app)
+            row.bind(request.pushType.rawValue)
+            row.bind(request.priority.rawValue)
+            row.bind(StoredForm.expiration(request.expiration))
+            row.bind(request.collapseID?.value)
+            row.bind(Data(request.payload.bytes))
+            row.bind(request.fcm.map { Data($0.bytes) })
+            row.bind(created)
+            row.bind(plan.bound)
+            row.bind(tokenCount)
+            row.bind(plan.targetCount)
+            row.bind((done ? Code.done : Code.queued).rawValue)
+            row.bind(done ? created : nil)
+            row.bind(done)
+            row.bind(request.idempotency?.key.value)
+            row.bind(request.idempotency.map { Data($0.fingerprint) })
+            row.bind(request.webPush.map { Data($0.bytes) })
+            row.bind(plan.targets.fcm)
+            row.bind(plan.targets.webpush)
+        }
     }
 
     /// What the enqueues of one write transaction read of the registry, for the requests after the first:
@@ -926,7 +940,12 @@ extension SQLiteStore {
                         WHERE seq = ?
                         """
                 )
-                .execute(arguments: [final.rawValue, nowMs, apnsID, seq])
+                .bindAndExecute { row in
+                    row.bind(final.rawValue)
+                    row.bind(nowMs)
+                    row.bind(apnsID)
+                    row.bind(seq)
+                }
                 marked = true
                 action = finish.marked()
             case .forgetRemovedTargets(let seq):

@@ -65,8 +65,11 @@ public enum StoredForm {
     }
 
     /// The elements in their first order, each once.
+    @inlinable
     public static func distinct<Element: Hashable>(_ elements: [Element]) -> [Element] {
-        var seen = Set<Element>()
+        // Most requests name one group or none of the devices: no set to build.
+        if elements.count < 2 { return elements }
+        var seen = Set<Element>(minimumCapacity: elements.count)
         return elements.filter { seen.insert($0).inserted }
     }
 
