@@ -46,11 +46,16 @@ struct MetricsScenarioTests {
             let labels = #"app="default",push_type="alert""#
             let accepted =
                 #"pushgate_notifications_total{\#(labels),reason="none",result="accepted",service="apns",status="200"}"#
+            // Both datagrams' rejections: the two ports are read apart, and on a loaded machine either may be
+            // counted after the request is done.
             try await eventually("outcomes and rejections counted") {
                 let metrics = try await context.scrape()
                 return metrics.value(accepted) == 3
                     && metrics.value(
                         #"pushgate_udp_datagrams_rejected_total{port="registration",reason="invalid_token"}"#
+                    ) == 1
+                    && metrics.value(
+                        #"pushgate_udp_datagrams_rejected_total{port="notification",reason="malformed_json"}"#
                     ) == 1
             }
 
