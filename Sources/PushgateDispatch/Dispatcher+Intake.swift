@@ -81,34 +81,28 @@ extension Dispatcher {
         _ batch: LedgerWrite
     ) async -> (enqueued: [Result<EnqueueResult, any Error>], recorded: [Result<ProgressResult, StoreError>]) {
         guard !batch.requests.isEmpty else { return ([], await store.write(batch).recorded) }
-        // Counted before the hand-off is taken, so that the loop never sees it open while a claim is under
-        // way, and a stop never releases leases before such a claim has committed.
-        claimsInFlight.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        let claiming =
-            !stopping.load(ordering: .sequentiallyConsistent)
-            && handOffOpen.compareExchange(expected: true, desired: false, ordering: .sequentiallyConsistent).exchanged
-        if !claiming { claimsInFlight.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        // Reserved under the lock a stop closes, so that a stop never releases leases before such a claim
+        // has committed (it waits for the claims under way).
+        let reservation = handOff.withLock { handOff in
+            stopping.load(ordering: .sequentiallyConsistent) ? nil : handOff.reserve(upTo: configuration.intakeBatch)
+        }
         var batch = batch
-        batch.claiming =
-            claiming
-            ? BatchClaim(
-                lease: LeaseWindow(
-                    owner: configuration.instanceID,
-                    now: clock.now(),
-                    duration: configuration.leaseDuration
-                ),
+        batch.claiming = reservation.map { reservation in
+            BatchClaim(
+                lease: LeaseWindow(owner: configuration.instanceID, now: clock.now(), duration: configuration.leaseDuration),
                 chunkSize: configuration.chunkSize,
                 pageLimit: configuration.pageSize,
-                maximumChunks: configuration.intakeBatch,
-                newRequestsOnly: handOffNewRequestsOnly.load(ordering: .sequentiallyConsistent)
-            ) : nil
+                maximumChunks: reservation.maximumChunks,
+                newRequestsOnly: reservation.newRequestsOnly
+            )
+        }
         let written = await store.write(batch)
         let stored: EnqueueBatchResult
         switch written.enqueued {
         case .success(let result):
             stored = result
         case .failure(let error):
-            if claiming { endClaim() }
+            if let reservation { endClaim(reservation, claimed: []) }
             return (Array(repeating: .failure(error), count: batch.requests.count), written.recorded)
         }
         for (request, result) in zip(batch.requests, stored.results) {
@@ -116,9 +110,8 @@ extension Dispatcher {
             // Prepared before the claimed work is handed over, so that its start finds it cached.
             if case .success(let answer) = result, !answer.isReplay { _ = try? prepare(request) }
         }
-        if !stored.claimed.isEmpty { handedWork.withLock { $0.append(contentsOf: stored.claimed) } }
-        if claiming {
-            endClaim()
+        if let reservation {
+            endClaim(reservation, claimed: stored.claimed)
         } else {
             wakeUp()
         }
@@ -133,9 +126,9 @@ extension Dispatcher {
     }
 
     /// A submission's claim is over (handed over, or failed): the loop claims again.
-    private func endClaim() {
+    private func endClaim(_ reservation: IntakeHandOff.Reservation, claimed: [ClaimedWork]) {
         workAdded.store(true, ordering: .releasing)
-        claimsInFlight.wrappingSubtract(1, ordering: .sequentiallyConsistent)
+        handOff.withLock { $0.claimEnded(reservation, claimed: claimed) }
         wake.signal()
     }
 }

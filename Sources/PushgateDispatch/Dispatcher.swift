@@ -95,20 +95,14 @@ public final class Dispatcher: Service, NotificationIntake {
     let wake = WakeSignal()
     /// Set when a request was added (here or by another instance): there may be chunks to claim.
     let workAdded = Atomic<Bool>(true)
-    /// Open while the loop has nothing under way: the next request submitted here may be stored and its
-    /// first chunk claimed and paged in one store transaction (``DeliveryLedger/enqueue(_:claiming:chunkSize:pageLimit:)``),
-    /// and handed to the loop through ``handedWork``. Taken by one submission at a time; the loop opens it
-    /// again when it sees nothing under way.
-    let handOffOpen = Atomic<Bool>(false)
-    /// Whether the hand-off's claim takes new requests only (``BatchClaim/newRequestsOnly``): set by the
-    /// loop with ``handOffOpen``.
-    let handOffNewRequestsOnly = Atomic<Bool>(false)
-    /// Submissions that may be claiming with their enqueue right now: while any is, the hand-off stays
-    /// closed and the loop does not claim (the submission's claim is the next claim), and a stop waits
-    /// for them before it releases this instance's leases.
-    let claimsInFlight = Atomic<Int>(0)
-    /// Work claimed by a submission (still leased to us), for the loop to start.
-    let handedWork = Mutex<[ClaimedWork]>([])
+    /// What the intake's group commits may claim with their enqueue (``DeliveryLedger/write(_:)``), and the
+    /// chunks they claimed for the loop to start (``IntakeHandOff``). A stop closes it, then waits for the
+    /// claims under way before it releases this instance's leases.
+    let handOff = Mutex(IntakeHandOff())
+
+    /// Whether a request submitted now may be claimed with its enqueue (the loop would claim, and has room).
+    package var handOffIsOpen: Bool { handOff.withLock { $0.isOpen && $0.room > 0 } }
+
     let stopping = Atomic<Bool>(false)
     /// One retry batch at a time, in the background; its unanswered notifications count in the budget.
     let retryBatchUnderWay = Atomic<Bool>(false)
@@ -188,7 +182,8 @@ public final class Dispatcher: Service, NotificationIntake {
         }
         // A submission claiming with its enqueue commits a lease of ours: it must be released below.
         stopping.store(true, ordering: .sequentiallyConsistent)
-        while claimsInFlight.load(ordering: .sequentiallyConsistent) > 0 {
+        handOff.withLock { $0.close() }
+        while handOff.withLock({ $0.claimsUnderWay }) > 0 {
             await wake.wait(timeout: .milliseconds(10))
         }
         // Whatever is unfinished is claimable at once by the next start (or another instance).
@@ -256,11 +251,8 @@ public final class Dispatcher: Service, NotificationIntake {
         var window = InFlightWindow()
         while true {
             if workAdded.exchange(false, ordering: .acquiringAndReleasing) { machine.workAdded() }
-            unstarted += handedWork.withLock { handed in
-                defer { handed.removeAll() }
-                return handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
-            }
-            let submissionsClaiming = claimsInFlight.load(ordering: .sequentiallyConsistent)
+            let (handed, submissionsClaiming) = handOff.withLock { ($0.takeHanded(), $0.claimsUnderWay) }
+            unstarted += handed.map { ClaimedChunk(chunk: $0.chunk, firstPage: $0.firstPage) }
             // Chunks read in one page count as one together when nothing else is under way, and not at all
             // beside a broadcast's chunks (so singles never hold up a broadcast's next chunk, nor the next
             // single), up to ``Configuration/maximumChunksUnderWay`` in all: a stream of one-device requests
@@ -277,12 +269,16 @@ public final class Dispatcher: Service, NotificationIntake {
             let mayClaim =
                 active.isEmpty
                 || (counted < 2 * machine.maximumActiveChunks && active.count < configuration.maximumChunksUnderWay)
-            // Beside as many of a broadcast's chunks as may be under way, a claim takes new requests only.
-            handOffNewRequestsOnly.store(large >= machine.maximumActiveChunks, ordering: .sequentiallyConsistent)
-            handOffOpen.store(
-                mayClaim && unstarted.isEmpty && submissionsClaiming == 0 && !isStopping,
-                ordering: .sequentiallyConsistent
-            )
+            // Beside as many of a broadcast's chunks as may be under way, a claim takes new requests only. The
+            // intake claims while claims of its own are under way and chunks wait to start: their chunks are
+            // counted in the room (``IntakeHandOff``).
+            handOff.withLock {
+                $0.loopTurn(
+                    mayClaim: mayClaim && !isStopping,
+                    newRequestsOnly: large >= machine.maximumActiveChunks,
+                    room: configuration.maximumChunksUnderWay - active.count - unstarted.count
+                )
+            }
             let snapshot = DispatchLoop.Snapshot(
                 now: clock.now(),
                 stopRequested: isStopping,

@@ -116,7 +116,7 @@ struct ClaimOnEnqueueTests {
             // hand-off (at the end of its turn: waited for, not assumed, as the loop may still be in the turn
             // that sent the chunk) and the second request's chunk is claimed in its enqueue's transaction.
             try await eventually("the hand-off is open") {
-                dispatcher.handOffOpen.load(ordering: .sequentiallyConsistent)
+                dispatcher.handOffIsOpen
             }
             let second = try await dispatcher.submit(Self.request("second")).id
             try await eventually("second sent before any answer") { transport.held.submitted == 6 }

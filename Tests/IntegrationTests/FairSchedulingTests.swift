@@ -127,7 +127,7 @@ struct FairSchedulingTests {
             // The loop opens the hand-off once the chunk has started; it stays open while nothing changes
             // (no answer comes before ``HeldAnswersTransport/answerAll()``).
             try await eventually("the hand-off is open") {
-                fixture.dispatcher.handOffOpen.load(ordering: .sequentiallyConsistent)
+                fixture.dispatcher.handOffIsOpen
             }
             let claimedBefore = fixture.store.chunksClaimedWithEnqueue
             try await fixture.submitSingle()

@@ -37,6 +37,9 @@ struct LedgerWriteCommand: AsyncParsableCommand {
     @Flag(help: "Commit without fsync (synchronous = NORMAL): the CPU alone.")
     var noSync = false
 
+    @Flag(help: "Also count the statements run, by their first words, and print them per write.")
+    var statements = false
+
     func batchSizes() throws -> [Int] {
         let sizes = batches.split(separator: ",", omittingEmptySubsequences: false).map {
             Int($0.trimmingCharacters(in: .whitespaces))
@@ -91,11 +94,38 @@ struct LedgerWriteCommand: AsyncParsableCommand {
     private func measure(path: String, batch: Int) async throws -> Measured {
         var configuration = SQLiteStore.Configuration()
         if noSync { configuration.synchronous = .normal }
+        let counts = StatementCounts()
+        if statements { configuration.statementObserver = { counts.count($0) } }
         let store = try SQLiteStore(path: path, configuration: configuration)
         defer { try? store.close() }
         var stream = OneDeviceStream(store: store, devices: devices, batch: batch)
         _ = try await stream.write(for: 1)
-        return try await stream.write(for: seconds)
+        counts.reset()
+        let measured = try await stream.write(for: seconds)
+        if statements { counts.print(perWrites: measured.writes) }
+        return measured
+    }
+
+    /// Statements run, keyed by their SQL with whitespace collapsed and cut at 90 characters.
+    final class StatementCounts: @unchecked Sendable {
+        private let lock = NSLock()
+        private var counts: [String: Int] = [:]
+
+        func count(_ sql: String) {
+            let key = String(sql.split(whereSeparator: \.isWhitespace).joined(separator: " ").prefix(90))
+            lock.withLock { counts[key, default: 0] += 1 }
+        }
+
+        func reset() { lock.withLock { counts = [:] } }
+
+        func print(perWrites writes: Int) {
+            let sorted = lock.withLock { counts.sorted { $0.value > $1.value } }
+            let total = sorted.reduce(0) { $0 + $1.value }
+            Swift.print(String(format: "  statements per write: %.1f", Double(total) / Double(max(1, writes))))
+            for (sql, n) in sorted {
+                Swift.print(String(format: "  %8.2f  %@", Double(n) / Double(max(1, writes)), sql))
+            }
+        }
     }
 
     /// Writes of `batch` new requests and the previous write's completions, as the group commit makes them.
