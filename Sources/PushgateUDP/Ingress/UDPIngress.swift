@@ -390,7 +390,8 @@ public final class UDPIngress: Service, Sendable {
 
     /// Writes the batch; if it fails, one by one. Answers the registrations that failed with a transient
     /// error when none of the batch could be written (an outage, to wait out); when some could, the ones
-    /// that failed are rejected (counted and logged), as one bad registration must not cost the others.
+    /// that failed are tried once more alone, and those that fail again are rejected (counted and logged),
+    /// as one bad registration must not cost the others.
     private func writeSeparatingOutage(_ registrations: [Registration]) async -> [Registration] {
         let start = ContinuousClock.now
         do {
@@ -414,6 +415,22 @@ public final class UDPIngress: Service, Sendable {
                 )
             }
         }
+        let first = await writeOneByOne(registrations)
+        if first.failed.isEmpty { return [] }
+        if first.written == 0 { return first.failed.map(\.0) }
+        // Some were written, some failed with a transient error: one bad registration, or an outage that
+        // ended (or began) during the pass. Those that failed get one more try on their own: after an
+        // outage that ended they go through; what fails again beside writes that went through is rejected.
+        let second = await writeOneByOne(first.failed.map(\.0))
+        for (registration, error) in second.failed { rejectRegistration(registration, error) }
+        return []
+    }
+
+    /// Writes each registration alone; rejects those that fail for good, and answers how many were
+    /// written and those that failed with a transient error.
+    private func writeOneByOne(
+        _ registrations: [Registration]
+    ) async -> (written: Int, failed: [(Registration, any Error)]) {
         var written = 0
         var failed: [(Registration, any Error)] = []
         for registration in registrations {
@@ -429,9 +446,7 @@ public final class UDPIngress: Service, Sendable {
                 failed.append((registration, error))
             }
         }
-        if written == 0, !failed.isEmpty { return failed.map(\.0) }
-        for (registration, error) in failed { rejectRegistration(registration, error) }
-        return []
+        return (written, failed)
     }
 
     private func rejectRegistration(_ registration: Registration, _ error: any Error) {
