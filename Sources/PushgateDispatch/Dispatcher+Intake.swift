@@ -89,7 +89,11 @@ extension Dispatcher {
         var batch = batch
         batch.claiming = reservation.map { reservation in
             BatchClaim(
-                lease: LeaseWindow(owner: configuration.instanceID, now: clock.now(), duration: configuration.leaseDuration),
+                lease: LeaseWindow(
+                    owner: configuration.instanceID,
+                    now: clock.now(),
+                    duration: configuration.leaseDuration
+                ),
                 chunkSize: configuration.chunkSize,
                 pageLimit: configuration.pageSize,
                 maximumChunks: reservation.maximumChunks,
