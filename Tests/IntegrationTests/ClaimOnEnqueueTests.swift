@@ -129,4 +129,23 @@ struct ClaimOnEnqueueTests {
             }
         }
     }
+
+    @Test("submissions one right after another each claim with their enqueue, without waiting for the loop's turn")
+    func backToBackSubmissionsAllClaim() async throws {
+        try await Self.withIdleDispatcher { dispatcher, store, transport in
+            try await eventually("the hand-off is open") { dispatcher.handOffIsOpen }
+            // Each answered before the next is submitted, the answers held: the loop may or may not have
+            // taken the previous one's chunk when the next arrives. Before ``IntakeHandOff``, a submission
+            // that came before the loop's turn found the hand-off closed and left its chunk to the loop.
+            var ids: [RequestID] = []
+            for number in 1...10 { ids.append(try await dispatcher.submit(Self.request("next-\(number)")).id) }
+            #expect(store.chunksClaimedWithEnqueue == 10)
+            try await eventually("all sent before any answer") { transport.held.submitted == 30 }
+
+            transport.held.answerAll()
+            for id in ids {
+                try await eventually("\(id) done") { try await store.report(id)?.state == .done }
+            }
+        }
+    }
 }
