@@ -13,7 +13,7 @@ package import PushgateCore
 /// A hand-off that closed after each claim until the loop's next turn (the earlier rule) left every
 /// other group commit of a steady stream of one-device requests without a claim: the loop then claimed
 /// those requests in transactions of its own (with a fsync each), which read their groups and members
-/// again, so that once behind, the gateway spent more on each request and fell further behind.
+/// again (docs/benchmarks.md: end to end the change is inside the run-to-run spread).
 package struct IntakeHandOff {
     /// The loop would claim new work now (its own rule, ``DispatchLoop``), and is not stopping.
     package private(set) var isOpen = false
@@ -32,7 +32,7 @@ package struct IntakeHandOff {
 
     package init() {}
 
-    /// A claim the intake may make: at most `maximumChunks` chunks (reserved until ``claimEnded(reserved:claimed:)``).
+    /// A claim the intake may make: at most `maximumChunks` chunks (reserved until ``claimEnded(_:claimed:)``).
     package struct Reservation: Equatable, Sendable {
         package var maximumChunks: Int
         package var newRequestsOnly: Bool
