@@ -303,10 +303,14 @@ public struct Gateway: Sendable {
             logger: Logger(label: "pushgate.dispatch"),
             metrics: DispatchMetrics(factory: metricsFactory)
         )
-        // "Ready" once every port is bound: the UDP ports, and the HTTP API's when it is on. Whoever waits for
-        // the daemon (a detached start's parent, systemd) must not hear "ready" before a port that can still
-        // fail to bind.
-        let ready = ReadinessLatch(waitsForHTTP: configuration.http != nil) { bound in
+        // "Ready" once every port is bound: the UDP ports, and the HTTP API's when it is on; with PostgreSQL, also
+        // once this process holds its instance id. Whoever waits for the daemon (a detached start's parent,
+        // systemd) must not hear "ready" before a port that can still fail to bind, or from a process that may
+        // yet be refused its id (another live process holds it) and exit 78.
+        let ready = ReadinessLatch(
+            waitsForHTTP: configuration.http != nil,
+            waitsForInstanceClaim: postgres != nil
+        ) { bound in
             logger.info(
                 "pushgate ready",
                 metadata: [
@@ -450,6 +454,7 @@ public struct Gateway: Sendable {
                 timeToLive: configuration.instanceTimeToLive,
                 clock: clock,
                 logger: logger,
+                onClaimed: { await ready.arriveInstanceClaim() },
                 work: { try await dispatcher.run() }
             )
             // The PostgreSQL store runs its connection pool as a service: started first, stopped last.
@@ -512,19 +517,24 @@ public struct Gateway: Sendable {
     }
 }
 
-/// Calls its action once, when the UDP ports and (if it waits for it) the HTTP API's port are bound, in
-/// whichever order they come.
+/// Calls its action once, when the UDP ports and (if it waits for them) the HTTP API's port are bound and the
+/// instance id is claimed, in whichever order they come.
 private final class ReadinessLatch: Sendable {
     private struct State {
         var udp: UDPIngress.BoundAddresses?
         var http: Bool
+        var instanceClaim: Bool
         var fired = false
     }
     private let state: Mutex<State>
     private let action: @Sendable (UDPIngress.BoundAddresses) async -> Void
 
-    init(waitsForHTTP: Bool, action: @escaping @Sendable (UDPIngress.BoundAddresses) async -> Void) {
-        state = Mutex(State(udp: nil, http: !waitsForHTTP))
+    init(
+        waitsForHTTP: Bool,
+        waitsForInstanceClaim: Bool,
+        action: @escaping @Sendable (UDPIngress.BoundAddresses) async -> Void
+    ) {
+        state = Mutex(State(udp: nil, http: !waitsForHTTP, instanceClaim: !waitsForInstanceClaim))
         self.action = action
     }
 
@@ -536,10 +546,14 @@ private final class ReadinessLatch: Sendable {
         await fireIfComplete { $0.http = true }
     }
 
+    func arriveInstanceClaim() async {
+        await fireIfComplete { $0.instanceClaim = true }
+    }
+
     private func fireIfComplete(_ change: (inout State) -> Void) async {
         let bound: UDPIngress.BoundAddresses? = state.withLock { state in
             change(&state)
-            guard !state.fired, state.http, let udp = state.udp else { return nil }
+            guard !state.fired, state.http, state.instanceClaim, let udp = state.udp else { return nil }
             state.fired = true
             return udp
         }

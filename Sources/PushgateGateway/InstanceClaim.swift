@@ -20,6 +20,8 @@ package struct InstanceClaim: Service {
     let clock: any WallClock
     let sleep: @Sendable (Duration) async throws -> Void
     let logger: Logger
+    /// Called once the id is this process's, before `work` starts (readiness waits for it).
+    let onClaimed: @Sendable () async -> Void
     /// What runs under the id (the dispatcher and the intake).
     let work: @Sendable () async throws -> Void
 
@@ -30,6 +32,7 @@ package struct InstanceClaim: Service {
         timeToLive: Duration,
         clock: any WallClock,
         logger: Logger,
+        onClaimed: @escaping @Sendable () async -> Void = {},
         work: @escaping @Sendable () async throws -> Void,
         sleep: @escaping @Sendable (Duration) async throws -> Void = { try await Task.sleep(for: $0) }
     ) {
@@ -40,11 +43,13 @@ package struct InstanceClaim: Service {
         self.clock = clock
         self.sleep = sleep
         self.logger = logger
+        self.onClaimed = onClaimed
         self.work = work
     }
 
     package func run() async throws {
         try await claim()
+        await onClaimed()
         do {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await work() }

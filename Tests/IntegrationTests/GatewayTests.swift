@@ -285,6 +285,7 @@ struct InstanceClaimTests {
             timeToLive: Self.timeToLive,
             clock: clock,
             logger: Logger(label: "test"),
+            onClaimed: { started.withLock { $0 = true } },
             work: { started.withLock { $0 = true } },
             sleep: { duration in
                 clock.advance(by: Double(duration.components.seconds))
@@ -293,7 +294,7 @@ struct InstanceClaimTests {
             }
         )
         await #expect(throws: Gateway.StartupError.self) { try await claim.run() }
-        #expect(!started.withLock { $0 }, "refused before the work started")
+        #expect(!started.withLock { $0 }, "refused before the work started, and never reported claimed (ready)")
         #expect(clock.now() >= ManualWallClock().now().addingTimeInterval(15), "waited one time to live first")
     }
 
@@ -303,6 +304,7 @@ struct InstanceClaimTests {
         defer { withExtendedLifetime(directory) {} }
         let (renewedTwice, signal) = AsyncStream<Void>.makeStream()
         let renewSleeps = Mutex(0)
+        let claimedAt = Mutex<Date?>(nil)
         let claim = InstanceClaim(
             leases: store,
             id: Self.id,
@@ -310,7 +312,10 @@ struct InstanceClaimTests {
             timeToLive: Self.timeToLive,
             clock: clock,
             logger: Logger(label: "test"),
+            onClaimed: { claimedAt.withLock { $0 = clock.now() } },
             work: {
+                // Readiness heard of the claim before the work started, once the dead holder's claim lapsed.
+                #expect(claimedAt.withLock { $0 }.map { $0 >= ManualWallClock().now().addingTimeInterval(15) } == true)
                 for await _ in renewedTwice { break }
                 // 15 s after the claim: without the two renewals it would have lapsed by now.
                 await #expect(throws: StoreError.instanceIDInUse(Self.id)) {

@@ -304,9 +304,20 @@ struct MultiInstanceTests {
             let second = try start()
             defer { kill(second.process.processIdentifier, SIGKILL) }
             // The second waits one time to live (15 s) for the claim to lapse; the first keeps renewing it.
-            try await eventually("the second instance gives up", timeout: .seconds(90)) { !second.process.isRunning }
+            do {
+                try await eventually("the second instance gives up", timeout: .seconds(90)) {
+                    !second.process.isRunning
+                }
+            } catch {
+                Issue.record(
+                    "\(error); the first's log ends with:\n\(first.output.text.suffix(3_000))\nthe second's:\n\(second.output.text.suffix(3_000))"
+                )
+                return
+            }
             #expect(second.process.terminationStatus == 78)
             #expect(second.output.text.contains("shared is in use by another live process"))
+            // Whoever waits for readiness (a detached start's parent, systemd) hears the refusal, not "ready".
+            #expect(!second.output.text.contains("pushgate ready"), "ready before the id was its own")
             #expect(first.process.isRunning, "the first instance runs on")
 
             // A crash leaves the claim behind: a restart with the same id waits it out and takes over.
@@ -318,6 +329,12 @@ struct MultiInstanceTests {
                 restarted.output.text.contains("instance id taken over")
             }
             #expect(restarted.output.text.contains("waiting for its claim to lapse"))
+            try await Self.waitUntilReady(restarted)
+            let log = restarted.output.text
+            #expect(
+                log.range(of: "instance id taken over")!.lowerBound < log.range(of: "pushgate ready")!.lowerBound,
+                "ready only once the id was taken over"
+            )
         }
     }
 
