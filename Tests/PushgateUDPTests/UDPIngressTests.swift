@@ -225,6 +225,36 @@ struct UDPIngressTests {
         }
     }
 
+    /// The batch of the other 29 fails (attempt 2), then the first `failedAlone` of its one-at-a-time writes: the
+    /// outage ends during that pass (or, at 29, after it). Those tried before the end are not bad registrations.
+    /// (`received` counts a datagram as it is read, before it is queued: the last may miss the batch and come
+    /// in the next one, which leaves the outage ending inside the pass for 1-27.)
+    @Test(
+        "an outage that ends while a failed batch is written one at a time: every registration applied, none rejected",
+        arguments: [0, 1, 14, 27, 29]
+    )
+    func outageEndingMidPass(failedAlone: Int) async throws {
+        let gate = Gate()
+        let registry = FakeRegistry(gate: gate)
+        registry.failAttempts(2...(2 + failedAlone))
+        var configuration = Self.loopback
+        configuration.storeRetryBackoff = Backoff(base: .milliseconds(1), cap: .milliseconds(2))
+        try await withIngress(registry: registry, configuration: configuration) { running in
+            // The first write (attempt 1) holds the writer at the gate so that the other 29 arrive as one batch.
+            try running.register(#"{"device": "\#(Self.tokenNumber(0))", "group": "g"}"#)
+            await gate.untilHeld()
+            for number in 1..<30 {
+                try running.register(#"{"device": "\#(Self.tokenNumber(number))", "group": "g"}"#)
+            }
+            #expect(await running.observer.wait { $0.registration.received == 30 })
+            gate.open()
+            #expect(await running.observer.wait { $0.registration.applied == 30 })
+            #expect(registry.memberships.count == 30)
+            #expect(running.ingress.statistics.registration.rejectedTotal == 0)
+            #expect(registry.attempts > 2 + failedAlone, "the failing attempts were all made")
+        }
+    }
+
     @Test("beyond the outage buffer a registration is dropped and counted; the ones kept are applied")
     func outageBufferOverflow() async throws {
         let registry = FakeRegistry()

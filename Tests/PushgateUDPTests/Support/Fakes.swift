@@ -19,6 +19,7 @@ final class FakeRegistry: DeviceRegistry {
         var batchSizes: [Int] = []
         var failingTokens = Set<DeviceToken>()
         var outage = false
+        var failingAttempts: ClosedRange<Int>? = nil
         var attempts = 0
         var attemptWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
@@ -45,6 +46,9 @@ final class FakeRegistry: DeviceRegistry {
     /// While the outage lasts, every registration write throws a backend error.
     func beginOutage() { state.withLock { $0.outage = true } }
     func endOutage() { state.withLock { $0.outage = false } }
+    /// An outage by attempt number (counted from 1 over every `register(batch:)` call): the calls numbered
+    /// in `attempts` throw a backend error, those before and after it go through.
+    func failAttempts(_ attempts: ClosedRange<Int>) { state.withLock { $0.failingAttempts = attempts } }
     /// Calls of `register(batch:)`, failed or not.
     var attempts: Int { state.withLock { $0.attempts } }
 
@@ -76,7 +80,9 @@ final class FakeRegistry: DeviceRegistry {
 
     private static func apply(_ batch: [Registration], to state: inout State) throws(StoreError) -> [RegistrationResult]
     {
-        if state.outage { throw StoreError.backend("the store is out") }
+        if state.outage || state.failingAttempts?.contains(state.attempts) == true {
+            throw StoreError.backend("the store is out")
+        }
         if batch.contains(where: { state.failingTokens.contains($0.token) }) {
             throw StoreError.backend("disk on fire")
         }
@@ -166,16 +172,35 @@ final class FakeIntake: NotificationIntake {
 
 /// Closed until opened; then every waiter (and every later one) passes.
 final class Gate: Sendable {
-    private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+    private struct State {
+        var open = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var watchers: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Mutex(State())
 
     func wait() async {
         await withCheckedContinuation { continuation in
-            let passNow = state.withLock { state in
-                if state.open { return true }
+            let (passNow, watchers) = state.withLock { state in
+                if state.open { return (true, [CheckedContinuation<Void, Never>]()) }
                 state.waiters.append(continuation)
-                return false
+                defer { state.watchers = [] }
+                return (false, state.watchers)
             }
             if passNow { continuation.resume() }
+            for watcher in watchers { watcher.resume() }
+        }
+    }
+
+    /// Returns once something waits at the closed gate.
+    func untilHeld() async {
+        await withCheckedContinuation { continuation in
+            let held = state.withLock { state in
+                if !state.waiters.isEmpty { return true }
+                state.watchers.append(continuation)
+                return false
+            }
+            if held { continuation.resume() }
         }
     }
 
