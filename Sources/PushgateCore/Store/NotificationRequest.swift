@@ -41,20 +41,28 @@ public struct RequestID: Hashable, Sendable, Comparable, CustomStringConvertible
     public static func generate(at date: Date, using generator: inout some RandomNumberGenerator) -> RequestID {
         let milliseconds = UInt64(max(0, (date.timeIntervalSince1970 * 1000).rounded(.down)))
         let random = generator.next() as UInt64
-        return RequestID(unchecked: hex(milliseconds & 0xffff_ffff_ffff, digits: 12) + hex(random, digits: 16))
+        return RequestID(unchecked: hex(milliseconds & 0xffff_ffff_ffff, random))
     }
 
     /// A time-ordered unique id from the system's random number generator.
     public static func generate(at date: Date) -> RequestID {
-        var generator = SystemRandomNumberGenerator()
+        var generator = PooledSystemRandomNumberGenerator()
         return generate(at: date, using: &generator)
     }
 
     init(unchecked value: String) { self.value = value }
 
-    private static func hex(_ value: UInt64, digits: Int) -> String {
-        let text = String(value, radix: 16)
-        return String(repeating: "0", count: max(0, digits - text.count)) + text
+    /// The 12 low hex digits of `time`, then the 16 of `random`, written straight into the string (every
+    /// request makes one).
+    private static func hex(_ time: UInt64, _ random: UInt64) -> String {
+        String(unsafeUninitializedCapacity: 28) { buffer in
+            func digit(_ nibble: UInt64) -> UInt8 {
+                nibble < 10 ? UInt8(ascii: "0") + UInt8(nibble) : UInt8(ascii: "a") + UInt8(nibble - 10)
+            }
+            for index in 0..<12 { buffer[index] = digit((time >> UInt64(4 * (11 - index))) & 0xf) }
+            for index in 0..<16 { buffer[12 + index] = digit((random >> UInt64(4 * (15 - index))) & 0xf) }
+            return 28
+        }
     }
 
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.value < rhs.value }

@@ -60,6 +60,16 @@ public struct CIDRRange: Hashable, Sendable, CustomStringConvertible {
     /// True when `address` (4 or 16 bytes, network order) is in the range. An IPv4-mapped IPv6 address
     /// (`::ffff:192.0.2.7`, how a dual-stack socket reports an IPv4 sender) matches IPv4 ranges.
     public func contains<Address: Collection<UInt8>>(_ address: Address) -> Bool {
+        containsAddress(address)
+    }
+
+    /// ``contains(_:)`` of raw bytes, specialised here: the UDP ingress asks it of every datagram, and the
+    /// generic one, called from another module, went through the collection's witness table byte by byte.
+    public func contains(_ address: UnsafeRawBufferPointer) -> Bool {
+        containsAddress(address)
+    }
+
+    private func containsAddress<Address: Collection<UInt8>>(_ address: Address) -> Bool {
         if address.count == network.count { return matches(address) }
         if isIPv4, address.count == 16 {
             // ::ffff:a.b.c.d
