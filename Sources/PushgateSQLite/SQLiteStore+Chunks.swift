@@ -137,7 +137,9 @@ extension SQLiteStore {
                 }
                 action = claim.chunkInserted(id: id)
             case .claimed(let chunks):
-                return try chunks.map { chunk in
+                var reads = [(read: TargetPageRead, next: TargetPageRead.Action, storedHere: Bool)]()
+                reads.reserveCapacity(chunks.count)
+                for chunk in chunks {
                     var read = try TargetPageRead(chunk: chunk, after: chunk.progress, limit: batch.pageLimit)
                     var first = try read.start()
                     let known = pageRequests[chunk.id]
@@ -145,10 +147,60 @@ extension SQLiteStore {
                     // A request stored in this transaction has no removed targets: only a membership
                     // deleted after it was stored records one, and that is another transaction's write.
                     let storedHere = known.map { knownGroups[$0.seq] != nil } ?? false
-                    let page = try targetPage(&read, first, removedTargetsRead: !storedHere, in: db)
+                    reads.append((read, first, storedHere))
+                }
+                try readWholeGroupPages(&reads, pageRequests: pageRequests, knownMemberships: knownMemberships, in: db)
+                return try zip(chunks, reads).map { chunk, item in
+                    var read = item.read
+                    let page = try targetPage(&read, item.next, removedTargetsRead: !item.storedHere, in: db)
                     return ClaimedWork(chunk: chunk, firstPage: page)
                 }
             }
+        }
+    }
+
+    /// The first pages of the chunks whose next step reads one group's members and whose whole group (as
+    /// the enqueue counted it, earlier in this transaction: ``TargetLookups``) fits in the page: one statement
+    /// for all of them (the chunks' group, range and request time passed as a JSON array, read with
+    /// `json_each` through the membership key a page read of one uses) instead of one each. Without a limit:
+    /// a range of such a group holds at most that count. Each read moves on as ``targetPage`` would have.
+    private static func readWholeGroupPages(
+        _ reads: inout [(read: TargetPageRead, next: TargetPageRead.Action, storedHere: Bool)],
+        pageRequests: [Int64: TargetPageRead.Request],
+        knownMemberships: [Int64: Int],
+        in db: Database
+    ) throws {
+        var batched = [Int]()
+        var list = [String]()
+        for (index, item) in reads.enumerated() {
+            guard case .readDeviceTargets(let groupIDs, let scan, let since) = item.next, groupIDs.count == 1,
+                let seq = pageRequests[item.read.chunk.id]?.seq, let count = knownMemberships[seq], count <= scan.limit
+            else { continue }
+            list.append("[\(batched.count),\(groupIDs[0]),\(scan.after),\(scan.through),\(since)]")
+            batched.append(index)
+        }
+        // One alone is read as before: the batched statement pays for its JSON.
+        guard batched.count > 1 else { return }
+        var rows = [[TargetScan.Row]](repeating: [], count: batched.count)
+        let cursor = try Row.fetchCursor(
+            db.cachedStatement(
+                sql: """
+                    SELECT j.value ->> 0, m.device_id, d.token, d.state
+                    FROM json_each(?) j
+                    JOIN membership m ON m.group_id = j.value ->> 1
+                        AND m.device_id > j.value ->> 2 AND m.device_id <= j.value ->> 3
+                    JOIN device d ON d.id = m.device_id
+                    WHERE d.state = 0 OR d.invalidated_at >= j.value ->> 4
+                    ORDER BY 1, m.device_id
+                    """
+            ),
+            arguments: ["[" + list.joined(separator: ",") + "]"]
+        )
+        while let row = try cursor.next() {
+            rows[row[0] as Int].append((row[1], row[2], (row[3] as Int64) != 0))
+        }
+        for (position, index) in batched.enumerated() {
+            reads[index].next = try reads[index].read.rowsRead(rows[position])
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushgateCore
+import StoreConformance
 import Testing
 
 @testable import PushgateSQLite
@@ -27,6 +28,57 @@ struct SQLiteClaimOnEnqueueTests {
 
     static func lease(at seconds: Double = 0) -> LeaseWindow {
         LeaseWindow(owner: owner, now: start.addingTimeInterval(seconds), duration: .seconds(30))
+    }
+
+    @Test("a batch's chunks of small groups read their first pages in one statement: the pages a read gives after")
+    func smallGroupsFirstPagesTogether() async throws {
+        let statements = RecordedStatements()
+        var configuration = SQLiteStore.Configuration()
+        configuration.statementObserver = { statements.record($0) }
+        try await withTemporaryStore(configuration: configuration) { store in
+            // a: one device; b: three, one of them invalidated; c: two; d: five, more than a page of 3.
+            let groups: [(name: String, devices: ClosedRange<Int>)] = [
+                ("a", 1...1), ("b", 2...4), ("c", 5...6), ("d", 7...11),
+            ]
+            for group in groups {
+                _ = try await store.register(
+                    batch: group.devices.map { Registration(token: Self.token($0), group: group.name, at: Self.start) }
+                )
+            }
+            _ = try await store.invalidate(
+                app: Registration.defaultApp,
+                token: Self.token(3),
+                reason: .unregistered,
+                appleTimestamp: Self.start,
+                at: Self.start
+            )
+            _ = statements.take()
+            let outcome = try await store.enqueue(
+                batch: groups.map { Self.request("r-\($0.name)", groups: [$0.name]) },
+                claiming: BatchClaim(lease: Self.lease(), chunkSize: 10, pageLimit: 3, maximumChunks: 8)
+            )
+            let written = statements.take()
+            #expect(outcome.claimed.count == 4, "a chunk of each request")
+            for work in outcome.claimed {
+                let page = try await store.targets(of: work.chunk, after: work.chunk.progress, limit: 3)
+                #expect(work.firstPage == page, "\(work.chunk.requestID)'s first page, as read afterwards")
+            }
+            let pages = Dictionary(
+                uniqueKeysWithValues: outcome.claimed.map { ($0.chunk.requestID.value, $0.firstPage) }
+            )
+            #expect(pages["r-a"]?.targets.map(\.token) == [Self.token(1)])
+            #expect(pages["r-b"]?.targets.map(\.token) == [Self.token(2), Self.token(4)], "not the invalidated one")
+            #expect(pages["r-c"]?.targets.map(\.token) == [Self.token(5), Self.token(6)])
+            #expect(pages["r-d"]?.targets.map(\.token) == (7...9).map(Self.token), "a page of d's five")
+            #expect(
+                written.filter { $0.contains("FROM json_each(?) j\nJOIN membership m") }.count == 1,
+                "a, b, c together"
+            )
+            #expect(
+                written.filter { $0.contains("FROM membership m JOIN device d") }.count == 1,
+                "d alone, with a limit"
+            )
+        }
     }
 
     @Test("with nothing else waiting, the request's own first chunk is claimed and its first page read")
