@@ -464,9 +464,20 @@ extension SQLiteStore {
         guard Set(held.values.map(\.seq)).count == held.count else { return try sequential() }
         var results = [ProgressResult?](repeating: nil, count: records.count)
         var completing: [(index: Int, seq: Int64)] = []
+        // The chunks' progress updates, written together below: the records are of distinct chunks, and
+        // nothing until the completion read reads a chunk.
+        var chunkUpdates = [String]()
+        chunkUpdates.reserveCapacity(records.count)
         for (index, record) in records.enumerated() {
             let progress = record.progress
-            guard let seq = try writeProgress(progress, over: held[progress.chunk.id], renewing: record.lease, in: db)
+            guard
+                let seq = try writeProgress(
+                    progress,
+                    over: held[progress.chunk.id],
+                    renewing: record.lease,
+                    deferringChunkUpdate: { chunkUpdates.append($0) },
+                    in: db
+                )
             else {
                 results[index] = .leaseLost
                 continue
@@ -477,6 +488,7 @@ extension SQLiteStore {
                 results[index] = try finishProgress(progress, requestSeq: seq, renewing: record.lease, in: db)
             }
         }
+        try updateChunks(chunkUpdates, in: db)
         if !completing.isEmpty {
             let completions = try completionRows(requestSeqs: completing.map(\.seq), in: db)
             for (index, seq) in completing {
@@ -490,6 +502,23 @@ extension SQLiteStore {
             }
         }
         return results.map { $0! }
+    }
+
+    /// The progress of several chunks in one statement (each row as ``writeProgress`` builds it, a JSON
+    /// array, read with `json_each`), as each chunk's own `UPDATE` would write it.
+    private static func updateChunks(_ rows: [String], in db: Database) throws {
+        if rows.isEmpty { return }
+        try db.cachedStatement(
+            sql: """
+                UPDATE chunk SET progress = j.value ->> 1, lease_expires_at = j.value ->> 2, state = j.value ->> 3,
+                    accepted = accepted + (j.value ->> 4), skipped = skipped + (j.value ->> 5),
+                    fcm_accepted = fcm_accepted + (j.value ->> 6),
+                    webpush_accepted = webpush_accepted + (j.value ->> 7),
+                    fcm_skipped = fcm_skipped + (j.value ->> 8), webpush_skipped = webpush_skipped + (j.value ->> 9)
+                FROM json_each(?) j
+                WHERE chunk.id = j.value ->> 0
+                """
+        ).execute(arguments: ["[" + rows.joined(separator: ",") + "]"])
     }
 
     /// A chunk as a progress record finds it: its request and its lease.
@@ -512,6 +541,7 @@ extension SQLiteStore {
         _ progress: ChunkProgress,
         over held: HeldChunk?,
         renewing lease: LeaseWindow,
+        deferringChunkUpdate deferChunkUpdate: ((String) -> Void)? = nil,
         in db: Database
     ) throws -> Int64? {
         let chunk = progress.chunk
@@ -538,6 +568,16 @@ extension SQLiteStore {
         }
         for invalidation in progress.invalidations {
             _ = try Self.invalidate(app: app, invalidation, at: lease.now, in: db)
+        }
+        if let deferChunkUpdate {
+            // [id, progress, lease expiry, state, accepted, skipped, fcm and webpush accepted, then skipped]
+            deferChunkUpdate(
+                "[\(chunk.id),\(newProgress),\(lease.expiresAtMillis),\(progress.chunkState.rawValue),"
+                    + "\(progress.accepted),\(progress.skipped),\(progress.acceptedByService.fcm),"
+                    + "\(progress.acceptedByService.webpush),\(progress.skippedByService.fcm),"
+                    + "\(progress.skippedByService.webpush)]"
+            )
+            return seq
         }
         try db.cachedStatement(
             sql: """
