@@ -491,15 +491,20 @@ extension SQLiteStore {
         try updateChunks(chunkUpdates, in: db)
         if !completing.isEmpty {
             let completions = try completionRows(requestSeqs: completing.map(\.seq), in: db)
+            // The requests each completes, marked done together below: distinct requests, and nothing after
+            // the completion read reads them in this batch.
+            var finished = [String]()
             for (index, seq) in completing {
                 results[index] = try finishProgress(
                     records[index].progress,
                     requestSeq: seq,
                     renewing: records[index].lease,
                     completion: completions[seq],
+                    deferringMark: { finished.append($0) },
                     in: db
                 )
             }
+            try markFinished(finished, in: db)
         }
         return results.map { $0! }
     }
@@ -608,6 +613,7 @@ extension SQLiteStore {
         requestSeq seq: Int64,
         renewing lease: LeaseWindow,
         completion: CompletionRow? = nil,
+        deferringMark deferMark: ((String) -> Void)? = nil,
         in db: Database
     ) throws -> ProgressResult {
         // The last apns-id goes with the request's completion when this record completes it (one
@@ -618,6 +624,7 @@ extension SQLiteStore {
                 nowMs: lease.nowMillis,
                 recording: progress.lastAPNsID,
                 completion: completion,
+                deferringMark: deferMark,
                 in: db
             )
         {

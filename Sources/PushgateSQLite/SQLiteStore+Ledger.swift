@@ -887,6 +887,20 @@ extension SQLiteStore {
         ).execute(arguments: [requestSeq, reason, count])
     }
 
+    /// Marks done the requests of `rows` (as ``finishIfDone(requestSeq:nowMs:recording:completion:deferringMark:in:)``
+    /// builds them) in one statement, as each one's own `UPDATE` would.
+    static func markFinished(_ rows: [String], in db: Database) throws {
+        if rows.isEmpty { return }
+        try db.cachedStatement(
+            sql: """
+                UPDATE request SET state = j.value ->> 1, finished_at = j.value ->> 2,
+                    last_apns_id = coalesce(j.value ->> 3, last_apns_id)
+                FROM json_each(?) j
+                WHERE request.seq = j.value ->> 0
+                """
+        ).execute(arguments: ["[" + rows.joined(separator: ",") + "]"])
+    }
+
     /// Marks the request done if all its targets are cut, all its chunks done and no retry pending: the
     /// steps of ``RequestFinish``, each with its statements. With `apnsID`, the request's last apns-id is
     /// set in the statement that marks it done; answers whether it was (false: not done, nothing written).
@@ -898,6 +912,7 @@ extension SQLiteStore {
         nowMs: Int64,
         recording apnsID: String? = nil,
         completion: CompletionRow? = nil,
+        deferringMark deferMark: ((String) -> Void)? = nil,
         in db: Database
     ) throws
         -> Bool
@@ -933,6 +948,11 @@ extension SQLiteStore {
                         RequestCompletion(state: $0[0], cutDone: $0[1], hasOpenChunks: $0[2], hasPendingRetries: $0[3])
                     }
                 )
+            case .markFinished(let seq, let final, let nowMs) where deferMark != nil:
+                // [seq, state, finished at, last apns-id or null]: ``markFinished(_:in:)`` writes it.
+                deferMark?("[\(seq),\(final.rawValue),\(nowMs),\(apnsID.map(Payload.jsonStringLiteral) ?? "null")]")
+                marked = true
+                action = finish.marked()
             case .markFinished(let seq, let final, let nowMs):
                 try db.cachedStatement(
                     sql: """
